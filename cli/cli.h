@@ -1,0 +1,48 @@
+/* cli.h — the command-line layer: subcommand entry points and the small
+ * helpers they share for parsing flag values and reporting errors.  Only this
+ * layer prints for humans and chooses exit codes: 0 on success, 2 on any
+ * error (bad flag, bad input file, database or device failure), with one
+ * line "kvsim <cmd>: <what>" on stderr.
+ */
+#ifndef CLI_H
+#define CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../sim/kvs.h"
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_ERR 2
+
+/* Subcommands: argv[0] is the subcommand name. */
+int cmd_run(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_capacity(int argc, char **argv);
+int cmd_models(int argc, char **argv);
+int cmd_gpus(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
+int cmd_query(int argc, char **argv);
+
+/* Print "kvsim <cmd>: <msg>\n" to stderr and return CLI_EXIT_ERR. */
+int cli_fail(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Strict number parsing of a flag's value: the whole string must be a number
+ * within [lo, hi].  On error prints "kvsim <cmd>: --flag: ..." and returns
+ * CLI_EXIT_ERR; 0 on success. */
+int cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo,
+                  int64_t hi, int64_t *out);
+int cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
+int cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo,
+                  double hi, double *out);
+
+/* True if argv holds -h or --help (before any "--"). */
+int cli_wants_help(int argc, char **argv);
+
+#endif

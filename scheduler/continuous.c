@@ -1,0 +1,294 @@
+/* continuous.c — iteration-level (continuous) batching, docs/semantics.md
+ * section 3, with recompute / swap / no preemption (section 5).
+ *
+ * One call of sched_plan_continuous is one iteration: admission walks the
+ * waiting heap's head (strict queue), a prefill step runs exactly the
+ * admitted requests, otherwise a decode step runs every running request,
+ * taking blocks in running order and preempting the last request in policy
+ * order when the cache is full. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sched_internal.h"
+
+static void add_member(sched *s, int32_t id, int32_t kind, int64_t tokens, int64_t ctx)
+{
+    sched_member *m = &s->members[s->n_members++];
+    m->req_id = id;
+    m->kind = kind;
+    m->tokens = tokens;
+    m->context = ctx;
+}
+
+/* Index in run[] of the last running request in policy order. O(|R|). */
+static int64_t victim_index(const sched *s)
+{
+    int64_t v = 0;
+    for (int64_t i = 1; i < s->n_run; i++)
+        if (s->pol->cmp(s->reqs, s->run[i].id, s->run[v].id) > 0)
+            v = i;
+    return v;
+}
+
+/* Preempt run[idx]: free its blocks and send it back to W (recompute) or to
+ * host memory (swap, when it fits in the swap space). O(|R|). */
+static void preempt(sched *s, int64_t idx, double now, int force_recompute)
+{
+    sched_entry e = s->run[idx];
+    memmove(&s->run[idx], &s->run[idx + 1], (size_t)(s->n_run - idx - 1) * sizeof e);
+    s->n_run--;
+    s->free_blocks += e.blocks;
+    const trace_req *r = &s->reqs[e.id];
+    s->g[e.id] = r->output_tokens - e.left;
+    s->res[e.id].preemptions++;
+    s->step.n_preempted++;
+    int64_t host = s->alloc->grows ? sched_ceil_div(e.ctx, s->cfg.block_size)
+                                   : s->alloc->admit_blocks(&s->cfg, r, e.ctx);
+    if (!force_recompute && s->cfg.preemption == SCHED_PREEMPT_SWAP &&
+        s->swap_used + host <= s->cfg.swap_blocks) {
+        s->swap_used += host;
+        s->swap_ctx[e.id] = e.ctx;
+        s->swap_since[e.id] = now;
+        s->state[e.id] = SCHED_REQ_SWAPPED;
+        s->res[e.id].status = SCHED_REQ_SWAPPED;
+        s->res[e.id].swaps++;
+        s->step.swap_out_blocks += host;
+        s->ctr.preempt_swap++;
+        sched_waitq_push(&s->swq, e.id);
+    } else {
+        s->state[e.id] = SCHED_REQ_WAITING;
+        s->res[e.id].status = SCHED_REQ_WAITING;
+        s->ctr.preempt_recompute++;
+        sched_waitq_push(&s->wq, e.id);
+    }
+}
+
+/* Could request id be admitted now (step 3's three conditions)? */
+static int admissible(const sched *s, int32_t id, int64_t tokens_used)
+{
+    const trace_req *r = &s->reqs[id];
+    int64_t need = r->prompt_tokens + s->g[id];
+    int64_t nb = s->alloc->admit_blocks(&s->cfg, r, need);
+    return s->n_run < s->cfg.max_seqs && tokens_used + need <= s->cfg.max_batched_tokens &&
+           s->free_blocks - nb >= s->watermark_blocks;
+}
+
+/* Step 3: admission.  Returns the number of requests admitted. */
+static int64_t admit(sched *s)
+{
+    int64_t used = 0;
+    const sched_config *c = &s->cfg;
+    s->run_mark = s->n_run;
+    while (s->wq.n > 0) {
+        int32_t id = sched_waitq_peek(&s->wq);
+        const trace_req *r = &s->reqs[id];
+        int64_t need = r->prompt_tokens + s->g[id];
+        int64_t nb = s->alloc->admit_blocks(c, r, need);
+        if (nb > c->total_blocks - s->watermark_blocks || need > c->max_batched_tokens ||
+            r->prompt_tokens + r->output_tokens > c->max_model_len) {
+            sched_waitq_pop(&s->wq);
+            sched_reject(s, id);
+            continue;
+        }
+        if (!admissible(s, id, used))
+            break;
+        sched_waitq_pop(&s->wq);
+        sched_entry *e = &s->run[s->n_run++];
+        e->id = id;
+        e->skip = 0;
+        e->ctx = need;
+        e->left = r->output_tokens - s->g[id];
+        e->blocks = nb;
+        e->room = nb * c->block_size - need;
+        s->free_blocks -= nb;
+        s->state[id] = SCHED_REQ_RUNNING;
+        s->res[id].status = SCHED_REQ_RUNNING;
+        used += need;
+        add_member(s, id, SCHED_MEMBER_PREFILL, need, need);
+        s->step.batch.tokens += need;
+        s->step.batch.prefill_sq += need * need;
+        s->step.batch.n_prefill++;
+    }
+    return s->n_run - s->run_mark;
+}
+
+/* Step 5: preempt running requests with a worse key than the blocked head. */
+static void priority_preempt(sched *s, double now)
+{
+    int32_t w = sched_waitq_peek(&s->wq);
+    while (s->n_run > 0 && !admissible(s, w, 0)) {
+        int64_t v = victim_index(s);
+        if (s->pol->cmp(s->reqs, s->run[v].id, w) <= 0)
+            break;
+        preempt(s, v, now, 1);
+        s->ctr.preempt_priority++;
+    }
+}
+
+/* Step 6, first pass: in running order, each request whose next token starts
+ * a new block takes one; a full cache preempts the policy-last request. */
+static void take_decode_blocks(sched *s, double now)
+{
+    int64_t i = 0;
+    while (i < s->n_run) {
+        sched_entry *e = &s->run[i];
+        e->skip = 0;
+        if (e->room > 0) {
+            i++;
+            continue;
+        }
+        if (s->free_blocks == 0 && s->cfg.preemption == SCHED_PREEMPT_OFF) {
+            e->skip = 1;
+            i++;
+            continue;
+        }
+        int self = 0;
+        while (s->free_blocks == 0) {
+            int64_t v = victim_index(s);
+            preempt(s, v, now, 0);
+            if (v == i) {
+                self = 1;
+                break;
+            }
+            if (v < i)
+                i--;
+        }
+        if (self)
+            continue; /* run[i] is now the next request */
+        e = &s->run[i];
+        s->free_blocks--;
+        e->blocks++;
+        e->room += s->cfg.block_size;
+        i++;
+    }
+}
+
+/* Swap requests back in, in policy order, while they fit above the
+ * watermark and under max_seqs.  They decode in this step. */
+static void swap_in(sched *s, double now)
+{
+    const sched_config *c = &s->cfg;
+    while (s->swq.n > 0 && s->n_run < c->max_seqs) {
+        int32_t id = sched_waitq_peek(&s->swq);
+        const trace_req *r = &s->reqs[id];
+        int64_t ctx = s->swap_ctx[id];
+        int64_t nb = s->alloc->grows ? sched_ceil_div(ctx, c->block_size)
+                                     : s->alloc->admit_blocks(c, r, ctx);
+        int64_t extra = (s->alloc->grows && nb * c->block_size == ctx) ? 1 : 0;
+        if (nb + extra > c->total_blocks - s->watermark_blocks) {
+            /* Could not come back even into an empty cache. */
+            sched_waitq_pop(&s->swq);
+            s->swap_used -= nb;
+            s->res[id].swapped_s += now - s->swap_since[id];
+            sched_reject(s, id);
+            continue;
+        }
+        if (s->free_blocks - nb - extra < s->watermark_blocks)
+            break;
+        sched_waitq_pop(&s->swq);
+        s->swap_used -= nb;
+        s->free_blocks -= nb + extra;
+        s->res[id].swapped_s += now - s->swap_since[id];
+        s->state[id] = SCHED_REQ_RUNNING;
+        s->res[id].status = SCHED_REQ_RUNNING;
+        s->step.swap_in_blocks += nb;
+        sched_entry *e = &s->run[s->n_run++];
+        e->id = id;
+        e->skip = 0;
+        e->ctx = ctx;
+        e->left = r->output_tokens - s->g[id];
+        e->blocks = nb + extra;
+        e->room = (nb + extra) * c->block_size - ctx;
+    }
+}
+
+int sched_plan_continuous(sched *s, double now, double *t_end)
+{
+    for (;;) {
+        memset(&s->step, 0, sizeof s->step);
+        s->n_members = 0;
+        if (s->wq.n == 0 && s->n_run == 0 && s->swq.n == 0)
+            return SCHED_PLAN_IDLE;
+        /* 3. admission; none while any request is swapped out */
+        if (s->swq.n == 0 && admit(s) > 0) {
+            s->step.kind = SCHED_STEP_PREFILL;
+            s->active = SCHED_ACTIVE_PREFILL;
+            break;
+        }
+        s->run_mark = s->n_run;
+        /* 5. priority preemption */
+        if (s->cfg.priority_preemption && s->wq.n > 0 && s->swq.n == 0)
+            priority_preempt(s, now);
+        /* 6. decode step over every running request */
+        if (s->alloc->grows)
+            take_decode_blocks(s, now);
+        int64_t swap_mark = s->n_run;
+        if (s->step.n_preempted == 0 && s->swq.n > 0)
+            swap_in(s, now);
+        cost_batch *b = &s->step.batch;
+        for (int64_t i = 0; i < s->n_run; i++) {
+            sched_entry *e = &s->run[i];
+            if (e->skip)
+                continue;
+            e->ctx++;
+            e->room--;
+            b->kv_read += e->ctx;
+            b->n_decode++;
+            add_member(s, e->id, i >= swap_mark ? SCHED_MEMBER_SWAPIN : SCHED_MEMBER_DECODE, 1,
+                       e->ctx);
+        }
+        b->tokens = b->n_decode;
+        if (s->n_members > 0) {
+            s->step.kind = SCHED_STEP_DECODE;
+            s->active = SCHED_ACTIVE_DECODE;
+            break;
+        }
+        if (s->n_run > 0) {
+            snprintf(s->errmsg, sizeof s->errmsg,
+                     "stuck at t=%.6f s: all %lld running requests need a KV block and "
+                     "none is free with --preemption off",
+                     now, (long long)s->n_run);
+            return SCHED_PLAN_STUCK;
+        }
+        /* An empty step takes no time: iterate again at the same instant. */
+    }
+    double d = cost_step_s(s->cost, &s->step.batch) +
+               (double)(s->step.swap_out_blocks + s->step.swap_in_blocks) * s->cfg.swap_block_s;
+    s->step.dur_s = d;
+    sched_emit(s, now);
+    *t_end = now + d;
+    return SCHED_PLAN_STEP;
+}
+
+static void finish_request(sched *s, sched_entry *e, double t)
+{
+    s->free_blocks += e->blocks;
+    s->res[e->id].finish_s = t;
+    s->res[e->id].status = SCHED_REQ_FINISHED;
+    s->state[e->id] = SCHED_REQ_FINISHED;
+    s->g[e->id] = s->reqs[e->id].output_tokens;
+    s->ctr.n_finished++;
+}
+
+void sched_finish_continuous(sched *s, double t)
+{
+    int64_t from = s->active == SCHED_ACTIVE_PREFILL ? s->run_mark : 0;
+    int64_t out = from;
+    for (int64_t i = from; i < s->n_run; i++) {
+        sched_entry *e = &s->run[i];
+        if (e->skip) {
+            e->skip = 0;
+            s->run[out++] = *e;
+            continue;
+        }
+        if (e->left == s->reqs[e->id].output_tokens)
+            s->res[e->id].first_token_s = t; /* g went 0 -> 1 */
+        if (--e->left == 0) {
+            finish_request(s, e, t);
+            continue;
+        }
+        s->run[out++] = *e;
+    }
+    s->n_run = out;
+}

@@ -1,0 +1,214 @@
+/* sched.c — engine set-up, arrivals, dispatch to the batching mode, results
+ * and the enum names.  The batching modes live in continuous.c and
+ * static_batch.c. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched_internal.h"
+
+static int check_config(const sched_config *c, int64_t n, kvs_err *err)
+{
+    if (n < 0 || n > INT32_MAX)
+        return kvs_errf(err, KVS_EINVAL, "trace: %lld requests; at most %d are supported",
+                        (long long)n, INT32_MAX);
+    if (c->block_size < 1)
+        return kvs_errf(err, KVS_EINVAL, "--block-size: must be >= 1");
+    if (c->total_blocks < 1)
+        return kvs_errf(err, KVS_EINVAL, "--kv-blocks: the KV cache has no block (%lld)",
+                        (long long)c->total_blocks);
+    if (c->max_seqs < 1)
+        return kvs_errf(err, KVS_EINVAL, "--max-seqs: must be >= 1");
+    if (c->max_batched_tokens < 1)
+        return kvs_errf(err, KVS_EINVAL, "--max-batched-tokens: must be >= 1");
+    if (c->max_model_len < 1)
+        return kvs_errf(err, KVS_EINVAL, "--max-model-len: must be >= 1");
+    if (!(c->watermark >= 0.0 && c->watermark < 1.0))
+        return kvs_errf(err, KVS_EINVAL, "--watermark: must be in [0, 1)");
+    if ((unsigned)c->batching > SCHED_BATCHING_STATIC || (unsigned)c->policy > SCHED_POLICY_PRIORITY ||
+        (unsigned)c->alloc > SCHED_ALLOC_RESERVED_ORACLE || (unsigned)c->preemption > SCHED_PREEMPT_OFF)
+        return kvs_errf(err, KVS_EINVAL, "scheduler: unknown enum value in config");
+    if (c->preemption == SCHED_PREEMPT_SWAP && c->swap_blocks < 1)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--swap-gib: swap preemption needs host swap space of at least one block");
+    if (!(c->swap_block_s >= 0.0) || !isfinite(c->swap_block_s))
+        return kvs_errf(err, KVS_EINVAL, "scheduler: swap transfer time must be >= 0");
+    if (c->priority_preemption && c->policy != SCHED_POLICY_PRIORITY)
+        return kvs_errf(err, KVS_EINVAL, "--priority-preemption: needs --policy priority");
+    if (c->priority_preemption && c->preemption == SCHED_PREEMPT_OFF)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--priority-preemption: contradicts --preemption off");
+    if (!(c->batch_timeout_s >= 0.0) || !isfinite(c->batch_timeout_s))
+        return kvs_errf(err, KVS_EINVAL, "--batch-timeout: must be >= 0");
+    if (c->batching == SCHED_BATCHING_CONTINUOUS && c->batch_timeout_s > 0.0)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--batch-timeout: applies only to --batching static");
+    if (c->batching == SCHED_BATCHING_STATIC) {
+        if (c->alloc != SCHED_ALLOC_PAGED)
+            return kvs_errf(err, KVS_EINVAL,
+                            "--alloc: static batching reserves padded lengths itself; "
+                            "leave --alloc at paged");
+        if (c->preemption == SCHED_PREEMPT_SWAP)
+            return kvs_errf(err, KVS_EINVAL,
+                            "--preemption swap: static batches are never preempted");
+        if (c->priority_preemption)
+            return kvs_errf(err, KVS_EINVAL,
+                            "--priority-preemption: static batches are never preempted");
+    }
+    return KVS_OK;
+}
+
+int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
+               int64_t n, const cost_model *cost, kvs_err *err)
+{
+    *out = NULL;
+    int rc = check_config(cfg, n, err);
+    if (rc)
+        return rc;
+    sched *s = calloc(1, sizeof *s);
+    if (!s)
+        return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory");
+    s->cfg = *cfg;
+    s->reqs = reqs;
+    s->n = n;
+    s->cost = cost;
+    s->pol = sched_policy_vt_get(cfg->policy);
+    s->alloc = sched_alloc_vt_get(cfg->alloc);
+    s->watermark_blocks = (int64_t)floor(cfg->watermark * (double)cfg->total_blocks);
+    s->free_blocks = cfg->total_blocks;
+    s->run_cap = (cfg->max_seqs < n ? cfg->max_seqs : n) + 1;
+    size_t nn = (size_t)(n > 0 ? n : 1);
+    s->res = malloc(nn * sizeof *s->res);
+    s->g = calloc(nn, sizeof *s->g);
+    s->swap_ctx = calloc(nn, sizeof *s->swap_ctx);
+    s->swap_since = calloc(nn, sizeof *s->swap_since);
+    s->state = calloc(nn, sizeof *s->state);
+    s->run = calloc((size_t)s->run_cap, sizeof *s->run);
+    s->members = calloc((size_t)s->run_cap, sizeof *s->members);
+    s->batch = calloc((size_t)s->run_cap, sizeof *s->batch);
+    if (!s->res || !s->g || !s->swap_ctx || !s->swap_since || !s->state || !s->run ||
+        !s->members || !s->batch)
+        goto nomem;
+    if (sched_waitq_init(&s->wq, n, reqs, s->pol) || sched_waitq_init(&s->swq, n, reqs, s->pol))
+        goto nomem;
+    for (int64_t i = 0; i < n; i++) {
+        sched_req_result *r = &s->res[i];
+        memset(r, 0, sizeof *r);
+        r->status = SCHED_REQ_PENDING;
+        r->first_token_s = NAN;
+        r->finish_s = NAN;
+    }
+    s->ctr.free_blocks = cfg->total_blocks;
+    *out = s;
+    return KVS_OK;
+nomem:
+    sched_free(s);
+    return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for %lld requests", (long long)n);
+}
+
+void sched_free(sched *s)
+{
+    if (!s)
+        return;
+    sched_waitq_free(&s->wq);
+    sched_waitq_free(&s->swq);
+    free(s->res);
+    free(s->g);
+    free(s->swap_ctx);
+    free(s->swap_since);
+    free(s->state);
+    free(s->run);
+    free(s->members);
+    free(s->batch);
+    free(s);
+}
+
+void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx)
+{
+    s->sink = fn;
+    s->sink_ctx = ctx;
+}
+
+void sched_arrive(sched *s, int64_t id)
+{
+    s->state[id] = SCHED_REQ_WAITING;
+    s->res[id].status = SCHED_REQ_WAITING;
+    sched_waitq_push(&s->wq, (int32_t)id);
+}
+
+void sched_reject(sched *s, int32_t id)
+{
+    s->state[id] = SCHED_REQ_REJECTED;
+    s->res[id].status = SCHED_REQ_REJECTED;
+    s->ctr.n_rejected++;
+}
+
+/* Fill the common step fields and hand the step to the sink. */
+void sched_emit(sched *s, double now)
+{
+    sched_step *st = &s->step;
+    st->index = s->ctr.steps++;
+    st->start_s = now;
+    st->kv_blocks_used = s->cfg.total_blocks - s->free_blocks;
+    st->n_waiting = s->wq.n;
+    st->n_running = s->cfg.batching == SCHED_BATCHING_STATIC ? s->n_batch : s->n_run;
+    if (s->sink)
+        s->sink(s->sink_ctx, st, s->members, s->n_members);
+}
+
+int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end)
+{
+    if (s->cfg.batching == SCHED_BATCHING_STATIC)
+        return sched_plan_static(s, now, more_arrivals, t_end);
+    return sched_plan_continuous(s, now, t_end);
+}
+
+void sched_finish_step(sched *s, double t)
+{
+    if (s->active == SCHED_ACTIVE_STATIC)
+        sched_finish_static(s, t);
+    else
+        sched_finish_continuous(s, t);
+    s->active = SCHED_ACTIVE_NONE;
+}
+
+const sched_req_result *sched_results(const sched *s) { return s->res; }
+
+const char *sched_error(const sched *s) { return s->errmsg; }
+
+void sched_get_counters(const sched *s, sched_counters *out)
+{
+    *out = s->ctr;
+    out->free_blocks = s->free_blocks;
+    out->used_blocks = s->cfg.total_blocks - s->free_blocks;
+    out->swapped_blocks = s->swap_used;
+    out->n_waiting = s->wq.n;
+    out->n_running = s->cfg.batching == SCHED_BATCHING_STATIC ? s->n_batch : s->n_run;
+    out->n_swapped = s->swq.n;
+}
+
+/* ---------------------------------------------------------------- names */
+static const char *const batching_names[] = {"continuous", "static"};
+static const char *const policy_names[] = {"fcfs", "priority"};
+static const char *const alloc_names[] = {"paged", "reserved", "reserved-oracle"};
+static const char *const preempt_names[] = {"recompute", "swap", "off"};
+
+#define NAME_OF(tbl, v) \
+    ((v) >= 0 && (size_t)(v) < sizeof tbl / sizeof tbl[0] ? tbl[v] : "?")
+
+static int parse_in(const char *const *tbl, size_t n, const char *s)
+{
+    for (size_t i = 0; s && i < n; i++)
+        if (!strcmp(tbl[i], s))
+            return (int)i;
+    return -1;
+}
+
+const char *sched_batching_name(int v) { return NAME_OF(batching_names, v); }
+const char *sched_policy_name(int v) { return NAME_OF(policy_names, v); }
+const char *sched_alloc_name(int v) { return NAME_OF(alloc_names, v); }
+const char *sched_preempt_name(int v) { return NAME_OF(preempt_names, v); }
+int sched_batching_parse(const char *s) { return parse_in(batching_names, 2, s); }
+int sched_policy_parse(const char *s) { return parse_in(policy_names, 2, s); }
+int sched_alloc_parse(const char *s) { return parse_in(alloc_names, 3, s); }
+int sched_preempt_parse(const char *s) { return parse_in(preempt_names, 3, s); }

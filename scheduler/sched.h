@@ -1,0 +1,179 @@
+/* sched.h — the serving engine: decides WHAT runs in each step.
+ *
+ * Implements docs/semantics.md: continuous (iteration-level) batching with
+ * strict-queue prefill-first admission, static (padded) batching, FCFS or
+ * priority order, paged or reserved KV allocation, and recompute / swap / no
+ * preemption.  It knows nothing of files, SQLite or the clock's source: the
+ * event loop (sim/engine.h) tells it when requests arrive and when a step
+ * ends, and it asks a cost model how long each step takes.
+ *
+ * Per-request state lives in flat arrays indexed by request id; the waiting
+ * queue is a binary heap in policy order (admission only ever takes its
+ * head), so one step costs O(batch + log(waiting)) and allocates nothing.
+ */
+#ifndef SCHED_H
+#define SCHED_H
+
+#include <stdint.h>
+
+#include "../sim/cost.h"
+#include "../sim/kvs.h"
+#include "../traces/trace.h"
+
+typedef enum sched_batching {
+    SCHED_BATCHING_CONTINUOUS = 0,
+    SCHED_BATCHING_STATIC = 1
+} sched_batching;
+
+typedef enum sched_policy {
+    SCHED_POLICY_FCFS = 0,     /* key (arrival_s, id) */
+    SCHED_POLICY_PRIORITY = 1  /* key (priority, arrival_s, id) */
+} sched_policy;
+
+typedef enum sched_alloc {
+    SCHED_ALLOC_PAGED = 0,           /* ceil(context / block_size) blocks */
+    SCHED_ALLOC_RESERVED = 1,        /* ceil(max_model_len / block_size) */
+    SCHED_ALLOC_RESERVED_ORACLE = 2  /* ceil((P + O) / block_size) */
+} sched_alloc;
+
+typedef enum sched_preempt {
+    SCHED_PREEMPT_RECOMPUTE = 0,
+    SCHED_PREEMPT_SWAP = 1,
+    SCHED_PREEMPT_OFF = 2
+} sched_preempt;
+
+typedef struct sched_config {
+    sched_batching batching;
+    sched_policy policy;
+    int priority_preemption;    /* 1: step 5 of the semantics is on */
+    sched_alloc alloc;
+    sched_preempt preemption;
+    int64_t block_size;         /* tokens per KV block, >= 1 */
+    int64_t total_blocks;       /* KV blocks on the (per-GPU) cache, >= 1 */
+    int64_t max_seqs;           /* max_num_seqs: running requests */
+    int64_t max_batched_tokens; /* prefill token budget per step */
+    int64_t max_model_len;      /* P + O limit, tokens */
+    double watermark;           /* fraction of total blocks kept free */
+    int64_t swap_blocks;        /* host swap space, blocks (swap only) */
+    double swap_block_s;        /* seconds to move one block over host link */
+    double batch_timeout_s;     /* static: idle engine waits this long to fill */
+} sched_config;
+
+typedef enum sched_req_status {
+    SCHED_REQ_PENDING = 0,  /* not yet arrived */
+    SCHED_REQ_WAITING = 1,  /* in the waiting queue */
+    SCHED_REQ_RUNNING = 2,  /* in the running list */
+    SCHED_REQ_SWAPPED = 3,  /* KV on the host, waiting for swap-in */
+    SCHED_REQ_FINISHED = 4,
+    SCHED_REQ_REJECTED = 5
+} sched_req_status;
+
+/* Outcome of one request. */
+typedef struct sched_req_result {
+    int32_t status;        /* sched_req_status: FINISHED or REJECTED at end */
+    int32_t preemptions;   /* recompute + swap preemptions */
+    int32_t swaps;         /* swap-outs among them */
+    int32_t pad_;
+    double first_token_s;  /* end of the step that made g 0->1; NAN if none */
+    double finish_s;       /* end of the step that made g == O; NAN if none */
+    double swapped_s;      /* total seconds spent swapped out */
+} sched_req_result;
+
+typedef enum sched_step_kind {
+    SCHED_STEP_PREFILL = 0,  /* only prefills (and swap-ins) */
+    SCHED_STEP_DECODE = 1,   /* only decodes */
+    SCHED_STEP_MIXED = 2     /* both (chunked prefill, static never) */
+} sched_step_kind;
+
+/* One engine step, as emitted to the step sink. */
+typedef struct sched_step {
+    int64_t index;        /* 0-based step number */
+    double start_s;       /* step start, seconds since trace start */
+    double dur_s;         /* compute + swap transfer time */
+    int32_t kind;         /* sched_step_kind */
+    int32_t n_preempted;  /* requests preempted while forming this step */
+    cost_batch batch;     /* what the cost model saw */
+    int64_t kv_blocks_used; /* blocks held by all requests during the step */
+    int64_t n_waiting;    /* waiting queue length at step start (after admission) */
+    int64_t n_running;    /* running requests after admission / preemption */
+    int64_t swap_out_blocks, swap_in_blocks; /* moved in this step */
+} sched_step;
+
+typedef enum sched_member_kind {
+    SCHED_MEMBER_PREFILL = 0,
+    SCHED_MEMBER_DECODE = 1,
+    SCHED_MEMBER_SWAPIN = 2
+} sched_member_kind;
+
+/* A request's part in a step. */
+typedef struct sched_member {
+    int32_t req_id;   /* trace index */
+    int32_t kind;     /* sched_member_kind */
+    int64_t tokens;   /* tokens processed: P+g (prefill, padded for static), 1 */
+    int64_t context;  /* tokens of KV after the step */
+} sched_member;
+
+/* Called once per step that runs, at its start, before time advances. */
+typedef void (*sched_step_fn)(void *ctx, const sched_step *step,
+                              const sched_member *members, int64_t n_members);
+
+typedef struct sched sched;
+
+/* Create an engine for `n` requests (borrowed; must outlive the engine).
+ * Checks the config (KVS_EINVAL naming the field).  Cost: O(n) memory. */
+int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
+               int64_t n, const cost_model *cost, kvs_err *err);
+void sched_free(sched *s);
+
+/* Request `id` arrives (ids must arrive in non-decreasing arrival order). */
+void sched_arrive(sched *s, int64_t id);
+
+typedef enum sched_plan {
+    SCHED_PLAN_STEP = 0,  /* a step started: it ends at *t_end */
+    SCHED_PLAN_IDLE = 1,  /* nothing can run until the next arrival */
+    SCHED_PLAN_WAIT = 2,  /* nothing runs before *t_end (batch timeout) */
+    SCHED_PLAN_STUCK = 3  /* no progress is possible (see sched_error) */
+} sched_plan;
+
+/* Run one iteration's decisions at time `now`: admission, preemption, and
+ * the step's batch; the step's tokens are generated by sched_finish_step.
+ * more_arrivals tells whether any request has yet to arrive.  Returns a
+ * sched_plan; on SCHED_PLAN_STEP the step has been emitted to the sink.
+ * Cost: O(batch + preemptions * running + log waiting). */
+int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end);
+
+/* Why the last plan returned SCHED_PLAN_STUCK (e.g. every running request
+ * needs a block with --preemption off). */
+const char *sched_error(const sched *s);
+
+/* The running step ends at time t: generate tokens, finish requests. */
+void sched_finish_step(sched *s, double t);
+
+void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx);
+
+/* Results, indexed by request id; valid until sched_free. */
+const sched_req_result *sched_results(const sched *s);
+
+/* Live counters for invariant checks and metrics. */
+typedef struct sched_counters {
+    int64_t free_blocks;     /* F */
+    int64_t used_blocks;     /* held by running requests */
+    int64_t swapped_blocks;  /* held on the host */
+    int64_t n_waiting, n_running, n_swapped, n_finished, n_rejected;
+    int64_t steps;
+    int64_t preempt_recompute, preempt_swap, preempt_priority;
+} sched_counters;
+void sched_get_counters(const sched *s, sched_counters *out);
+
+/* Enum names for flags and the store ("continuous", "fcfs", "paged", ...),
+ * and the reverse; parse returns -1 for an unknown name. */
+const char *sched_batching_name(int v);
+const char *sched_policy_name(int v);
+const char *sched_alloc_name(int v);
+const char *sched_preempt_name(int v);
+int sched_batching_parse(const char *s);
+int sched_policy_parse(const char *s);
+int sched_alloc_parse(const char *s);
+int sched_preempt_parse(const char *s);
+
+#endif

@@ -1,0 +1,65 @@
+/* waitq.c — the waiting queue: a binary min-heap of request ids in policy
+ * order.  Admission only ever takes the head, so a heap gives the exact
+ * strict-queue semantics at O(log n) per operation. */
+#include <stdlib.h>
+
+#include "sched_internal.h"
+
+int sched_waitq_init(sched_waitq *q, int64_t cap, const trace_req *reqs,
+                     const sched_policy_vt *pol)
+{
+    q->ids = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *q->ids);
+    if (!q->ids)
+        return KVS_ENOMEM;
+    q->n = 0;
+    q->cap = cap;
+    q->reqs = reqs;
+    q->pol = pol;
+    return KVS_OK;
+}
+
+void sched_waitq_free(sched_waitq *q)
+{
+    free(q->ids);
+    q->ids = NULL;
+    q->n = 0;
+}
+
+static inline int before(const sched_waitq *q, int32_t a, int32_t b)
+{
+    return q->pol->cmp(q->reqs, a, b) < 0;
+}
+
+void sched_waitq_push(sched_waitq *q, int32_t id)
+{
+    int64_t i = q->n++;
+    while (i > 0) {
+        int64_t p = (i - 1) / 2;
+        if (!before(q, id, q->ids[p]))
+            break;
+        q->ids[i] = q->ids[p];
+        i = p;
+    }
+    q->ids[i] = id;
+}
+
+int32_t sched_waitq_pop(sched_waitq *q)
+{
+    int32_t top = q->ids[0];
+    int32_t last = q->ids[--q->n];
+    int64_t i = 0, n = q->n;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && before(q, q->ids[c + 1], q->ids[c]))
+            c++;
+        if (!before(q, q->ids[c], last))
+            break;
+        q->ids[i] = q->ids[c];
+        i = c;
+    }
+    if (n > 0)
+        q->ids[i] = last;
+    return top;
+}

@@ -1,0 +1,87 @@
+/* cost.h — step-cost models: how long one engine step takes.
+ *
+ * A cost model sees only the step's batch summary (cost_batch) and returns
+ * seconds.  Models are a small table of function pointers (cost_model_vt)
+ * chosen by name at run time:
+ *   affine:c0,c1,c2,c3   d = c0 + c1*tokens + c2*kv_read + c3*prefill_sq
+ *   roofline             per-op max(FLOPs/compute, bytes/bandwidth) sums
+ *   calibrated[:ID]      a fitted profile from the store (see validate/)
+ * Adding a model is one new file plus one line in cost_model_create.
+ */
+#ifndef COST_H
+#define COST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvs.h"
+#include "../models/model.h"
+
+typedef struct cost_batch {
+    int64_t tokens;     /* prefill tokens (P+g each) + one per decode */
+    int64_t kv_read;    /* sum over decodes of context after the step */
+    int64_t prefill_sq; /* sum over prefills of (P+g)^2 */
+    int64_t n_prefill;  /* prefill requests in the step */
+    int64_t n_decode;   /* decode requests in the step */
+} cost_batch;
+
+typedef struct cost_model_vt {
+    const char *name;
+    /* Required: seconds for one step (>= 0). Cost: O(1). */
+    double (*step_s)(void *self, const cost_batch *b);
+    /* Optional: release self. */
+    void (*free)(void *self);
+    /* Optional: a one-line description (parameters) for provenance. */
+    void (*describe)(void *self, char *buf, size_t n);
+} cost_model_vt;
+
+typedef struct cost_model {
+    const cost_model_vt *vt; /* never NULL once created */
+    void *self;              /* model state, owned */
+} cost_model;
+
+/* Create the affine or roofline model from a spec string (not "calibrated",
+ * which needs the store: see validate/profile.h).  m and g may be NULL for
+ * affine. */
+int cost_model_create(const char *spec, const model_spec *m, const gpu_spec *g,
+                      int64_t tp, cost_model *out, kvs_err *err);
+int cost_affine_create(const char *params, cost_model *out, kvs_err *err);
+int cost_roofline_create(const model_spec *m, const gpu_spec *g, int64_t tp,
+                         cost_model *out, kvs_err *err);
+
+/* The figures the roofline model assumes beyond the datasheet: achievable
+ * fractions of peak, collective latency and the per-step CPU overhead.
+ * Defaults and their sources: cost_roofline_consts_default and
+ * docs/cost-models.md.  A calibrated profile replaces them with fits. */
+typedef struct cost_roofline_consts {
+    double eff_gemm;         /* fraction of peak FP16 FLOP/s a GEMM reaches */
+    double eff_attn;         /* fraction of peak FP16 FLOP/s attention reaches */
+    double eff_hbm;          /* fraction of peak HBM bandwidth reached */
+    double eff_nvlink;       /* fraction of NVLink per-direction bandwidth */
+    double collective_lat_s; /* fixed latency of one all-reduce/gather, s */
+    double step_overhead_s;  /* CPU scheduling, launch, sampling per step, s */
+} cost_roofline_consts;
+
+void cost_roofline_consts_default(cost_roofline_consts *c);
+/* As cost_roofline_create with explicit constants (each efficiency in
+ * (0, 1], times >= 0). */
+int cost_roofline_create_with(const model_spec *m, const gpu_spec *g, int64_t tp,
+                              const cost_roofline_consts *k, cost_model *out,
+                              kvs_err *err);
+/* Seconds each op of the step takes, summed over its repeats, as the
+ * compute bound (FLOPs / (peak*eff)) and the memory bound (bytes /
+ * (bandwidth*eff), plus latency for collectives); the step's time is
+ * step_overhead_s + sum over ops of max(compute_s[op], memory_s[op]).
+ * KVS_EINVAL when c is not a roofline model.  Cost: O(MODEL_OP_COUNT). */
+int cost_roofline_breakdown(const cost_model *c, const cost_batch *b,
+                            double compute_s[MODEL_OP_COUNT],
+                            double memory_s[MODEL_OP_COUNT]);
+
+static inline double cost_step_s(const cost_model *c, const cost_batch *b)
+{
+    return c->vt->step_s(c->self, b);
+}
+void cost_model_describe(const cost_model *c, char *buf, size_t n);
+void cost_model_free(cost_model *c);
+
+#endif

@@ -1,0 +1,29 @@
+#include "kvs.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+int kvs_errf(kvs_err *err, int status, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+const char *kvs_status_name(int status)
+{
+    switch (status) {
+    case KVS_OK: return "ok";
+    case KVS_EINVAL: return "invalid input";
+    case KVS_EIO: return "i/o error";
+    case KVS_ENOMEM: return "out of memory";
+    case KVS_EDB: return "database error";
+    case KVS_EDEVICE: return "device error";
+    case KVS_EINTERNAL: return "internal error";
+    default: return "unknown error";
+    }
+}

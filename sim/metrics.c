@@ -1,0 +1,92 @@
+/* metrics.c — the metrics of docs/semantics.md section 7 over per-request
+ * results: exact nearest-rank percentiles, throughput, SLO attainment. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "run.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest rank: the value at 1-based rank ceil(p/100 * n). Sorts v. */
+static run_dist dist_of(double *v, int64_t n)
+{
+    run_dist d = {NAN, NAN, NAN, NAN};
+    if (n == 0)
+        return d;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    const double ps[3] = {50.0, 90.0, 99.0};
+    double *out[3] = {&d.p50, &d.p90, &d.p99};
+    for (int i = 0; i < 3; i++) {
+        int64_t rank = (int64_t)ceil(ps[i] / 100.0 * (double)n);
+        if (rank < 1)
+            rank = 1;
+        *out[i] = v[rank - 1];
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        sum += v[i];
+    d.mean = sum / (double)n;
+    return d;
+}
+
+void run_metrics_compute(const run_config *cfg, const trace *tr,
+                         const sched_req_result *reqs, run_summary *sum)
+{
+    int64_t n = tr->n;
+    sum->n_requests = n;
+    sum->n_finished = sum->n_rejected = 0;
+    double *ttft = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    double *tpot = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    double *e2e = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    double *norm = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    int64_t nf = 0, ntp = 0, good = 0;
+    double out_tokens = 0.0, last_finish = -INFINITY;
+    int has_slo = cfg->slo_ttft_s > 0 || cfg->slo_tpot_s > 0 || cfg->slo_e2e_s > 0;
+    if (!ttft || !tpot || !e2e || !norm)
+        goto done; /* leave NaNs: callers check n_finished */
+    for (int64_t i = 0; i < n; i++) {
+        const sched_req_result *r = &reqs[i];
+        const trace_req *q = &tr->reqs[i];
+        if (r->status != SCHED_REQ_FINISHED) {
+            sum->n_rejected++;
+            continue;
+        }
+        double t1 = r->first_token_s - q->arrival_s;
+        double te = r->finish_s - q->arrival_s;
+        ttft[nf] = t1;
+        e2e[nf] = te;
+        norm[nf] = te / (double)q->output_tokens;
+        double tp = NAN;
+        if (q->output_tokens > 1) {
+            tp = (r->finish_s - r->first_token_s) / (double)(q->output_tokens - 1);
+            tpot[ntp++] = tp;
+        }
+        nf++;
+        out_tokens += (double)q->output_tokens;
+        if (r->finish_s > last_finish)
+            last_finish = r->finish_s;
+        int ok = (!(cfg->slo_ttft_s > 0) || t1 <= cfg->slo_ttft_s) &&
+                 (!(cfg->slo_e2e_s > 0) || te <= cfg->slo_e2e_s) &&
+                 (!(cfg->slo_tpot_s > 0) || isnan(tp) || tp <= cfg->slo_tpot_s);
+        good += ok;
+    }
+    sum->n_finished = nf;
+done:
+    sum->ttft = dist_of(ttft, ttft ? nf : 0);
+    sum->tpot = dist_of(tpot, tpot ? ntp : 0);
+    sum->e2e = dist_of(e2e, e2e ? nf : 0);
+    sum->norm_latency = dist_of(norm, norm ? nf : 0);
+    double span = nf > 0 ? last_finish - tr->reqs[0].arrival_s : 0.0;
+    sum->throughput_tok_s = span > 0 ? out_tokens / span : NAN;
+    sum->throughput_req_s = span > 0 ? (double)nf / span : NAN;
+    sum->slo_attainment = has_slo && n > 0 ? (double)good / (double)n : NAN;
+    sum->goodput_req_s = has_slo && span > 0 ? (double)good / span : NAN;
+    free(ttft);
+    free(tpot);
+    free(e2e);
+    free(norm);
+}

@@ -1,0 +1,195 @@
+/* run.c — one simulation run: resolve the config, drive the scheduler
+ * through the event loop, collect step records and compute the summary. */
+#include "run.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+
+void run_config_defaults(run_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    strcpy(cfg->model, "llama-2-7b");
+    strcpy(cfg->gpu, "a100-80g");
+    cfg->tp = 1;
+    cfg->rate_scale = 1.0;
+    cfg->seed = 0;
+    cfg->sched.batching = SCHED_BATCHING_CONTINUOUS;
+    cfg->sched.policy = SCHED_POLICY_FCFS;
+    cfg->sched.alloc = SCHED_ALLOC_PAGED;
+    cfg->sched.preemption = SCHED_PREEMPT_RECOMPUTE;
+    cfg->sched.block_size = 16;
+    cfg->sched.max_seqs = 256;
+    cfg->sched.max_batched_tokens = 0; /* resolved: max(2048, max_model_len) */
+    cfg->sched.max_model_len = 0;      /* resolved: the model's context */
+    cfg->sched.watermark = 0.01;
+    cfg->gpu_mem_util = 0.9;
+    cfg->swap_gib = 4.0;
+    strcpy(cfg->cost, "roofline");
+}
+
+int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
+                       kvs_err *err)
+{
+    sched_config *sc = &cfg->sched;
+    if (sc->max_model_len == 0)
+        sc->max_model_len = m->max_ctx;
+    if (sc->max_batched_tokens == 0)
+        sc->max_batched_tokens = sc->max_model_len > 2048 ? sc->max_model_len : 2048;
+    int64_t kv_bpt = model_kv_bytes_per_token(m, cfg->tp);
+    if (sc->block_size < 1 || sc->block_size > (INT64_MAX / 4) / (kv_bpt > 0 ? kv_bpt : 1))
+        return kvs_errf(err, KVS_EINVAL, "--block-size: %lld is out of range",
+                        (long long)sc->block_size);
+    int64_t block_bytes = sc->block_size * kv_bpt;
+    if (cfg->kv_blocks_flag > 0) {
+        sc->total_blocks = cfg->kv_blocks_flag;
+    } else {
+        kv_capacity cap;
+        int rc = model_kv_capacity(m, g, cfg->tp, cfg->gpu_mem_util, sc->block_size,
+                                   sc->max_batched_tokens, sc->max_seqs, &cap, err);
+        if (rc)
+            return rc;
+        if (cap.kv_blocks < 1)
+            return kvs_errf(err, KVS_EINVAL,
+                            "%s on %s at tp %lld leaves no KV block (%lld bytes free for KV); "
+                            "raise --tp or --gpu-mem-util, or pass --kv-blocks",
+                            m->name, g->name, (long long)cfg->tp, (long long)cap.kv_bytes);
+        sc->total_blocks = cap.kv_blocks;
+    }
+    double swap_bytes = cfg->swap_gib * 1073741824.0;
+    sc->swap_blocks = (int64_t)floor(swap_bytes / (double)block_bytes);
+    sc->swap_block_s = (double)block_bytes / g->host_link_Bps;
+    return KVS_OK;
+}
+
+/* The step sink: aggregates for the summary and keeps records if asked. */
+typedef struct run_sink {
+    run_result *res;
+    int keep;            /* record steps */
+    int64_t steps_cap;   /* capacity of res->steps */
+    int64_t members_cap; /* capacity of res->members */
+    int failed;          /* out of memory while recording */
+    int64_t peak_blocks;
+    double block_seconds, busy_s;
+    double members_total;
+    int64_t n_steps;
+} run_sink;
+
+static int grow(void **p, int64_t *cap, int64_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    int64_t nc = *cap ? *cap : 1024;
+    while (nc < need)
+        nc *= 2;
+    void *np = realloc(*p, (size_t)nc * elem);
+    if (!np)
+        return -1;
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
+static void on_step(void *ctx, const sched_step *st, const sched_member *m, int64_t nm)
+{
+    run_sink *k = ctx;
+    k->n_steps++;
+    if (st->kv_blocks_used > k->peak_blocks)
+        k->peak_blocks = st->kv_blocks_used;
+    k->block_seconds += (double)st->kv_blocks_used * st->dur_s;
+    k->busy_s += st->dur_s;
+    k->members_total += (double)nm;
+    if (!k->keep || k->failed)
+        return;
+    run_result *r = k->res;
+    if (grow((void **)&r->steps, &k->steps_cap, r->n_steps + 1, sizeof *r->steps) ||
+        grow((void **)&r->members, &k->members_cap, r->n_members + nm, sizeof *r->members)) {
+        k->failed = 1;
+        return;
+    }
+    run_step_rec *rec = &r->steps[r->n_steps++];
+    rec->step = *st;
+    rec->member_off = r->n_members;
+    memcpy(r->members + r->n_members, m, (size_t)nm * sizeof *m);
+    r->n_members += nm;
+}
+
+static double now_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
+                run_result *out, kvs_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->tr = tr;
+    time_t wall = time(NULL);
+    struct tm tmv;
+    gmtime_r(&wall, &tmv);
+    strftime(out->started_at, sizeof out->started_at, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    double t0 = now_wall();
+
+    sched *s = NULL;
+    int rc = sched_init(&s, &cfg->sched, tr->reqs, tr->n, cost, err);
+    if (rc)
+        return rc;
+    run_sink sink = {0};
+    sink.res = out;
+    sink.keep = cfg->record_steps;
+    sched_set_step_sink(s, on_step, &sink);
+    double end_s = 0.0;
+    rc = engine_run(s, tr, &end_s, err);
+    if (rc)
+        goto fail;
+    if (sink.failed) {
+        rc = kvs_errf(err, KVS_ENOMEM, "--record-steps: out of memory after %lld steps",
+                      (long long)out->n_steps);
+        goto fail;
+    }
+    size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
+    out->reqs = malloc(nn * sizeof *out->reqs);
+    if (!out->reqs) {
+        rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory");
+        goto fail;
+    }
+    if (tr->n > 0)
+        memcpy(out->reqs, sched_results(s), (size_t)tr->n * sizeof *out->reqs);
+    sched_counters c;
+    sched_get_counters(s, &c);
+    run_summary *sum = &out->sum;
+    run_metrics_compute(cfg, tr, out->reqs, sum);
+    sum->preempt_recompute = c.preempt_recompute;
+    sum->preempt_swap = c.preempt_swap;
+    sum->preempt_priority = c.preempt_priority;
+    sum->preemptions = c.preempt_recompute + c.preempt_swap;
+    sum->total_kv_blocks = cfg->sched.total_blocks;
+    sum->peak_kv_blocks = sink.peak_blocks;
+    sum->mean_kv_blocks = sink.busy_s > 0 ? sink.block_seconds / sink.busy_s : 0.0;
+    sum->n_steps = sink.n_steps;
+    sum->mean_batch = sink.n_steps > 0 ? sink.members_total / (double)sink.n_steps : 0.0;
+    sum->makespan_s = tr->n > 0 ? end_s - tr->reqs[0].arrival_s : 0.0;
+    sched_free(s);
+    out->wall_s = now_wall() - t0;
+    return KVS_OK;
+fail:
+    sched_free(s);
+    run_result_free(out);
+    return rc;
+}
+
+void run_result_free(run_result *r)
+{
+    free(r->reqs);
+    free(r->steps);
+    free(r->members);
+    r->reqs = NULL;
+    r->steps = NULL;
+    r->members = NULL;
+    r->n_steps = r->n_members = 0;
+}

@@ -1,0 +1,100 @@
+/* run.h — one simulation run: configuration in, per-request results, step
+ * records and summary metrics out.  This is the layer the CLI and the tests
+ * call; it wires a trace, a cost model and the scheduler through the event
+ * loop (engine.h) and computes the metrics of docs/semantics.md section 7.
+ * It does no I/O: storing a run is store/store.h's job.
+ */
+#ifndef RUN_H
+#define RUN_H
+
+#include <stdint.h>
+
+#include "../scheduler/sched.h"
+#include "../traces/trace.h"
+#include "../models/model.h"
+#include "cost.h"
+#include "kvs.h"
+
+/* Everything that defines a run, as stored in `runs` (flags map 1:1). */
+typedef struct run_config {
+    char model[256];          /* model name or config path */
+    char gpu[32];             /* GPU name */
+    int64_t tp;               /* tensor-parallel degree */
+    char trace_path[1024];    /* "" when synthetic */
+    char synthetic[1024];     /* synthetic spec, "" when a file */
+    double rate_scale;        /* arrival rate multiplier (> 0) */
+    uint64_t seed;            /* synthetic generation seed */
+    sched_config sched;       /* engine parameters (total_blocks resolved) */
+    int64_t kv_blocks_flag;   /* --kv-blocks, 0 = computed from memory */
+    double gpu_mem_util;      /* fraction of HBM kvsim may use */
+    double swap_gib;          /* host swap space for --preemption swap */
+    char cost[256];           /* cost model spec as given */
+    char cost_desc[512];      /* cost model's own description */
+    char label[256];          /* free text */
+    double slo_ttft_s;        /* 0 = no SLO on TTFT */
+    double slo_tpot_s;        /* 0 = no SLO on TPOT */
+    double slo_e2e_s;         /* 0 = no SLO on E2E */
+    int record_steps;         /* keep step records */
+} run_config;
+
+typedef struct run_dist {
+    double p50, p90, p99, mean; /* seconds (or s/token); NAN if no sample */
+} run_dist;
+
+typedef struct run_summary {
+    int64_t n_requests, n_finished, n_rejected;
+    run_dist ttft, tpot, e2e, norm_latency;
+    double throughput_tok_s;   /* output tokens of finished / (last finish - first arrival) */
+    double throughput_req_s;   /* finished requests / same span */
+    int64_t preemptions;       /* all kinds */
+    int64_t preempt_recompute, preempt_swap, preempt_priority;
+    int64_t total_kv_blocks;
+    int64_t peak_kv_blocks;    /* max blocks held during a step */
+    double mean_kv_blocks;     /* step-duration-weighted mean of blocks held */
+    double mean_batch;         /* mean requests per step */
+    double makespan_s;         /* last step end - first arrival */
+    int64_t n_steps;
+    double slo_attainment;     /* finished meeting all SLOs / finished; NAN w/o SLO */
+    double goodput_req_s;      /* finished meeting SLOs / span; NAN w/o SLO */
+} run_summary;
+
+typedef struct run_step_rec {
+    sched_step step;          /* the step as the scheduler emitted it */
+    int64_t member_off;       /* index of its first member in members[] */
+} run_step_rec;
+
+typedef struct run_result {
+    const trace *tr;             /* borrowed: the requests simulated */
+    sched_req_result *reqs;      /* [tr->n], owned */
+    run_step_rec *steps;         /* [n_steps] if record_steps, else NULL */
+    int64_t n_steps;
+    sched_member *members;       /* [n_members] concatenated step members */
+    int64_t n_members;
+    run_summary sum;
+    char started_at[32];         /* ISO-8601 UTC */
+    double wall_s;               /* simulation wall time */
+} run_result;
+
+/* Fill a config with defaults (llama-2-7b, a100-80g, tp 1, block 16, ...). */
+void run_config_defaults(run_config *cfg);
+
+/* Resolve what the flags leave implicit, for model m on GPU g:
+ * max_model_len (0 = the model's context), max_batched_tokens (0 =
+ * max(2048, max_model_len)), total_blocks (kv_blocks_flag, or the KV
+ * capacity of docs/semantics.md section 2), the swap space in blocks and the
+ * per-block transfer time over the host link.  Errors name the flag. */
+int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
+                       kvs_err *err);
+
+/* Simulate `tr` under cfg->sched (total_blocks already resolved) and cost.
+ * On success *out owns its arrays (run_result_free). Cost: O(events log). */
+int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
+                run_result *out, kvs_err *err);
+void run_result_free(run_result *r);
+
+/* Metrics of section 7 from per-request results; used by run_execute and by
+ * validation (which recomputes them with measured step times). */
+void run_metrics_compute(const run_config *cfg, const trace *tr,
+                         const sched_req_result *reqs, run_summary *sum);
+
+#endif

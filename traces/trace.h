@@ -1,0 +1,121 @@
+/* trace.h — request traces: loading real ones, generating synthetic ones.
+ *
+ * A trace is a flat array of requests sorted by arrival time.  Request i of a
+ * trace is request id i everywhere else in kvsim (scheduler, store).  Formats
+ * read (detected from the header line):
+ *   native  `arrival_s,prompt_tokens,output_tokens[,priority]`
+ *           (arrival_s in seconds, non-decreasing; priority integer >= 0)
+ *   Azure   `TIMESTAMP,ContextTokens,GeneratedTokens` (Azure LLM inference
+ *           2023): arrival = timestamp - first timestamp.
+ * Parsing uses libcsv.  Every malformed row is an error naming file:line;
+ * nothing is skipped silently.  Synthetic traces come from a spec string (see
+ * trace_synth_parse) and a seed, and are byte-for-byte reproducible.
+ */
+#ifndef TRACE_H
+#define TRACE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../sim/kvs.h"
+
+typedef struct trace_req {
+    double arrival_s;      /* seconds since trace start, >= 0 */
+    int64_t prompt_tokens; /* P >= 1 */
+    int64_t output_tokens; /* O >= 1, the first generated token included */
+    int32_t priority;      /* >= 0, lower is served first; 0 by default */
+} trace_req;
+
+typedef enum trace_format {
+    TRACE_FORMAT_NATIVE = 0,
+    TRACE_FORMAT_AZURE = 1,
+    TRACE_FORMAT_SYNTHETIC = 2
+} trace_format;
+
+typedef struct trace {
+    trace_req *reqs;     /* [n], non-decreasing arrival_s; owned */
+    int64_t n;           /* number of requests, may be 0 */
+    trace_format format; /* where the requests came from */
+    int has_priority;    /* 1 if priorities were read or generated */
+    char source[1024];   /* file path, or the synthetic spec string */
+    char sha256[65];     /* hex SHA-256 of the file's bytes; "" if synthetic */
+} trace;
+
+/* Load a CSV trace, detecting the format from its header.  On error returns
+ * KVS_EINVAL/KVS_EIO with "path:line: what" in err and leaves *out empty.
+ * Cost: O(file size). */
+int trace_load(const char *path, trace *out, kvs_err *err);
+
+/* Free the request array; safe on a zeroed or already freed trace. */
+void trace_free(trace *t);
+
+/* Divide every arrival time by k (> 0): k = 2 doubles the arrival rate. */
+void trace_scale_rate(trace *t, double k);
+
+/* Synthetic workloads.  Spec: comma-separated key=value pairs:
+ *   arrival=poisson|gamma|burst   (burst: every request at time 0)
+ *   rate=R        requests/s (> 0; required unless burst)
+ *   cv=C          coefficient of variation of inter-arrival times (gamma)
+ *   n=N           number of requests (required, >= 1)
+ *   prompt=L | prompt=uniform:A:B     fixed or uniform [A,B] prompt length
+ *   output=L | output=uniform:A:B     likewise for output length
+ *   lengths=FILE  sample (prompt, output) pairs from a lengths CSV with
+ *                 columns num_prefill_tokens,num_decode_tokens,...
+ *   priorities=P0:S0/P1:S1/...   priority classes with shares (sum to 1)
+ * e.g. "arrival=poisson,rate=8,n=1000,lengths=traces/lengths_sharegpt.csv". */
+typedef enum trace_arrival {
+    TRACE_ARRIVAL_POISSON = 0,
+    TRACE_ARRIVAL_GAMMA = 1,
+    TRACE_ARRIVAL_BURST = 2
+} trace_arrival;
+
+typedef enum trace_len_kind {
+    TRACE_LEN_FIXED = 0,
+    TRACE_LEN_UNIFORM = 1,
+    TRACE_LEN_FILE = 2
+} trace_len_kind;
+
+#define TRACE_MAX_CLASSES 16
+
+typedef struct trace_synth_spec {
+    trace_arrival arrival;
+    double rate;          /* requests per second */
+    double cv;            /* inter-arrival CV for gamma (1 = Poisson) */
+    int64_t n;            /* requests */
+    trace_len_kind prompt_kind, output_kind; /* FILE applies to both */
+    int64_t prompt_a, prompt_b;              /* fixed: a; uniform: [a, b] */
+    int64_t output_a, output_b;
+    char lengths_path[1024];                 /* when kind == FILE */
+    int n_classes;                           /* 0 = all priority 0 */
+    int32_t class_priority[TRACE_MAX_CLASSES];
+    double class_share[TRACE_MAX_CLASSES];   /* sums to 1 */
+} trace_synth_spec;
+
+/* Parse a spec string; errors name the offending key. */
+int trace_synth_parse(const char *spec, trace_synth_spec *out, kvs_err *err);
+
+/* Generate the trace for (spec, seed).  Cost: O(n) (+ reading a lengths file). */
+int trace_synth_gen(const trace_synth_spec *spec, const char *spec_text,
+                    uint64_t seed, trace *out, kvs_err *err);
+
+/* Write in native CSV format (with header; priority column if has_priority).
+ * Arrival times are printed with %.9f so they round-trip. */
+int trace_write_csv(const trace *t, FILE *f, kvs_err *err);
+
+typedef struct trace_stats {
+    int64_t n;
+    double span_s;            /* last arrival - first arrival */
+    double rate_rps;          /* n / span_s (0 if span is 0) */
+    double iat_cv;            /* std/mean of inter-arrival times */
+    double iod_1s, iod_10s, iod_60s; /* index of dispersion of counts per bin */
+    double prompt_mean, prompt_p50, prompt_p90, prompt_p99, prompt_max;
+    double output_mean, output_p50, output_p90, output_p99, output_max;
+} trace_stats;
+
+/* Compute statistics (percentiles are nearest-rank).  Cost: O(n log n). */
+int trace_stats_compute(const trace *t, trace_stats *out, kvs_err *err);
+
+/* Hex SHA-256 of a file's bytes into hex[65]. */
+int trace_sha256_file(const char *path, char hex[65], kvs_err *err);
+
+#endif
