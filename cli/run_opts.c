@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cost_select.h"
 
 #define DEFAULT_TRACE "traces/azure_llm_2023_conv.csv"
 
@@ -326,4 +327,67 @@ void run_opts_print_json(FILE *f, const run_config *c, const run_result *res, in
     json_num(f, "goodput_req_s", s->goodput_req_s, 0);
     json_num(f, "wall_s", res->wall_s, 1);
     fprintf(f, "}\n");
+}
+
+int run_opts_execute(const char *cmd, run_opts *o, store *st, int64_t *run_id,
+                     run_result *res_out)
+{
+    model_spec m;
+    gpu_spec g;
+    trace tr;
+    int rc = run_opts_prepare(cmd, o, &m, &g, &tr);
+    if (rc)
+        return rc;
+    kvs_err err;
+    cost_model cost = {0};
+    run_result res = {0};
+    int exit_code = CLI_EXIT_ERR;
+    if (cost_select(&o->cfg, &m, &g, st, o->force_profile, &cost, &err)) {
+        cli_fail(cmd, "--cost: %s", err.msg);
+        goto done;
+    }
+    if (run_execute(&o->cfg, &tr, &cost, &res, &err)) {
+        kvs_err err2;
+        int64_t failed_id = 0;
+        if (store_write_failed_run(st, &o->cfg, &tr, err.msg, res.started_at, res.wall_s,
+                                   &failed_id, &err2) == 0)
+            cli_fail(cmd, "%s (recorded as failed run %lld)", err.msg, (long long)failed_id);
+        else
+            cli_fail(cmd, "%s", err.msg);
+        goto done;
+    }
+    if (store_write_run(st, &o->cfg, &res, run_id, &err)) {
+        cli_fail(cmd, "--db: %s", err.msg);
+        goto done;
+    }
+    exit_code = CLI_EXIT_OK;
+    if (res_out) {
+        *res_out = res;
+        res_out->tr = NULL; /* the trace is freed below */
+        memset(&res, 0, sizeof res);
+    }
+done:
+    run_result_free(&res);
+    if (cost.vt)
+        cost_model_free(&cost);
+    trace_free(&tr);
+    return exit_code;
+}
+
+int run_opts_parse_argv(const char *cmd, run_opts *o, int argc, char **argv)
+{
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "", run_opts_long, NULL)) != -1) {
+        if (opt == '?' || opt == ':')
+            return cli_fail(cmd, "unknown flag or missing value: '%s' (see kvsim %s --help)",
+                            argv[optind - 1], cmd);
+        int rc = run_opts_apply(cmd, o, opt, optarg);
+        if (rc)
+            return rc < 0 ? cli_fail(cmd, "internal: unhandled flag") : rc;
+    }
+    if (optind < argc)
+        return cli_fail(cmd, "unexpected argument '%s' (see kvsim %s --help)", argv[optind], cmd);
+    return 0;
 }

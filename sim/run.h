@@ -35,6 +35,8 @@ typedef struct run_config {
     double slo_tpot_s;        /* 0 = no SLO on TPOT */
     double slo_e2e_s;         /* 0 = no SLO on E2E */
     int record_steps;         /* keep step records */
+    int64_t compare_id;       /* `kvsim compare` group, 0 = none */
+    int64_t sweep_id;         /* `kvsim sweep` group, 0 = none */
 } run_config;
 
 typedef struct run_dist {

@@ -291,6 +291,144 @@ START_TEST(test_static_batch_fit)
 }
 END_TEST
 
+
+/* Scenario H: priority overtakes FCFS.  max_seqs 1, 1 s steps.
+ *   r0 (0, P4, O2, prio 1)  r1 (0.5, P4, O1, prio 1)  r2 (0.5, P4, O1, prio 0)
+ * t=0 prefill [r0] -> 1.  t=1 W = {r1, r2}; r0 still runs (max_seqs 1):
+ * decode -> 2, r0 done.  t=2 the head in (priority, arrival, id) order is
+ * r2, although r1 arrived as early and has the smaller id: r2 -> 3, then
+ * r1 -> 4.  Under FCFS r1 would finish at 3 and r2 at 4. */
+START_TEST(test_priority_overtakes)
+{
+    const double rows[][4] = {{0, 4, 2, 1}, {0.5, 4, 1, 1}, {0.5, 4, 1, 0}};
+    for (int pol = 0; pol < 2; pol++) {
+        golden g;
+        golden_setup(&g, rows, 3, "affine:1,0,0,0");
+        g.cfg.sched.max_seqs = 1;
+        g.cfg.sched.policy = pol ? SCHED_POLICY_PRIORITY : SCHED_POLICY_FCFS;
+        golden_run(&g);
+        expect_req(&g, 0, SCHED_REQ_FINISHED, 1, 2, 0);
+        expect_req(&g, 1, SCHED_REQ_FINISHED, pol ? 4 : 3, pol ? 4 : 3, 0);
+        expect_req(&g, 2, SCHED_REQ_FINISHED, pol ? 3 : 4, pol ? 3 : 4, 0);
+        golden_free(&g);
+    }
+}
+END_TEST
+
+/* Scenario I: priority preemption.  max_seqs 1, 1 s steps.
+ *   r0 (0, P4, O3, prio 1)  r1 (0.5, P4, O1, prio 0)
+ * t=0 prefill [r0] -> 1 (g=1).
+ * t=1 r1 is blocked by max_seqs; r0 has a worse key: preempted (recompute,
+ *     keeps g=1).  The decode step is now empty and takes no time; the next
+ *     iteration at t=1 admits r1: prefill -> 2, done.
+ * t=2 r0 re-prefills P+g = 5 tokens -> 3 (g=2); decode -> 4, done. */
+START_TEST(test_priority_preemption)
+{
+    const double rows[][4] = {{0, 4, 3, 1}, {0.5, 4, 1, 0}};
+    golden g;
+    golden_setup(&g, rows, 2, "affine:1,0,0,0");
+    g.cfg.sched.max_seqs = 1;
+    g.cfg.sched.policy = SCHED_POLICY_PRIORITY;
+    g.cfg.sched.priority_preemption = 1;
+    golden_run(&g);
+    expect_req(&g, 0, SCHED_REQ_FINISHED, 1, 4, 1);
+    expect_req(&g, 1, SCHED_REQ_FINISHED, 2, 2, 0);
+    ck_assert_int_eq(g.res.sum.preempt_priority, 1);
+    ck_assert_int_eq(g.res.n_steps, 4);
+    ck_assert_int_eq(step_at(&g, 2)->batch.tokens, 5);
+    golden_free(&g);
+}
+END_TEST
+
+/* Scenario J: swap out and in with transfer time.  4 blocks of 4 tokens,
+ * swap space 10 blocks, 0.5 s per block moved, 1 s compute per step.
+ *   r0 (0, P8, O3)  r1 (0, P7, O3)
+ * t=0 prefill both (2 + 2 blocks, F=0) -> 1.
+ * t=1 r0 (stored 8) needs a block, F=0: victim r1 is swapped out (2 blocks
+ *     to host, F=2); r0 takes one (F=1).  decode [r0]: 1 + 2*0.5 = 2 -> 3.
+ * t=3 r1 is swapped out, so nothing is admitted; r0 decodes (stored 9).
+ *     Swap-in of r1 needs 2 blocks > F=1: not yet.  -> 4: r0 done (F=4).
+ * t=4 swap-in r1 (2 blocks, F=2), decoding in the same step (stored 7, the
+ *     new token fits its second block): 1 + 2*0.5 = 2 -> 6 (g=2).
+ * t=6 r1 stored 8 takes a block -> 7: done.  Time swapped: 1 -> 4 = 3 s. */
+START_TEST(test_swap_out_in)
+{
+    const double rows[][4] = {{0, 8, 3, 0}, {0, 7, 3, 0}};
+    golden g;
+    golden_setup(&g, rows, 2, "affine:1,0,0,0");
+    g.cfg.sched.total_blocks = 4;
+    g.cfg.sched.preemption = SCHED_PREEMPT_SWAP;
+    g.cfg.sched.swap_blocks = 10;
+    g.cfg.sched.swap_block_s = 0.5;
+    golden_run(&g);
+    expect_req(&g, 0, SCHED_REQ_FINISHED, 1, 4, 0);
+    expect_req(&g, 1, SCHED_REQ_FINISHED, 1, 7, 1);
+    ck_assert_int_eq(g.res.reqs[1].swaps, 1);
+    ck_assert(fabs(g.res.reqs[1].swapped_s - 3.0) < EPS);
+    ck_assert_int_eq(g.res.sum.preempt_swap, 1);
+    ck_assert_int_eq(step_at(&g, 1)->swap_out_blocks, 2);
+    ck_assert(fabs(step_at(&g, 1)->dur_s - 2.0) < EPS);
+    ck_assert_int_eq(step_at(&g, 3)->swap_in_blocks, 2);
+    ck_assert(fabs(step_at(&g, 3)->dur_s - 2.0) < EPS);
+    golden_free(&g);
+}
+END_TEST
+
+/* Scenario K: reserved allocation admits fewer requests than paged.
+ * 8 blocks of 4 tokens, max_model_len 16, 1 s steps; r0..r2 (0, P4, O2).
+ *   paged: 1 block each: all three in the first prefill -> 1, decode -> 2.
+ *   reserved: ceil(16/4) = 4 blocks each: r0, r1 fill the cache; r2 waits
+ *     until they finish at 2: prefill -> 3, decode -> 4.
+ *   reserved-oracle: ceil(6/4) = 2 blocks each: all three fit (6 <= 8). */
+START_TEST(test_reserved_vs_paged)
+{
+    const double rows[][4] = {{0, 4, 2, 0}, {0, 4, 2, 0}, {0, 4, 2, 0}};
+    const sched_alloc allocs[3] = {SCHED_ALLOC_PAGED, SCHED_ALLOC_RESERVED,
+                                   SCHED_ALLOC_RESERVED_ORACLE};
+    const int first_prefill[3] = {3, 2, 3};
+    const double r2_finish[3] = {2, 4, 2};
+    for (int a = 0; a < 3; a++) {
+        golden g;
+        golden_setup(&g, rows, 3, "affine:1,0,0,0");
+        g.cfg.sched.total_blocks = 8;
+        g.cfg.sched.max_model_len = 16;
+        g.cfg.sched.alloc = allocs[a];
+        golden_run(&g);
+        ck_assert_int_eq(step_at(&g, 0)->batch.n_prefill, first_prefill[a]);
+        expect_req(&g, 2, SCHED_REQ_FINISHED, r2_finish[a] - 1, r2_finish[a], 0);
+        golden_free(&g);
+    }
+}
+END_TEST
+
+/* Scenario L: --preemption off skips a decode that finds no block.
+ * 4 blocks of 4 tokens, 1 s steps.  r0 (0, P8, O3)  r1 (0, P7, O3)
+ * t=0 prefill both (F=0) -> 1.  t=1 r0 needs a block, none free and no
+ * preemption: r0 is skipped; r1 (stored 7) decodes -> 2 (r1 g=2).
+ * t=2 r0 skipped again; r1 (stored 8) needs a block: skipped too: every
+ * running request is stuck, so the run fails with a clear message. */
+START_TEST(test_preemption_off_stuck)
+{
+    const double rows[][4] = {{0, 8, 3, 0}, {0, 7, 3, 0}};
+    golden g;
+    golden_setup(&g, rows, 2, "affine:1,0,0,0");
+    g.cfg.sched.total_blocks = 4;
+    g.cfg.sched.preemption = SCHED_PREEMPT_OFF;
+    kvs_err err;
+    ck_assert_int_eq(run_execute(&g.cfg, &g.tr, &g.cost, &g.res, &err), KVS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "stuck at t=2"));
+    /* With 5 blocks (F=1 after the prefill): t=1 r0 takes the free block,
+     * both decode -> 2.  t=2 r1 (stored 8) finds no block: skipped, r0
+     * decodes -> 3: done, F=3.  t=3 r1 takes a block -> 4: done. */
+    g.cfg.sched.total_blocks = 5;
+    golden_run(&g);
+    expect_req(&g, 0, SCHED_REQ_FINISHED, 1, 3, 0);
+    expect_req(&g, 1, SCHED_REQ_FINISHED, 1, 4, 0);
+    ck_assert_int_eq(step_at(&g, 2)->batch.n_decode, 1);
+    golden_free(&g);
+}
+END_TEST
+
 /* The waiting heap against a model of itself: sorting. */
 START_TEST(test_waitq_matches_sort)
 {
@@ -370,6 +508,11 @@ int main(void)
     tcase_add_test(tc, test_static_batch_padding);
     tcase_add_test(tc, test_static_batch_fit);
     tcase_add_test(tc, test_bad_config);
+    tcase_add_test(tc, test_priority_overtakes);
+    tcase_add_test(tc, test_priority_preemption);
+    tcase_add_test(tc, test_swap_out_in);
+    tcase_add_test(tc, test_reserved_vs_paged);
+    tcase_add_test(tc, test_preemption_off_stuck);
     suite_add_tcase(s, tc);
     TCase *tq = tcase_create("waitq");
     tcase_add_test(tq, test_waitq_matches_sort);

@@ -1,0 +1,274 @@
+/* test_sim_props.c — invariants of whole simulations on random traces, for
+ * every batching mode, policy, allocator and preemption mode:
+ *   - finished + rejected = requests; every request ends in one of the two
+ *   - nothing runs before it arrives; TTFT <= E2E; first token after arrival
+ *   - blocks are conserved: in a paged decode step with no skipped request,
+ *     the blocks in use equal sum(ceil(context / block)) over its members
+ *     (an independent recount), never more than the cache, and swapped
+ *     blocks never exceed the swap space
+ *   - the same inputs give byte-identical results. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/sched.h"
+#include "sim/rng.h"
+#include "sim/run.h"
+#include "testutil.h"
+
+static void random_trace(trace *t, int n, uint64_t seed, int with_prio)
+{
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    t->reqs = calloc((size_t)n, sizeof *t->reqs);
+    rng r;
+    rng_init(&r, seed);
+    double at = 0;
+    for (int i = 0; i < n; i++) {
+        at += rng_exponential(&r, 0.05);
+        if (rng_uniform(&r) < 0.2 && i > 0)
+            at = t->reqs[i - 1].arrival_s; /* simultaneous arrivals */
+        t->reqs[i].arrival_s = at;
+        t->reqs[i].prompt_tokens = 1 + (int64_t)rng_below(&r, 120);
+        t->reqs[i].output_tokens = 1 + (int64_t)rng_below(&r, 60);
+        t->reqs[i].priority = with_prio ? (int32_t)rng_below(&r, 3) : 0;
+    }
+    t->has_priority = with_prio;
+}
+
+typedef struct check_ctx {
+    const trace *tr;
+    const sched_config *sc;
+    int violations;
+    char first[256];
+    int64_t recounts; /* decode steps whose blocks were recounted */
+} check_ctx;
+
+static void fail_once(check_ctx *c, const char *msg)
+{
+    if (c->violations++ == 0)
+        snprintf(c->first, sizeof c->first, "%s", msg);
+}
+
+static void check_step(void *ctx, const sched_step *st, const sched_member *m, int64_t n)
+{
+    check_ctx *c = ctx;
+    char buf[256];
+    if (st->kv_blocks_used > c->sc->total_blocks || st->kv_blocks_used < 0)
+        fail_once(c, "blocks in use outside [0, total]");
+    for (int64_t i = 0; i < n; i++)
+        if (st->start_s < c->tr->reqs[m[i].req_id].arrival_s) {
+            snprintf(buf, sizeof buf, "req %d runs at %g before its arrival %g", m[i].req_id,
+                     st->start_s, c->tr->reqs[m[i].req_id].arrival_s);
+            fail_once(c, buf);
+        }
+    if (c->sc->batching == SCHED_BATCHING_CONTINUOUS && c->sc->alloc == SCHED_ALLOC_PAGED &&
+        st->kind == SCHED_STEP_DECODE && st->n_running == n) {
+        int64_t want = 0;
+        for (int64_t i = 0; i < n; i++)
+            want += (m[i].context + c->sc->block_size - 1) / c->sc->block_size;
+        c->recounts++;
+        if (want != st->kv_blocks_used) {
+            snprintf(buf, sizeof buf, "step %lld: %lld blocks in use, members hold %lld",
+                     (long long)st->index, (long long)st->kv_blocks_used, (long long)want);
+            fail_once(c, buf);
+        }
+    }
+}
+
+typedef struct variant {
+    const char *name;
+    sched_batching batching;
+    sched_policy policy;
+    int prio_pre;
+    sched_alloc alloc;
+    sched_preempt preempt;
+} variant;
+
+static const variant variants[] = {
+    {"continuous fcfs paged recompute", SCHED_BATCHING_CONTINUOUS, SCHED_POLICY_FCFS, 0,
+     SCHED_ALLOC_PAGED, SCHED_PREEMPT_RECOMPUTE},
+    {"continuous fcfs paged swap", SCHED_BATCHING_CONTINUOUS, SCHED_POLICY_FCFS, 0,
+     SCHED_ALLOC_PAGED, SCHED_PREEMPT_SWAP},
+    {"continuous priority paged recompute+prio", SCHED_BATCHING_CONTINUOUS,
+     SCHED_POLICY_PRIORITY, 1, SCHED_ALLOC_PAGED, SCHED_PREEMPT_RECOMPUTE},
+    {"continuous priority paged swap+prio", SCHED_BATCHING_CONTINUOUS, SCHED_POLICY_PRIORITY, 1,
+     SCHED_ALLOC_PAGED, SCHED_PREEMPT_SWAP},
+    {"continuous fcfs reserved", SCHED_BATCHING_CONTINUOUS, SCHED_POLICY_FCFS, 0,
+     SCHED_ALLOC_RESERVED, SCHED_PREEMPT_RECOMPUTE},
+    {"continuous fcfs reserved-oracle", SCHED_BATCHING_CONTINUOUS, SCHED_POLICY_FCFS, 0,
+     SCHED_ALLOC_RESERVED_ORACLE, SCHED_PREEMPT_RECOMPUTE},
+    {"static fcfs", SCHED_BATCHING_STATIC, SCHED_POLICY_FCFS, 0, SCHED_ALLOC_PAGED,
+     SCHED_PREEMPT_RECOMPUTE},
+    {"static priority", SCHED_BATCHING_STATIC, SCHED_POLICY_PRIORITY, 0, SCHED_ALLOC_PAGED,
+     SCHED_PREEMPT_RECOMPUTE},
+};
+#define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
+
+static void setup_cfg(run_config *cfg, const variant *v, uint64_t seed)
+{
+    run_config_defaults(cfg);
+    sched_config *s = &cfg->sched;
+    s->batching = v->batching;
+    s->policy = v->policy;
+    s->priority_preemption = v->prio_pre;
+    s->alloc = v->alloc;
+    s->preemption = v->preempt;
+    s->block_size = 1 + (int64_t)(seed % 8);
+    s->max_model_len = 180;
+    s->total_blocks = (s->max_model_len + s->block_size - 1) / s->block_size + (int64_t)(seed % 40);
+    s->max_seqs = 2 + (int64_t)(seed % 30);
+    s->max_batched_tokens = 130 + (int64_t)(seed % 200);
+    s->watermark = (seed % 3) * 0.01;
+    s->swap_blocks = 1 + (int64_t)(seed % 25);
+    s->swap_block_s = 0.0005;
+    cfg->record_steps = 1;
+}
+
+START_TEST(test_invariants_random)
+{
+    kvs_err err;
+    cost_model cost;
+    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
+                                       &cost, &err), 0);
+    for (int v = 0; v < N_VARIANTS; v++) {
+        for (uint64_t seed = 1; seed <= 25; seed++) {
+            trace tr;
+            random_trace(&tr, 150, seed * 7919 + (uint64_t)v, 1);
+            run_config cfg;
+            setup_cfg(&cfg, &variants[v], seed);
+            check_ctx c = {&tr, &cfg.sched, 0, "", 0};
+            run_result res;
+            int rc = run_execute(&cfg, &tr, &cost, &res, &err);
+            ck_assert_msg(rc == 0, "%s seed %llu: %s", variants[v].name,
+                          (unsigned long long)seed, err.msg);
+            for (int64_t i = 0; i < res.n_steps; i++)
+                check_step(&c, &res.steps[i].step, res.members + res.steps[i].member_off,
+                           (i + 1 < res.n_steps ? res.steps[i + 1].member_off : res.n_members) -
+                               res.steps[i].member_off);
+            ck_assert_msg(c.violations == 0, "%s seed %llu: %s", variants[v].name,
+                          (unsigned long long)seed, c.first);
+            if (variants[v].batching == SCHED_BATCHING_CONTINUOUS &&
+                variants[v].alloc == SCHED_ALLOC_PAGED)
+                ck_assert_msg(c.recounts > 0, "no decode step was recounted");
+            int64_t fin = 0, rej = 0;
+            for (int64_t i = 0; i < tr.n; i++) {
+                const sched_req_result *r = &res.reqs[i];
+                if (r->status == SCHED_REQ_FINISHED) {
+                    fin++;
+                    ck_assert(r->first_token_s > tr.reqs[i].arrival_s);
+                    ck_assert(r->first_token_s <= r->finish_s);
+                } else {
+                    ck_assert_int_eq(r->status, SCHED_REQ_REJECTED);
+                    rej++;
+                }
+                if (variants[v].preempt != SCHED_PREEMPT_SWAP)
+                    ck_assert_int_eq(r->swaps, 0);
+            }
+            ck_assert_int_eq(fin + rej, tr.n);
+            ck_assert_int_eq(fin, res.sum.n_finished);
+            /* static batches and reservations never preempt */
+            if (variants[v].batching == SCHED_BATCHING_STATIC ||
+                (variants[v].alloc != SCHED_ALLOC_PAGED && !variants[v].prio_pre))
+                ck_assert_int_eq(res.sum.preemptions, 0);
+            run_result_free(&res);
+            free(tr.reqs);
+        }
+    }
+    cost_model_free(&cost);
+}
+END_TEST
+
+/* Swap space is never exceeded and all blocks come home: watch the engine's
+ * counters after every step through a sink. */
+typedef struct swap_watch {
+    sched *s;
+    int64_t swap_cap, total;
+    int bad;
+    int64_t max_swapped;
+} swap_watch;
+
+static void watch_swap(void *ctx, const sched_step *st, const sched_member *m, int64_t n)
+{
+    (void)st;
+    (void)m;
+    (void)n;
+    swap_watch *w = ctx;
+    sched_counters c;
+    sched_get_counters(w->s, &c);
+    if (c.swapped_blocks > w->swap_cap || c.free_blocks < 0 || c.free_blocks > w->total)
+        w->bad = 1;
+    if (c.swapped_blocks > w->max_swapped)
+        w->max_swapped = c.swapped_blocks;
+}
+
+#include "sim/engine.h"
+
+START_TEST(test_swap_space_bound)
+{
+    kvs_err err;
+    cost_model cost;
+    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0", NULL, NULL, 1, &cost, &err), 0);
+    int64_t swaps_seen = 0;
+    for (uint64_t seed = 1; seed <= 30; seed++) {
+        trace tr;
+        random_trace(&tr, 200, seed, 0);
+        run_config cfg;
+        setup_cfg(&cfg, &variants[1], seed);
+        sched *s;
+        ck_assert_int_eq(sched_init(&s, &cfg.sched, tr.reqs, tr.n, &cost, &err), 0);
+        swap_watch w = {s, cfg.sched.swap_blocks, cfg.sched.total_blocks, 0, 0};
+        sched_set_step_sink(s, watch_swap, &w);
+        double end;
+        ck_assert_msg(engine_run(s, &tr, &end, &err) == 0, "%s", err.msg);
+        ck_assert(!w.bad);
+        sched_counters c;
+        sched_get_counters(s, &c);
+        ck_assert_int_eq(c.free_blocks, cfg.sched.total_blocks); /* all returned */
+        ck_assert_int_eq(c.swapped_blocks, 0);
+        swaps_seen += c.preempt_swap;
+        sched_free(s);
+        free(tr.reqs);
+    }
+    ck_assert_msg(swaps_seen > 0, "the random configs never swapped: the test is toothless");
+    cost_model_free(&cost);
+}
+END_TEST
+
+START_TEST(test_determinism)
+{
+    kvs_err err;
+    cost_model cost;
+    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
+                                       &cost, &err), 0);
+    for (int v = 0; v < N_VARIANTS; v++) {
+        trace tr;
+        random_trace(&tr, 300, 99 + (uint64_t)v, 1);
+        run_config cfg;
+        setup_cfg(&cfg, &variants[v], 7);
+        run_result a, b;
+        ck_assert_int_eq(run_execute(&cfg, &tr, &cost, &a, &err), 0);
+        ck_assert_int_eq(run_execute(&cfg, &tr, &cost, &b, &err), 0);
+        ck_assert_int_eq(memcmp(a.reqs, b.reqs, (size_t)tr.n * sizeof *a.reqs), 0);
+        ck_assert_int_eq(a.n_steps, b.n_steps);
+        ck_assert_int_eq(a.n_members, b.n_members);
+        ck_assert_int_eq(memcmp(a.members, b.members, (size_t)a.n_members * sizeof *a.members), 0);
+        run_result_free(&a);
+        run_result_free(&b);
+        free(tr.reqs);
+    }
+    cost_model_free(&cost);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("sim_props");
+    TCase *tc = tcase_create("props");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_invariants_random);
+    tcase_add_test(tc, test_swap_space_bound);
+    tcase_add_test(tc, test_determinism);
+    suite_add_tcase(s, tc);
+    return tu_run_suites(&s, 1);
+}
