@@ -227,19 +227,23 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         if (s->step.n_preempted == 0 && s->swq.n > 0)
             swap_in(s, now);
         cost_batch *b = &s->step.batch;
+        int64_t kv_read = 0, n_decode = 0;
         for (int64_t i = 0; i < s->n_run; i++) {
             sched_entry *e = &s->run[i];
             if (e->skip)
                 continue;
             e->ctx++;
             e->room--;
-            b->kv_read += e->ctx;
-            b->n_decode++;
-            add_member(s, e->id, i >= swap_mark ? SCHED_MEMBER_SWAPIN : SCHED_MEMBER_DECODE, 1,
-                       e->ctx);
+            kv_read += e->ctx;
+            n_decode++;
+            if (s->want_members)
+                add_member(s, e->id, i >= swap_mark ? SCHED_MEMBER_SWAPIN : SCHED_MEMBER_DECODE,
+                           1, e->ctx);
         }
-        b->tokens = b->n_decode;
-        if (s->n_members > 0) {
+        b->kv_read = kv_read;
+        b->n_decode = n_decode;
+        b->tokens = n_decode;
+        if (n_decode > 0) {
             s->step.kind = SCHED_STEP_DECODE;
             s->active = SCHED_ACTIVE_DECODE;
             break;

@@ -123,10 +123,11 @@ void sched_free(sched *s)
     free(s);
 }
 
-void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx)
+void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx, int want_members)
 {
     s->sink = fn;
     s->sink_ctx = ctx;
+    s->want_members = want_members;
 }
 
 void sched_arrive(sched *s, int64_t id)

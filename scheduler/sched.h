@@ -149,7 +149,9 @@ const char *sched_error(const sched *s);
 /* The running step ends at time t: generate tokens, finish requests. */
 void sched_finish_step(sched *s, double t);
 
-void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx);
+/* Install the step sink.  With want_members 0 the sink gets n_members = 0
+ * for decode steps and the engine skips writing them (faster). */
+void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx, int want_members);
 
 /* Results, indexed by request id; valid until sched_free. */
 const sched_req_result *sched_results(const sched *s);

@@ -102,6 +102,7 @@ struct sched {
     sched_counters ctr;
     sched_step_fn sink;
     void *sink_ctx;
+    int want_members;             /* fill members[] for decode steps */
     char errmsg[256];             /* set when a plan fails */
 };
 

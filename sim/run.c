@@ -12,7 +12,7 @@
 void run_config_defaults(run_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    strcpy(cfg->model, "llama-2-7b");
+    strcpy(cfg->model, "llama-3-8b");
     strcpy(cfg->gpu, "a100-80g");
     cfg->tp = 1;
     cfg->rate_scale = 1.0;
@@ -101,7 +101,7 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
         k->peak_blocks = st->kv_blocks_used;
     k->block_seconds += (double)st->kv_blocks_used * st->dur_s;
     k->busy_s += st->dur_s;
-    k->members_total += (double)nm;
+    k->members_total += (double)(st->batch.n_prefill + st->batch.n_decode);
     if (!k->keep || k->failed)
         return;
     run_result *r = k->res;
@@ -142,7 +142,7 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     run_sink sink = {0};
     sink.res = out;
     sink.keep = cfg->record_steps;
-    sched_set_step_sink(s, on_step, &sink);
+    sched_set_step_sink(s, on_step, &sink, cfg->record_steps);
     double end_s = 0.0;
     rc = engine_run(s, tr, &end_s, err);
     if (rc)

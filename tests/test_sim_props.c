@@ -218,7 +218,7 @@ START_TEST(test_swap_space_bound)
         sched *s;
         ck_assert_int_eq(sched_init(&s, &cfg.sched, tr.reqs, tr.n, &cost, &err), 0);
         swap_watch w = {s, cfg.sched.swap_blocks, cfg.sched.total_blocks, 0, 0};
-        sched_set_step_sink(s, watch_swap, &w);
+        sched_set_step_sink(s, watch_swap, &w, 1);
         double end;
         ck_assert_msg(engine_run(s, &tr, &end, &err) == 0, "%s", err.msg);
         ck_assert(!w.bad);

@@ -43,7 +43,12 @@ typedef struct trace {
 
 /* Load a CSV trace, detecting the format from its header.  On error returns
  * KVS_EINVAL/KVS_EIO with "path:line: what" in err and leaves *out empty.
- * Cost: O(file size). */
+ * Rejected: unknown header, wrong field count, blank lines, non-integer or
+ * overflowing token counts or counts < 1, negative or decreasing arrivals,
+ * priority < 0, malformed or decreasing Azure timestamps, an empty file.  A
+ * header alone gives n = 0.  Azure arrivals are computed exactly in integer
+ * nanoseconds from the civil date, then converted once to seconds.  Sets
+ * source = path and sha256 of the bytes read.  Cost: O(file size). */
 int trace_load(const char *path, trace *out, kvs_err *err);
 
 /* Free the request array; safe on a zeroed or already freed trace. */
@@ -91,15 +96,32 @@ typedef struct trace_synth_spec {
     double class_share[TRACE_MAX_CLASSES];   /* sums to 1 */
 } trace_synth_spec;
 
-/* Parse a spec string; errors name the offending key. */
+/* Parse a spec string; errors name the offending key ("--synthetic: rate:
+ * must be > 0").  arrival defaults to poisson; n is required; rate unless
+ * burst; cv with gamma (and only there); prompt and output unless lengths
+ * (which excludes them).  Shares must be > 0 and sum to 1 within 1e-6. */
 int trace_synth_parse(const char *spec, trace_synth_spec *out, kvs_err *err);
 
-/* Generate the trace for (spec, seed).  Cost: O(n) (+ reading a lengths file). */
+/* Generate the trace for (spec, seed).  Arrivals: the first request arrives
+ * at the first sampled inter-arrival time (not at 0), each later one a fresh
+ * gap after the previous; poisson gaps are exponential with mean 1/rate,
+ * gamma gaps Gamma(shape k = 1/cv^2, scale 1/(rate*k)); burst puts all at 0.
+ * Arrival times are rounded to whole nanoseconds so that trace_write_csv
+ * reproduces them exactly.  Lengths: fixed, uniform on [a, b] inclusive, or
+ * rows of the lengths file drawn uniformly with replacement (a row with a
+ * token count < 1 is an error naming file:line).  Priorities: each request
+ * draws its class with the given shares.  The seed feeds three independent
+ * rng.h streams (arrivals, lengths, priorities), so changing e.g. the
+ * lengths leaves the arrival times unchanged.  Sets format SYNTHETIC,
+ * source = spec_text, sha256 "".  Cost: O(n) (+ reading a lengths file). */
 int trace_synth_gen(const trace_synth_spec *spec, const char *spec_text,
                     uint64_t seed, trace *out, kvs_err *err);
 
 /* Write in native CSV format (with header; priority column if has_priority).
- * Arrival times are printed with %.9f so they round-trip. */
+ * Arrival times are printed with %.9f: times that are whole nanoseconds
+ * (synthetic and Azure traces, native files with <= 9 decimals) load back
+ * as the same doubles; others are rounded to 1 ns.  KVS_EIO on a write
+ * error.  Cost: O(n). */
 int trace_write_csv(const trace *t, FILE *f, kvs_err *err);
 
 typedef struct trace_stats {
@@ -112,7 +134,11 @@ typedef struct trace_stats {
     double output_mean, output_p50, output_p90, output_p99, output_max;
 } trace_stats;
 
-/* Compute statistics (percentiles are nearest-rank).  Cost: O(n log n). */
+/* Compute statistics.  IAT CV uses the population standard deviation of
+ * the n-1 gaps; the index of dispersion is variance/mean of the request
+ * count in the full bins of 1, 10, 60 s starting at the first arrival (0
+ * if fewer than 2 full bins); percentiles are nearest-rank (value at rank
+ * ceil(p*n/100)).  An empty trace gives all zeros.  Cost: O(n log n). */
 int trace_stats_compute(const trace *t, trace_stats *out, kvs_err *err);
 
 /* Hex SHA-256 of a file's bytes into hex[65]. */

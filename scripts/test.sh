@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# test.sh — set up, build and run the whole test suite:
+#   1. the normal build (CUDA backend compiled when nvcc is installed; its
+#      GPU tests print a visible SKIP without a device) under ctest;
+#   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
+#      (CPU only), unless KVSIM_SKIP_SANITIZE=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+scripts/setup.sh build
+(cd build && ctest --output-on-failure -j"$jobs")
+
+if [ "${KVSIM_SKIP_SANITIZE:-0}" != 1 ]; then
+  scripts/setup.sh build-asan -DKVSIM_SANITIZE=ON -DKVSIM_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  (cd build-asan && ctest --output-on-failure -j"$jobs")
+fi

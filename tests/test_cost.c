@@ -1,0 +1,327 @@
+/* test_cost.c — cost model selection, the affine model's exactness and
+ * parsing, and the roofline model: monotonicity, the memory-bound decode and
+ * compute-bound prefill regimes against hand formulas, and tensor
+ * parallelism. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/cost.h"
+#include "testutil.h"
+
+static model_spec M(const char *name)
+{
+    model_spec m;
+    ck_assert_int_eq(model_lookup(name, &m, NULL), KVS_OK);
+    return m;
+}
+
+static gpu_spec G(const char *name)
+{
+    gpu_spec g;
+    ck_assert_int_eq(gpu_lookup(name, &g, NULL), KVS_OK);
+    return g;
+}
+
+static cost_model roof(const char *model, const char *gpu, int64_t tp)
+{
+    model_spec m = M(model);
+    gpu_spec g = G(gpu);
+    cost_model c;
+    kvs_err err;
+    int rc = cost_model_create("roofline", &m, &g, tp, &c, &err);
+    ck_assert_msg(rc == KVS_OK, "%s", err.msg);
+    return c;
+}
+
+/* ------------------------------------------------------------- affine */
+
+START_TEST(test_affine_exact)
+{
+    cost_model c;
+    kvs_err err;
+    /* Powers of two make every product and sum exact:
+     * 0.5 + 0.25*10 + 0.125*8 + 0.0625*16 = 0.5 + 2.5 + 1 + 1 = 5. */
+    ck_assert_int_eq(cost_model_create("affine:0.5,0.25,0.125,0.0625", NULL, NULL, 1, &c, &err),
+                     KVS_OK);
+    cost_batch b = {10, 8, 16, 1, 0};
+    ck_assert(cost_step_s(&c, &b) == 5.0);
+    /* An empty batch costs c0 (the formula, exactly). */
+    cost_batch z = {0, 0, 0, 0, 0};
+    ck_assert(cost_step_s(&c, &z) == 0.5);
+    char d[256];
+    cost_model_describe(&c, d, sizeof d);
+    ck_assert_str_eq(d, "affine c0=0.5 c1=0.25 c2=0.125 c3=0.0625");
+    cost_model_free(&c);
+    ck_assert_ptr_null(c.vt);
+
+    /* Decimal coefficients: the same expression in the same order gives the
+     * same double; decode step of 32 requests at context 1000 each:
+     * 0.004 + 2e-5*32 + 1e-7*32000 + 0 = 0.004 + 0.00064 + 0.0032 = 0.00784. */
+    ck_assert_int_eq(cost_affine_create("0.004,2e-5,1e-7,3e-10", &c, &err), KVS_OK);
+    cost_batch dec = {32, 32000, 0, 0, 32};
+    ck_assert(cost_step_s(&c, &dec) == 0.004 + 2e-5 * 32.0 + 1e-7 * 32000.0 + 3e-10 * 0.0);
+    ck_assert_double_eq_tol(cost_step_s(&c, &dec), 0.00784, 1e-15);
+    /* Prefill of two prompts, 100 and 300 tokens: tokens 400, prefill_sq
+     * 100^2 + 300^2 = 100,000: 0.004 + 0.008 + 0 + 3e-5 = 0.01203. */
+    cost_batch pre = {400, 0, 100000, 2, 0};
+    ck_assert(cost_step_s(&c, &pre) == 0.004 + 2e-5 * 400.0 + 1e-7 * 0.0 + 3e-10 * 100000.0);
+    ck_assert_double_eq_tol(cost_step_s(&c, &pre), 0.01203, 1e-15);
+    cost_model_describe(&c, d, sizeof d);
+    ck_assert_str_eq(d, "affine c0=0.004 c1=2e-05 c2=1e-07 c3=3e-10");
+    cost_model_free(&c);
+}
+END_TEST
+
+START_TEST(test_affine_parse_errors)
+{
+    static const char *bad[] = {
+        "affine:",         "affine:1,2,3",     "affine:1,2,3,4,5", "affine:1,,3,4",
+        "affine:-1,0,0,0", "affine:nan,0,0,0", "affine:inf,0,0,0", "affine:1e400,0,0,0",
+        "affine: 1,2,3,4", "affine:1,2,3,4 ",  "affine:a,b,c,d",   "affine:1,2,3,4,",
+        "affine:0x,0,0,0", "affine:1;2;3;4",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cost_model c = {0};
+        kvs_err err;
+        ck_assert_msg(cost_model_create(bad[i], NULL, NULL, 1, &c, &err) == KVS_EINVAL, "%s",
+                      bad[i]);
+        ck_assert_msg(strstr(err.msg, "--cost") != NULL, "%s: %s", bad[i], err.msg);
+        ck_assert_ptr_null(c.vt);
+    }
+    /* Zero is allowed: an all-zero affine model is legal (if useless). */
+    cost_model c;
+    ck_assert_int_eq(cost_model_create("affine:0,0,0,0", NULL, NULL, 1, &c, NULL), KVS_OK);
+    cost_model_free(&c);
+}
+END_TEST
+
+START_TEST(test_create_dispatch)
+{
+    cost_model c = {0};
+    kvs_err err;
+    ck_assert_int_eq(cost_model_create("bogus", NULL, NULL, 1, &c, &err), KVS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "affine:c0,c1,c2,c3"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "roofline"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "calibrated"));
+    ck_assert_int_eq(cost_model_create("calibrated:3", NULL, NULL, 1, &c, &err), KVS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "store"));
+    ck_assert_int_eq(cost_model_create("calibrated", NULL, NULL, 1, &c, &err), KVS_EINVAL);
+    /* roofline needs a model and a GPU, and a valid tp. */
+    ck_assert_int_eq(cost_model_create("roofline", NULL, NULL, 1, &c, &err), KVS_EINVAL);
+    model_spec m = M("llama-2-70b");
+    gpu_spec g = G("a100-80g");
+    ck_assert_int_eq(cost_model_create("roofline", &m, &g, 3, &c, &err), KVS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "--tp"));
+    ck_assert_int_eq(cost_model_create("roofline:x", &m, &g, 1, &c, &err), KVS_EINVAL);
+    ck_assert_int_eq(cost_model_create(NULL, &m, &g, 1, &c, &err), KVS_EINVAL);
+    /* breakdown refuses a non-roofline model. */
+    ck_assert_int_eq(cost_model_create("affine:1,0,0,0", NULL, NULL, 1, &c, &err), KVS_OK);
+    double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
+    cost_batch b = {1, 1, 0, 0, 1};
+    ck_assert_int_eq(cost_roofline_breakdown(&c, &b, cs, ms), KVS_EINVAL);
+    cost_model_free(&c);
+    /* Bad constants are refused. */
+    cost_roofline_consts k;
+    cost_roofline_consts_default(&k);
+    k.eff_hbm = 1.5;
+    ck_assert_int_eq(cost_roofline_create_with(&m, &g, 8, &k, &c, &err), KVS_EINVAL);
+    cost_model_free(NULL); /* no-op */
+}
+END_TEST
+
+/* ------------------------------------------------------------ roofline */
+
+START_TEST(test_roofline_describe_and_sum)
+{
+    cost_model c = roof("llama-2-70b", "h100-sxm", 4);
+    char d[512];
+    cost_model_describe(&c, d, sizeof d);
+    ck_assert_ptr_nonnull(strstr(d, "roofline model=llama-2-70b gpu=h100-sxm tp=4"));
+    ck_assert_ptr_nonnull(strstr(d, "eff_hbm=0.8"));
+    /* step_s is the overhead plus the sum of per-op maxima. */
+    cost_roofline_consts k;
+    cost_roofline_consts_default(&k);
+    cost_batch b = {1200, 50000, 1000000, 1, 200};
+    double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT], sum = k.step_overhead_s;
+    ck_assert_int_eq(cost_roofline_breakdown(&c, &b, cs, ms), KVS_OK);
+    for (int i = 0; i < MODEL_OP_COUNT; i++)
+        sum += fmax(cs[i], ms[i]);
+    ck_assert(cost_step_s(&c, &b) == sum);
+    /* An empty step takes no time. */
+    cost_batch z = {0, 0, 0, 0, 0};
+    ck_assert(cost_step_s(&c, &z) == 0.0);
+    cost_model_free(&c);
+}
+END_TEST
+
+/* More work is never cheaper: raise one count at a time over a
+ * deterministic spread of batches, for several models, GPUs and tp. */
+START_TEST(test_roofline_monotone)
+{
+    static const struct {
+        const char *m, *g;
+        int64_t tp;
+    } cfg[] = {{"llama-7b", "a100-80g", 1},   {"llama-2-70b", "h100-sxm", 8},
+               {"llama-65b", "a100-40g", 4},  {"llama-7b-mqa", "h200", 2}};
+    uint64_t x = 12345;
+    for (size_t k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
+        cost_model c = roof(cfg[k].m, cfg[k].g, cfg[k].tp);
+        for (int it = 0; it < 400; it++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            int64_t nd = (int64_t)(x >> 33) % 300, np = (int64_t)(x >> 20) % 4;
+            int64_t plen = 1 + (int64_t)(x >> 40) % 4000;
+            cost_batch b = {np * plen + nd, nd * (1 + (int64_t)(x >> 12) % 3000),
+                            np * plen * plen, np, nd};
+            double base = cost_step_s(&c, &b);
+            ck_assert(base >= 0 && isfinite(base));
+            cost_batch up[5] = {b, b, b, b, b};
+            up[0].tokens += 1 + it;
+            up[1].kv_read += 1 + 37 * it;
+            up[2].prefill_sq += 1 + 1000 * it;
+            up[3].n_decode += 1, up[3].tokens += 1, up[3].kv_read += 100;
+            up[4].n_prefill += 1, up[4].tokens += 512, up[4].prefill_sq += 512 * 512;
+            for (int j = 0; j < 5; j++)
+                ck_assert_msg(cost_step_s(&c, &up[j]) >= base, "%s j=%d it=%d", cfg[k].m, j,
+                              it);
+        }
+        cost_model_free(&c);
+    }
+}
+END_TEST
+
+/* Batch-1 decode of llama-7b on an A100-80GB is memory bound: every GEMM
+ * weight is read once per step, so the step (less the fixed overhead) is
+ * about weight_bytes / (2039e9 * 0.8) = 13,476,831,232 / 1.6312e12 =
+ * 8.262 ms.  The model reads slightly less than the full weights (the
+ * embedding table is gathered, not streamed: -262 MB, -1.9%) and a little
+ * more (128 tokens of KV: 67 MB, +0.5%; activations), so within 3%. */
+START_TEST(test_roofline_decode_memory_bound)
+{
+    cost_model c = roof("llama-7b", "a100-80g", 1);
+    cost_roofline_consts k;
+    cost_roofline_consts_default(&k);
+    model_spec m = M("llama-7b");
+    cost_batch b = {1, 128, 0, 0, 1};
+    double t = cost_step_s(&c, &b) - k.step_overhead_s;
+    double want = (double)model_weight_bytes(&m, 1) / (2039e9 * k.eff_hbm);
+    ck_assert_double_eq_tol(want, 8.262e-3, 1e-5);
+    ck_assert_msg(fabs(t / want - 1.0) < 0.03, "t=%g want=%g", t, want);
+    /* Every op is memory bound. */
+    double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
+    cost_roofline_breakdown(&c, &b, cs, ms);
+    for (int i = 0; i < MODEL_OP_COUNT; i++)
+        ck_assert_msg(cs[i] <= ms[i], "%s", model_op_name((model_op)i));
+    /* Batch 8 at the same context costs barely more: weights dominate. */
+    cost_batch b8 = {8, 8 * 128, 0, 0, 8};
+    ck_assert(cost_step_s(&c, &b8) < 1.1 * cost_step_s(&c, &b));
+    cost_model_free(&c);
+}
+END_TEST
+
+/* A 2048-token prefill of llama-7b on an A100-80GB is compute bound.
+ * Linear-layer FLOPs: 2 * 2048 tokens * 6,476,267,520 - 32*8192 (the layer
+ * weights, norms excluded: 6,476,005,376) = 2.6526e13, at 312e12 * 0.7 =
+ * 218.4e12 FLOP/s: 121.5 ms.  Attention: 2 * 32 heads * 128 * 2048^2 *
+ * 32 layers = 1.0995e12 FLOPs at 312e12 * 0.5: 7.05 ms.  LM head of one row:
+ * negligible.  So ~128.5 ms of compute; memory-bound elementwise ops add a
+ * few ms and the overhead 3 ms. */
+START_TEST(test_roofline_prefill_compute_bound)
+{
+    cost_model c = roof("llama-7b", "a100-80g", 1);
+    cost_roofline_consts k;
+    cost_roofline_consts_default(&k);
+    cost_batch b = {2048, 0, 2048LL * 2048, 1, 0};
+    double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
+    cost_roofline_breakdown(&c, &b, cs, ms);
+    model_op gemms[] = {MODEL_OP_QKV, MODEL_OP_O_PROJ, MODEL_OP_MLP_GATE_UP,
+                        MODEL_OP_MLP_DOWN, MODEL_OP_ATTN_PREFILL};
+    double compute = 0;
+    for (int i = 0; i < 5; i++) {
+        ck_assert_msg(cs[gemms[i]] > 2 * ms[gemms[i]], "%s", model_op_name(gemms[i]));
+        compute += cs[gemms[i]];
+    }
+    double lin = 2.0 * 2048 * 6476005376.0 / (312e12 * 0.7);
+    double attn = 2.0 * 32 * 128 * 2048.0 * 2048.0 * 32 / (312e12 * 0.5);
+    ck_assert_double_eq_tol(lin, 0.12146, 1e-4);
+    ck_assert_double_eq_tol(attn, 0.00705, 1e-4);
+    ck_assert_double_eq_tol(compute, lin + attn, 1e-9);
+    double t = cost_step_s(&c, &b);
+    ck_assert(t > lin + attn + k.step_overhead_s);
+    ck_assert_msg(t < 1.1 * (lin + attn), "t=%g", t);
+    cost_model_free(&c);
+}
+END_TEST
+
+/* Tensor parallelism cuts per-GPU time (llama-65b, NVLink A100s): decode of
+ * 32 requests at context 1024 and a 2048-token prefill both get faster from
+ * tp 2 to 4 to 8, though less than linearly (collectives, overhead). */
+START_TEST(test_roofline_tp_scaling)
+{
+    cost_batch dec = {32, 32 * 1024, 0, 0, 32};
+    cost_batch pre = {2048, 0, 2048LL * 2048, 1, 0};
+    double last_d = INFINITY, last_p = INFINITY;
+    int64_t tps[] = {1, 2, 4, 8};
+    for (int i = 0; i < 4; i++) {
+        cost_model c = roof("llama-65b", "a100-80g", tps[i]);
+        double d = cost_step_s(&c, &dec), p = cost_step_s(&c, &pre);
+        ck_assert_msg(d < last_d && p < last_p, "tp %lld", (long long)tps[i]);
+        if (i > 0) {
+            ck_assert(d > last_d / 2); /* sublinear */
+            ck_assert(p > last_p / 2);
+        }
+        last_d = d;
+        last_p = p;
+        /* Collectives appear only with tp > 1. */
+        double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
+        cost_roofline_breakdown(&c, &dec, cs, ms);
+        ck_assert(tps[i] == 1 ? ms[MODEL_OP_ALLREDUCE] == 0 : ms[MODEL_OP_ALLREDUCE] > 0);
+        cost_model_free(&c);
+    }
+    /* A faster GPU is faster: h100-sxm vs a100-80g, same work. */
+    cost_model a = roof("llama-7b", "a100-80g", 1), h = roof("llama-7b", "h100-sxm", 1);
+    ck_assert(cost_step_s(&h, &dec) < cost_step_s(&a, &dec));
+    ck_assert(cost_step_s(&h, &pre) < cost_step_s(&a, &pre));
+    cost_model_free(&a);
+    cost_model_free(&h);
+}
+END_TEST
+
+/* Decode attention grows with context: at batch 64, 4096 tokens of context
+ * each read 64*4096*524,288 B = 137 GB of KV per step on llama-7b, 10x the
+ * weights, so KV reads dominate and the GQA model (8x less KV per token
+ * per layer-head share) is far cheaper per context token. */
+START_TEST(test_roofline_kv_dominates_long_decode)
+{
+    cost_model c = roof("llama-7b", "a100-80g", 1);
+    cost_batch b = {64, 64 * 4096, 0, 0, 64};
+    double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
+    cost_roofline_breakdown(&c, &b, cs, ms);
+    /* 32 layers * 2*4096 width * 2 B * 262,144 tokens = 137,438,953,472 B of
+     * K and V (+ Q and O of 64 decodes) at 1.6312e12 B/s = 84.3 ms. */
+    ck_assert_double_eq_tol(ms[MODEL_OP_ATTN_DECODE], 137438953472.0 / 1.6312e12, 2e-4);
+    ck_assert(ms[MODEL_OP_ATTN_DECODE] > ms[MODEL_OP_MLP_GATE_UP] + ms[MODEL_OP_QKV]);
+    cost_model q = roof("llama-7b-mqa", "a100-80g", 1);
+    ck_assert(cost_step_s(&q, &b) < cost_step_s(&c, &b) / 3);
+    cost_model_free(&c);
+    cost_model_free(&q);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cost");
+    TCase *t = tcase_create("cost");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, test_affine_exact);
+    tcase_add_test(t, test_affine_parse_errors);
+    tcase_add_test(t, test_create_dispatch);
+    tcase_add_test(t, test_roofline_describe_and_sum);
+    tcase_add_test(t, test_roofline_monotone);
+    tcase_add_test(t, test_roofline_decode_memory_bound);
+    tcase_add_test(t, test_roofline_prefill_compute_bound);
+    tcase_add_test(t, test_roofline_tp_scaling);
+    tcase_add_test(t, test_roofline_kv_dominates_long_decode);
+    suite_add_tcase(s, t);
+    return tu_run_suites(&s, 1);
+}

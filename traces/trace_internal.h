@@ -1,0 +1,55 @@
+/* trace_internal.h — helpers shared by the .c files of the traces module
+ * only (not part of its API; include traces/trace.h instead).
+ *
+ * - an incremental SHA-256 (FIPS 180-4), used to fingerprint trace files;
+ * - a CSV row reader on top of libcsv that hands each record, with the
+ *   physical line it starts on, to a callback and hashes the bytes it reads;
+ * - strict parsers for the integer and decimal fields of trace files.
+ */
+#ifndef TRACE_INTERNAL_H
+#define TRACE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../sim/kvs.h"
+
+typedef struct trace_sha256 {
+    uint32_t h[8];       /* chaining state */
+    uint64_t len;        /* bytes hashed so far */
+    unsigned char buf[64]; /* pending partial block */
+    size_t nbuf;         /* bytes used in buf, < 64 */
+} trace_sha256;
+
+void trace_sha256_init(trace_sha256 *c);
+/* Hash n more bytes.  Cost: O(n). */
+void trace_sha256_update(trace_sha256 *c, const void *data, size_t n);
+/* Finish and write the digest as 64 lowercase hex digits + NUL. */
+void trace_sha256_hex(trace_sha256 *c, char hex[65]);
+
+/* Called once per CSV record, header included.  `line` is the 1-based
+ * physical line the record starts on; fields[i] is NUL-terminated and holds
+ * no NUL byte.  Return KVS_OK to continue, or a status (with err filled in)
+ * to stop reading. */
+typedef int (*trace_csv_row_fn)(void *ctx, int64_t line, char **fields,
+                                int nfields, kvs_err *err);
+
+/* Read the CSV file at `path` and call fn for each record in order.  Blank
+ * lines and malformed quoting are errors naming path:line; LF, CRLF and a
+ * missing final newline are all accepted.  If sha_hex is non-NULL it receives
+ * the SHA-256 of the file's bytes (only on success).  A file with no record
+ * at all calls fn zero times and returns KVS_OK.  Errors: KVS_EIO "path:
+ * cannot open: ..." / read error, KVS_EINVAL from the parser or from fn,
+ * KVS_ENOMEM.  Cost: O(file size), memory O(longest record). */
+int trace_csv_read(const char *path, trace_csv_row_fn fn, void *ctx,
+                   char sha_hex[65], kvs_err *err);
+
+/* Strict field parsers: the whole string must be the number.  Return 0 on
+ * success, -1 on failure with a short reason ("is not an integer", "is out
+ * of range") in *why. */
+int trace_parse_i64(const char *s, int64_t *out, const char **why);
+/* Plain decimal (digits, optional sign, point and exponent); no hex, inf or
+ * nan. */
+int trace_parse_f64(const char *s, double *out, const char **why);
+
+#endif
