@@ -22,7 +22,9 @@ typedef struct store store;
 #define STORE_SCHEMA_VERSION 1
 
 /* Open (creating if needed) and bring the schema to STORE_SCHEMA_VERSION.
- * Refuses a database with a newer schema. */
+ * Refuses a database with a newer schema.  `path` may be an SQLite URI
+ * ("file:runs.db?mode=ro").  Writes nothing when the schema is current, so a
+ * read-only file opens (and fails on the first write). */
 int store_open(const char *path, store **out, kvs_err *err);
 void store_close(store *s);
 /* The raw handle, for modules that own extra tables (calibration, query). */
@@ -41,8 +43,12 @@ void store_set_busy_timeout(store *s, int ms);
 const char *store_migration_sql(int from_version);
 
 /* Write a finished run: one `runs` row with config, provenance and summary,
- * one `requests` row per request, and `steps` rows when recorded; all in one
- * transaction.  *run_id receives the new key. */
+ * one `requests` row per request, and `steps` rows when recorded
+ * (cfg->record_steps and res->steps); all in one transaction.  *run_id
+ * receives the new key.  NaN is stored as NULL.  On failure nothing of the
+ * run remains: KVS_EDB "PATH: what: sqlite message", or KVS_EINTERNAL for
+ * step member offsets outside res->members.  Cost: O(requests + steps)
+ * inserts, about a million rows per second or two. */
 int store_write_run(store *s, const run_config *cfg, const run_result *res,
                     int64_t *run_id, kvs_err *err);
 

@@ -1,0 +1,411 @@
+/* cmd_query.c — `kvsim query`: run SQL read-only over a results database and
+ * print the rows as an aligned table or as CSV (RFC 4180 quoting).
+ */
+#include <math.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define QUERY_BUSY_MS 5000
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvsim query [--db FILE] [--csv] [--header | --no-header] SQL\n"
+            "\n"
+            "Run one or more SQL statements (separated by ';') read-only over a kvsim\n"
+            "results database and print each statement's rows.  SQL '-' reads the\n"
+            "statements from standard input.  The tables and views are described in\n"
+            "docs/schema.md.\n"
+            "\n"
+            "options:\n"
+            "  --db FILE     database to read (default kvsim.db); never created\n"
+            "  --csv         print CSV (RFC 4180 quoting, LF line ends) instead of an\n"
+            "                aligned table (default: table)\n"
+            "  --header      print the column names first (default)\n"
+            "  --no-header   omit the column names\n"
+            "  -h, --help    print this help\n"
+            "\n"
+            "Values: NULL prints as NULL in a table and as an empty field in CSV; reals\n"
+            "print with the fewest digits that read back exactly; blobs print as hex.\n"
+            "Errors (bad SQL, missing database) print one line and exit 2.\n");
+}
+
+/* ------------------------------------------------------ cell formatting */
+
+typedef struct cell {
+    char *s;      /* formatted text, owned (NULL for SQL NULL) */
+    size_t len;   /* bytes in s */
+    int numeric;  /* INTEGER or REAL */
+} cell;
+
+/* Shortest "%.Ng" (N = 15..17) that parses back to v, with ".0" added to
+ * an integral value (as SQLite writes reals) so it still reads as a real. */
+static void fmt_real(double v, char *buf, size_t n)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    if (isfinite(v) && !strpbrk(buf, ".e"))
+        strncat(buf, ".0", n - strlen(buf) - 1);
+}
+
+/* Format column i of the current row; returns 0 or -1 on allocation failure. */
+static int cell_get(sqlite3_stmt *st, int i, cell *c)
+{
+    char num[40];
+    const char *src = NULL;
+    size_t len = 0;
+    c->s = NULL;
+    c->len = 0;
+    c->numeric = 0;
+    switch (sqlite3_column_type(st, i)) {
+    case SQLITE_NULL:
+        return 0;
+    case SQLITE_INTEGER:
+        snprintf(num, sizeof num, "%lld", (long long)sqlite3_column_int64(st, i));
+        src = num, len = strlen(num), c->numeric = 1;
+        break;
+    case SQLITE_FLOAT:
+        fmt_real(sqlite3_column_double(st, i), num, sizeof num);
+        src = num, len = strlen(num), c->numeric = 1;
+        break;
+    case SQLITE_BLOB: {
+        const unsigned char *b = sqlite3_column_blob(st, i);
+        size_t nb = (size_t)sqlite3_column_bytes(st, i);
+        if (!(c->s = malloc(2 * nb + 1)))
+            return -1;
+        for (size_t k = 0; k < nb; k++)
+            snprintf(c->s + 2 * k, 3, "%02x", b[k]);
+        c->s[2 * nb] = 0;
+        c->len = 2 * nb;
+        return 0;
+    }
+    default: /* TEXT */
+        src = (const char *)sqlite3_column_text(st, i);
+        len = (size_t)sqlite3_column_bytes(st, i);
+        if (!src)
+            return -1;
+        break;
+    }
+    if (!(c->s = malloc(len + 1)))
+        return -1;
+    memcpy(c->s, src, len);
+    c->s[len] = 0;
+    c->len = len;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ CSV */
+
+static void csv_field(FILE *out, const char *s, size_t len)
+{
+    int quote = 0;
+    for (size_t i = 0; i < len && !quote; i++)
+        quote = s[i] == ',' || s[i] == '"' || s[i] == '\n' || s[i] == '\r';
+    if (!quote) {
+        fwrite(s, 1, len, out);
+        return;
+    }
+    fputc('"', out);
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '"')
+            fputc('"', out);
+        fputc(s[i], out);
+    }
+    fputc('"', out);
+}
+
+/* Stream the rows of st as CSV.  Returns SQLITE_DONE or the error code. */
+static int print_csv(FILE *out, sqlite3_stmt *st, int header)
+{
+    int nc = sqlite3_column_count(st), rc;
+    if (header) {
+        for (int i = 0; i < nc; i++) {
+            const char *name = sqlite3_column_name(st, i);
+            if (i)
+                fputc(',', out);
+            csv_field(out, name ? name : "", name ? strlen(name) : 0);
+        }
+        fputc('\n', out);
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        for (int i = 0; i < nc; i++) {
+            cell c;
+            if (cell_get(st, i, &c))
+                return SQLITE_NOMEM;
+            if (i)
+                fputc(',', out);
+            if (c.s)
+                csv_field(out, c.s, c.len);
+            free(c.s);
+        }
+        fputc('\n', out);
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------- table */
+
+/* Display width: UTF-8 code points (continuation bytes do not count). */
+static size_t text_width(const char *s, size_t len)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < len; i++)
+        w += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return w;
+}
+
+static void pad(FILE *out, size_t n)
+{
+    while (n--)
+        fputc(' ', out);
+}
+
+typedef struct table {
+    int nc;            /* columns */
+    cell *cells;       /* [rows * nc], row-major, owned */
+    size_t rows, cap;  /* rows held, rows allocated */
+} table;
+
+static void table_free(table *t)
+{
+    for (size_t i = 0; i < t->rows * (size_t)t->nc; i++)
+        free(t->cells[i].s);
+    free(t->cells);
+}
+
+/* Print one cell aligned in a column of `width`; `last` skips the trailing
+ * padding of a left-aligned last column. */
+static void put_aligned(FILE *out, const char *s, size_t len, size_t width, int right,
+                        int last)
+{
+    size_t w = text_width(s, len);
+    if (right)
+        pad(out, width - w);
+    fwrite(s, 1, len, out);
+    if (!right && !last)
+        pad(out, width - w);
+}
+
+static void table_print(FILE *out, const table *t, sqlite3_stmt *st, int header)
+{
+    int nc = t->nc;
+    size_t *width = calloc((size_t)nc, sizeof *width);
+    int *right = calloc((size_t)nc, sizeof *right);
+    if (!width || !right)
+        goto out;
+    /* A column is right-aligned when it holds numbers and nothing else. */
+    for (int j = 0; j < nc; j++) {
+        const char *name = sqlite3_column_name(st, j);
+        width[j] = header && name ? text_width(name, strlen(name)) : 0;
+        int any = 0, all = 1;
+        for (size_t r = 0; r < t->rows; r++) {
+            const cell *c = &t->cells[r * (size_t)nc + (size_t)j];
+            size_t w = c->s ? text_width(c->s, c->len) : 4; /* "NULL" */
+            if (w > width[j])
+                width[j] = w;
+            if (c->s) {
+                any = 1;
+                all &= c->numeric;
+            }
+        }
+        right[j] = any && all;
+    }
+    if (header) {
+        for (int j = 0; j < nc; j++) {
+            const char *name = sqlite3_column_name(st, j);
+            if (!name)
+                name = "";
+            if (j)
+                fputs("  ", out);
+            put_aligned(out, name, strlen(name), width[j], right[j], j == nc - 1);
+        }
+        fputc('\n', out);
+        for (int j = 0; j < nc; j++) {
+            if (j)
+                fputs("  ", out);
+            for (size_t k = 0; k < width[j]; k++)
+                fputc('-', out);
+        }
+        fputc('\n', out);
+    }
+    for (size_t r = 0; r < t->rows; r++) {
+        for (int j = 0; j < nc; j++) {
+            const cell *c = &t->cells[r * (size_t)nc + (size_t)j];
+            if (j)
+                fputs("  ", out);
+            if (c->s)
+                put_aligned(out, c->s, c->len, width[j], right[j], j == nc - 1);
+            else
+                put_aligned(out, "NULL", 4, width[j], right[j], j == nc - 1);
+        }
+        fputc('\n', out);
+    }
+out:
+    free(width);
+    free(right);
+}
+
+/* Buffer all rows (widths need them) and print.  Returns SQLITE_DONE or the
+ * error code. */
+static int print_table(FILE *out, sqlite3_stmt *st, int header)
+{
+    table t = {sqlite3_column_count(st), NULL, 0, 0};
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (t.rows == t.cap) {
+            size_t cap = t.cap ? 2 * t.cap : 64;
+            cell *nc = realloc(t.cells, cap * (size_t)t.nc * sizeof *nc);
+            if (!nc) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            t.cells = nc;
+            t.cap = cap;
+        }
+        cell *row = t.cells + t.rows * (size_t)t.nc;
+        int bad = 0;
+        for (int i = 0; i < t.nc; i++)
+            if (!bad && cell_get(st, i, &row[i]))
+                bad = 1;
+            else if (bad)
+                row[i].s = NULL;
+        t.rows++; /* the row's cells are owned by t now, even partial */
+        if (bad) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    if (rc == SQLITE_DONE)
+        table_print(out, &t, st, header);
+    table_free(&t);
+    return rc;
+}
+
+/* ------------------------------------------------------------ command */
+
+/* Read all of stdin into a malloc'd string (NULL on failure). */
+static char *read_stdin(void)
+{
+    size_t cap = 4096, len = 0, k;
+    char *buf = malloc(cap);
+    while (buf && (k = fread(buf + len, 1, cap - len - 1, stdin)) > 0) {
+        len += k;
+        if (cap - len < 1024) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    if (buf)
+        buf[len] = 0;
+    if (ferror(stdin)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+int cmd_query(int argc, char **argv)
+{
+    const char *dbpath = "kvsim.db", *sql_arg = NULL;
+    int csv = 0, header = 1, status = CLI_EXIT_OK;
+    sqlite3 *db = NULL;
+    char *sql_buf = NULL;
+
+    if (cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--db")) {
+            if (i + 1 >= argc || !*argv[i + 1])
+                return cli_fail("query", "--db: missing file name");
+            dbpath = argv[++i];
+        } else if (!strcmp(a, "--csv")) {
+            csv = 1;
+        } else if (!strcmp(a, "--header")) {
+            header = 1;
+        } else if (!strcmp(a, "--no-header")) {
+            header = 0;
+        } else if (!strcmp(a, "--") && i + 1 < argc && !sql_arg) {
+            sql_arg = argv[++i];
+            if (i + 1 < argc)
+                return cli_fail("query", "unexpected argument '%s' (quote the SQL as one argument)",
+                                argv[i + 1]);
+        } else if (a[0] == '-' && a[1]) {
+            return cli_fail("query", "unknown option '%s' (see kvsim query --help)", a);
+        } else if (sql_arg) {
+            return cli_fail("query", "unexpected argument '%s' (quote the SQL as one argument)", a);
+        } else {
+            sql_arg = a;
+        }
+    }
+    if (!sql_arg)
+        return cli_fail("query", "missing SQL (see kvsim query --help)");
+    if (!strcmp(sql_arg, "-")) {
+        if (!(sql_buf = read_stdin()))
+            return cli_fail("query", "stdin: could not read the SQL");
+        sql_arg = sql_buf;
+    }
+
+    if (sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        status = cli_fail("query", "%s: %s", dbpath,
+                          db ? sqlite3_errmsg(db) : "out of memory");
+        goto out;
+    }
+    if (sqlite3_busy_timeout(db, QUERY_BUSY_MS) != SQLITE_OK) {
+        status = cli_fail("query", "%s: %s", dbpath, sqlite3_errmsg(db));
+        goto out;
+    }
+
+    const char *tail = sql_arg;
+    int printed = 0;
+    while (tail && *tail) {
+        sqlite3_stmt *st = NULL;
+        const char *next = NULL;
+        if (sqlite3_prepare_v2(db, tail, -1, &st, &next) != SQLITE_OK) {
+            status = cli_fail("query", "%s: %s", dbpath, sqlite3_errmsg(db));
+            goto out;
+        }
+        tail = next;
+        if (!st)
+            continue; /* whitespace or a comment */
+        int rc;
+        if (sqlite3_column_count(st) == 0) {
+            while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            }
+        } else {
+            if (printed++ && !csv)
+                fputc('\n', stdout);
+            rc = csv ? print_csv(stdout, st, header) : print_table(stdout, st, header);
+        }
+        if (rc != SQLITE_DONE) {
+            fflush(stdout);
+            status = cli_fail("query", "%s: %s", dbpath,
+                              rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
+            sqlite3_finalize(st);
+            goto out;
+        }
+        if (sqlite3_finalize(st) != SQLITE_OK) {
+            status = cli_fail("query", "%s: %s", dbpath, sqlite3_errmsg(db));
+            goto out;
+        }
+    }
+    if (fflush(stdout) != 0 || ferror(stdout))
+        status = cli_fail("query", "stdout: write error");
+out:
+    (void)sqlite3_close(db); /* every statement is finalized */
+    free(sql_buf);
+    return status;
+}

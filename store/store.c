@@ -1,0 +1,254 @@
+/* store.c — opening and closing the database, bringing its schema up to
+ * date, and the transaction helpers every writer uses.  Writing runs is in
+ * store_run.c; the schema text is in schema.c.
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define STORE_DEFAULT_BUSY_MS 5000
+
+struct store {
+    sqlite3 *db;  /* open connection, owned */
+    char *path;   /* path (or URI) as given to store_open, owned */
+    int busy_ms;  /* give up on a locked database after this many ms */
+};
+
+sqlite3 *store_db(store *s) { return s->db; }
+
+const char *store_path(const store *s) { return s->path; }
+
+void store_set_busy_timeout(store *s, int ms)
+{
+    s->busy_ms = ms < 0 ? 0 : ms;
+    /* Only fails on a misuse (closed handle); the value is kept anyway. */
+    (void)sqlite3_busy_timeout(s->db, s->busy_ms);
+}
+
+/* "PATH: sqlite message" as KVS_EDB. */
+static int db_fail(const store *s, kvs_err *err, const char *what)
+{
+    return kvs_errf(err, KVS_EDB, "%s: %s%s%s", s->path, what ? what : "",
+                    what ? ": " : "", sqlite3_errmsg(s->db));
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Run `sql`, retrying SQLITE_BUSY (which SQLite's busy handler does not
+ * always absorb, e.g. on a WAL snapshot conflict) until the busy timeout has
+ * passed since the first try.  Cost: one statement, plus waits. */
+static int exec_retry(store *s, const char *sql, kvs_err *err)
+{
+    double deadline = now_ms() + s->busy_ms;
+    for (;;) {
+        int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+            return KVS_OK;
+        if ((rc & 0xff) != SQLITE_BUSY || now_ms() >= deadline)
+            return db_fail(s, err, NULL);
+        struct timespec nap = {0, 5 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+int store_begin(store *s, kvs_err *err) { return exec_retry(s, "BEGIN IMMEDIATE", err); }
+
+int store_commit(store *s, kvs_err *err) { return exec_retry(s, "COMMIT", err); }
+
+void store_rollback(store *s)
+{
+    if (!s || sqlite3_get_autocommit(s->db))
+        return; /* no transaction open */
+    /* A failed ROLLBACK leaves nothing to do: SQLite rolls back on close. */
+    (void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+void store_close(store *s)
+{
+    if (!s)
+        return;
+    /* close_v2 releases the handle even if a caller of store_db leaked a
+     * statement (it is then freed when that statement is finalized). */
+    (void)sqlite3_close_v2(s->db);
+    free(s->path);
+    free(s);
+}
+
+/* Read meta.schema_version into *v (0 when the database has no meta table or
+ * no version row).  Cost: two small queries. */
+static int schema_version(store *s, int *v, kvs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = KVS_OK, src;
+    *v = 0;
+    src = sqlite3_prepare_v2(s->db,
+                             "SELECT count(*) FROM sqlite_master "
+                             "WHERE type = 'table' AND name = 'meta'",
+                             -1, &st, NULL);
+    if (src != SQLITE_OK)
+        return db_fail(s, err, NULL);
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        rc = db_fail(s, err, NULL);
+        goto out;
+    }
+    int have_meta = sqlite3_column_int(st, 0) > 0;
+    sqlite3_finalize(st);
+    st = NULL;
+    if (!have_meta)
+        return KVS_OK;
+
+    if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'schema_version'",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "reading meta");
+    src = sqlite3_step(st);
+    if (src == SQLITE_DONE)
+        goto out; /* meta without a version: treat as empty */
+    if (src != SQLITE_ROW) {
+        rc = db_fail(s, err, "reading meta");
+        goto out;
+    }
+    const char *txt = (const char *)sqlite3_column_text(st, 0);
+    char *end = NULL;
+    errno = 0;
+    long val = txt ? strtol(txt, &end, 10) : -1;
+    if (!txt || !*txt || *end || errno || val < 0 || val > INT_MAX) {
+        rc = kvs_errf(err, KVS_EDB, "%s: meta.schema_version '%s' is not a version number",
+                      s->path, txt ? txt : "NULL");
+        goto out;
+    }
+    *v = (int)val;
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int refuse_newer(const store *s, int v, kvs_err *err)
+{
+    return kvs_errf(err, KVS_EDB,
+                    "%s: database schema version %d is newer than this kvsim %s "
+                    "supports (%d); use a newer kvsim",
+                    s->path, v, KVSIM_VERSION, STORE_SCHEMA_VERSION);
+}
+
+/* Bring the schema to STORE_SCHEMA_VERSION in one transaction; writes
+ * nothing when it is already current (so a read-only file opens). */
+static int schema_upgrade(store *s, kvs_err *err)
+{
+    int v, rc;
+    if ((rc = schema_version(s, &v, err)))
+        return rc;
+    if (v > STORE_SCHEMA_VERSION)
+        return refuse_newer(s, v, err);
+    if (v == STORE_SCHEMA_VERSION)
+        return KVS_OK;
+
+    if ((rc = store_begin(s, err)))
+        return rc;
+    /* Another process may have upgraded it while we waited for the lock. */
+    if ((rc = schema_version(s, &v, err)))
+        goto fail;
+    if (v > STORE_SCHEMA_VERSION) {
+        rc = refuse_newer(s, v, err);
+        goto fail;
+    }
+    for (; v < STORE_SCHEMA_VERSION; v++) {
+        if (sqlite3_exec(s->db, store_migration_sql(v), NULL, NULL, NULL) != SQLITE_OK) {
+            char what[64];
+            snprintf(what, sizeof what, "creating schema version %d", v + 1);
+            rc = db_fail(s, err, what);
+            goto fail;
+        }
+    }
+    char sql[128];
+    snprintf(sql, sizeof sql,
+             "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', '%d')",
+             STORE_SCHEMA_VERSION);
+    if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) {
+        rc = db_fail(s, err, "writing meta");
+        goto fail;
+    }
+    if ((rc = store_commit(s, err)))
+        goto fail;
+    return KVS_OK;
+fail:
+    store_rollback(s);
+    return rc;
+}
+
+/* $KVSIM_BUSY_TIMEOUT_MS or the default. */
+static int busy_ms_from_env(int *ms, kvs_err *err)
+{
+    const char *e = getenv("KVSIM_BUSY_TIMEOUT_MS");
+    *ms = STORE_DEFAULT_BUSY_MS;
+    if (!e)
+        return KVS_OK;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(e, &end, 10);
+    if (!*e || *end || errno || v < 0 || v > INT_MAX)
+        return kvs_errf(err, KVS_EINVAL,
+                        "KVSIM_BUSY_TIMEOUT_MS: '%s' is not a non-negative integer", e);
+    *ms = (int)v;
+    return KVS_OK;
+}
+
+int store_open(const char *path, store **out, kvs_err *err)
+{
+    store *s = NULL;
+    int rc = KVS_OK, src;
+    *out = NULL;
+    if (!path || !*path)
+        return kvs_errf(err, KVS_EINVAL, "store: empty database path");
+    s = calloc(1, sizeof *s);
+    if (!s || !(s->path = strdup(path))) {
+        rc = kvs_errf(err, KVS_ENOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    if ((rc = busy_ms_from_env(&s->busy_ms, err)))
+        goto fail;
+    src = sqlite3_open_v2(path, &s->db,
+                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI |
+                              SQLITE_OPEN_NOMUTEX,
+                          NULL);
+    if (src != SQLITE_OK) {
+        rc = kvs_errf(err, KVS_EDB, "%s: %s", path,
+                      s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(src));
+        goto fail;
+    }
+    store_set_busy_timeout(s, s->busy_ms);
+
+    /* WAL lets readers (kvsim query) run while a run is written.  A
+     * filesystem or a read-only file that refuses it keeps the old journal
+     * mode; a file that is not a database fails here. */
+    src = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+    if (src != SQLITE_OK) {
+        int prim = src & 0xff;
+        if (prim != SQLITE_BUSY && prim != SQLITE_LOCKED && prim != SQLITE_READONLY) {
+            rc = db_fail(s, err, NULL);
+            goto fail;
+        }
+    }
+    if (sqlite3_exec(s->db, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON",
+                     NULL, NULL, NULL) != SQLITE_OK) {
+        rc = db_fail(s, err, NULL);
+        goto fail;
+    }
+    if ((rc = schema_upgrade(s, err)))
+        goto fail;
+    *out = s;
+    return KVS_OK;
+fail:
+    store_close(s);
+    return rc;
+}

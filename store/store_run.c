@@ -1,0 +1,462 @@
+/* store_run.c — writing runs: the `runs` row (config, provenance, summary),
+ * one `requests` row per request and the optional `steps` rows, all in one
+ * transaction, so that a failure leaves no trace of the run.  NaN doubles
+ * and empty strings are stored as NULL.  The column meanings are in
+ * docs/schema.md.
+ */
+#include "store.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bytes per packed sched_member in steps.members (see docs/schema.md). */
+#define MEMBER_BYTES 24
+
+/* Columns of `runs` written by this file, in INSERT order; every one is bound
+ * by name (":col"), so the order matters only for readability. */
+static const char *const run_cols[] = {
+    "status", "error", "label", "kvsim_version", "started_at", "wall_s",
+    "model", "gpu", "tp", "trace_path", "trace_sha256", "synthetic",
+    "rate_scale", "seed", "batching", "policy", "priority_preemption", "alloc",
+    "preemption", "block_size", "kv_blocks", "kv_blocks_flag", "max_seqs",
+    "max_batched_tokens", "max_model_len", "watermark", "gpu_mem_util",
+    "swap_gib", "swap_blocks", "swap_block_s", "batch_timeout_s", "cost",
+    "cost_desc", "slo_ttft_s", "slo_tpot_s", "slo_e2e_s", "record_steps",
+    "compare_id", "sweep_id",
+    "n_requests", "n_finished", "n_rejected",
+    "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "ttft_mean_s",
+    "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "tpot_mean_s",
+    "e2e_p50_s", "e2e_p90_s", "e2e_p99_s", "e2e_mean_s",
+    "norm_latency_p50_s", "norm_latency_p90_s", "norm_latency_p99_s",
+    "norm_latency_mean_s", "throughput_tok_s", "throughput_req_s",
+    "preemptions", "preempt_recompute", "preempt_swap", "preempt_priority",
+    "peak_kv_blocks", "mean_kv_blocks", "mean_batch", "makespan_s", "n_steps",
+    "slo_attainment", "goodput_req_s",
+};
+#define N_RUN_COLS (sizeof run_cols / sizeof run_cols[0])
+
+/* sched_req_status and sched_step_kind as stored; anything but the final
+ * states fails the tables' CHECK constraints, which is the point. */
+static const char *req_status_name(int32_t v)
+{
+    static const char *const names[] = {"pending", "waiting", "running",
+                                        "swapped", "finished", "rejected"};
+    return v >= 0 && v < 6 ? names[v] : "invalid";
+}
+
+static const char *step_kind_name(int32_t v)
+{
+    static const char *const names[] = {"prefill", "decode", "mixed"};
+    return v >= 0 && v < 3 ? names[v] : "invalid";
+}
+
+static int db_fail(store *s, kvs_err *err, const char *what)
+{
+    return kvs_errf(err, KVS_EDB, "%s: %s: %s", store_path(s), what,
+                    sqlite3_errmsg(store_db(s)));
+}
+
+/* ------------------------------------------------------- named binding */
+
+/* Binds by ":name"; remembers the first failure so a run of binds needs one
+ * check at the end. */
+typedef struct binder {
+    sqlite3_stmt *st;
+    int rc;           /* first SQLite error, SQLITE_OK if none */
+    const char *bad;  /* parameter that failed */
+} binder;
+
+static int b_index(binder *b, const char *name)
+{
+    char key[64];
+    snprintf(key, sizeof key, ":%s", name);
+    int i = sqlite3_bind_parameter_index(b->st, key);
+    if (i == 0 && b->rc == SQLITE_OK) {
+        b->rc = SQLITE_RANGE;
+        b->bad = name;
+    }
+    return i;
+}
+
+static void b_check(binder *b, int rc, const char *name)
+{
+    if (rc != SQLITE_OK && b->rc == SQLITE_OK) {
+        b->rc = rc;
+        b->bad = name;
+    }
+}
+
+static void b_text(binder *b, const char *name, const char *v)
+{
+    int i = b_index(b, name);
+    if (i == 0)
+        return;
+    b_check(b, v && *v ? sqlite3_bind_text(b->st, i, v, -1, SQLITE_TRANSIENT)
+                       : sqlite3_bind_null(b->st, i), name);
+}
+
+static void b_i64(binder *b, const char *name, int64_t v)
+{
+    int i = b_index(b, name);
+    if (i)
+        b_check(b, sqlite3_bind_int64(b->st, i, v), name);
+}
+
+static void b_f64(binder *b, const char *name, double v)
+{
+    int i = b_index(b, name);
+    if (i)
+        b_check(b, isnan(v) ? sqlite3_bind_null(b->st, i) : sqlite3_bind_double(b->st, i, v),
+                name);
+}
+
+static void bind_config(binder *b, const run_config *c, const trace *tr)
+{
+    b_text(b, "label", c->label);
+    b_text(b, "kvsim_version", KVSIM_VERSION);
+    b_text(b, "model", c->model);
+    b_text(b, "gpu", c->gpu);
+    b_i64(b, "tp", c->tp);
+    b_text(b, "trace_path", c->trace_path);
+    b_text(b, "trace_sha256", tr ? tr->sha256 : NULL);
+    b_text(b, "synthetic", c->synthetic);
+    b_f64(b, "rate_scale", c->rate_scale);
+    b_i64(b, "seed", (int64_t)c->seed); /* two's complement above 2^63 */
+    const sched_config *k = &c->sched;
+    b_text(b, "batching", sched_batching_name(k->batching));
+    b_text(b, "policy", sched_policy_name(k->policy));
+    b_i64(b, "priority_preemption", k->priority_preemption);
+    b_text(b, "alloc", sched_alloc_name(k->alloc));
+    b_text(b, "preemption", sched_preempt_name(k->preemption));
+    b_i64(b, "block_size", k->block_size);
+    b_i64(b, "kv_blocks", k->total_blocks);
+    b_i64(b, "kv_blocks_flag", c->kv_blocks_flag);
+    b_i64(b, "max_seqs", k->max_seqs);
+    b_i64(b, "max_batched_tokens", k->max_batched_tokens);
+    b_i64(b, "max_model_len", k->max_model_len);
+    b_f64(b, "watermark", k->watermark);
+    b_f64(b, "gpu_mem_util", c->gpu_mem_util);
+    b_f64(b, "swap_gib", c->swap_gib);
+    b_i64(b, "swap_blocks", k->swap_blocks);
+    b_f64(b, "swap_block_s", k->swap_block_s);
+    b_f64(b, "batch_timeout_s", k->batch_timeout_s);
+    b_text(b, "cost", c->cost);
+    b_text(b, "cost_desc", c->cost_desc);
+    b_f64(b, "slo_ttft_s", c->slo_ttft_s);
+    b_f64(b, "slo_tpot_s", c->slo_tpot_s);
+    b_f64(b, "slo_e2e_s", c->slo_e2e_s);
+    b_i64(b, "record_steps", c->record_steps);
+    if (c->compare_id > 0) /* else left NULL: not part of a compare */
+        b_i64(b, "compare_id", c->compare_id);
+    if (c->sweep_id > 0)
+        b_i64(b, "sweep_id", c->sweep_id);
+}
+
+static void bind_dist(binder *b, const char *prefix, const run_dist *d)
+{
+    char name[48];
+    snprintf(name, sizeof name, "%s_p50_s", prefix);
+    b_f64(b, name, d->p50);
+    snprintf(name, sizeof name, "%s_p90_s", prefix);
+    b_f64(b, name, d->p90);
+    snprintf(name, sizeof name, "%s_p99_s", prefix);
+    b_f64(b, name, d->p99);
+    snprintf(name, sizeof name, "%s_mean_s", prefix);
+    b_f64(b, name, d->mean);
+}
+
+static void bind_summary(binder *b, const run_summary *m)
+{
+    b_i64(b, "n_requests", m->n_requests);
+    b_i64(b, "n_finished", m->n_finished);
+    b_i64(b, "n_rejected", m->n_rejected);
+    bind_dist(b, "ttft", &m->ttft);
+    bind_dist(b, "tpot", &m->tpot);
+    bind_dist(b, "e2e", &m->e2e);
+    bind_dist(b, "norm_latency", &m->norm_latency);
+    b_f64(b, "throughput_tok_s", m->throughput_tok_s);
+    b_f64(b, "throughput_req_s", m->throughput_req_s);
+    b_i64(b, "preemptions", m->preemptions);
+    b_i64(b, "preempt_recompute", m->preempt_recompute);
+    b_i64(b, "preempt_swap", m->preempt_swap);
+    b_i64(b, "preempt_priority", m->preempt_priority);
+    b_i64(b, "peak_kv_blocks", m->peak_kv_blocks);
+    b_f64(b, "mean_kv_blocks", m->mean_kv_blocks);
+    b_f64(b, "mean_batch", m->mean_batch);
+    b_f64(b, "makespan_s", m->makespan_s);
+    b_i64(b, "n_steps", m->n_steps);
+    b_f64(b, "slo_attainment", m->slo_attainment);
+    b_f64(b, "goodput_req_s", m->goodput_req_s);
+}
+
+/* printf onto buf[*len..cap); once the text no longer fits, *len ends up
+ * >= cap and further calls do nothing. */
+static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    *len = k < 0 ? cap : *len + (size_t)k;
+}
+
+/* Insert the `runs` row inside the caller's transaction; summary NULL leaves
+ * the summary columns NULL.  Cost: one statement. */
+static int insert_run_row(store *s, const run_config *cfg, const trace *tr,
+                          const run_summary *sum, const char *status,
+                          const char *error, const char *started_at, double wall_s,
+                          int64_t *run_id, kvs_err *err)
+{
+    char sql[4096];
+    size_t len = 0;
+    append(sql, sizeof sql, &len, "INSERT INTO runs(");
+    for (size_t i = 0; i < N_RUN_COLS; i++)
+        append(sql, sizeof sql, &len, i ? ",%s" : "%s", run_cols[i]);
+    append(sql, sizeof sql, &len, ") VALUES(");
+    for (size_t i = 0; i < N_RUN_COLS; i++)
+        append(sql, sizeof sql, &len, i ? ",:%s" : ":%s", run_cols[i]);
+    append(sql, sizeof sql, &len, ")");
+    if (len >= sizeof sql)
+        return kvs_errf(err, KVS_EINTERNAL, "store: runs INSERT longer than %zu bytes",
+                        sizeof sql);
+
+    binder b = {NULL, SQLITE_OK, NULL};
+    int rc = KVS_OK;
+    if (sqlite3_prepare_v2(store_db(s), sql, -1, &b.st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "preparing runs insert");
+    b_text(&b, "status", status);
+    b_text(&b, "error", error);
+    b_text(&b, "started_at", started_at);
+    b_f64(&b, "wall_s", wall_s);
+    bind_config(&b, cfg, tr);
+    if (sum)
+        bind_summary(&b, sum);
+    if (b.rc != SQLITE_OK) {
+        rc = kvs_errf(err, KVS_EDB, "%s: binding runs.%s: %s", store_path(s), b.bad,
+                      sqlite3_errstr(b.rc));
+        goto out;
+    }
+    if (sqlite3_step(b.st) != SQLITE_DONE) {
+        rc = db_fail(s, err, "writing runs row");
+        goto out;
+    }
+    *run_id = sqlite3_last_insert_rowid(store_db(s));
+out:
+    sqlite3_finalize(b.st);
+    return rc;
+}
+
+/* ---------------------------------------------------------- requests */
+
+/* One prepared statement, bound positionally and reset per row: the hot
+ * loop of a write (about a million rows per second).  Cost: O(n log n) in
+ * the B-tree, appends in key order. */
+static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_err *err)
+{
+    static const char sql[] =
+        "INSERT INTO requests(run_id, req_id, arrival_s, prompt_tokens, "
+        "output_tokens, priority, status, first_token_s, finish_s, preemptions, "
+        "swaps, swapped_s) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)";
+    sqlite3 *db = store_db(s);
+    sqlite3_stmt *st = NULL;
+    int rc = KVS_OK;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "preparing requests insert");
+    const trace_req *tq = res->tr->reqs;
+    for (int64_t i = 0; i < res->tr->n; i++) {
+        const sched_req_result *r = &res->reqs[i];
+        int b = sqlite3_bind_int64(st, 1, run_id);
+        b |= sqlite3_bind_int64(st, 2, i);
+        b |= sqlite3_bind_double(st, 3, tq[i].arrival_s);
+        b |= sqlite3_bind_int64(st, 4, tq[i].prompt_tokens);
+        b |= sqlite3_bind_int64(st, 5, tq[i].output_tokens);
+        b |= sqlite3_bind_int64(st, 6, tq[i].priority);
+        b |= sqlite3_bind_text(st, 7, req_status_name(r->status), -1, SQLITE_STATIC);
+        b |= isnan(r->first_token_s) ? sqlite3_bind_null(st, 8)
+                                     : sqlite3_bind_double(st, 8, r->first_token_s);
+        b |= isnan(r->finish_s) ? sqlite3_bind_null(st, 9)
+                                : sqlite3_bind_double(st, 9, r->finish_s);
+        b |= sqlite3_bind_int64(st, 10, r->preemptions);
+        b |= sqlite3_bind_int64(st, 11, r->swaps);
+        b |= isnan(r->swapped_s) ? sqlite3_bind_null(st, 12)
+                                 : sqlite3_bind_double(st, 12, r->swapped_s);
+        /* SQLITE_OK is 0, so any failing bind leaves b non-zero. */
+        if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
+            char what[64];
+            snprintf(what, sizeof what, "writing request %lld", (long long)i);
+            rc = db_fail(s, err, what);
+            goto out;
+        }
+        if (sqlite3_reset(st) != SQLITE_OK) {
+            rc = db_fail(s, err, "resetting requests insert");
+            goto out;
+        }
+    }
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* ------------------------------------------------------------- steps */
+
+static void put_le(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Pack members as little-endian int32 req_id, int32 kind, int64 tokens,
+ * int64 context: MEMBER_BYTES each. */
+static void pack_members(unsigned char *buf, const sched_member *m, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        unsigned char *p = buf + i * MEMBER_BYTES;
+        put_le(p, (uint32_t)m[i].req_id, 4);
+        put_le(p + 4, (uint32_t)m[i].kind, 4);
+        put_le(p + 8, (uint64_t)m[i].tokens, 8);
+        put_le(p + 16, (uint64_t)m[i].context, 8);
+    }
+}
+
+/* Members of step i are members[steps[i].member_off .. end); end is the next
+ * step's offset (n_members for the last).  Checks the offsets and returns the
+ * largest member count in *max_n. */
+static int check_member_offsets(const run_result *res, int64_t *max_n, kvs_err *err)
+{
+    *max_n = 0;
+    for (int64_t i = 0; i < res->n_steps; i++) {
+        int64_t off = res->steps[i].member_off;
+        int64_t end = i + 1 < res->n_steps ? res->steps[i + 1].member_off : res->n_members;
+        if (off < 0 || end < off || end > res->n_members || (end > off && !res->members))
+            return kvs_errf(err, KVS_EINTERNAL,
+                            "run result: step %lld members [%lld, %lld) outside [0, %lld)",
+                            (long long)i, (long long)off, (long long)end,
+                            (long long)res->n_members);
+        if (end - off > *max_n)
+            *max_n = end - off;
+    }
+    return KVS_OK;
+}
+
+static int write_steps(store *s, int64_t run_id, const run_result *res, kvs_err *err)
+{
+    static const char sql[] =
+        "INSERT INTO steps(run_id, step_id, start_s, dur_s, kind, n_prefill, "
+        "n_decode, tokens, kv_read, prefill_sq, kv_blocks_used, n_waiting, "
+        "n_running, n_preempted, swap_out_blocks, swap_in_blocks, members) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)";
+    sqlite3 *db = store_db(s);
+    sqlite3_stmt *st = NULL;
+    unsigned char *buf = NULL;
+    int64_t max_n;
+    int rc = check_member_offsets(res, &max_n, err);
+    if (rc)
+        return rc;
+    /* At least one byte, so an empty step binds a zero-length blob, not NULL. */
+    buf = malloc((size_t)max_n * MEMBER_BYTES + 1);
+    if (!buf)
+        return kvs_errf(err, KVS_ENOMEM, "%s: out of memory packing step members",
+                        store_path(s));
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        rc = db_fail(s, err, "preparing steps insert");
+        goto out;
+    }
+    for (int64_t i = 0; i < res->n_steps; i++) {
+        const sched_step *p = &res->steps[i].step;
+        int64_t off = res->steps[i].member_off;
+        int64_t end = i + 1 < res->n_steps ? res->steps[i + 1].member_off : res->n_members;
+        if (end > off)
+            pack_members(buf, res->members + off, end - off);
+        int b = sqlite3_bind_int64(st, 1, run_id);
+        b |= sqlite3_bind_int64(st, 2, p->index);
+        b |= sqlite3_bind_double(st, 3, p->start_s);
+        b |= sqlite3_bind_double(st, 4, p->dur_s);
+        b |= sqlite3_bind_text(st, 5, step_kind_name(p->kind), -1, SQLITE_STATIC);
+        b |= sqlite3_bind_int64(st, 6, p->batch.n_prefill);
+        b |= sqlite3_bind_int64(st, 7, p->batch.n_decode);
+        b |= sqlite3_bind_int64(st, 8, p->batch.tokens);
+        b |= sqlite3_bind_int64(st, 9, p->batch.kv_read);
+        b |= sqlite3_bind_int64(st, 10, p->batch.prefill_sq);
+        b |= sqlite3_bind_int64(st, 11, p->kv_blocks_used);
+        b |= sqlite3_bind_int64(st, 12, p->n_waiting);
+        b |= sqlite3_bind_int64(st, 13, p->n_running);
+        b |= sqlite3_bind_int64(st, 14, p->n_preempted);
+        b |= sqlite3_bind_int64(st, 15, p->swap_out_blocks);
+        b |= sqlite3_bind_int64(st, 16, p->swap_in_blocks);
+        b |= sqlite3_bind_blob64(st, 17, buf, (sqlite3_uint64)((end - off) * MEMBER_BYTES),
+                                 SQLITE_STATIC);
+        if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
+            char what[64];
+            snprintf(what, sizeof what, "writing step %lld", (long long)p->index);
+            rc = db_fail(s, err, what);
+            goto out;
+        }
+        if (sqlite3_reset(st) != SQLITE_OK) {
+            rc = db_fail(s, err, "resetting steps insert");
+            goto out;
+        }
+    }
+out:
+    sqlite3_finalize(st);
+    free(buf);
+    return rc;
+}
+
+/* ------------------------------------------------------------ public */
+
+int store_write_run(store *s, const run_config *cfg, const run_result *res,
+                    int64_t *run_id, kvs_err *err)
+{
+    int64_t id = 0;
+    int rc;
+    if (!res->tr || (res->tr->n > 0 && (!res->tr->reqs || !res->reqs)))
+        return kvs_errf(err, KVS_EINVAL, "%s: run result without its trace or requests",
+                        store_path(s));
+    if ((rc = store_begin(s, err)))
+        return rc;
+    if ((rc = insert_run_row(s, cfg, res->tr, &res->sum, "finished", NULL, res->started_at,
+                             res->wall_s, &id, err)))
+        goto fail;
+    if ((rc = write_requests(s, id, res, err)))
+        goto fail;
+    if (cfg->record_steps && res->steps && (rc = write_steps(s, id, res, err)))
+        goto fail;
+    if ((rc = store_commit(s, err)))
+        goto fail;
+    *run_id = id;
+    return KVS_OK;
+fail:
+    store_rollback(s);
+    return rc;
+}
+
+int store_write_failed_run(store *s, const run_config *cfg, const trace *tr,
+                           const char *error, const char *started_at,
+                           double wall_s, int64_t *run_id, kvs_err *err)
+{
+    int64_t id = 0;
+    int rc;
+    if ((rc = store_begin(s, err)))
+        return rc;
+    if ((rc = insert_run_row(s, cfg, tr, NULL, "failed", error ? error : "unknown error",
+                             started_at, wall_s, &id, err)))
+        goto fail;
+    if ((rc = store_commit(s, err)))
+        goto fail;
+    *run_id = id;
+    return KVS_OK;
+fail:
+    store_rollback(s);
+    return rc;
+}
