@@ -220,25 +220,49 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         /* 5. priority preemption */
         if (s->cfg.priority_preemption && s->wq.n > 0 && s->swq.n == 0)
             priority_preempt(s, now);
-        /* 6. decode step over every running request */
-        if (s->alloc->grows)
-            take_decode_blocks(s, now);
-        int64_t swap_mark = s->n_run;
-        if (s->step.n_preempted == 0 && s->swq.n > 0)
-            swap_in(s, now);
+        /* 6. decode step over every running request.  Fast path: when the
+         * free blocks cover one new block per running request, no request
+         * can be preempted or skipped, so the blocks are taken in the same
+         * pass that advances the contexts (same result as the two passes). */
         cost_batch *b = &s->step.batch;
         int64_t kv_read = 0, n_decode = 0;
-        for (int64_t i = 0; i < s->n_run; i++) {
-            sched_entry *e = &s->run[i];
-            if (e->skip)
-                continue;
-            e->ctx++;
-            e->room--;
-            kv_read += e->ctx;
-            n_decode++;
-            if (s->want_members)
-                add_member(s, e->id, i >= swap_mark ? SCHED_MEMBER_SWAPIN : SCHED_MEMBER_DECODE,
-                           1, e->ctx);
+        int64_t swap_mark = s->n_run;
+        if (s->free_blocks >= s->n_run && s->swq.n == 0 && !s->want_members) {
+            const int grows = s->alloc->grows;
+            const int64_t bs = s->cfg.block_size;
+            int64_t taken = 0;
+            for (int64_t i = 0; i < s->n_run; i++) {
+                sched_entry *e = &s->run[i];
+                if (grows && e->room == 0) {
+                    taken++;
+                    e->blocks++;
+                    e->room = bs;
+                }
+                e->ctx++;
+                e->room--;
+                kv_read += e->ctx;
+            }
+            s->free_blocks -= taken;
+            n_decode = s->n_run;
+        } else {
+            if (s->alloc->grows)
+                take_decode_blocks(s, now);
+            swap_mark = s->n_run;
+            if (s->step.n_preempted == 0 && s->swq.n > 0)
+                swap_in(s, now);
+            for (int64_t i = 0; i < s->n_run; i++) {
+                sched_entry *e = &s->run[i];
+                if (e->skip)
+                    continue;
+                e->ctx++;
+                e->room--;
+                kv_read += e->ctx;
+                n_decode++;
+                if (s->want_members)
+                    add_member(s, e->id,
+                               i >= swap_mark ? SCHED_MEMBER_SWAPIN : SCHED_MEMBER_DECODE, 1,
+                               e->ctx);
+            }
         }
         b->kv_read = kv_read;
         b->n_decode = n_decode;
@@ -283,16 +307,17 @@ void sched_finish_continuous(sched *s, double t)
         sched_entry *e = &s->run[i];
         if (e->skip) {
             e->skip = 0;
-            s->run[out++] = *e;
-            continue;
+        } else {
+            if (e->left == s->reqs[e->id].output_tokens)
+                s->res[e->id].first_token_s = t; /* g went 0 -> 1 */
+            if (--e->left == 0) {
+                finish_request(s, e, t);
+                continue;
+            }
         }
-        if (e->left == s->reqs[e->id].output_tokens)
-            s->res[e->id].first_token_s = t; /* g went 0 -> 1 */
-        if (--e->left == 0) {
-            finish_request(s, e, t);
-            continue;
-        }
-        s->run[out++] = *e;
+        if (out != i)
+            s->run[out] = *e;
+        out++;
     }
     s->n_run = out;
 }

@@ -39,12 +39,21 @@ void cost_roofline_consts_default(cost_roofline_consts *c)
     c->step_overhead_s = 3e-3;
 }
 
+/* Each op's FLOPs and bytes are affine in the batch features (tokens,
+ * kv_read, prefill_sq, n_prefill, n_decode) over valid batches (tokens >=
+ * n_decode), so step_s evaluates precomputed coefficients instead of calling
+ * model_op_cost for every op of every step.  roofline_ops keeps the direct
+ * computation; tests/test_cost.c checks that both agree. */
+#define RF_NFEAT 6 /* constant, tokens, kv_read, prefill_sq, n_prefill, n_decode */
+
 typedef struct roofline {
     model_spec m;
     gpu_spec g;
     int64_t tp;
     cost_roofline_consts k;
     int64_t repeats[MODEL_OP_COUNT]; /* instances of each op per step */
+    double cs[MODEL_OP_COUNT][RF_NFEAT]; /* compute seconds per feature unit */
+    double ms[MODEL_OP_COUNT][RF_NFEAT]; /* memory/link seconds per feature unit */
 } roofline;
 
 static double op_eff_flops(const roofline *r, model_op op)
@@ -74,16 +83,50 @@ static void roofline_ops(const roofline *r, const cost_batch *b, double *cs, dou
     }
 }
 
+/* Derive the affine coefficients from roofline_ops at basis batches. */
+static void roofline_precompute(roofline *r)
+{
+    const cost_batch basis[RF_NFEAT] = {
+        {0, 0, 0, 0, 0}, {1, 0, 0, 0, 0}, {0, 1, 0, 0, 0},
+        {0, 0, 1, 0, 0}, {0, 0, 0, 1, 0}, {1, 0, 0, 0, 1}, /* a decode brings its token */
+    };
+    double c0[MODEL_OP_COUNT], m0[MODEL_OP_COUNT], c[MODEL_OP_COUNT], m[MODEL_OP_COUNT];
+    roofline_ops(r, &basis[0], c0, m0);
+    for (int i = 0; i < MODEL_OP_COUNT; i++) {
+        r->cs[i][0] = c0[i];
+        r->ms[i][0] = m0[i];
+    }
+    for (int f = 1; f < RF_NFEAT; f++) {
+        roofline_ops(r, &basis[f], c, m);
+        for (int i = 0; i < MODEL_OP_COUNT; i++) {
+            r->cs[i][f] = c[i] - c0[i];
+            r->ms[i][f] = m[i] - m0[i];
+        }
+    }
+    /* the n_decode basis carried one token: take the token's share out */
+    for (int i = 0; i < MODEL_OP_COUNT; i++) {
+        r->cs[i][5] -= r->cs[i][1];
+        r->ms[i][5] -= r->ms[i][1];
+    }
+}
+
 static double roofline_step_s(void *self, const cost_batch *b)
 {
     const roofline *r = self;
     if (b->tokens <= 0 && b->n_prefill <= 0 && b->n_decode <= 0)
         return 0.0; /* an empty step takes no time (semantics, 3.7) */
-    double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
-    roofline_ops(r, b, cs, ms);
+    const double x[RF_NFEAT] = {1.0, (double)b->tokens, (double)b->kv_read,
+                                (double)b->prefill_sq, (double)b->n_prefill,
+                                (double)b->n_decode};
     double s = r->k.step_overhead_s;
-    for (int i = 0; i < MODEL_OP_COUNT; i++)
-        s += fmax(cs[i], ms[i]);
+    for (int i = 0; i < MODEL_OP_COUNT; i++) {
+        double c = 0.0, m = 0.0;
+        for (int f = 0; f < RF_NFEAT; f++) {
+            c += r->cs[i][f] * x[f];
+            m += r->ms[i][f] * x[f];
+        }
+        s += c > m ? c : m;
+    }
     return s;
 }
 
@@ -133,6 +176,7 @@ int cost_roofline_create_with(const model_spec *m, const gpu_spec *g, int64_t tp
     r->k = *k;
     for (int i = 0; i < MODEL_OP_COUNT; i++)
         r->repeats[i] = model_op_repeats(m, tp, (model_op)i);
+    roofline_precompute(r);
     out->vt = &roofline_vt;
     out->self = r;
     return KVS_OK;

@@ -147,11 +147,49 @@ START_TEST(test_roofline_describe_and_sum)
     ck_assert_int_eq(cost_roofline_breakdown(&c, &b, cs, ms), KVS_OK);
     for (int i = 0; i < MODEL_OP_COUNT; i++)
         sum += fmax(cs[i], ms[i]);
-    ck_assert(cost_step_s(&c, &b) == sum);
+    /* step_s evaluates precomputed affine coefficients (fast path); the
+     * breakdown computes every op directly (the simple model of it). */
+    ck_assert(fabs(cost_step_s(&c, &b) - sum) <= 1e-12 * sum);
     /* An empty step takes no time. */
     cost_batch z = {0, 0, 0, 0, 0};
     ck_assert(cost_step_s(&c, &z) == 0.0);
     cost_model_free(&c);
+}
+END_TEST
+
+/* The fast path of step_s against the direct per-op sum on many batches,
+ * models, GPUs and tp degrees (prefill only, decode only, mixed). */
+START_TEST(test_roofline_fast_path_matches_direct)
+{
+    static const struct {
+        const char *m, *g;
+        int64_t tp;
+    } cfg[] = {{"llama-7b", "a100-80g", 1}, {"llama-2-70b", "h100-sxm", 8},
+               {"llama-3-8b", "h200", 2},   {"llama-7b-mqa", "a100-40g", 4}};
+    cost_roofline_consts k;
+    cost_roofline_consts_default(&k);
+    uint64_t x = 777;
+    for (size_t j = 0; j < sizeof cfg / sizeof cfg[0]; j++) {
+        cost_model c = roof(cfg[j].m, cfg[j].g, cfg[j].tp);
+        for (int it = 0; it < 3000; it++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            int64_t nd = (it % 3 == 0) ? 0 : (int64_t)(x >> 33) % 400;
+            int64_t np = (it % 3 == 1) ? 0 : 1 + (int64_t)(x >> 20) % 6;
+            int64_t plen = 1 + (int64_t)(x >> 40) % 8000;
+            cost_batch b = {np * plen + nd, nd * (1 + (int64_t)(x >> 12) % 8000),
+                            np * plen * plen, np, nd};
+            if (np + nd == 0)
+                continue; /* empty steps take no time: checked above */
+            double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT], want = k.step_overhead_s;
+            ck_assert_int_eq(cost_roofline_breakdown(&c, &b, cs, ms), KVS_OK);
+            for (int i = 0; i < MODEL_OP_COUNT; i++)
+                want += fmax(cs[i], ms[i]);
+            double got = cost_step_s(&c, &b);
+            ck_assert_msg(fabs(got - want) <= 1e-9 * want, "%s it=%d: %.17g vs %.17g",
+                          cfg[j].m, it, got, want);
+        }
+        cost_model_free(&c);
+    }
 }
 END_TEST
 
@@ -318,6 +356,7 @@ int main(void)
     tcase_add_test(t, test_create_dispatch);
     tcase_add_test(t, test_roofline_describe_and_sum);
     tcase_add_test(t, test_roofline_monotone);
+    tcase_add_test(t, test_roofline_fast_path_matches_direct);
     tcase_add_test(t, test_roofline_decode_memory_bound);
     tcase_add_test(t, test_roofline_prefill_compute_bound);
     tcase_add_test(t, test_roofline_tp_scaling);
