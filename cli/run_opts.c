@@ -235,7 +235,7 @@ int run_opts_prepare(const char *cmd, run_opts *o, model_spec *m, gpu_spec *g, t
                 cmd, c->trace_path);
     if (c->rate_scale != 1.0)
         trace_scale_rate(tr, c->rate_scale);
-    if (run_config_resolve(c, m, g, &err)) {
+    if (run_config_resolve(c, m, g, &err) || sched_config_check(&c->sched, tr->n, &err)) {
         trace_free(tr);
         return cli_fail(cmd, "%s", err.msg);
     }

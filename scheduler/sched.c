@@ -7,7 +7,7 @@
 
 #include "sched_internal.h"
 
-static int check_config(const sched_config *c, int64_t n, kvs_err *err)
+int sched_config_check(const sched_config *c, int64_t n, kvs_err *err)
 {
     if (n < 0 || n > INT32_MAX)
         return kvs_errf(err, KVS_EINVAL, "trace: %lld requests; at most %d are supported",
@@ -62,7 +62,7 @@ int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
                int64_t n, const cost_model *cost, kvs_err *err)
 {
     *out = NULL;
-    int rc = check_config(cfg, n, err);
+    int rc = sched_config_check(cfg, n, err);
     if (rc)
         return rc;
     sched *s = calloc(1, sizeof *s);

@@ -119,6 +119,10 @@ typedef void (*sched_step_fn)(void *ctx, const sched_step *step,
 
 typedef struct sched sched;
 
+/* Check a config for `n` requests without creating an engine (the same
+ * checks sched_init makes): KVS_EINVAL naming the flag at fault. */
+int sched_config_check(const sched_config *cfg, int64_t n, kvs_err *err);
+
 /* Create an engine for `n` requests (borrowed; must outlive the engine).
  * Checks the config (KVS_EINVAL naming the field).  Cost: O(n) memory. */
 int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,

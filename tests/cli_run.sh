@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# cli_run.sh — `kvsim run` end to end: the default job, the stored columns,
+# determinism, the classic static-vs-continuous result, and bad input (one
+# line naming the file:line or flag, exit 2, no run in the database).
+set -u
+KVSIM=$(realpath "${1:-build/kvsim}")
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+q() { sqlite3 "$1" "$2"; }
+
+# --- the default job: Llama-3-8B / A100-80GB / Azure conv, stored in kvsim.db
+(cd "$T" && ln -s "$OLDPWD/traces" traces && "$KVSIM" > out.txt 2>&1)
+rc=$?
+[ $rc -eq 0 ] && ok || bad "default run exit $rc: $(cat "$T/out.txt")"
+grep -q "^run_id 1$" "$T/out.txt" && ok || bad "default run did not print run_id 1"
+n=$(q "$T/kvsim.db" "select count(*) from requests where run_id=1")
+[ "$n" = 19366 ] && ok || bad "default run stored $n requests, want 19366"
+rej=$(q "$T/kvsim.db" "select n_rejected from runs where run_id=1")
+# one request has P+O > 8192 (14050 + ...): the default rejects no more than that
+[ "$rej" -le 1 ] && ok || bad "default run rejected $rej requests"
+cols=$(q "$T/kvsim.db" "select group_concat(name) from pragma_table_info('requests')")
+for c in run_id req_id arrival_s prompt_tokens output_tokens priority status first_token_s finish_s preemptions; do
+  case ",$cols," in *",$c,"*) ok ;; *) bad "requests lacks column $c" ;; esac
+done
+typ=$(q "$T/kvsim.db" "select typeof(arrival_s)||typeof(first_token_s) from requests where run_id=1 limit 1")
+[ "$typ" = realreal ] && ok || bad "times are not REAL: $typ"
+prov=$(q "$T/kvsim.db" "select length(trace_sha256), kvsim_version is not null, wall_s >= 0, started_at like '20%' from runs where run_id=1")
+[ "$prov" = "64|1|1|1" ] && ok || bad "provenance columns: $prov"
+
+# --- issue example; quiet prints just the id
+DB=$T/runs.db
+id=$("$KVSIM" run --model llama-13b --gpu h100-sxm --trace traces/azure_llm_2023_conv.csv \
+      --rate-scale 2 --db "$DB" --quiet --label example)
+[ "$id" = 1 ] && ok || bad "quiet run printed '$id'"
+r=$(q "$DB" "select count(*) from runs where run_id=1 and ttft_p99_s > 0 and throughput_tok_s > 0")
+[ "$r" = 1 ] && ok || bad "runs row lacks ttft_p99_s/throughput_tok_s"
+# rate scale 2 halves every arrival time
+a=$(q "$DB" "select printf('%.6f', arrival_s) from requests where run_id=1 and req_id=19365")
+[ "$a" = "1750.860969" ] && ok || bad "rate-scale 2: last arrival $a, want 1750.860969 (3501.721937/2)"
+
+# --- determinism: same synthetic spec + seed -> byte-identical requests rows
+S='arrival=poisson,rate=20,n=500,prompt=uniform:16:900,output=uniform:1:300'
+for i in 1 2; do
+  "$KVSIM" run --synthetic "$S" --seed 7 --model llama-2-7b --db "$DB" --quiet > /dev/null
+done
+"$KVSIM" run --synthetic "$S" --seed 8 --model llama-2-7b --db "$DB" --quiet > /dev/null
+d1=$(q "$DB" "select req_id,arrival_s,prompt_tokens,output_tokens,status,first_token_s,finish_s,preemptions from requests where run_id=2" | sha256sum)
+d2=$(q "$DB" "select req_id,arrival_s,prompt_tokens,output_tokens,status,first_token_s,finish_s,preemptions from requests where run_id=3" | sha256sum)
+d3=$(q "$DB" "select req_id,arrival_s,prompt_tokens,output_tokens,status,first_token_s,finish_s,preemptions from requests where run_id=4" | sha256sum)
+[ "$d1" = "$d2" ] && ok || bad "same seed gave different requests rows"
+[ "$d1" != "$d3" ] && ok || bad "different seed gave identical rows"
+
+# --- the classic result: continuous batching with paged KV sustains a clearly
+# higher throughput than static batching on the same hardware.  Azure conv at
+# 2x its rate on LLaMA-2-7B / A100-80GB overloads both engines, so throughput
+# is each engine's capacity.  Static batching pads every member to the
+# batch's longest prompt and output, keeps finished members' slots idle until
+# the longest output (up to 1000 tokens here, median 129) is done, and
+# reserves the padded KV, which caps its batch.  Orca and vLLM report
+# several-fold gains; we assert at least 2x, well inside the ~4x measured.
+for mode in continuous static; do
+  "$KVSIM" run --model llama-2-7b --gpu a100-80g --trace traces/azure_llm_2023_conv.csv \
+    --rate-scale 2 --batching $mode --db "$DB" --label classic-$mode --quiet > /dev/null ||
+    bad "classic $mode run failed"
+done
+ratio=$(q "$DB" "select (select throughput_tok_s from runs where label='classic-continuous') / (select throughput_tok_s from runs where label='classic-static')")
+awk -v r="$ratio" 'BEGIN { exit !(r >= 2.0) }' && ok || bad "continuous/static throughput ratio $ratio < 2"
+
+# --- compare: four variants under one compare_id
+"$KVSIM" compare --synthetic 'arrival=poisson,rate=30,n=300,prompt=uniform:16:500,output=uniform:1:200' \
+  --model llama-2-7b --db "$DB" > "$T/cmp.txt" 2>/dev/null && ok || bad "compare failed"
+c=$(q "$DB" "select count(*) || ' ' || count(distinct batching||alloc||policy) from runs where compare_id = (select max(compare_id) from runs)")
+[ "$c" = "4 4" ] && ok || bad "compare stored '$c', want 4 distinct runs"
+grep -q "^static " "$T/cmp.txt" && ok || bad "compare table lacks the static row"
+
+# --- bad input: one line, exit 2, nothing stored
+BDB=$T/bad.db
+"$KVSIM" run --synthetic 'n=5,rate=1,prompt=10,output=10' --db "$BDB" --quiet > /dev/null
+expect_err() { # name pattern args...
+  local name=$1 pat=$2
+  shift 2
+  local before after out rc
+  before=$(q "$BDB" "select count(*) from runs")
+  out=$("$KVSIM" run --db "$BDB" "$@" 2>&1 >/dev/null)
+  rc=$?
+  after=$(q "$BDB" "select count(*) from runs")
+  if [ $rc -ne 2 ]; then bad "$name: exit $rc, want 2 ($out)"; return; fi
+  if [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ]; then bad "$name: not one line: $out"; return; fi
+  case "$out" in *$pat*) ok ;; *) bad "$name: '$out' lacks '$pat'" ;; esac
+  [ "$before" = "$after" ] && ok || bad "$name: a run was stored"
+}
+printf 'arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,abc,5\n' > "$T/malformed.csv"
+expect_err malformed "malformed.csv:3" --trace "$T/malformed.csv"
+printf 'arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,10\n' > "$T/short.csv"
+expect_err short-row "short.csv:3" --trace "$T/short.csv"
+printf 'arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,0,5\n' > "$T/zero.csv"
+expect_err zero-length "zero.csv:3" --trace "$T/zero.csv"
+printf 'arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,10,-4\n' > "$T/neg.csv"
+expect_err negative-length "neg.csv:3" --trace "$T/neg.csv"
+printf 'arrival_s,prompt_tokens,output_tokens\n0,10,5\n2,10,5\n1,10,5\n' > "$T/order.csv"
+expect_err non-monotonic "order.csv:4" --trace "$T/order.csv"
+expect_err missing-file "nope.csv" --trace "$T/nope.csv"
+expect_err unknown-model "llama-9b" --model llama-9b
+expect_err unknown-gpu "v100" --gpu v100
+expect_err bad-tp "--tp" --tp 3
+expect_err range "--max-seqs" --max-seqs 0
+expect_err range "--watermark" --watermark 1.5
+expect_err not-number "--block-size" --block-size 16x
+expect_err bad-enum "--batching" --batching eager
+expect_err both-workloads "--synthetic" --trace traces/azure_llm_2023_conv.csv --synthetic n=1,rate=1
+expect_err bad-cost "--cost" --cost affine:1,2
+expect_err bad-slo "--slo" --slo ttfb=2
+expect_err static-swap "--preemption swap" --batching static --preemption swap
+expect_err timeout-continuous "--batch-timeout" --batch-timeout 2
+expect_err prio-needs-policy "--priority-preemption" --priority-preemption
+expect_err swap-zero "--swap-gib" --preemption swap --swap-gib 0
+expect_err unknown-flag "--frobnicate" --frobnicate
+expect_err weights-too-big "raise --tp" --model llama-65b --gpu a100-80g
+
+# unwritable database: a path in a missing directory
+out=$("$KVSIM" run --synthetic 'n=5,rate=1,prompt=10,output=10' --db "$T/missing/dir/x.db" 2>&1 >/dev/null)
+rc=$?
+[ $rc -eq 2 ] && ok || bad "unwritable db: exit $rc"
+case "$out" in *"missing/dir/x.db"*) ok ;; *) bad "unwritable db message: $out" ;; esac
+
+# locked database: another connection holds an exclusive lock
+python3 - "$BDB" <<'PY' &
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN EXCLUSIVE")
+open(sys.argv[1] + ".locked", "w").close()
+time.sleep(4)
+c.execute("ROLLBACK")
+PY
+for _ in $(seq 50); do [ -e "$BDB.locked" ] && break; sleep 0.1; done
+before=$(sqlite3 "file:$BDB?mode=ro" "select 1" 2>/dev/null; echo)
+out=$(KVSIM_BUSY_TIMEOUT_MS=300 "$KVSIM" run --synthetic 'n=5,rate=1,prompt=10,output=10' --db "$BDB" 2>&1 >/dev/null)
+rc=$?
+wait
+[ $rc -eq 2 ] && ok || bad "locked db: exit $rc ($out)"
+case "$out" in *locked*) ok ;; *) bad "locked db message: $out" ;; esac
+after=$(q "$BDB" "select count(*) from runs")
+[ "$after" = 1 ] && ok || bad "locked db: $after runs, want 1"
+
+# every finished run is complete
+inc=$(q "$DB" "select count(*) from runs r where status='finished' and n_requests != (select count(*) from requests q where q.run_id = r.run_id)")
+[ "$inc" = 0 ] && ok || bad "$inc runs with missing request rows"
+[ "$(q "$DB" 'pragma integrity_check')" = ok ] && ok || bad "integrity_check"
+
+echo "cli_run: $pass passed, $fail failed"
+[ $fail -eq 0 ]
