@@ -244,6 +244,11 @@ int run_opts_prepare(const char *cmd, run_opts *o, model_spec *m, gpu_spec *g, t
 
 static void print_dist(FILE *f, const char *name, const run_dist *d)
 {
+    if (isnan(d->p50)) {
+        fprintf(f, "  %-16s -  (no finished request%s)\n", name,
+                strstr(name, "TPOT") ? " with more than one output token" : "");
+        return;
+    }
     fprintf(f, "  %-16s p50 %9.4f  p90 %9.4f  p99 %9.4f  mean %9.4f\n", name, d->p50, d->p90,
             d->p99, d->mean);
 }
@@ -269,8 +274,11 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
     print_dist(f, "TPOT (s/token)", &s->tpot);
     print_dist(f, "E2E (s)", &s->e2e);
     print_dist(f, "norm. (s/token)", &s->norm_latency);
-    fprintf(f, "  throughput       %.1f output tokens/s, %.3f requests/s\n", s->throughput_tok_s,
-            s->throughput_req_s);
+    if (isnan(s->throughput_tok_s))
+        fprintf(f, "  throughput       -  (no time elapsed between first arrival and last finish)\n");
+    else
+        fprintf(f, "  throughput       %.1f output tokens/s, %.3f requests/s\n",
+                s->throughput_tok_s, s->throughput_req_s);
     fprintf(f, "  KV use           peak %lld of %lld blocks (%.1f%%), mean %.1f\n",
             (long long)s->peak_kv_blocks, (long long)s->total_kv_blocks,
             s->total_kv_blocks ? 100.0 * (double)s->peak_kv_blocks / (double)s->total_kv_blocks : 0.0,
