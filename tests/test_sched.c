@@ -429,6 +429,27 @@ START_TEST(test_preemption_off_stuck)
 }
 END_TEST
 
+
+/* Scenario M: an arrival at the exact instant a step ends is seen by the
+ * next iteration (step ends, then arrivals, then the engine decides).
+ *   r0 (0, P4, O3)  r1 (1, P4, O1); 1 s steps.
+ * t=0 prefill [r0] -> 1.  At t=1 r1 arrives as the step ends: the next
+ * iteration admits it (prefill first): prefill [r1] -> 2, r1 done.  Then r0
+ * decodes -> 3, -> 4.  Had the engine decided before the arrival, r0 would
+ * have decoded at t=1 and finished at 3. */
+START_TEST(test_arrival_at_step_end)
+{
+    const double rows[][4] = {{0, 4, 3, 0}, {1, 4, 1, 0}};
+    golden g;
+    golden_setup(&g, rows, 2, "affine:1,0,0,0");
+    golden_run(&g);
+    expect_req(&g, 0, SCHED_REQ_FINISHED, 1, 4, 0);
+    expect_req(&g, 1, SCHED_REQ_FINISHED, 2, 2, 0);
+    ck_assert_int_eq(step_at(&g, 1)->kind, SCHED_STEP_PREFILL);
+    golden_free(&g);
+}
+END_TEST
+
 /* The waiting heap against a model of itself: sorting. */
 START_TEST(test_waitq_matches_sort)
 {
@@ -513,6 +534,7 @@ int main(void)
     tcase_add_test(tc, test_swap_out_in);
     tcase_add_test(tc, test_reserved_vs_paged);
     tcase_add_test(tc, test_preemption_off_stuck);
+    tcase_add_test(tc, test_arrival_at_step_end);
     suite_add_tcase(s, tc);
     TCase *tq = tcase_create("waitq");
     tcase_add_test(tq, test_waitq_matches_sort);
