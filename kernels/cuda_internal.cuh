@@ -1,0 +1,60 @@
+/* cuda_internal.cuh — state and launchers shared by the CUDA backend's .cu
+ * files (internal to kernels/; CUDA C++ only).  Every launcher enqueues on
+ * the backend's stream, checks the launch, and returns a kvs_status with the
+ * CUDA error string in err. */
+#ifndef CUDA_INTERNAL_CUH
+#define CUDA_INTERNAL_CUH
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "kernels.h"
+}
+
+typedef struct cuda_state {
+    int device;             /* CUDA ordinal (0) */
+    int sm_count;           /* streaming multiprocessors */
+    cudaStream_t stream;    /* every op is enqueued here */
+    cublasHandle_t blas;    /* bound to stream */
+    cudaEvent_t ev_start, ev_stop; /* timer */
+    void *scratch;          /* attention workspace, grown on demand */
+    size_t scratch_bytes;   /* bytes in scratch */
+    __half *stage;          /* host staging for fp32 <-> fp16, CU_STAGE halves */
+} cuda_state;
+
+#define CU_STAGE ((int64_t)1 << 20)
+#define CU_THREADS 256
+
+/* Fill err with "<what>: <msg>" and return status (no kvsim_lib calls from
+ * CUDA objects, so the static-library link order never matters). */
+int cu_errf(kvs_err *err, int status, const char *fmt, ...);
+int cu_check(cudaError_t e, const char *what, kvs_err *err);
+int cu_check_blas(cublasStatus_t s, const char *what, kvs_err *err);
+/* Check the last kernel launch. */
+int cu_check_launch(const char *what, kvs_err *err);
+/* Workspace of at least `bytes` (reallocates, synchronising the device). */
+int cu_scratch(cuda_state *st, size_t bytes, void **out, kvs_err *err);
+
+/* cuda_elementwise.cu */
+int cu_rmsnorm(void *self, const void *x, const void *w, void *out, int64_t rows,
+               int64_t dim, float eps, kvs_err *err);
+int cu_rope(void *self, void *qkv, const int32_t *pos, int64_t tokens, int64_t heads,
+            int64_t kv_heads, int64_t head_dim, float theta, kvs_err *err);
+int cu_kv_append(void *self, const void *qkv, const int32_t *slots, int64_t tokens,
+                 int64_t heads, int64_t kv_heads, int64_t head_dim, void *k_pool,
+                 void *v_pool, kvs_err *err);
+int cu_swiglu(void *self, const void *gu, void *out, int64_t rows, int64_t inter,
+              kvs_err *err);
+int cu_gather_rows(void *self, const void *x, const int32_t *idx, void *out, int64_t n,
+                   int64_t dim, kvs_err *err);
+
+/* cuda_attention.cu */
+int cu_decode_attention(void *self, const kernels_attn_args *a, kvs_err *err);
+int cu_prefill_attention(void *self, const kernels_attn_args *a, kvs_err *err);
+int64_t cu_attn_workspace_bytes(void *self, int64_t n_decode, int64_t max_ctx,
+                                int64_t max_prefill_q, int64_t heads, int64_t kv_heads,
+                                int64_t head_dim);
+
+#endif

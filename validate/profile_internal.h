@@ -1,0 +1,46 @@
+/* profile_internal.h — the body of a profile, shared by the profile
+ * module's files: profile.c (fit, predict), profile_json.c (JSON both
+ * ways), profile_cost.c (the calibrated cost model).  Not an API. */
+#ifndef PROFILE_INTERNAL_H
+#define PROFILE_INTERNAL_H
+
+#include "profile.h"
+
+#define PROFILE_MAX_OPS 16
+#define PROFILE_MAX_FEAT 6
+
+/* Features of the least-squares ops, computed from a cost_batch. */
+typedef enum profile_feat {
+    PROFILE_FEAT_ONE,            /* 1 when the op runs */
+    PROFILE_FEAT_N_DECODE,       /* decode sequences */
+    PROFILE_FEAT_KV_READ,        /* sum of decode contexts, tokens */
+    PROFILE_FEAT_N_PREFILL,      /* prefill sequences */
+    PROFILE_FEAT_PREFILL_TOKENS, /* tokens - n_decode */
+    PROFILE_FEAT_PREFILL_CACHED, /* sum over prefills of c, tokens */
+    PROFILE_FEAT_PREFILL_SQ,     /* sum over prefills of q^2 */
+    PROFILE_FEAT_PREFILL_CTX     /* sum over prefills of q * c */
+} profile_feat;
+
+typedef struct prof_op {
+    const calib_op_info *info;      /* name, kind */
+    int per_layer;                  /* calls per layer; 0 = once per step */
+    int64_t n;                      /* table points */
+    double *x, *y;                  /* [n] tokens (or sequences) ascending -> seconds */
+    int nf;                         /* features (least-squares ops), 0 for tables */
+    double coef[PROFILE_MAX_FEAT];  /* seconds per feature unit, >= 0 */
+} prof_op;
+
+struct profile {
+    model_spec m;                   /* fitted for */
+    double overhead_s;              /* per step, seconds */
+    prof_op ops[PROFILE_MAX_OPS];   /* every non-step op of calibrate.h */
+    size_t n_ops;
+    profile_op_error errs[PROFILE_MAX_OPS + 1]; /* per op, then "step" */
+    size_t n_errs;
+};
+
+/* The features of an op kind (decode: 3, prefill: 6, tables: 0). */
+const profile_feat *profile_op_feats(calib_op_kind k, int *nf);
+const char *profile_feat_name(profile_feat f);
+
+#endif
