@@ -2,26 +2,16 @@
 
 #include <string.h>
 
-#if __has_include("../validate/profile.h")
 #include "../validate/profile.h"
-#define HAVE_PROFILE 1
-#endif
 
 int cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, store *st, int force,
                 cost_model *out, kvs_err *err)
 {
     int rc;
-    if (!strncmp(cfg->cost, "calibrated", 10)) {
-#ifdef HAVE_PROFILE
+    if (!strncmp(cfg->cost, "calibrated", 10))
         rc = cost_calibrated_create(store_db(st), cfg->cost, m, g->name, force, out, err);
-#else
-        (void)st;
-        (void)force;
-        rc = kvs_errf(err, KVS_EINVAL, "calibrated profiles are not available in this build");
-#endif
-    } else {
+    else
         rc = cost_model_create(cfg->cost, m, g, cfg->tp, out, err);
-    }
     if (rc)
         return rc;
     cost_model_describe(out, cfg->cost_desc, sizeof cfg->cost_desc);
