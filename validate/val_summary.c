@@ -1,0 +1,470 @@
+/* val_summary.c — judging predictions: which steps to replay, re-timing the
+ * schedule with other step durations, and the summary JSON (step-time error
+ * by group, end-to-end metrics, memory and replay checks). */
+#include "validate.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ sampling */
+
+const char *val_sampling_name(val_sampling s) { return s == VAL_SAMPLING_EVEN ? "even" : "window"; }
+
+int val_sampling_parse(const char *s)
+{
+    return !strcmp(s, "window") ? VAL_SAMPLING_WINDOW : !strcmp(s, "even") ? VAL_SAMPLING_EVEN : -1;
+}
+
+int val_pick_steps(int64_t n_steps, val_sampling s, int64_t start, int64_t max_steps,
+                   int64_t *out, int64_t *n, kvs_err *err)
+{
+    *n = 0;
+    if (start < 0 || start >= n_steps)
+        return kvs_errf(err, KVS_EINVAL, "--start %lld: the run has steps 0..%lld",
+                        (long long)start, (long long)(n_steps - 1));
+    if (max_steps < 0)
+        return kvs_errf(err, KVS_EINVAL, "--max-steps must be >= 0 (0 = all)");
+    int64_t avail = n_steps - start;
+    int64_t m = max_steps == 0 || max_steps > avail ? avail : max_steps;
+    for (int64_t k = 0; k < m; k++)
+        out[k] = s == VAL_SAMPLING_EVEN ? start + k * avail / m : start + k;
+    *n = m;
+    return KVS_OK;
+}
+
+/* ------------------------------------------------------------ re-timing */
+
+void val_retime(const val_run *r, const double *dur, sched_req_result *out, double *ends)
+{
+    for (int64_t q = 0; q < r->tr.n; q++) {
+        out[q] = r->reqs[q];
+        out[q].first_token_s = NAN;
+        out[q].finish_s = NAN;
+    }
+    double old_end = -INFINITY, new_end = -INFINITY;
+    for (int64_t i = 0; i < r->n_steps; i++) {
+        const sched_step *s = &r->steps[i].step;
+        int64_t n;
+        const sched_member *m = val_run_step_members(r, i, &n);
+        double arr = -INFINITY;
+        for (int64_t j = 0; j < n; j++)
+            if (r->tr.reqs[m[j].req_id].arrival_s > arr)
+                arr = r->tr.reqs[m[j].req_id].arrival_s;
+        double old_bound = old_end > arr ? old_end : arr;
+        double new_bound = new_end > arr ? new_end : arr;
+        double start;
+        if (isinf(old_bound) || isinf(new_bound)) {
+            start = s->start_s; /* the first step without members: nothing bounds it */
+        } else {
+            double wait = s->start_s - old_bound; /* 0 but for static batch-timeout waits */
+            start = new_bound + (wait > 0 ? wait : 0.0);
+        }
+        double end = start + dur[i];
+        for (int64_t j = 0; j < n; j++) {
+            sched_req_result *q = &out[m[j].req_id];
+            if (isnan(q->first_token_s))
+                q->first_token_s = end;
+            if (q->status == SCHED_REQ_FINISHED)
+                q->finish_s = end; /* the last step it appears in wins */
+        }
+        if (ends)
+            ends[i] = end;
+        old_end = s->start_s + s->dur_s;
+        new_end = end;
+    }
+}
+
+/* ------------------------------------------------------------ JSON text */
+
+typedef struct jbuf {
+    char *s;
+    size_t len, cap;
+    int oom;
+} jbuf;
+
+static void jput(jbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void jput(jbuf *b, const char *fmt, ...)
+{
+    if (b->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = 1;
+            return;
+        }
+        if (b->s && b->len + (size_t)k < b->cap) {
+            b->len += (size_t)k;
+            return;
+        }
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap <= b->len + (size_t)k)
+            cap *= 2;
+        char *v = realloc(b->s, cap);
+        if (!v) {
+            b->oom = 1;
+            return;
+        }
+        b->s = v;
+        b->cap = cap;
+    }
+}
+
+/* "key":number, exact (17 digits), null for NaN or infinity; then a comma. */
+static void jnum(jbuf *b, const char *key, double v)
+{
+    if (isfinite(v))
+        jput(b, "\"%s\":%.17g,", key, v);
+    else
+        jput(b, "\"%s\":null,", key);
+}
+
+static void jint(jbuf *b, const char *key, int64_t v) { jput(b, "\"%s\":%lld,", key, (long long)v); }
+
+static void jstr(jbuf *b, const char *key, const char *v)
+{
+    jput(b, "\"%s\":\"", key);
+    for (const unsigned char *p = (const unsigned char *)(v ? v : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            jput(b, "\\%c", *p);
+        else if (*p < 0x20)
+            jput(b, "\\u%04x", *p);
+        else
+            jput(b, "%c", *p);
+    }
+    jput(b, "\",");
+}
+
+/* Drop a trailing comma before closing an object. */
+static void jclose(jbuf *b, const char *close)
+{
+    if (!b->oom && b->len > 0 && b->s[b->len - 1] == ',')
+        b->len--;
+    jput(b, "%s,", close);
+}
+
+/* ------------------------------------------------------------ statistics */
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest rank of sorted v[n]: the value at rank ceil(p/100 n). */
+static double rank_of(const double *v, int64_t n, double p)
+{
+    if (n == 0)
+        return NAN;
+    int64_t k = (int64_t)ceil(p / 100.0 * (double)n);
+    k = k < 1 ? 1 : k > n ? n : k;
+    return v[k - 1];
+}
+
+/* One group's error statistics over the replayed steps selected by sel[k]. */
+static void group_stats(jbuf *b, const char *name, const int64_t *idx, const double *pred,
+                        const double *meas, int64_t n, const int *sel, double *sg, double *ab)
+{
+    int64_t m = 0;
+    double sum_s = 0, sum_a = 0, sum_abs_s = 0, tot_p = 0, tot_m = 0;
+    for (int64_t k = 0; k < n; k++) {
+        if (!sel[k] || !(meas[k] > 0))
+            continue;
+        double p = pred[idx[k]], e = (p - meas[k]) / meas[k];
+        sg[m] = e;
+        ab[m] = fabs(e);
+        sum_s += e;
+        sum_a += fabs(e);
+        sum_abs_s += fabs(p - meas[k]);
+        tot_p += p;
+        tot_m += meas[k];
+        m++;
+    }
+    qsort(sg, (size_t)m, sizeof *sg, cmp_dbl);
+    qsort(ab, (size_t)m, sizeof *ab, cmp_dbl);
+    double dm = m ? (double)m : NAN;
+    jput(b, "\"%s\":{", name);
+    jint(b, "n", m);
+    jnum(b, "mean_signed", sum_s / dm);
+    jnum(b, "p50_signed", rank_of(sg, m, 50));
+    jnum(b, "p90_signed", rank_of(sg, m, 90));
+    jnum(b, "p99_signed", rank_of(sg, m, 99));
+    jnum(b, "mean_abs", sum_a / dm);
+    jnum(b, "p50_abs", rank_of(ab, m, 50));
+    jnum(b, "p90_abs", rank_of(ab, m, 90));
+    jnum(b, "p99_abs", rank_of(ab, m, 99));
+    jnum(b, "mape_pct", 100.0 * sum_a / dm);
+    jnum(b, "mae_s", sum_abs_s / dm);
+    jnum(b, "predicted_total_s", tot_p);
+    jnum(b, "measured_total_s", tot_m);
+    jclose(b, "}");
+}
+
+static const char *const batch_names[] = {"1", "2-8", "9-32", "33-128", ">128"};
+
+static int batch_bin(int64_t n)
+{
+    return n <= 1 ? 0 : n <= 8 ? 1 : n <= 32 ? 2 : n <= 128 ? 3 : 4;
+}
+
+static void metrics_obj(jbuf *b, const char *name, const run_summary *s)
+{
+    jput(b, "\"%s\":{", name);
+    jnum(b, "ttft_p50_s", s->ttft.p50);
+    jnum(b, "ttft_p99_s", s->ttft.p99);
+    jnum(b, "tpot_p50_s", s->tpot.p50);
+    jnum(b, "tpot_p99_s", s->tpot.p99);
+    jnum(b, "e2e_p50_s", s->e2e.p50);
+    jnum(b, "e2e_p99_s", s->e2e.p99);
+    jnum(b, "throughput_tok_s", s->throughput_tok_s);
+    jclose(b, "}");
+}
+
+static double rel(double sim, double meas) { return (sim - meas) / meas; }
+
+/* Simulated vs measured end-to-end metrics over the requests with keep[q]
+ * (all when keep is NULL). */
+static int e2e_section(jbuf *b, const char *name, const val_run *r, const sched_req_result *ps,
+                       const sched_req_result *ms, const int *keep)
+{
+    int64_t n = 0;
+    trace sub = r->tr;
+    sched_req_result *sp = NULL, *sm = NULL;
+    if (keep) {
+        size_t nn = (size_t)(r->tr.n > 0 ? r->tr.n : 1);
+        sub.reqs = malloc(nn * sizeof *sub.reqs);
+        sp = malloc(nn * sizeof *sp);
+        sm = malloc(nn * sizeof *sm);
+        if (!sub.reqs || !sp || !sm) {
+            free(sub.reqs);
+            free(sp);
+            free(sm);
+            return KVS_ENOMEM;
+        }
+        for (int64_t q = 0; q < r->tr.n; q++)
+            if (keep[q]) {
+                sub.reqs[n] = r->tr.reqs[q];
+                sp[n] = ps[q];
+                sm[n++] = ms[q];
+            }
+        sub.n = n;
+        ps = sp;
+        ms = sm;
+    }
+    run_summary s, m;
+    memset(&s, 0, sizeof s);
+    memset(&m, 0, sizeof m);
+    run_metrics_compute(&r->cfg, &sub, ps, &s);
+    run_metrics_compute(&r->cfg, &sub, ms, &m);
+    jput(b, "\"%s\":{", name);
+    jint(b, "n_requests", sub.n);
+    jint(b, "n_finished", s.n_finished);
+    metrics_obj(b, "simulated", &s);
+    metrics_obj(b, "measured", &m);
+    run_summary e;
+    memset(&e, 0, sizeof e);
+    e.ttft.p50 = rel(s.ttft.p50, m.ttft.p50);
+    e.ttft.p99 = rel(s.ttft.p99, m.ttft.p99);
+    e.tpot.p50 = rel(s.tpot.p50, m.tpot.p50);
+    e.tpot.p99 = rel(s.tpot.p99, m.tpot.p99);
+    e.e2e.p50 = rel(s.e2e.p50, m.e2e.p50);
+    e.e2e.p99 = rel(s.e2e.p99, m.e2e.p99);
+    e.throughput_tok_s = rel(s.throughput_tok_s, m.throughput_tok_s);
+    metrics_obj(b, "error", &e);
+    jclose(b, "}");
+    if (keep) {
+        free(sub.reqs);
+        free(sp);
+        free(sm);
+    }
+    return KVS_OK;
+}
+
+/* ------------------------------------------------------------ summary */
+
+int val_summary_json(const val_run *r, const val_info *info, const int64_t *idx,
+                     const double *pred, const double *meas, int64_t n,
+                     const val_replay_stats *st, char **json, kvs_err *err)
+{
+    *json = NULL;
+    jbuf b = {0};
+    size_t nn = (size_t)(n > 0 ? n : 1), nr = (size_t)(r->tr.n > 0 ? r->tr.n : 1);
+    size_t ns = (size_t)(r->n_steps > 0 ? r->n_steps : 1);
+    double *sg = malloc(nn * sizeof *sg), *ab = malloc(nn * sizeof *ab);
+    int *sel = malloc(nn * sizeof *sel), *keep = calloc(nr, sizeof *keep);
+    int64_t *seen = calloc(nr, sizeof *seen), *seen_rep = calloc(nr, sizeof *seen_rep);
+    double *dmeas = malloc(ns * sizeof *dmeas);
+    sched_req_result *ps = malloc(nr * sizeof *ps), *ms = malloc(nr * sizeof *ms);
+    int rc = KVS_OK;
+    if (!sg || !ab || !sel || !keep || !seen || !seen_rep || !dmeas || !ps || !ms)
+        goto nomem;
+
+    int64_t excluded = 0, sim_peak = 0;
+    for (int64_t k = 0; k < n; k++) {
+        excluded += !(meas[k] > 0);
+        if (r->steps[idx[k]].step.kv_blocks_used > sim_peak)
+            sim_peak = r->steps[idx[k]].step.kv_blocks_used;
+    }
+    jput(&b, "{");
+    jint(&b, "run_id", r->run_id);
+    jstr(&b, "device", info->device);
+    jstr(&b, "device_name", info->device_name);
+    jstr(&b, "storage", info->storage);
+    jstr(&b, "model", r->model.name);
+    jstr(&b, "predictor", info->profile_given ? "profile" : "run");
+    jstr(&b, "cost", r->cfg.cost);
+    if (info->profile_id > 0)
+        jint(&b, "profile_id", info->profile_id);
+    else
+        jput(&b, "\"profile_id\":null,");
+    jstr(&b, "sampling", val_sampling_name(info->sampling));
+    jint(&b, "start", info->start);
+    jint(&b, "max_steps", info->max_steps);
+    jint(&b, "steps_in_run", r->n_steps);
+    jint(&b, "steps_replayed", n);
+    jint(&b, "first_step", n ? idx[0] : -1);
+    jint(&b, "last_step", n ? idx[n - 1] : -1);
+    jint(&b, "steps_excluded", excluded);
+    jint(&b, "repeats", info->repeats);
+    jint(&b, "warmup", info->warmup);
+    jput(&b, "\"seed\":%llu,", (unsigned long long)info->seed);
+    jstr(&b, "error_convention", "(predicted - measured) / measured");
+
+    /* step-time error by group */
+    jput(&b, "\"step_error\":{");
+    for (int64_t k = 0; k < n; k++)
+        sel[k] = 1;
+    group_stats(&b, "all", idx, pred, meas, n, sel, sg, ab);
+    jput(&b, "\"by_kind\":{");
+    static const char *const kinds[] = {"prefill", "decode", "mixed"};
+    for (int kd = 0; kd < 3; kd++) {
+        for (int64_t k = 0; k < n; k++)
+            sel[k] = r->steps[idx[k]].step.kind == kd;
+        group_stats(&b, kinds[kd], idx, pred, meas, n, sel, sg, ab);
+    }
+    jclose(&b, "}");
+    jput(&b, "\"by_batch\":{");
+    for (int bin = 0; bin < 5; bin++) {
+        for (int64_t k = 0; k < n; k++) {
+            int64_t nm;
+            (void)val_run_step_members(r, idx[k], &nm);
+            sel[k] = batch_bin(nm) == bin;
+        }
+        group_stats(&b, batch_names[bin], idx, pred, meas, n, sel, sg, ab);
+    }
+    jclose(&b, "}");
+    jclose(&b, "}");
+
+    /* end-to-end metrics on the schedule re-timed */
+    for (int64_t i = 0; i < r->n_steps; i++)
+        dmeas[i] = pred[i];
+    for (int64_t k = 0; k < n; k++)
+        dmeas[idx[k]] = meas[k];
+    val_retime(r, pred, ps, NULL);
+    val_retime(r, dmeas, ms, NULL);
+    for (int64_t i = 0, k = 0; i < r->n_steps; i++) {
+        int replayed = k < n && idx[k] == i;
+        k += replayed;
+        int64_t nm;
+        const sched_member *m = val_run_step_members(r, i, &nm);
+        for (int64_t j = 0; j < nm; j++) {
+            seen[m[j].req_id]++;
+            seen_rep[m[j].req_id] += replayed;
+        }
+    }
+    for (int64_t q = 0; q < r->tr.n; q++)
+        keep[q] = seen[q] > 0 && seen[q] == seen_rep[q];
+    jput(&b, "\"e2e\":{");
+    jstr(&b, "rule", "start_i = max(end_{i-1}, latest member arrival); unreplayed steps keep "
+                     "predicted durations");
+    if (e2e_section(&b, "all", r, ps, ms, NULL) != KVS_OK ||
+        e2e_section(&b, "covered", r, ps, ms, keep) != KVS_OK)
+        goto nomem;
+    jclose(&b, "}");
+
+    /* memory */
+    int64_t sim_block = r->cfg.sched.block_size * model_kv_bytes_per_token(&r->model, 1);
+    int64_t dev_bytes = st->peak_blocks * st->block_bytes, sim_bytes = sim_peak * sim_block;
+    int blocks_match = st->peak_blocks == sim_peak, bytes_match = dev_bytes == sim_bytes;
+    char note[384] = "";
+    if (!blocks_match && st->hit_starts > 0)
+        snprintf(note, sizeof note, "the run shares prefix-cache blocks (%lld prefills started "
+                 "over a hit), which the replay gives each request privately: the derived "
+                 "tables peak at %lld blocks, the simulator's steps at %lld",
+                 (long long)st->hit_starts, (long long)st->peak_blocks, (long long)sim_peak);
+    else if (!blocks_match)
+        snprintf(note, sizeof note, "the derived block tables peak at %lld blocks, the "
+                 "simulator's steps at %lld", (long long)st->peak_blocks, (long long)sim_peak);
+    else if (!bytes_match && st->storage_bytes != r->model.dtype_bytes)
+        snprintf(note, sizeof note, "the %s backend stores KV in %lld-byte elements, the model "
+                 "in %lld-byte ones: bytes differ by that factor", info->device,
+                 (long long)st->storage_bytes, (long long)r->model.dtype_bytes);
+    else if (!bytes_match)
+        snprintf(note, sizeof note, "block bytes differ: device %lld, simulator %lld",
+                 (long long)st->block_bytes, (long long)sim_block);
+    jput(&b, "\"memory\":{");
+    jint(&b, "peak_blocks_replay", st->peak_blocks);
+    jint(&b, "peak_blocks_sim", sim_peak);
+    jint(&b, "block_bytes_device", st->block_bytes);
+    jint(&b, "block_bytes_sim", sim_block);
+    jint(&b, "kv_bytes_device", dev_bytes);
+    jint(&b, "kv_bytes_sim", sim_bytes);
+    jint(&b, "pool_blocks", st->pool_blocks);
+    jint(&b, "run_kv_blocks", r->cfg.sched.total_blocks);
+    jput(&b, "\"blocks_match\":%s,\"bytes_match\":%s,", blocks_match ? "true" : "false",
+         bytes_match ? "true" : "false");
+    jstr(&b, "note", note);
+    jclose(&b, "}");
+
+    /* replay checks */
+    jput(&b, "\"checks\":{");
+    jint(&b, "schedule_steps", st->sched_checked);
+    jint(&b, "schedule_mismatch_steps", st->sched_mismatch);
+    jint(&b, "schedule_first_mismatch", st->first_mismatch);
+    jint(&b, "prefix_hit_starts", st->hit_starts);
+    if (st->kv_checked >= 0)
+        jint(&b, "kv_requests", st->kv_checked);
+    else
+        jput(&b, "\"kv_requests\":null,");
+    jint(&b, "kv_stale_requests", st->kv_stale);
+    jnum(&b, "kv_max_nmse", st->kv_nmse);
+    jnum(&b, "kv_nmse_bound", st->kv_nmse_bound);
+    if (st->kv_checked > 0)
+        jput(&b, "\"kv_ok\":%s,", st->kv_nmse <= st->kv_nmse_bound ? "true" : "false");
+    else
+        jput(&b, "\"kv_ok\":null,");
+    jstr(&b, "kv_note", st->kv_note);
+    jclose(&b, "}");
+    jclose(&b, "}");
+    if (b.oom)
+        goto nomem;
+    b.s[b.len - 1] = 0; /* the final comma jclose added */
+    *json = b.s;
+    b.s = NULL;
+    goto done;
+nomem:
+    rc = kvs_errf(err, KVS_ENOMEM, "validation summary: out of memory");
+done:
+    free(b.s);
+    free(sg);
+    free(ab);
+    free(sel);
+    free(keep);
+    free(seen);
+    free(seen_rep);
+    free(dmeas);
+    free(ps);
+    free(ms);
+    return rc;
+}
