@@ -191,8 +191,14 @@ static void print_summary(const profile *prof, int64_t calib_id, int64_t profile
     printf("  per-step overhead %.3f us\n", profile_overhead_s(prof) * 1e6);
     printf("\nstored calibration %lld and profile %lld in %s\n", (long long)calib_id,
            (long long)profile_id, db);
-    printf("use: kvsim run --model %s --gpu %s --cost calibrated:%lld --db %s\n", a->model, gpu,
-           (long long)profile_id, db);
+    if (gpu_lookup(gpu, &(gpu_spec){0}, NULL) == KVS_OK)
+        printf("use: kvsim run --model %s --gpu %s --cost calibrated:%lld --db %s\n", a->model,
+               gpu, (long long)profile_id, db);
+    else /* a CPU profile stands for no built-in GPU: say so when using it */
+        printf("use: kvsim run --model %s --cost calibrated:%lld --force-profile --db %s\n"
+               "     (the profile was measured on '%s', which is not a built-in GPU: "
+               "--force-profile applies it to --gpu's memory figures)\n",
+               a->model, (long long)profile_id, db, gpu);
 }
 
 int cmd_calibrate(int argc, char **argv)
