@@ -5,24 +5,17 @@
  * waiting heap's head (strict queue), a prefill step runs exactly the
  * admitted requests, otherwise a decode step runs every running request,
  * taking blocks in running order and preempting the last request in policy
- * order when the cache is full. */
+ * order when the cache is full.  With prefix caching, admission goes through
+ * sched_admit_chunks (chunked.c) and blocks leave through the prefix cache
+ * (pcache.c); chunked prefill has its own iteration (chunked.c). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "sched_internal.h"
 
-static void add_member(sched *s, int32_t id, int32_t kind, int64_t tokens, int64_t ctx)
-{
-    sched_member *m = &s->members[s->n_members++];
-    m->req_id = id;
-    m->kind = kind;
-    m->tokens = tokens;
-    m->context = ctx;
-}
-
 /* Index in run[] of the last running request in policy order. O(|R|). */
-static int64_t victim_index(const sched *s)
+int64_t sched_victim_index(const sched *s)
 {
     int64_t v = 0;
     for (int64_t i = 1; i < s->n_run; i++)
@@ -33,12 +26,15 @@ static int64_t victim_index(const sched *s)
 
 /* Preempt run[idx]: free its blocks and send it back to W (recompute) or to
  * host memory (swap, when it fits in the swap space). O(|R|). */
-static void preempt(sched *s, int64_t idx, double now, int force_recompute)
+void sched_preempt_at(sched *s, int64_t idx, double now, int force_recompute)
 {
     sched_entry e = s->run[idx];
     memmove(&s->run[idx], &s->run[idx + 1], (size_t)(s->n_run - idx - 1) * sizeof e);
     s->n_run--;
-    s->free_blocks += e.blocks;
+    if (s->pc.on)
+        sched_pc_release(s, &e);
+    else
+        s->free_blocks += e.blocks;
     const trace_req *r = &s->reqs[e.id];
     s->g[e.id] = r->output_tokens - e.left;
     s->res[e.id].preemptions++;
@@ -80,6 +76,10 @@ static int64_t admit(sched *s)
     int64_t used = 0;
     const sched_config *c = &s->cfg;
     s->run_mark = s->n_run;
+    if (s->pc.on) {
+        int64_t budget = c->max_batched_tokens;
+        return sched_admit_chunks(s, &budget, 1);
+    }
     while (s->wq.n > 0) {
         int32_t id = sched_waitq_peek(&s->wq);
         const trace_req *r = &s->reqs[id];
@@ -97,6 +97,7 @@ static int64_t admit(sched *s)
         sched_entry *e = &s->run[s->n_run++];
         e->id = id;
         e->skip = 0;
+        e->prefill = 0;
         e->ctx = need;
         e->left = r->output_tokens - s->g[id];
         e->blocks = nb;
@@ -105,7 +106,7 @@ static int64_t admit(sched *s)
         s->state[id] = SCHED_REQ_RUNNING;
         s->res[id].status = SCHED_REQ_RUNNING;
         used += need;
-        add_member(s, id, SCHED_MEMBER_PREFILL, need, need);
+        sched_add_member(s, id, SCHED_MEMBER_PREFILL, need, need);
         s->step.batch.tokens += need;
         s->step.batch.prefill_sq += need * need;
         s->step.batch.n_prefill++;
@@ -118,10 +119,10 @@ static void priority_preempt(sched *s, double now)
 {
     int32_t w = sched_waitq_peek(&s->wq);
     while (s->n_run > 0 && !admissible(s, w, 0)) {
-        int64_t v = victim_index(s);
+        int64_t v = sched_victim_index(s);
         if (s->pol->cmp(s->reqs, s->run[v].id, w) <= 0)
             break;
-        preempt(s, v, now, 1);
+        sched_preempt_at(s, v, now, 1);
         s->ctr.preempt_priority++;
     }
 }
@@ -145,8 +146,8 @@ static void take_decode_blocks(sched *s, double now)
         }
         int self = 0;
         while (s->free_blocks == 0) {
-            int64_t v = victim_index(s);
-            preempt(s, v, now, 0);
+            int64_t v = sched_victim_index(s);
+            sched_preempt_at(s, v, now, 0);
             if (v == i) {
                 self = 1;
                 break;
@@ -158,6 +159,7 @@ static void take_decode_blocks(sched *s, double now)
             continue; /* run[i] is now the next request */
         e = &s->run[i];
         s->free_blocks--;
+        sched_blocks_taken(s);
         e->blocks++;
         e->room += s->cfg.block_size;
         i++;
@@ -196,6 +198,7 @@ static void swap_in(sched *s, double now)
         sched_entry *e = &s->run[s->n_run++];
         e->id = id;
         e->skip = 0;
+        e->prefill = 0;
         e->ctx = ctx;
         e->left = r->output_tokens - s->g[id];
         e->blocks = nb + extra;
@@ -243,6 +246,7 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
                 kv_read += e->ctx;
             }
             s->free_blocks -= taken;
+            sched_blocks_taken(s);
             n_decode = s->n_run;
         } else {
             if (s->alloc->grows)
@@ -259,7 +263,7 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
                 kv_read += e->ctx;
                 n_decode++;
                 if (s->want_members)
-                    add_member(s, e->id,
+                    sched_add_member(s, e->id,
                                i >= swap_mark ? SCHED_MEMBER_SWAPIN : SCHED_MEMBER_DECODE, 1,
                                e->ctx);
             }
@@ -289,9 +293,14 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
     return SCHED_PLAN_STEP;
 }
 
+/* With prefix caching the blocks are returned after the finish loop
+ * (sched_finish_continuous), which keeps calls out of the loop. */
 static void finish_request(sched *s, sched_entry *e, double t)
 {
-    s->free_blocks += e->blocks;
+    if (s->pc.on)
+        s->fin[s->n_fin++] = *e;
+    else
+        s->free_blocks += e->blocks;
     s->res[e->id].finish_s = t;
     s->res[e->id].status = SCHED_REQ_FINISHED;
     s->state[e->id] = SCHED_REQ_FINISHED;
@@ -320,4 +329,9 @@ void sched_finish_continuous(sched *s, double t)
         out++;
     }
     s->n_run = out;
+    if (s->n_fin > 0) {
+        for (int64_t k = 0; k < s->n_fin; k++) /* in R's order */
+            sched_pc_release(s, &s->fin[k]);
+        s->n_fin = 0;
+    }
 }

@@ -1,11 +1,43 @@
 /* sched.c — engine set-up, arrivals, dispatch to the batching mode, results
- * and the enum names.  The batching modes live in continuous.c and
- * static_batch.c. */
+ * and the enum names.  The batching modes live in continuous.c, chunked.c
+ * and static_batch.c; the prefix cache in pcache.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sched_internal.h"
+
+/* The rules of docs/semantics-extensions.md on combining chunked prefill,
+ * prefix caching and lpm with the other options. */
+static int check_extensions(const sched_config *c, kvs_err *err)
+{
+    const int chunk = c->chunked_prefill, pfx = c->prefix_caching;
+    if ((chunk != 0 && chunk != 1) || (pfx != 0 && pfx != 1))
+        return kvs_errf(err, KVS_EINVAL, "scheduler: chunked_prefill and prefix_caching are 0 or 1");
+    if (c->policy == SCHED_POLICY_LPM && !pfx)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--policy lpm: orders by cached prefix, so it needs --prefix-caching");
+    if (!chunk && !pfx)
+        return KVS_OK;
+    const char *flag = chunk ? "--chunked-prefill" : "--prefix-caching";
+    if (c->batching == SCHED_BATCHING_STATIC)
+        return kvs_errf(err, KVS_EINVAL, "%s: needs --batching continuous", flag);
+    if (c->preemption == SCHED_PREEMPT_SWAP)
+        return kvs_errf(err, KVS_EINVAL,
+                        "%s: not supported with --preemption swap (use recompute or off)", flag);
+    if (pfx && c->alloc != SCHED_ALLOC_PAGED)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--prefix-caching: shares paged blocks; needs --alloc paged");
+    if (chunk && c->priority_preemption)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--chunked-prefill: not supported with --priority-preemption");
+    if (chunk && c->max_batched_tokens < c->block_size)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--max-batched-tokens: %lld is smaller than one block (--block-size "
+                        "%lld) with --chunked-prefill",
+                        (long long)c->max_batched_tokens, (long long)c->block_size);
+    return KVS_OK;
+}
 
 int sched_config_check(const sched_config *c, int64_t n, kvs_err *err)
 {
@@ -23,9 +55,23 @@ int sched_config_check(const sched_config *c, int64_t n, kvs_err *err)
         return kvs_errf(err, KVS_EINVAL, "--max-batched-tokens: must be >= 1");
     if (c->max_model_len < 1)
         return kvs_errf(err, KVS_EINVAL, "--max-model-len: must be >= 1");
+    /* A step's prefill_sq, a sum of (P+g)^2, is at most max_model_len times
+     * the step's prefill tokens, which max_batched_tokens (continuous) or the
+     * KV cache (static) bounds: keep that product inside int64_t. */
+    if (c->total_blocks > INT64_MAX / c->block_size)
+        return kvs_errf(err, KVS_EINVAL, "--kv-blocks: %lld blocks of %lld tokens overflow "
+                        "a 64-bit token count", (long long)c->total_blocks,
+                        (long long)c->block_size);
+    if (c->max_model_len > INT64_MAX / c->max_batched_tokens ||
+        c->max_model_len > INT64_MAX / (c->total_blocks * c->block_size))
+        return kvs_errf(err, KVS_EINVAL, "--max-model-len: %lld times the tokens a step may "
+                        "prefill (--max-batched-tokens %lld, KV cache %lld tokens) exceeds "
+                        "2^63, the largest attention cost a step can count; lower them",
+                        (long long)c->max_model_len, (long long)c->max_batched_tokens,
+                        (long long)(c->total_blocks * c->block_size));
     if (!(c->watermark >= 0.0 && c->watermark < 1.0))
         return kvs_errf(err, KVS_EINVAL, "--watermark: must be in [0, 1)");
-    if ((unsigned)c->batching > SCHED_BATCHING_STATIC || (unsigned)c->policy > SCHED_POLICY_PRIORITY ||
+    if ((unsigned)c->batching > SCHED_BATCHING_STATIC || (unsigned)c->policy > SCHED_POLICY_LPM ||
         (unsigned)c->alloc > SCHED_ALLOC_RESERVED_ORACLE || (unsigned)c->preemption > SCHED_PREEMPT_OFF)
         return kvs_errf(err, KVS_EINVAL, "scheduler: unknown enum value in config");
     if (c->preemption == SCHED_PREEMPT_SWAP && c->swap_blocks < 1)
@@ -55,7 +101,7 @@ int sched_config_check(const sched_config *c, int64_t n, kvs_err *err)
             return kvs_errf(err, KVS_EINVAL,
                             "--priority-preemption: static batches are never preempted");
     }
-    return KVS_OK;
+    return check_extensions(c, err);
 }
 
 int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
@@ -77,6 +123,8 @@ int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
     s->watermark_blocks = (int64_t)floor(cfg->watermark * (double)cfg->total_blocks);
     s->free_blocks = cfg->total_blocks;
     s->run_cap = (cfg->max_seqs < n ? cfg->max_seqs : n) + 1;
+    s->pc.on = cfg->prefix_caching;
+    s->pc.free_head = s->pc.lru_head = s->pc.lru_tail = -1;
     size_t nn = (size_t)(n > 0 ? n : 1);
     s->res = malloc(nn * sizeof *s->res);
     s->g = calloc(nn, sizeof *s->g);
@@ -90,6 +138,10 @@ int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
         !s->members || !s->batch)
         goto nomem;
     if (sched_waitq_init(&s->wq, n, reqs, s->pol) || sched_waitq_init(&s->swq, n, reqs, s->pol))
+        goto nomem;
+    if (s->pol->cache_aware && sched_lpm_init(s))
+        goto nomem;
+    if (cfg->prefix_caching && !(s->fin = calloc((size_t)s->run_cap, sizeof *s->fin)))
         goto nomem;
     for (int64_t i = 0; i < n; i++) {
         sched_req_result *r = &s->res[i];
@@ -120,7 +172,17 @@ void sched_free(sched *s)
     free(s->run);
     free(s->members);
     free(s->batch);
+    sched_lpm_free(s->lpm);
+    free(s->fin);
+    sched_pc_free(&s->pc);
     free(s);
+}
+
+int sched_attach_prefixes(sched *s, const trace *tr, kvs_err *err)
+{
+    if (s->pc.rec || s->pc.limit)
+        return kvs_errf(err, KVS_EINVAL, "scheduler: prefixes attached twice");
+    return sched_pc_init(s, tr, err);
 }
 
 void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx, int want_members)
@@ -161,6 +223,8 @@ int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end)
 {
     if (s->cfg.batching == SCHED_BATCHING_STATIC)
         return sched_plan_static(s, now, more_arrivals, t_end);
+    if (s->cfg.chunked_prefill)
+        return sched_plan_chunked(s, now, t_end);
     return sched_plan_continuous(s, now, t_end);
 }
 
@@ -186,11 +250,12 @@ void sched_get_counters(const sched *s, sched_counters *out)
     out->n_waiting = s->wq.n;
     out->n_running = s->cfg.batching == SCHED_BATCHING_STATIC ? s->n_batch : s->n_run;
     out->n_swapped = s->swq.n;
+    out->cached_blocks = s->pc.cached;
 }
 
 /* ---------------------------------------------------------------- names */
 static const char *const batching_names[] = {"continuous", "static"};
-static const char *const policy_names[] = {"fcfs", "priority"};
+static const char *const policy_names[] = {"fcfs", "priority", "lpm"};
 static const char *const alloc_names[] = {"paged", "reserved", "reserved-oracle"};
 static const char *const preempt_names[] = {"recompute", "swap", "off"};
 
@@ -210,6 +275,6 @@ const char *sched_policy_name(int v) { return NAME_OF(policy_names, v); }
 const char *sched_alloc_name(int v) { return NAME_OF(alloc_names, v); }
 const char *sched_preempt_name(int v) { return NAME_OF(preempt_names, v); }
 int sched_batching_parse(const char *s) { return parse_in(batching_names, 2, s); }
-int sched_policy_parse(const char *s) { return parse_in(policy_names, 2, s); }
+int sched_policy_parse(const char *s) { return parse_in(policy_names, 3, s); }
 int sched_alloc_parse(const char *s) { return parse_in(alloc_names, 3, s); }
 int sched_preempt_parse(const char *s) { return parse_in(preempt_names, 3, s); }

@@ -3,17 +3,23 @@
  * Implements docs/semantics.md: continuous (iteration-level) batching with
  * strict-queue prefill-first admission, static (padded) batching, FCFS or
  * priority order, paged or reserved KV allocation, and recompute / swap / no
- * preemption.  It knows nothing of files, SQLite or the clock's source: the
- * event loop (sim/engine.h) tells it when requests arrive and when a step
- * ends, and it asks a cost model how long each step takes.
+ * preemption; and docs/semantics-extensions.md: chunked prefill, prefix
+ * caching (shared, reference-counted KV blocks of equal prompt prefixes
+ * with LRU eviction) and the cache-aware lpm order.  It knows nothing of
+ * files, SQLite or the clock's source: the event loop (sim/engine.h) tells
+ * it when requests arrive and when a step ends, and it asks a cost model
+ * how long each step takes.
  *
  * Per-request state lives in flat arrays indexed by request id; the waiting
  * queue is a binary heap in policy order (admission only ever takes its
  * head), so one step costs O(batch + log(waiting)) and allocates nothing.
+ * Prefix caching adds O(blocks) hashing per admission and per request
+ * leaving, and lpm O(log waiting) per request whose key the cache changes.
  */
 #ifndef SCHED_H
 #define SCHED_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../sim/cost.h"
@@ -27,7 +33,9 @@ typedef enum sched_batching {
 
 typedef enum sched_policy {
     SCHED_POLICY_FCFS = 0,     /* key (arrival_s, id) */
-    SCHED_POLICY_PRIORITY = 1  /* key (priority, arrival_s, id) */
+    SCHED_POLICY_PRIORITY = 1, /* key (priority, arrival_s, id) */
+    SCHED_POLICY_LPM = 2       /* waiting: longest cached prefix first, then
+                                  (arrival_s, id); victims as fcfs */
 } sched_policy;
 
 typedef enum sched_alloc {
@@ -57,6 +65,8 @@ typedef struct sched_config {
     int64_t swap_blocks;        /* host swap space, blocks (swap only) */
     double swap_block_s;        /* seconds to move one block over host link */
     double batch_timeout_s;     /* static: idle engine waits this long to fill */
+    int chunked_prefill;        /* 1: prompts run in chunks beside decodes */
+    int prefix_caching;         /* 1: share KV blocks of equal prompt prefixes */
 } sched_config;
 
 typedef enum sched_req_status {
@@ -109,7 +119,8 @@ typedef enum sched_member_kind {
 typedef struct sched_member {
     int32_t req_id;   /* trace index */
     int32_t kind;     /* sched_member_kind */
-    int64_t tokens;   /* tokens processed: P+g (prefill, padded for static), 1 */
+    int64_t tokens;   /* tokens processed: P+g (prefill, padded for static; with
+                         chunks or prefix hits the chunk's new tokens), 1 */
     int64_t context;  /* tokens of KV after the step */
 } sched_member;
 
@@ -154,7 +165,8 @@ const char *sched_error(const sched *s);
 void sched_finish_step(sched *s, double t);
 
 /* Install the step sink.  With want_members 0 the sink gets n_members = 0
- * for decode steps and the engine skips writing them (faster). */
+ * for decode steps and the engine skips writing them (faster); prefill
+ * members (chunks included) are always listed. */
 void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx, int want_members);
 
 /* Results, indexed by request id; valid until sched_free. */
@@ -168,8 +180,34 @@ typedef struct sched_counters {
     int64_t n_waiting, n_running, n_swapped, n_finished, n_rejected;
     int64_t steps;
     int64_t preempt_recompute, preempt_swap, preempt_priority;
+    /* prefix caching (all 0 without it); free_blocks includes cached_blocks */
+    int64_t cached_blocks;       /* cached blocks no request holds (evictable) */
+    int64_t prefix_query_blocks; /* full hashed prompt blocks looked up at admission */
+    int64_t prefix_hit_blocks;   /* of those, found in the cache (leading run) */
+    int64_t prefix_query_tokens; /* P + g of every admission */
+    int64_t prefix_hit_tokens;   /* hit blocks * block_size */
+    int64_t prefix_saved_tokens; /* prompt tokens not computed thanks to hits */
+    int64_t prefix_evictions;    /* cached blocks evicted for fresh ones */
+    int64_t prefill_chunks;      /* prefill chunks run (chunked prefill) */
 } sched_counters;
 void sched_get_counters(const sched *s, sched_counters *out);
+
+/* Give the engine the trace's prompt prefix hashes (trace.h: hash_off,
+ * hash_ids, hash_tokens; borrowed like reqs) before the first arrival.
+ * Without this call, or for a trace without hashes, no block is ever
+ * shared.  A no-op unless cfg->prefix_caching.  KVS_ENOMEM on failure.
+ * Cost: O(n + total segments) time, memory O(min(total_blocks, distinct
+ * hashed blocks)). */
+int sched_attach_prefixes(sched *s, const trace *tr, kvs_err *err);
+
+/* Recount every block from scratch and compare with the live counters:
+ * under prefix caching, each cached block's reference count equals the
+ * number of running requests whose stored full hashed blocks include it,
+ * evictable blocks are exactly those with count 0, and
+ * free + used == total_blocks with used == private blocks + cached blocks
+ * in use.  Returns 0, or -1 with the first mismatch in why[n].  For tests.
+ * Cost: O(running requests * their blocks + cache size). */
+int sched_audit(const sched *s, char *why, size_t n);
 
 /* Enum names for flags and the store ("continuous", "fcfs", "paged", ...),
  * and the reverse; parse returns -1 for an unknown name. */

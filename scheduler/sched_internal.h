@@ -1,6 +1,6 @@
 /* sched_internal.h — the engine's state, shared by the scheduler's .c files
- * (sched.c, continuous.c, static_batch.c, policy.c, alloc.c, waitq.c) and by
- * nothing else.  Callers use sched.h.
+ * (sched.c, continuous.c, chunked.c, pcache.c, static_batch.c, policy.c,
+ * alloc.c, waitq.c) and by nothing else.  Callers use sched.h.
  */
 #ifndef SCHED_INTERNAL_H
 #define SCHED_INTERNAL_H
@@ -13,6 +13,9 @@ typedef struct sched_policy_vt {
     const char *name;
     /* <0 if a comes before b.  Total order (ids break ties). */
     int (*cmp)(const trace_req *reqs, int32_t a, int32_t b);
+    /* 1: the waiting queue orders by cached prefix length first (lpm,
+     * lpm.c), then by cmp. */
+    int cache_aware;
 } sched_policy_vt;
 
 const sched_policy_vt *sched_policy_vt_get(sched_policy p);
@@ -29,13 +32,17 @@ typedef struct sched_alloc_vt {
 const sched_alloc_vt *sched_alloc_vt_get(sched_alloc a);
 
 /* -------------------------------------------------------- waiting heap */
-/* A binary min-heap of request ids in policy order. */
+/* A binary min-heap of request ids in policy order.  Under a cache-aware
+ * policy the same heap is ordered by lpm.c, which also moves entries whose
+ * key changes with the cache. */
+typedef struct sched_lpm sched_lpm;
 typedef struct sched_waitq {
     int32_t *ids;      /* [cap] heap array */
     int64_t n;         /* entries */
     int64_t cap;       /* capacity (number of requests) */
     const trace_req *reqs;
     const sched_policy_vt *pol;
+    sched_lpm *lpm;    /* set: the lpm order (lpm.c) keeps this heap */
 } sched_waitq;
 
 int sched_waitq_init(sched_waitq *q, int64_t cap, const trace_req *reqs,
@@ -49,7 +56,12 @@ static inline int32_t sched_waitq_peek(const sched_waitq *q) { return q->ids[0];
 /* A running request, kept compact so a decode step walks memory linearly. */
 typedef struct sched_entry {
     int32_t id;        /* request id */
-    int32_t skip;      /* 1: skipped this step (preemption off, no block) */
+    uint8_t skip;      /* 1: generates no token this step (preemption off and
+                          no block; a chunk that leaves the prompt unfinished
+                          or no chunk at all) */
+    uint8_t prefill;   /* 1: chunked prefill in progress (prompt P+g not all
+                          stored); its next work is a chunk, not a decode */
+    uint16_t pad_;     /* zero */
     int64_t ctx;       /* tokens of KV stored */
     int64_t left;      /* tokens still to generate (O - g) */
     int64_t blocks;    /* blocks held */
@@ -60,8 +72,53 @@ typedef enum sched_active {
     SCHED_ACTIVE_NONE = 0,
     SCHED_ACTIVE_PREFILL = 1,  /* admitted requests are run[run_mark..n_run) */
     SCHED_ACTIVE_DECODE = 2,   /* every non-skipped entry of run[] */
-    SCHED_ACTIVE_STATIC = 3    /* a static batch step */
+    SCHED_ACTIVE_STATIC = 3,   /* a static batch step */
+    SCHED_ACTIVE_CHUNKED = 4   /* a chunked-prefill step over all of run[] */
 } sched_active;
+
+/* ------------------------------------------------------- prefix cache */
+/* A cached KV block: a full block of a prompt whose tokens are identified by
+ * `hash` (docs/semantics-extensions.md, section P).  Records live in a pool;
+ * the hash table maps hash -> record; records no request holds (ref 0) are
+ * on the LRU list, least recently used at the head. */
+typedef struct sched_pc_rec {
+    uint64_t hash;     /* block identity */
+    int32_t ref;       /* running requests holding the block; -1: slot free */
+    int32_t prev;      /* LRU neighbour, less recent (ref 0 only); -1 none */
+    int32_t next;      /* LRU neighbour, more recent; free slots: next free; -1 none */
+    int32_t pad_;      /* zero */
+} sched_pc_rec;
+
+typedef struct sched_pcache {
+    int on;                  /* cfg.prefix_caching */
+    const int64_t *off;      /* [n + 1] borrowed trace segments, NULL = none */
+    const int32_t *len;      /* [off[n]] tokens per segment */
+    uint64_t *chain;         /* [off[n]] hash of a request's segment ids 0..k */
+    int64_t *seg_end;        /* [off[n]] tokens of its segments 0..k */
+    int64_t *limit;          /* [n] hashed prompt tokens: min(P, sum of len) */
+    sched_pc_rec *rec;       /* [cap] record pool */
+    int64_t cap;             /* records: min(total_blocks, hashed blocks) */
+    int32_t free_head;       /* first free record slot, -1 none */
+    int32_t *table;          /* [mask + 1] record index or -1, linear probing */
+    uint64_t mask;           /* table size - 1 (a power of two >= 2 cap) */
+    int32_t lru_head, lru_tail; /* ref-0 records, least recent first */
+    int64_t cached;          /* records with ref 0 (counted in free_blocks) */
+    int64_t live;            /* records in use (any ref) */
+    int64_t max_blocks;      /* most full hashed blocks of one request */
+    int32_t *scratch;        /* [max_blocks] lookups of one chunk: record or -1 */
+    uint64_t *hscratch;      /* [max_blocks] block identities of one request */
+} sched_pcache;
+
+/* A planned prefill chunk of one request (chunked.c): q new tokens over c
+ * stored ones, and the blocks it takes. */
+typedef struct sched_chunk {
+    int64_t cached;     /* c: tokens stored before the chunk */
+    int64_t hit_blocks; /* first chunk: leading full blocks found in the cache */
+    int64_t q;          /* new tokens computed, >= 1 */
+    int64_t blocks;     /* blocks held after the chunk */
+    int64_t cost;       /* net blocks taken from F (< 0: a private copy freed) */
+    int64_t k0, k1;     /* full hashed blocks stored before / after */
+} sched_chunk;
 
 struct sched {
     sched_config cfg;
@@ -84,6 +141,9 @@ struct sched {
     sched_waitq swq;              /* swapped requests, policy order */
     sched_entry *run;             /* [run_cap] R in admission order */
     int64_t n_run, run_cap;
+    sched_entry *fin;             /* [run_cap] finished this step, blocks not yet
+                                     returned (prefix caching only) */
+    int64_t n_fin;
     int64_t run_mark;             /* first entry admitted in this prefill step */
 
     sched_member *members;        /* [run_cap] step members for the sink */
@@ -99,6 +159,9 @@ struct sched {
     int64_t batch_blocks;         /* reserved blocks of the whole batch */
     double idle_since;            /* when the engine last went idle */
 
+    sched_pcache pc;              /* prefix cache (pc.on with prefix caching) */
+    sched_lpm *lpm;               /* lpm order of W (policy lpm), or NULL */
+
     sched_counters ctr;
     sched_step_fn sink;
     void *sink_ctx;
@@ -113,6 +176,85 @@ int sched_plan_continuous(sched *s, double now, double *t_end);
 void sched_finish_continuous(sched *s, double t);
 int sched_plan_static(sched *s, double now, int more_arrivals, double *t_end);
 void sched_finish_static(sched *s, double t);
+
+/* continuous.c: the victim (last running request in policy order, O(|R|))
+ * and preemption of run[idx] (recompute, or swap when allowed). */
+int64_t sched_victim_index(const sched *s);
+void sched_preempt_at(sched *s, int64_t idx, double now, int force_recompute);
+
+/* chunked.c: one iteration with chunked prefill; the admission walk of W
+ * taking first chunks (chunked) or whole prompts (prefix caching without
+ * chunks), updating *budget (tokens left this step).  Returns requests
+ * admitted. */
+int sched_plan_chunked(sched *s, double now, double *t_end);
+int64_t sched_admit_chunks(sched *s, int64_t *budget, int whole);
+
+/* pcache.c: the prefix cache.  Blocks of request id are numbered from 0;
+ * only full blocks inside its hashed prompt (pc.limit) are cached. */
+int sched_pc_init(sched *s, const trace *tr, kvs_err *err);
+void sched_pc_free(sched_pcache *pc);
+/* Hashed prompt tokens of request id (0 without hashes). */
+static inline int64_t sched_pc_limit(const sched *s, int32_t id)
+{
+    return s->pc.limit ? s->pc.limit[id] : 0;
+}
+/* Full hashed blocks of id among its first ctx stored tokens. */
+static inline int64_t sched_pc_blocks(const sched *s, int32_t id, int64_t ctx)
+{
+    int64_t l = sched_pc_limit(s, id);
+    return (ctx < l ? ctx : l) / s->cfg.block_size;
+}
+/* Identity of block j of request id's prompt.  O(log segments). */
+uint64_t sched_pc_block_hash(const sched *s, int32_t id, int64_t j);
+/* Leading blocks of id's prompt found in the cache: a binary search, as the
+ * cached blocks of a prompt always form a prefix of it (the invariant of
+ * pcache.c; sched_audit checks it).  O(log blocks * log segments). */
+int64_t sched_pc_match(const sched *s, int32_t id);
+/* Look up blocks [k0, k1) of id into pc.scratch / pc.hscratch and count in
+ * *busy those some request holds (ref > 0).  Stops early, returning 0, once
+ * *busy can no longer reach `need`; else returns 1.  O(k1 - k0). */
+int sched_pc_scan(sched *s, int32_t id, int64_t k0, int64_t k1, int64_t need, int64_t *busy);
+/* After sched_pc_lookup of the same range: hold blocks [k0, k1) of id
+ * (sharing the cached ones, caching the others) and take `cost` blocks net
+ * from F (sched_chunk.cost), evicting LRU cached blocks as needed. */
+void sched_pc_commit(sched *s, int32_t id, int64_t k0, int64_t k1, int64_t cost);
+/* Return every block of a running entry leaving R (finish or preemption):
+ * private ones to F, shared ones dropped by one reference (cached when the
+ * count reaches 0, the entry's last block becoming least recent). */
+void sched_pc_release(sched *s, const sched_entry *e);
+/* Evict least recently used cached blocks until cached <= F (after F went
+ * down by fresh blocks taken). */
+void sched_pc_evict(sched *s);
+/* Keep F's cached part evictable: call after taking fresh blocks. */
+static inline void sched_blocks_taken(sched *s)
+{
+    if (s->pc.cached > s->free_blocks)
+        sched_pc_evict(s);
+}
+
+/* lpm.c: W in lpm order (longest cached prefix first, then (arrival_s,
+ * id)), kept current as blocks are cached and evicted.  Create/free; the
+ * waiting heap's push and pop; the cache's events (a block identity cached
+ * afresh or evicted), which re-key the waiting requests watching it.
+ * Each O(log W) per request re-keyed. */
+int sched_lpm_init(sched *s);
+void sched_lpm_free(sched_lpm *l);
+void sched_lpm_push(sched_lpm *l, int32_t id);
+int32_t sched_lpm_pop(sched_lpm *l);
+void sched_lpm_on_cached(sched_lpm *l, uint64_t h);
+void sched_lpm_on_evicted(sched_lpm *l, uint64_t h);
+/* The cached leading blocks lpm holds for waiting request id (tests). */
+int64_t sched_lpm_key_of(const sched_lpm *l, int32_t id);
+
+static inline void sched_add_member(sched *s, int32_t id, int32_t kind, int64_t tokens,
+                                    int64_t ctx)
+{
+    sched_member *m = &s->members[s->n_members++];
+    m->req_id = id;
+    m->kind = kind;
+    m->tokens = tokens;
+    m->context = ctx;
+}
 
 
 static inline int64_t sched_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

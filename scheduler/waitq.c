@@ -1,6 +1,7 @@
 /* waitq.c — the waiting queue: a binary min-heap of request ids in policy
  * order.  Admission only ever takes the head, so a heap gives the exact
- * strict-queue semantics at O(log n) per operation. */
+ * strict-queue semantics at O(log n) per operation.  Under the cache-aware
+ * lpm policy, whose keys change with the cache, lpm.c keeps the heap. */
 #include <stdlib.h>
 
 #include "sched_internal.h"
@@ -15,6 +16,7 @@ int sched_waitq_init(sched_waitq *q, int64_t cap, const trace_req *reqs,
     q->cap = cap;
     q->reqs = reqs;
     q->pol = pol;
+    q->lpm = NULL;
     return KVS_OK;
 }
 
@@ -32,6 +34,10 @@ static inline int before(const sched_waitq *q, int32_t a, int32_t b)
 
 void sched_waitq_push(sched_waitq *q, int32_t id)
 {
+    if (q->lpm) {
+        sched_lpm_push(q->lpm, id);
+        return;
+    }
     int64_t i = q->n++;
     while (i > 0) {
         int64_t p = (i - 1) / 2;
@@ -45,6 +51,8 @@ void sched_waitq_push(sched_waitq *q, int32_t id)
 
 int32_t sched_waitq_pop(sched_waitq *q)
 {
+    if (q->lpm)
+        return sched_lpm_pop(q->lpm);
     int32_t top = q->ids[0];
     int32_t last = q->ids[--q->n];
     int64_t i = 0, n = q->n;

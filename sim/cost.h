@@ -3,7 +3,8 @@
  * A cost model sees only the step's batch summary (cost_batch) and returns
  * seconds.  Models are a small table of function pointers (cost_model_vt)
  * chosen by name at run time:
- *   affine:c0,c1,c2,c3   d = c0 + c1*tokens + c2*kv_read + c3*prefill_sq
+ *   affine:c0,c1,c2,c3   d = c0 + c1*tokens + c2*kv_read
+ *                          + c3*(prefill_sq + 2*prefill_ctx)
  *   roofline             per-op max(FLOPs/compute, bytes/bandwidth) sums
  *   calibrated[:ID]      a fitted profile from the store (see validate/)
  * Adding a model is one new file plus one line in cost_model_create.
@@ -17,12 +18,21 @@
 #include "kvs.h"
 #include "../models/model.h"
 
+/* A prefill "chunk" computes q new tokens of a prompt over c tokens whose KV
+ * is already stored (earlier chunks, or a prefix-cache hit); an unchunked
+ * prefill without a hit is q = P+g, c = 0, which leaves the two last fields
+ * 0 (docs/semantics-extensions.md, section C).  Causal attention of a chunk
+ * covers q*c + q^2/2 query-key pairs, so prefill_sq + 2*prefill_ctx is the
+ * attention work in the units of prefill_sq: summed over the chunks of one
+ * prompt it equals (P+g)^2 however the prompt is split. */
 typedef struct cost_batch {
-    int64_t tokens;     /* prefill tokens (P+g each) + one per decode */
+    int64_t tokens;     /* prefill tokens (q each) + one per decode */
     int64_t kv_read;    /* sum over decodes of context after the step */
-    int64_t prefill_sq; /* sum over prefills of (P+g)^2 */
-    int64_t n_prefill;  /* prefill requests in the step */
+    int64_t prefill_sq; /* sum over prefills of q^2 ((P+g)^2 unchunked) */
+    int64_t n_prefill;  /* prefill requests (chunks) in the step */
     int64_t n_decode;   /* decode requests in the step */
+    int64_t prefill_ctx;    /* sum over prefill chunks of q*c, tokens^2 */
+    int64_t prefill_cached; /* sum over prefill chunks of c, tokens of KV read */
 } cost_batch;
 
 typedef struct cost_model_vt {

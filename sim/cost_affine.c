@@ -1,5 +1,8 @@
 /* cost_affine.c — d = c0 + c1*tokens + c2*kv_read + c3*prefill_sq seconds,
- * the hand-checkable model of the semantics, section 6. */
+ * the hand-checkable model of the semantics, section 6.  A prefill chunk
+ * over stored context (chunked prefill, prefix hits) adds its cross term:
+ * the c3 factor is prefill_sq + 2*prefill_ctx, which is prefill_sq exactly
+ * when nothing is chunked or cached (docs/semantics-extensions.md, C). */
 #include "cost.h"
 
 #include <ctype.h>
@@ -17,7 +20,7 @@ static double affine_step_s(void *self, const cost_batch *b)
 {
     const affine *a = self;
     return a->c[0] + a->c[1] * (double)b->tokens + a->c[2] * (double)b->kv_read +
-           a->c[3] * (double)b->prefill_sq;
+           a->c[3] * (double)(b->prefill_sq + 2 * b->prefill_ctx);
 }
 
 /* Shortest of %.15g / %.17g that reads back as the same double. */

@@ -54,6 +54,8 @@ typedef struct roofline {
     int64_t repeats[MODEL_OP_COUNT]; /* instances of each op per step */
     double cs[MODEL_OP_COUNT][RF_NFEAT]; /* compute seconds per feature unit */
     double ms[MODEL_OP_COUNT][RF_NFEAT]; /* memory/link seconds per feature unit */
+    double cached_kv_s; /* ATTN_PREFILL memory seconds per token of stored KV
+                           a prefill chunk reads (cost_batch.prefill_cached) */
 } roofline;
 
 static double op_eff_flops(const roofline *r, model_op op)
@@ -62,11 +64,14 @@ static double op_eff_flops(const roofline *r, model_op op)
                                                                       : r->k.eff_gemm;
 }
 
-/* Fill per-op compute and memory seconds (summed over repeats). */
+/* Fill per-op compute and memory seconds (summed over repeats).  A prefill
+ * chunk of q tokens over c stored ones (docs/semantics-extensions.md, C)
+ * does the attention FLOPs of prefill_sq + 2*prefill_ctx (q*(c + q/2)
+ * query-key pairs) and also reads the c stored tokens' K and V. */
 static void roofline_ops(const roofline *r, const cost_batch *b, double *cs, double *ms)
 {
-    const model_op_counts c = {b->tokens, b->kv_read, b->prefill_sq, b->n_prefill,
-                               b->n_decode};
+    const model_op_counts c = {b->tokens, b->kv_read, b->prefill_sq + 2 * b->prefill_ctx,
+                               b->n_prefill, b->n_decode};
     for (int i = 0; i < MODEL_OP_COUNT; i++) {
         model_op op = (model_op)i;
         double n = (double)r->repeats[i], flops, bytes;
@@ -81,14 +86,15 @@ static void roofline_ops(const roofline *r, const cost_batch *b, double *cs, dou
             ms[i] = n * bytes / (r->g.hbm_Bps * r->k.eff_hbm);
         }
     }
+    ms[MODEL_OP_ATTN_PREFILL] += r->cached_kv_s * (double)b->prefill_cached;
 }
 
 /* Derive the affine coefficients from roofline_ops at basis batches. */
 static void roofline_precompute(roofline *r)
 {
     const cost_batch basis[RF_NFEAT] = {
-        {0, 0, 0, 0, 0}, {1, 0, 0, 0, 0}, {0, 1, 0, 0, 0},
-        {0, 0, 1, 0, 0}, {0, 0, 0, 1, 0}, {1, 0, 0, 0, 1}, /* a decode brings its token */
+        {0}, {.tokens = 1}, {.kv_read = 1}, {.prefill_sq = 1}, {.n_prefill = 1},
+        {.tokens = 1, .n_decode = 1}, /* a decode brings its token */
     };
     double c0[MODEL_OP_COUNT], m0[MODEL_OP_COUNT], c[MODEL_OP_COUNT], m[MODEL_OP_COUNT];
     roofline_ops(r, &basis[0], c0, m0);
@@ -116,8 +122,8 @@ static double roofline_step_s(void *self, const cost_batch *b)
     if (b->tokens <= 0 && b->n_prefill <= 0 && b->n_decode <= 0)
         return 0.0; /* an empty step takes no time (semantics, 3.7) */
     const double x[RF_NFEAT] = {1.0, (double)b->tokens, (double)b->kv_read,
-                                (double)b->prefill_sq, (double)b->n_prefill,
-                                (double)b->n_decode};
+                                (double)(b->prefill_sq + 2 * b->prefill_ctx),
+                                (double)b->n_prefill, (double)b->n_decode};
     double s = r->k.step_overhead_s;
     for (int i = 0; i < MODEL_OP_COUNT; i++) {
         double c = 0.0, m = 0.0;
@@ -126,6 +132,17 @@ static double roofline_step_s(void *self, const cost_batch *b)
             m += r->ms[i][f] * x[f];
         }
         s += c > m ? c : m;
+    }
+    if (b->prefill_cached > 0) {
+        /* prefill attention also reads the chunks' stored K and V: redo its
+         * max(compute, memory) with that traffic */
+        const int i = MODEL_OP_ATTN_PREFILL;
+        double c = 0.0, m = r->cached_kv_s * (double)b->prefill_cached;
+        for (int f = 0; f < RF_NFEAT; f++) {
+            c += r->cs[i][f] * x[f];
+            m += r->ms[i][f] * x[f];
+        }
+        s += fmax(c, m) - fmax(c, m - r->cached_kv_s * (double)b->prefill_cached);
     }
     return s;
 }
@@ -176,6 +193,11 @@ int cost_roofline_create_with(const model_spec *m, const gpu_spec *g, int64_t tp
     r->k = *k;
     for (int i = 0; i < MODEL_OP_COUNT; i++)
         r->repeats[i] = model_op_repeats(m, tp, (model_op)i);
+    /* K and V of one stored token in one layer: 2 * kv heads * head_dim */
+    double kv_layer_bytes =
+        2.0 * (double)model_kv_heads_per_gpu(m, tp) * (double)m->head_dim * (double)m->dtype_bytes;
+    r->cached_kv_s = (double)r->repeats[MODEL_OP_ATTN_PREFILL] * kv_layer_bytes /
+                     (g->hbm_Bps * k->eff_hbm);
     roofline_precompute(r);
     out->vt = &roofline_vt;
     out->self = r;

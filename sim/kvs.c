@@ -10,6 +10,11 @@ int kvs_errf(kvs_err *err, int status, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        /* One line whatever the input echoed: a control byte (a newline in a
+         * quoted CSV field, a CR, ...) becomes '?'. */
+        for (char *p = err->msg; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                *p = '?';
     }
     return status;
 }

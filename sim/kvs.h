@@ -25,8 +25,9 @@ typedef struct kvs_err {
     char msg[1024]; /* one line, no trailing newline */
 } kvs_err;
 
-/* Format a message into err (if non-NULL) and return `status`.
- * Cost: one vsnprintf. */
+/* Format a message into err (if non-NULL) and return `status`.  Control
+ * characters (e.g. a newline echoed from an input file) become '?', so the
+ * message is always one line.  Cost: one vsnprintf. */
 int kvs_errf(kvs_err *err, int status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

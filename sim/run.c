@@ -38,7 +38,9 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
     if (sc->max_model_len == 0)
         sc->max_model_len = m->max_ctx;
     if (sc->max_batched_tokens == 0)
-        sc->max_batched_tokens = sc->max_model_len > 2048 ? sc->max_model_len : 2048;
+        sc->max_batched_tokens = sc->max_model_len > 2048 && !sc->chunked_prefill
+                                     ? sc->max_model_len
+                                     : 2048;
     int64_t kv_bpt = model_kv_bytes_per_token(m, cfg->tp);
     if (sc->block_size < 1 || sc->block_size > (INT64_MAX / 4) / (kv_bpt > 0 ? kv_bpt : 1))
         return kvs_errf(err, KVS_EINVAL, "--block-size: %lld is out of range",
@@ -139,6 +141,8 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     int rc = sched_init(&s, &cfg->sched, tr->reqs, tr->n, cost, err);
     if (rc)
         return rc;
+    if ((rc = sched_attach_prefixes(s, tr, err)))
+        goto fail;
     run_sink sink = {0};
     sink.res = out;
     sink.keep = cfg->record_steps;
@@ -174,6 +178,16 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     sum->n_steps = sink.n_steps;
     sum->mean_batch = sink.n_steps > 0 ? sink.members_total / (double)sink.n_steps : 0.0;
     sum->makespan_s = tr->n > 0 ? end_s - tr->reqs[0].arrival_s : 0.0;
+    sum->prefix_hit_rate = cfg->sched.prefix_caching && c.prefix_query_tokens > 0
+                               ? (double)c.prefix_hit_tokens / (double)c.prefix_query_tokens
+                               : NAN;
+    sum->prefix_block_hit_rate = cfg->sched.prefix_caching && c.prefix_query_blocks > 0
+                                     ? (double)c.prefix_hit_blocks / (double)c.prefix_query_blocks
+                                     : NAN;
+    sum->prefix_hit_tokens = c.prefix_hit_tokens;
+    sum->prefix_saved_tokens = c.prefix_saved_tokens;
+    sum->prefix_evictions = c.prefix_evictions;
+    sum->prefill_chunks = c.prefill_chunks;
     sched_free(s);
     out->wall_s = now_wall() - t0;
     return KVS_OK;

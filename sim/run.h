@@ -58,6 +58,15 @@ typedef struct run_summary {
     int64_t n_steps;
     double slo_attainment;     /* finished meeting all SLOs / finished; NAN w/o SLO */
     double goodput_req_s;      /* finished meeting SLOs / span; NAN w/o SLO */
+    /* prefix caching and chunked prefill (docs/semantics-extensions.md);
+     * counts are over admissions (a request preempted and re-admitted looks
+     * its prompt up again); rates are NAN without prefix caching */
+    double prefix_hit_rate;       /* hit tokens / prompt tokens (P+g) admitted */
+    double prefix_block_hit_rate; /* hit blocks / full hashed prompt blocks admitted */
+    int64_t prefix_hit_tokens;    /* tokens of the cached blocks found */
+    int64_t prefix_saved_tokens;  /* prompt tokens not computed thanks to hits */
+    int64_t prefix_evictions;     /* cached blocks evicted for fresh ones */
+    int64_t prefill_chunks;       /* prefill chunks (chunked prefill; else 0) */
 } run_summary;
 
 typedef struct run_step_rec {
@@ -82,7 +91,7 @@ void run_config_defaults(run_config *cfg);
 
 /* Resolve what the flags leave implicit, for model m on GPU g:
  * max_model_len (0 = the model's context), max_batched_tokens (0 =
- * max(2048, max_model_len)), total_blocks (kv_blocks_flag, or the KV
+ * max(2048, max_model_len); 2048 with chunked prefill), total_blocks (kv_blocks_flag, or the KV
  * capacity of docs/semantics.md section 2), the swap space in blocks and the
  * per-block transfer time over the host link.  Errors name the flag. */
 int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,

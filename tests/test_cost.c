@@ -44,10 +44,10 @@ START_TEST(test_affine_exact)
      * 0.5 + 0.25*10 + 0.125*8 + 0.0625*16 = 0.5 + 2.5 + 1 + 1 = 5. */
     ck_assert_int_eq(cost_model_create("affine:0.5,0.25,0.125,0.0625", NULL, NULL, 1, &c, &err),
                      KVS_OK);
-    cost_batch b = {10, 8, 16, 1, 0};
+    cost_batch b = {10, 8, 16, 1, 0, 0, 0};
     ck_assert(cost_step_s(&c, &b) == 5.0);
     /* An empty batch costs c0 (the formula, exactly). */
-    cost_batch z = {0, 0, 0, 0, 0};
+    cost_batch z = {0, 0, 0, 0, 0, 0, 0};
     ck_assert(cost_step_s(&c, &z) == 0.5);
     char d[256];
     cost_model_describe(&c, d, sizeof d);
@@ -59,12 +59,12 @@ START_TEST(test_affine_exact)
      * same double; decode step of 32 requests at context 1000 each:
      * 0.004 + 2e-5*32 + 1e-7*32000 + 0 = 0.004 + 0.00064 + 0.0032 = 0.00784. */
     ck_assert_int_eq(cost_affine_create("0.004,2e-5,1e-7,3e-10", &c, &err), KVS_OK);
-    cost_batch dec = {32, 32000, 0, 0, 32};
+    cost_batch dec = {32, 32000, 0, 0, 32, 0, 0};
     ck_assert(cost_step_s(&c, &dec) == 0.004 + 2e-5 * 32.0 + 1e-7 * 32000.0 + 3e-10 * 0.0);
     ck_assert_double_eq_tol(cost_step_s(&c, &dec), 0.00784, 1e-15);
     /* Prefill of two prompts, 100 and 300 tokens: tokens 400, prefill_sq
      * 100^2 + 300^2 = 100,000: 0.004 + 0.008 + 0 + 3e-5 = 0.01203. */
-    cost_batch pre = {400, 0, 100000, 2, 0};
+    cost_batch pre = {400, 0, 100000, 2, 0, 0, 0};
     ck_assert(cost_step_s(&c, &pre) == 0.004 + 2e-5 * 400.0 + 1e-7 * 0.0 + 3e-10 * 100000.0);
     ck_assert_double_eq_tol(cost_step_s(&c, &pre), 0.01203, 1e-15);
     cost_model_describe(&c, d, sizeof d);
@@ -118,7 +118,7 @@ START_TEST(test_create_dispatch)
     /* breakdown refuses a non-roofline model. */
     ck_assert_int_eq(cost_model_create("affine:1,0,0,0", NULL, NULL, 1, &c, &err), KVS_OK);
     double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
-    cost_batch b = {1, 1, 0, 0, 1};
+    cost_batch b = {1, 1, 0, 0, 1, 0, 0};
     ck_assert_int_eq(cost_roofline_breakdown(&c, &b, cs, ms), KVS_EINVAL);
     cost_model_free(&c);
     /* Bad constants are refused. */
@@ -142,7 +142,7 @@ START_TEST(test_roofline_describe_and_sum)
     /* step_s is the overhead plus the sum of per-op maxima. */
     cost_roofline_consts k;
     cost_roofline_consts_default(&k);
-    cost_batch b = {1200, 50000, 1000000, 1, 200};
+    cost_batch b = {1200, 50000, 1000000, 1, 200, 0, 0};
     double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT], sum = k.step_overhead_s;
     ck_assert_int_eq(cost_roofline_breakdown(&c, &b, cs, ms), KVS_OK);
     for (int i = 0; i < MODEL_OP_COUNT; i++)
@@ -151,7 +151,7 @@ START_TEST(test_roofline_describe_and_sum)
      * breakdown computes every op directly (the simple model of it). */
     ck_assert(fabs(cost_step_s(&c, &b) - sum) <= 1e-12 * sum);
     /* An empty step takes no time. */
-    cost_batch z = {0, 0, 0, 0, 0};
+    cost_batch z = {0, 0, 0, 0, 0, 0, 0};
     ck_assert(cost_step_s(&c, &z) == 0.0);
     cost_model_free(&c);
 }
@@ -177,7 +177,7 @@ START_TEST(test_roofline_fast_path_matches_direct)
             int64_t np = (it % 3 == 1) ? 0 : 1 + (int64_t)(x >> 20) % 6;
             int64_t plen = 1 + (int64_t)(x >> 40) % 8000;
             cost_batch b = {np * plen + nd, nd * (1 + (int64_t)(x >> 12) % 8000),
-                            np * plen * plen, np, nd};
+                            np * plen * plen, np, nd, 0, 0};
             if (np + nd == 0)
                 continue; /* empty steps take no time: checked above */
             double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT], want = k.step_overhead_s;
@@ -210,7 +210,7 @@ START_TEST(test_roofline_monotone)
             int64_t nd = (int64_t)(x >> 33) % 300, np = (int64_t)(x >> 20) % 4;
             int64_t plen = 1 + (int64_t)(x >> 40) % 4000;
             cost_batch b = {np * plen + nd, nd * (1 + (int64_t)(x >> 12) % 3000),
-                            np * plen * plen, np, nd};
+                            np * plen * plen, np, nd, 0, 0};
             double base = cost_step_s(&c, &b);
             ck_assert(base >= 0 && isfinite(base));
             cost_batch up[5] = {b, b, b, b, b};
@@ -240,7 +240,7 @@ START_TEST(test_roofline_decode_memory_bound)
     cost_roofline_consts k;
     cost_roofline_consts_default(&k);
     model_spec m = M("llama-7b");
-    cost_batch b = {1, 128, 0, 0, 1};
+    cost_batch b = {1, 128, 0, 0, 1, 0, 0};
     double t = cost_step_s(&c, &b) - k.step_overhead_s;
     double want = (double)model_weight_bytes(&m, 1) / (2039e9 * k.eff_hbm);
     ck_assert_double_eq_tol(want, 8.262e-3, 1e-5);
@@ -251,7 +251,7 @@ START_TEST(test_roofline_decode_memory_bound)
     for (int i = 0; i < MODEL_OP_COUNT; i++)
         ck_assert_msg(cs[i] <= ms[i], "%s", model_op_name((model_op)i));
     /* Batch 8 at the same context costs barely more: weights dominate. */
-    cost_batch b8 = {8, 8 * 128, 0, 0, 8};
+    cost_batch b8 = {8, 8 * 128, 0, 0, 8, 0, 0};
     ck_assert(cost_step_s(&c, &b8) < 1.1 * cost_step_s(&c, &b));
     cost_model_free(&c);
 }
@@ -269,7 +269,7 @@ START_TEST(test_roofline_prefill_compute_bound)
     cost_model c = roof("llama-7b", "a100-80g", 1);
     cost_roofline_consts k;
     cost_roofline_consts_default(&k);
-    cost_batch b = {2048, 0, 2048LL * 2048, 1, 0};
+    cost_batch b = {2048, 0, 2048LL * 2048, 1, 0, 0, 0};
     double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
     cost_roofline_breakdown(&c, &b, cs, ms);
     model_op gemms[] = {MODEL_OP_QKV, MODEL_OP_O_PROJ, MODEL_OP_MLP_GATE_UP,
@@ -296,8 +296,8 @@ END_TEST
  * tp 2 to 4 to 8, though less than linearly (collectives, overhead). */
 START_TEST(test_roofline_tp_scaling)
 {
-    cost_batch dec = {32, 32 * 1024, 0, 0, 32};
-    cost_batch pre = {2048, 0, 2048LL * 2048, 1, 0};
+    cost_batch dec = {32, 32 * 1024, 0, 0, 32, 0, 0};
+    cost_batch pre = {2048, 0, 2048LL * 2048, 1, 0, 0, 0};
     double last_d = INFINITY, last_p = INFINITY;
     int64_t tps[] = {1, 2, 4, 8};
     for (int i = 0; i < 4; i++) {
@@ -332,7 +332,7 @@ END_TEST
 START_TEST(test_roofline_kv_dominates_long_decode)
 {
     cost_model c = roof("llama-7b", "a100-80g", 1);
-    cost_batch b = {64, 64 * 4096, 0, 0, 64};
+    cost_batch b = {64, 64 * 4096, 0, 0, 64, 0, 0};
     double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
     cost_roofline_breakdown(&c, &b, cs, ms);
     /* 32 layers * 2*4096 width * 2 B * 262,144 tokens = 137,438,953,472 B of

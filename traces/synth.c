@@ -1,5 +1,6 @@
 /* synth.c — synthetic traces: parsing the spec string and generating the
- * requests for (spec, seed). */
+ * requests for (spec, seed), with prompt prefix hashes for a shared system
+ * prompt and multi-turn conversations. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +12,14 @@
 #define PFX "--synthetic: "
 #define MAX_N 100000000 /* 1e8 requests = 3.2 GB of trace_req */
 
-enum { K_ARRIVAL, K_RATE, K_CV, K_N, K_PROMPT, K_OUTPUT, K_LENGTHS, K_PRIORITIES, K_COUNT };
-static const char *const key_names[K_COUNT] = {"arrival", "rate", "cv", "n",
-                                               "prompt", "output", "lengths", "priorities"};
+#define MAX_TURNS 100000
+
+enum { K_ARRIVAL, K_RATE, K_CV, K_N, K_PROMPT, K_OUTPUT, K_LENGTHS, K_PRIORITIES, K_SYSTEM,
+       K_TURNS, K_COUNT };
+static const char *const key_names[K_COUNT] = {"arrival", "rate",       "cv",
+                                               "n",       "prompt",     "output",
+                                               "lengths", "priorities", "system_prompt",
+                                               "turns"};
 
 /* "L" or "uniform:A:B" for key `key`, into kind/a/b. */
 static int parse_len(const char *key, const char *v, trace_len_kind *kind, int64_t *a,
@@ -33,6 +39,9 @@ static int parse_len(const char *key, const char *v, trace_len_kind *kind, int64
             return kvs_errf(err, KVS_EINVAL, PFX "%s: '%s': A and B must be integers", key, v);
         if (*a < 1 || *b < *a)
             return kvs_errf(err, KVS_EINVAL, PFX "%s: '%s': need 1 <= A <= B", key, v);
+        if (*b > TRACE_MAX_TOKENS)
+            return kvs_errf(err, KVS_EINVAL, PFX "%s: '%s': B is above the limit of %lld "
+                            "tokens", key, v, (long long)TRACE_MAX_TOKENS);
         *kind = TRACE_LEN_UNIFORM;
         return KVS_OK;
     }
@@ -40,6 +49,9 @@ static int parse_len(const char *key, const char *v, trace_len_kind *kind, int64
         return kvs_errf(err, KVS_EINVAL, PFX "%s: '%s' %s (want L or uniform:A:B)", key, v, why);
     if (*a < 1)
         return kvs_errf(err, KVS_EINVAL, PFX "%s: must be >= 1, got %lld", key, (long long)*a);
+    if (*a > TRACE_MAX_TOKENS)
+        return kvs_errf(err, KVS_EINVAL, PFX "%s: %lld is above the limit of %lld tokens",
+                        key, (long long)*a, (long long)TRACE_MAX_TOKENS);
     *b = *a;
     *kind = TRACE_LEN_FIXED;
     return KVS_OK;
@@ -104,10 +116,17 @@ static int check_spec(const trace_synth_spec *s, int given_rate, int given_cv, k
         return kvs_errf(err, KVS_EINVAL, PFX "lengths: gives both prompt and output lengths");
     if (s->prompt_kind != TRACE_LEN_FILE &&
         (s->prompt_a < 1 || s->prompt_b < s->prompt_a || s->output_a < 1 ||
-         s->output_b < s->output_a))
-        return kvs_errf(err, KVS_EINVAL, PFX "prompt/output: need 1 <= A <= B");
+         s->output_b < s->output_a || s->prompt_b > TRACE_MAX_TOKENS ||
+         s->output_b > TRACE_MAX_TOKENS))
+        return kvs_errf(err, KVS_EINVAL, PFX "prompt/output: need 1 <= A <= B <= %lld",
+                        (long long)TRACE_MAX_TOKENS);
     if (s->n_classes < 0 || s->n_classes > TRACE_MAX_CLASSES)
         return kvs_errf(err, KVS_EINVAL, PFX "priorities: 0 to %d classes", TRACE_MAX_CLASSES);
+    if (s->system_prompt < 0 || s->system_prompt > TRACE_MAX_TOKENS)
+        return kvs_errf(err, KVS_EINVAL, PFX "system_prompt: must be in [0, %lld] tokens",
+                        (long long)TRACE_MAX_TOKENS);
+    if (s->turns < 0 || s->turns > MAX_TURNS)
+        return kvs_errf(err, KVS_EINVAL, PFX "turns: must be in [1, %d]", MAX_TURNS);
     return KVS_OK;
 }
 
@@ -119,6 +138,7 @@ int trace_synth_parse(const char *spec, trace_synth_spec *out, kvs_err *err)
     memset(out, 0, sizeof *out);
     out->arrival = TRACE_ARRIVAL_POISSON;
     out->cv = 1.0;
+    out->turns = 1;
     char *buf = strdup(spec);
     if (!buf)
         return kvs_errf(err, KVS_ENOMEM, PFX "out of memory");
@@ -142,7 +162,7 @@ int trace_synth_parse(const char *spec, trace_synth_spec *out, kvs_err *err)
             k++;
         if (k == K_COUNT) {
             st = kvs_errf(err, KVS_EINVAL, PFX "unknown key '%s' (keys: arrival, rate, cv, n, "
-                          "prompt, output, lengths, priorities)", item);
+                          "prompt, output, lengths, priorities, system_prompt, turns)", item);
             goto done;
         }
         if (seen[k]++) {
@@ -197,6 +217,19 @@ int trace_synth_parse(const char *spec, trace_synth_spec *out, kvs_err *err)
             break;
         case K_PRIORITIES:
             st = parse_classes((char *)v, out, err);
+            break;
+        case K_SYSTEM:
+            if (trace_parse_i64(v, &out->system_prompt, &why))
+                st = kvs_errf(err, KVS_EINVAL, PFX "system_prompt: '%s' %s", v, why);
+            else if (out->system_prompt < 0 || out->system_prompt > TRACE_MAX_TOKENS)
+                st = kvs_errf(err, KVS_EINVAL, PFX "system_prompt: must be in [0, %lld] tokens",
+                              (long long)TRACE_MAX_TOKENS);
+            break;
+        case K_TURNS:
+            if (trace_parse_i64(v, &out->turns, &why))
+                st = kvs_errf(err, KVS_EINVAL, PFX "turns: '%s' %s", v, why);
+            else if (out->turns < 1 || out->turns > MAX_TURNS)
+                st = kvs_errf(err, KVS_EINVAL, PFX "turns: must be in [1, %d]", MAX_TURNS);
             break;
         }
         if (st != KVS_OK)
@@ -269,6 +302,10 @@ static int lengths_row(void *ctx, int64_t line, char **f, int nf, kvs_err *err)
         if (v[j] < 1)
             return kvs_errf(err, KVS_EINVAL, "%s:%lld: %s: must be >= 1, got %lld", L->path,
                             (long long)line, name, (long long)v[j]);
+        if (v[j] > TRACE_MAX_TOKENS)
+            return kvs_errf(err, KVS_EINVAL, "%s:%lld: %s: %lld is above the limit of %lld "
+                            "tokens", L->path, (long long)line, name, (long long)v[j],
+                            (long long)TRACE_MAX_TOKENS);
     }
     if (L->n == L->cap) {
         int64_t nc = L->cap ? 2 * L->cap : 1024;
@@ -281,6 +318,69 @@ static int lengths_row(void *ctx, int64_t line, char **f, int nf, kvs_err *err)
     L->pairs[L->n][0] = v[0];
     L->pairs[L->n][1] = v[1];
     L->n++;
+    return KVS_OK;
+}
+
+/* ---------------------------------------------------------------- prefixes */
+
+/* Segment ids: the system prompt is 1; request i's new user part is 2 + 2i
+ * and its output 3 + 2i (the output reappears in its conversation's later
+ * turns). */
+#define SYS_ID UINT64_C(1)
+#define USER_ID(i) (UINT64_C(2) + 2 * (uint64_t)(i))
+#define OUTPUT_ID(i) (UINT64_C(3) + 2 * (uint64_t)(i))
+
+/* Turn the sampled lengths (prompt_tokens = the new user part) into shared
+ * system prompts and conversations, and give the trace its prefix
+ * segments.  Conversation c = i mod C of C = ceil(n / turns) holds requests
+ * c, c + C, c + 2C, ...: request i is turn i / C of it.  Turn 0's prompt is
+ * [system][user_i]; turn t's is turn t-1's prompt + [output_{i-C}] +
+ * [user_i].  Cost: O(n * turns) time and memory. */
+static int add_prefixes(const trace_synth_spec *spec, trace *t, kvs_err *err)
+{
+    const int64_t n = t->n, sys = spec->system_prompt;
+    const int64_t turns = spec->turns > 1 ? spec->turns : 1;
+    const int64_t conv = (n + turns - 1) / turns;
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; i++)
+        total += (sys > 0) + 1 + 2 * (i / conv);
+    t->hash_off = malloc((size_t)(n + 1) * sizeof *t->hash_off);
+    t->hash_ids = malloc((size_t)(total > 0 ? total : 1) * sizeof *t->hash_ids);
+    t->hash_tokens = malloc((size_t)(total > 0 ? total : 1) * sizeof *t->hash_tokens);
+    if (!t->hash_off || !t->hash_ids || !t->hash_tokens)
+        return kvs_errf(err, KVS_ENOMEM, PFX "out of memory for the prefix hashes of %lld "
+                        "requests", (long long)n);
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        trace_req *q = &t->reqs[i];
+        int64_t user = q->prompt_tokens;
+        t->hash_off[i] = k;
+        if (i < conv) {
+            if (sys > 0) {
+                t->hash_ids[k] = SYS_ID;
+                t->hash_tokens[k++] = (int32_t)sys;
+            }
+            q->prompt_tokens = sys + user;
+        } else {
+            const trace_req *prev = &t->reqs[i - conv];
+            for (int64_t j = t->hash_off[i - conv]; j < t->hash_off[i - conv + 1]; j++) {
+                t->hash_ids[k] = t->hash_ids[j];
+                t->hash_tokens[k++] = t->hash_tokens[j];
+            }
+            t->hash_ids[k] = OUTPUT_ID(i - conv);
+            t->hash_tokens[k++] = (int32_t)prev->output_tokens;
+            q->prompt_tokens = prev->prompt_tokens + prev->output_tokens + user;
+        }
+        t->hash_ids[k] = USER_ID(i);
+        t->hash_tokens[k++] = (int32_t)user;
+        if (q->prompt_tokens > TRACE_MAX_TOKENS)
+            return kvs_errf(err, KVS_EINVAL, PFX "%s: request %lld's prompt of %lld tokens is "
+                            "above the limit of %lld", i < conv ? "system_prompt" : "turns",
+                            (long long)i, (long long)q->prompt_tokens,
+                            (long long)TRACE_MAX_TOKENS);
+    }
+    t->hash_off[n] = k;
+    t->hash_block = 0;
     return KVS_OK;
 }
 
@@ -342,6 +442,12 @@ int trace_synth_gen(const trace_synth_spec *spec, const char *spec_text, uint64_
         else if (spec->arrival == TRACE_ARRIVAL_GAMMA)
             t += rng_gamma(&ra, gamma_k, 1.0 / (spec->rate * gamma_k));
         q->arrival_s = quantize_ns(t);
+        if (!(q->arrival_s <= TRACE_MAX_ARRIVAL_S)) {
+            st = kvs_errf(err, KVS_EINVAL, PFX "rate: request %lld would arrive after the "
+                          "limit of %.0f s; raise the rate or lower n", (long long)i,
+                          TRACE_MAX_ARRIVAL_S);
+            goto fail;
+        }
         if (spec->prompt_kind == TRACE_LEN_FILE) {
             int64_t j = (int64_t)rng_below(&rl, (uint64_t)L.n);
             q->prompt_tokens = L.pairs[j][0];
@@ -365,6 +471,8 @@ int trace_synth_gen(const trace_synth_spec *spec, const char *spec_text, uint64_
         }
     }
     out->n = spec->n;
+    if ((spec->system_prompt > 0 || spec->turns > 1) && (st = add_prefixes(spec, out, err)))
+        goto fail;
     out->format = TRACE_FORMAT_SYNTHETIC;
     out->has_priority = spec->n_classes > 0;
     snprintf(out->source, sizeof out->source, "%s", spec_text);

@@ -7,7 +7,11 @@
  *           (arrival_s in seconds, non-decreasing; priority integer >= 0)
  *   Azure   `TIMESTAMP,ContextTokens,GeneratedTokens` (Azure LLM inference
  *           2023): arrival = timestamp - first timestamp.
- * Parsing uses libcsv.  Every malformed row is an error naming file:line;
+ *   Mooncake JSONL (FAST'25), one object per line:
+ *           {"timestamp": ms, "input_length": P, "output_length": O,
+ *            "hash_ids": [prefix-chained ids of the 512-token blocks]}
+ *           (chosen by the .jsonl extension or a first non-space '{').
+ * CSV parsing uses libcsv, JSONL json-c.  Every malformed row is an error naming file:line;
  * nothing is skipped silently.  Synthetic traces come from a spec string (see
  * trace_synth_parse) and a seed, and are byte-for-byte reproducible.
  */
@@ -19,6 +23,15 @@
 
 #include "../sim/kvs.h"
 
+/* Limits on what a trace may hold; trace_load, trace_synth_gen and lengths
+ * files refuse more with a message naming the row or key.  A token count of
+ * at most TRACE_MAX_TOKENS keeps the simulator's per-request products such
+ * as (P + O)^2 inside int64_t; arrivals of at most TRACE_MAX_ARRIVAL_S
+ * (about 31.7 years) stay finite under --rate-scale 1e-6, and a double near
+ * that time still resolves 0.12 us. */
+#define TRACE_MAX_TOKENS INT64_C(1000000000) /* tokens per prompt or output */
+#define TRACE_MAX_ARRIVAL_S 1e9              /* seconds since trace start */
+
 typedef struct trace_req {
     double arrival_s;      /* seconds since trace start, >= 0 */
     int64_t prompt_tokens; /* P >= 1 */
@@ -29,7 +42,8 @@ typedef struct trace_req {
 typedef enum trace_format {
     TRACE_FORMAT_NATIVE = 0,
     TRACE_FORMAT_AZURE = 1,
-    TRACE_FORMAT_SYNTHETIC = 2
+    TRACE_FORMAT_SYNTHETIC = 2,
+    TRACE_FORMAT_MOONCAKE = 3
 } trace_format;
 
 typedef struct trace {
@@ -39,17 +53,40 @@ typedef struct trace {
     int has_priority;    /* 1 if priorities were read or generated */
     char source[1024];   /* file path, or the synthetic spec string */
     char sha256[65];     /* hex SHA-256 of the file's bytes; "" if synthetic */
+    /* Prompt prefix hashes, NULL when the trace has none (CSR layout): the
+     * prompt of request i begins with segments hash_off[i] ..
+     * hash_off[i+1] - 1, in order; segment k covers hash_tokens[k] >= 1
+     * tokens whose content is identified by hash_ids[k] together with all
+     * the ids before it in the request (equal id sequences mean equal
+     * tokens).  A request's segments cover at most its prompt.  How they map
+     * onto KV blocks: docs/semantics-extensions.md, section P. */
+    int64_t *hash_off;    /* [n + 1] segment offsets, or NULL */
+    uint64_t *hash_ids;   /* [hash_off[n]] segment ids */
+    int32_t *hash_tokens; /* [hash_off[n]] tokens per segment */
+    int32_t hash_block;   /* tokens per full segment in the source (512 for
+                             Mooncake); 0 when segments vary (synthetic) */
 } trace;
 
 /* Load a CSV trace, detecting the format from its header.  On error returns
  * KVS_EINVAL/KVS_EIO with "path:line: what" in err and leaves *out empty.
- * Rejected: unknown header, wrong field count, blank lines, non-integer or
- * overflowing token counts or counts < 1, negative or decreasing arrivals,
- * priority < 0, malformed or decreasing Azure timestamps, an empty file.  A
+ * Rejected: unknown header, wrong field count, blank lines, non-integer
+ * token counts or counts outside [1, TRACE_MAX_TOKENS], negative or
+ * decreasing arrivals or arrivals above TRACE_MAX_ARRIVAL_S, priority < 0,
+ * malformed or decreasing Azure timestamps, an empty file.  A
  * header alone gives n = 0.  Azure arrivals are computed exactly in integer
  * nanoseconds from the civil date, then converted once to seconds.  Sets
  * source = path and sha256 of the bytes read.  Cost: O(file size). */
 int trace_load(const char *path, trace *out, kvs_err *err);
+
+/* Load a Mooncake JSONL trace (what trace_load does for such a file):
+ * arrival_s = timestamp / 1000; prompt = input_length, output =
+ * output_length; hash_ids become 512-token segments, the last one holding
+ * the prompt's remainder.  Errors name path:line: a line that is not one
+ * JSON object, a missing, unknown or non-integer key, counts < 1, a
+ * negative or decreasing timestamp, a negative id, or len(hash_ids) !=
+ * ceil(input_length / 512); a blank line or an empty file.  Cost:
+ * O(file size). */
+int trace_load_jsonl(const char *path, trace *out, kvs_err *err);
 
 /* Free the request array; safe on a zeroed or already freed trace. */
 void trace_free(trace *t);
@@ -67,6 +104,12 @@ void trace_scale_rate(trace *t, double k);
  *   lengths=FILE  sample (prompt, output) pairs from a lengths CSV with
  *                 columns num_prefill_tokens,num_decode_tokens,...
  *   priorities=P0:S0/P1:S1/...   priority classes with shares (sum to 1)
+ *   system_prompt=S  every prompt starts with the same S-token prefix,
+ *                 followed by the sampled prompt length (P = S + sampled)
+ *   turns=K       multi-turn conversations of K turns (default 1): turn
+ *                 k+1's prompt is turn k's prompt + turn k's output + a
+ *                 newly sampled user part (see trace_synth_gen)
+ * system_prompt > 0 or turns > 1 give the trace prefix hashes (hash_off).
  * e.g. "arrival=poisson,rate=8,n=1000,lengths=traces/lengths_sharegpt.csv". */
 typedef enum trace_arrival {
     TRACE_ARRIVAL_POISSON = 0,
@@ -94,6 +137,8 @@ typedef struct trace_synth_spec {
     int n_classes;                           /* 0 = all priority 0 */
     int32_t class_priority[TRACE_MAX_CLASSES];
     double class_share[TRACE_MAX_CLASSES];   /* sums to 1 */
+    int64_t system_prompt;                   /* shared prefix, tokens (0 = none) */
+    int64_t turns;                           /* turns per conversation (>= 1) */
 } trace_synth_spec;
 
 /* Parse a spec string; errors name the offending key ("--synthetic: rate:
@@ -109,11 +154,19 @@ int trace_synth_parse(const char *spec, trace_synth_spec *out, kvs_err *err);
  * Arrival times are rounded to whole nanoseconds so that trace_write_csv
  * reproduces them exactly.  Lengths: fixed, uniform on [a, b] inclusive, or
  * rows of the lengths file drawn uniformly with replacement (a row with a
- * token count < 1 is an error naming file:line).  Priorities: each request
+ * token count outside [1, TRACE_MAX_TOKENS] is an error naming file:line);
+ * an arrival past TRACE_MAX_ARRIVAL_S (rate too low for n) is an error.  Priorities: each request
  * draws its class with the given shares.  The seed feeds three independent
  * rng.h streams (arrivals, lengths, priorities), so changing e.g. the
- * lengths leaves the arrival times unchanged.  Sets format SYNTHETIC,
- * source = spec_text, sha256 "".  Cost: O(n) (+ reading a lengths file). */
+ * lengths leaves the arrival times unchanged.  Prefixes: with
+ * system_prompt S or turns K > 1, request i belongs to conversation i mod C
+ * (C = ceil(n / K)) as its turn floor(i / C); the sampled prompt length is
+ * the turn's new user part u_i; turn 0's prompt is S + u_i, a later turn's
+ * is the previous turn's prompt + its output + u_i, and the trace gets
+ * prefix segments [system][user][output][user]... whose ids repeat exactly
+ * where the tokens do.  Without either key the trace is as before and has
+ * no hashes.  Sets format SYNTHETIC, source = spec_text, sha256 "".
+ * Cost: O(n * K) (+ reading a lengths file). */
 int trace_synth_gen(const trace_synth_spec *spec, const char *spec_text,
                     uint64_t seed, trace *out, kvs_err *err);
 

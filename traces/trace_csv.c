@@ -136,6 +136,10 @@ static int tokens(loader *L, int64_t line, const char *col, const char *s, int64
     if (*v <= 0)
         return kvs_errf(err, KVS_EINVAL, "%s:%lld: %s: must be >= 1, got %lld", L->path,
                         (long long)line, col, (long long)*v);
+    if (*v > TRACE_MAX_TOKENS)
+        return kvs_errf(err, KVS_EINVAL, "%s:%lld: %s: %lld is above the limit of %lld "
+                        "tokens per request", L->path, (long long)line, col, (long long)*v,
+                        (long long)TRACE_MAX_TOKENS);
     return KVS_OK;
 }
 
@@ -168,9 +172,10 @@ static int on_row(void *ctx, int64_t line, char **f, int nf, kvs_err *err)
             return kvs_errf(err, KVS_EINVAL, "%s:%lld: TIMESTAMP: '%s' is earlier than the "
                             "previous row's", L->path, (long long)line, f[0]);
         }
-        if (s - L->t0_s > INT64_MAX / 1000000000 - 1)
-            return kvs_errf(err, KVS_EINVAL, "%s:%lld: TIMESTAMP: '%s' is more than 290 "
-                            "years after the first", L->path, (long long)line, f[0]);
+        if (s - L->t0_s > (int64_t)TRACE_MAX_ARRIVAL_S - 1)
+            return kvs_errf(err, KVS_EINVAL, "%s:%lld: TIMESTAMP: '%s' is more than %.0f s "
+                            "after the first (the limit)", L->path, (long long)line, f[0],
+                            TRACE_MAX_ARRIVAL_S);
         L->prev_s = s;
         L->prev_ns = ns;
         /* Exact integer nanoseconds, then one correctly rounded division:
@@ -184,6 +189,9 @@ static int on_row(void *ctx, int64_t line, char **f, int nf, kvs_err *err)
         if (r.arrival_s < 0)
             return kvs_errf(err, KVS_EINVAL, "%s:%lld: arrival_s: must be >= 0, got %s",
                             L->path, (long long)line, f[0]);
+        if (r.arrival_s > TRACE_MAX_ARRIVAL_S)
+            return kvs_errf(err, KVS_EINVAL, "%s:%lld: arrival_s: %s is above the limit of "
+                            "%.0f s", L->path, (long long)line, f[0], TRACE_MAX_ARRIVAL_S);
         if (t->n > 0 && r.arrival_s < t->reqs[t->n - 1].arrival_s)
             return kvs_errf(err, KVS_EINVAL, "%s:%lld: arrival_s: %s is earlier than the "
                             "previous row's %.9f", L->path, (long long)line, f[0],
@@ -204,6 +212,8 @@ static int on_row(void *ctx, int64_t line, char **f, int nf, kvs_err *err)
 
 int trace_load(const char *path, trace *out, kvs_err *err)
 {
+    if (trace_is_jsonl(path))
+        return trace_load_jsonl(path, out, err);
     memset(out, 0, sizeof *out);
     loader L = {.path = path, .t = out};
     int st;
@@ -233,7 +243,13 @@ void trace_free(trace *t)
     if (!t)
         return;
     free(t->reqs);
+    free(t->hash_off);
+    free(t->hash_ids);
+    free(t->hash_tokens);
     t->reqs = NULL;
+    t->hash_off = NULL;
+    t->hash_ids = NULL;
+    t->hash_tokens = NULL;
     t->n = 0;
 }
 

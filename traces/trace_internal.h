@@ -44,6 +44,10 @@ typedef int (*trace_csv_row_fn)(void *ctx, int64_t line, char **fields,
 int trace_csv_read(const char *path, trace_csv_row_fn fn, void *ctx,
                    char sha_hex[65], kvs_err *err);
 
+/* 1 if path names a Mooncake JSONL trace: it ends in ".jsonl", or its
+ * first non-space byte is '{' (trace_jsonl.c).  Unreadable: 0. */
+int trace_is_jsonl(const char *path);
+
 /* Strict field parsers: the whole string must be the number.  Return 0 on
  * success, -1 on failure with a short reason ("is not an integer", "is out
  * of range") in *why. */
