@@ -25,6 +25,7 @@ int cmd_trace(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_query(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
 
 /* Print "kvsim <cmd>: <msg>\n" to stderr and return CLI_EXIT_ERR. */
 int cli_fail(const char *cmd, const char *fmt, ...)

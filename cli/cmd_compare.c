@@ -25,6 +25,31 @@ static const variant default_variants[] = {
     {"priority", "policy=priority,priority-preemption"},
 };
 
+/* Added to the default set when the workload has prompt prefix hashes (a
+ * Mooncake .jsonl trace, or --synthetic with system_prompt= or turns=). */
+static const variant prefix_variants[] = {
+    {"prefix-cache", "prefix-caching"},
+    {"lpm", "policy=lpm,prefix-caching"},
+};
+
+/* 1 if the base workload carries prefix hashes.  Loads the trace once. */
+static int workload_has_prefixes(const run_opts *o)
+{
+    const run_config *c = &o->cfg;
+    kvs_err err;
+    if (c->synthetic[0]) {
+        trace_synth_spec sp;
+        return trace_synth_parse(c->synthetic, &sp, &err) == 0 &&
+               (sp.system_prompt > 0 || sp.turns > 1);
+    }
+    trace t;
+    if (!c->trace_path[0] || trace_load(c->trace_path, &t, &err) != 0)
+        return 0; /* the run itself reports a bad trace */
+    int has = t.hash_off != NULL;
+    trace_free(&t);
+    return has;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -35,6 +60,10 @@ static void usage(FILE *f)
             "  static      batching=static\n"
             "  reserved    alloc=reserved\n"
             "  priority    policy=priority,priority-preemption\n"
+            "and, when the workload has prompt prefix hashes (a Mooncake .jsonl trace, or\n"
+            "--synthetic with system_prompt= or turns=):\n"
+            "  prefix-cache  prefix-caching\n"
+            "  lpm           policy=lpm,prefix-caching\n"
             "Each --variant replaces the default set; its FLAG=VALUE pairs are run flags\n"
             "without the leading dashes (a bare FLAG for switches), applied over the base\n"
             "flags, e.g. --variant 'static-8:batching=static,max-seqs=8'.\n\n"
@@ -163,7 +192,8 @@ int cmd_compare(int argc, char **argv)
             }
         nv++;
     }
-    if (nv == 0) {
+    int defaults = nv == 0;
+    if (defaults) {
         nv = (int)(sizeof default_variants / sizeof default_variants[0]);
         memcpy(vs, default_variants, sizeof default_variants);
     }
@@ -171,6 +201,9 @@ int cmd_compare(int argc, char **argv)
     run_opts_defaults(&base);
     if ((rc = run_opts_parse_argv(cmd, &base, nrest, rest)))
         goto out;
+    if (defaults && workload_has_prefixes(&base))
+        for (size_t i = 0; i < sizeof prefix_variants / sizeof prefix_variants[0]; i++)
+            vs[nv++] = prefix_variants[i];
     /* check every variant's flags before running anything */
     for (int i = 0; i < nv; i++) {
         run_opts o = base;

@@ -1,11 +1,15 @@
 /* cmd_models.c — `kvsim models`, `kvsim gpus`, `kvsim capacity`: list the
  * built-in shapes and GPUs, and print the KV memory arithmetic of
- * models/model.h for one configuration. */
+ * models/model.h for one configuration, optionally side by side over TP
+ * degrees (--compare-tp) and attention variants (--compare-attn: MHA, the
+ * model's own GQA, MQA).  `kvsim capacity --search` (load and TP capacity
+ * against SLOs, by simulation) is cmd_capacity_search.c. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../models/model.h"
+#include "capacity_search.h"
 #include "cli.h"
 
 #define GIB_F 1073741824.0
@@ -142,11 +146,16 @@ int cmd_gpus(int argc, char **argv)
 
 /* ------------------------------------------------------------- capacity */
 
+#define CAP_MAX_TP 16
+
 typedef struct cap_args {
     const char *model, *gpu;
     int64_t tp, block_size, seq_len, batch, max_batched_tokens, max_seqs;
     double util;
     int json;
+    int64_t cmp_tp[CAP_MAX_TP]; /* --compare-tp degrees, [n_cmp_tp] */
+    int n_cmp_tp;
+    int cmp_attn;               /* --compare-attn */
 } cap_args;
 
 static void capacity_usage(void)
@@ -165,8 +174,16 @@ static void capacity_usage(void)
            "  --max-batched-tokens N   tokens per step, sizes the activation reserve\n"
            "                           (default max(2048, max_ctx))\n"
            "  --max-seqs N             sequences per step, sizes the logits reserve (default 256)\n"
+           "  --compare-tp N,...       also a table over these TP degrees: per-GPU KV bytes\n"
+           "                           per token, weights, KV blocks and max batch (default: off)\n"
+           "  --compare-attn           also a table over attention variants of the model at\n"
+           "                           --tp: MHA (kv_heads = heads), its own GQA, MQA\n"
+           "                           (kv_heads = 1), with the KV saving vs MHA (default: off)\n"
            "  --json                   print one JSON object instead of a table (default: off)\n"
            "  --help                   this text\n\n"
+           "Load and hardware planning by simulation against SLOs (the highest arrival rate,\n"
+           "the smallest TP): kvsim capacity --search rate|tp --slo ... (see\n"
+           "kvsim capacity --search rate --help).\n\n"
            "request_kv_bytes = batch * ceil(seq_len/block) * block_bytes (paged memory is\n"
            "allocated in whole blocks); request_kv_bytes_exact = batch * seq_len * KV bytes\n"
            "per token.  max_batch = floor(kv_blocks / ceil(seq_len/block)), ignoring the\n"
@@ -190,12 +207,37 @@ static const char *flag_val(int argc, char **argv, int *i, const char *flag, int
     return argv[++*i];
 }
 
+/* --compare-tp "1,2,4,8": distinct degrees in [1, 1024]. */
+static int parse_tp_list(const char *C, const char *arg, cap_args *a)
+{
+    char buf[256];
+    if (strlen(arg) >= sizeof buf)
+        return cli_fail(C, "--compare-tp: too long");
+    strcpy(buf, arg);
+    a->n_cmp_tp = 0;
+    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int64_t v;
+        if (cli_parse_i64(C, "--compare-tp", t, 1, 1024, &v))
+            return CLI_EXIT_ERR;
+        for (int i = 0; i < a->n_cmp_tp; i++)
+            if (a->cmp_tp[i] == v)
+                return cli_fail(C, "--compare-tp: %lld given twice", (long long)v);
+        if (a->n_cmp_tp == CAP_MAX_TP)
+            return cli_fail(C, "--compare-tp: at most %d degrees", CAP_MAX_TP);
+        a->cmp_tp[a->n_cmp_tp++] = v;
+    }
+    if (a->n_cmp_tp == 0)
+        return cli_fail(C, "--compare-tp: empty list");
+    return 0;
+}
+
 static int capacity_parse(int argc, char **argv, cap_args *a, model_spec *m, gpu_spec *g)
 {
     const char *C = "capacity";
     const char *s_tp = NULL, *s_util = NULL, *s_block = NULL, *s_seq = NULL,
-               *s_batch = NULL, *s_mbt = NULL, *s_seqs = NULL;
+               *s_batch = NULL, *s_mbt = NULL, *s_seqs = NULL, *s_ctp = NULL;
     struct { const char *flag; const char **dst; } flags[] = {
+        {"--compare-tp", &s_ctp},
         {"--model", &a->model},       {"--gpu", &a->gpu},
         {"--tp", &s_tp},              {"--gpu-mem-util", &s_util},
         {"--block-size", &s_block},   {"--seq-len", &s_seq},
@@ -205,6 +247,10 @@ static int capacity_parse(int argc, char **argv, cap_args *a, model_spec *m, gpu
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             a->json = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--compare-attn")) {
+            a->cmp_attn = 1;
             continue;
         }
         size_t k = 0;
@@ -244,15 +290,190 @@ static int capacity_parse(int argc, char **argv, cap_args *a, model_spec *m, gpu
         return CLI_EXIT_ERR;
     if (model_check_tp(m, a->tp, &err))
         return cli_fail(C, "%s", err.msg);
+    if (s_ctp && parse_tp_list(C, s_ctp, a))
+        return CLI_EXIT_ERR;
     return 0;
+}
+
+/* One row of a comparison table: a model variant at a TP degree. */
+typedef struct cap_row {
+    char label[32];       /* "tp 4", "MHA", "GQA-8", "MQA" */
+    int own;              /* the model's own attention (compare-attn) */
+    model_spec m;         /* the variant */
+    int64_t tp;
+    int ok;               /* 0: invalid or does not fit (why) */
+    char why[1024];
+    kv_capacity c;
+    int64_t max_batch;    /* requests of seq_len that fit */
+} cap_row;
+
+static void row_eval(cap_row *r, const cap_args *a, const gpu_spec *g)
+{
+    kvs_err err;
+    r->ok = 0;
+    if (model_check_tp(&r->m, r->tp, &err) ||
+        model_kv_capacity(&r->m, g, r->tp, a->util, a->block_size, a->max_batched_tokens,
+                          a->max_seqs, &r->c, &err)) {
+        snprintf(r->why, sizeof r->why, "%s", err.msg);
+        return;
+    }
+    int64_t blocks_per_req = (a->seq_len + a->block_size - 1) / a->block_size;
+    r->max_batch = r->c.kv_blocks / blocks_per_req;
+    r->ok = 1;
+}
+
+/* The attention variants of m: MHA, GQA-8 (when m has more than 8 heads and
+ * is not GQA-8 itself), m's own GQA, MQA; in decreasing KV heads. */
+static int attn_rows(const model_spec *m, int64_t tp, cap_row *rows)
+{
+    int64_t kv[4];
+    int n = 0;
+    kv[n++] = m->heads;
+    if (m->heads > 8 && m->heads % 8 == 0 && m->kv_heads != 8)
+        kv[n++] = 8;
+    if (m->kv_heads != m->heads && m->kv_heads != 1)
+        kv[n++] = m->kv_heads;
+    if (m->heads > 1)
+        kv[n++] = 1;
+    /* sort descending (at most 4 entries) */
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (kv[j] > kv[i]) {
+                int64_t t = kv[i];
+                kv[i] = kv[j];
+                kv[j] = t;
+            }
+    for (int i = 0; i < n; i++) {
+        cap_row *r = &rows[i];
+        memset(r, 0, sizeof *r);
+        r->m = *m;
+        r->m.kv_heads = kv[i];
+        r->tp = tp;
+        r->own = kv[i] == m->kv_heads;
+        if (kv[i] == m->heads)
+            snprintf(r->label, sizeof r->label, "MHA");
+        else if (kv[i] == 1)
+            snprintf(r->label, sizeof r->label, "MQA");
+        else
+            snprintf(r->label, sizeof r->label, "GQA-%lld", (long long)kv[i]);
+    }
+    return n;
+}
+
+static void json_row(const cap_row *r, int attn, int64_t mha_bytes)
+{
+    if (attn) {
+        printf("{\"variant\": \"%s\", \"kv_heads\": %" PRId64 ", \"own\": %s, ", r->label,
+               r->m.kv_heads, r->own ? "true" : "false");
+    } else {
+        printf("{");
+    }
+    printf("\"tp\": %" PRId64 ", \"fits\": %s", r->tp, r->ok ? "true" : "false");
+    if (!r->ok) {
+        printf(", \"error\": ");
+        json_str(stdout, r->why);
+        printf("}");
+        return;
+    }
+    printf(", \"kv_heads_per_gpu\": %" PRId64 ", \"kv_bytes_per_token\": %" PRId64
+           ", \"weight_bytes\": %" PRId64 ", \"kv_bytes\": %" PRId64 ", \"kv_blocks\": %" PRId64
+           ", \"kv_tokens\": %" PRId64 ", \"max_batch\": %" PRId64,
+           model_kv_heads_per_gpu(&r->m, r->tp), r->c.kv_bytes_per_token, r->c.weight_bytes,
+           r->c.kv_bytes, r->c.kv_blocks, r->c.kv_tokens, r->max_batch);
+    if (attn && mha_bytes > 0)
+        printf(", \"kv_saving_vs_mha\": %.6f",
+               1.0 - (double)r->c.kv_bytes_per_token / (double)mha_bytes);
+    printf("}");
+}
+
+static void text_row(const cap_row *r, int attn, int64_t mha_bytes)
+{
+    if (attn)
+        printf("  %-8s%s %8" PRId64, r->label, r->own ? "*" : " ", r->m.kv_heads);
+    else
+        printf("  %6" PRId64 " %5" PRId64, r->tp, r->tp);
+    if (!r->ok) {
+        printf("  does not fit: %s\n", r->why);
+        return;
+    }
+    printf(" %8" PRId64 " %11" PRId64 " %11.2f %8.2f %10" PRId64 " %11" PRId64 " %9" PRId64,
+           model_kv_heads_per_gpu(&r->m, r->tp), r->c.kv_bytes_per_token,
+           (double)r->c.weight_bytes / GIB_F, (double)r->c.kv_bytes / GIB_F, r->c.kv_blocks,
+           r->c.kv_tokens, r->max_batch);
+    if (attn && mha_bytes > 0)
+        printf(" %9.1f%%", 100.0 * (1.0 - (double)r->c.kv_bytes_per_token / (double)mha_bytes));
+    printf("\n");
+}
+
+/* The --compare-tp and --compare-attn tables (JSON: members of the open
+ * object, each preceded by ", "). */
+static void print_compare(const cap_args *a, const model_spec *m, const gpu_spec *g)
+{
+    cap_row rows[CAP_MAX_TP];
+    if (a->n_cmp_tp) {
+        for (int i = 0; i < a->n_cmp_tp; i++) {
+            memset(&rows[i], 0, sizeof rows[i]);
+            rows[i].m = *m;
+            rows[i].tp = a->cmp_tp[i];
+            snprintf(rows[i].label, sizeof rows[i].label, "tp %lld", (long long)a->cmp_tp[i]);
+            row_eval(&rows[i], a, g);
+        }
+        if (a->json) {
+            printf(", \"compare_tp\": [");
+            for (int i = 0; i < a->n_cmp_tp; i++) {
+                printf("%s\n  ", i ? "," : "");
+                json_row(&rows[i], 0, 0);
+            }
+            printf("\n]");
+        } else {
+            printf("\nby tensor-parallel degree (per GPU; a request's KV is split over the tp "
+                   "GPUs,\nso max batch is per tp group):\n");
+            printf("  %6s %5s %8s %11s %11s %8s %10s %11s %9s\n", "tp", "GPUs", "KV heads",
+                   "KV B/token", "weights GiB", "KV GiB", "KV blocks", "KV tokens", "max batch");
+            for (int i = 0; i < a->n_cmp_tp; i++)
+                text_row(&rows[i], 0, 0);
+        }
+    }
+    if (a->cmp_attn) {
+        int n = attn_rows(m, a->tp, rows);
+        for (int i = 0; i < n; i++)
+            row_eval(&rows[i], a, g);
+        int64_t mha = rows[0].ok && rows[0].m.kv_heads == m->heads ? rows[0].c.kv_bytes_per_token
+                                                                     : 0;
+        if (a->json) {
+            printf(", \"compare_attn\": [");
+            for (int i = 0; i < n; i++) {
+                printf("%s\n  ", i ? "," : "");
+                json_row(&rows[i], 1, mha);
+            }
+            printf("\n]");
+        } else {
+            printf("\nby attention variant at tp %" PRId64 " (* = %s's own; the same model "
+                   "with fewer KV heads):\n",
+                   a->tp, m->name);
+            printf("  %-9s %8s %8s %11s %11s %8s %10s %11s %9s %10s\n", "variant", "kv_heads",
+                   "KV h/GPU", "KV B/token", "weights GiB", "KV GiB", "KV blocks", "KV tokens",
+                   "max batch", "KV saving");
+            for (int i = 0; i < n; i++)
+                text_row(&rows[i], 1, mha);
+        }
+    }
 }
 
 int cmd_capacity(int argc, char **argv)
 {
+    int search = 0;
+    for (int i = 1; i < argc; i++)
+        search |= !strcmp(argv[i], "--search") || !strncmp(argv[i], "--search=", 9);
     if (cli_wants_help(argc, argv)) {
-        capacity_usage();
+        if (search)
+            capacity_search_usage(stdout);
+        else
+            capacity_usage();
         return CLI_EXIT_OK;
     }
+    if (search)
+        return capacity_search_main(argc, argv);
     cap_args a = {0};
     model_spec m;
     gpu_spec g;
@@ -293,13 +514,15 @@ int cmd_capacity(int argc, char **argv)
                ", \"block_bytes\": %" PRId64 ", \"kv_blocks\": %" PRId64
                ", \"kv_tokens\": %" PRId64 ", \"blocks_per_request\": %" PRId64
                ", \"request_kv_bytes\": %" PRId64 ", \"request_kv_bytes_exact\": %" PRId64
-               ", \"max_batch\": %" PRId64 ", \"fits\": %s}\n",
+               ", \"max_batch\": %" PRId64 ", \"fits\": %s",
                a.tp, a.util, a.block_size, a.seq_len, a.batch, a.max_batched_tokens,
                a.max_seqs, g.mem_bytes, model_param_count(&m),
                model_kv_heads_per_gpu(&m, a.tp), c.kv_bytes_per_token, c.weight_bytes,
                c.activation_bytes, c.usable_bytes, c.kv_bytes, c.block_bytes, c.kv_blocks,
                c.kv_tokens, blocks_per_req, request_kv, request_kv_exact, max_batch,
                fits ? "true" : "false");
+        print_compare(&a, &m, &g);
+        printf("}\n");
         return CLI_EXIT_OK;
     }
     printf("model %s (%" PRId64 " layers, %" PRId64 " heads, %" PRId64 " KV heads, "
@@ -329,6 +552,7 @@ int cmd_capacity(int argc, char **argv)
            a.seq_len);
     printf("%-34s %20s  (needs %" PRId64 " of %" PRId64 " blocks)\n", "batch fits",
            fits ? "yes" : "no", a.batch * blocks_per_req, c.kv_blocks);
+    print_compare(&a, &m, &g);
     if (a.seq_len > m.max_ctx)
         printf("\nnote: --seq-len %" PRId64 " exceeds %s's max_ctx %" PRId64 ".\n", a.seq_len,
                m.name, m.max_ctx);

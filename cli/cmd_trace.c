@@ -148,6 +148,7 @@ static const char *format_name(trace_format f)
     case TRACE_FORMAT_NATIVE: return "native";
     case TRACE_FORMAT_AZURE: return "azure";
     case TRACE_FORMAT_SYNTHETIC: return "synthetic";
+    case TRACE_FORMAT_MOONCAKE: return "mooncake";
     }
     return "unknown";
 }

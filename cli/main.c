@@ -1,4 +1,5 @@
 /* main.c — the kvsim binary: dispatches to a subcommand. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@ typedef struct cli_command {
 static const cli_command commands[] = {
     {"run", cmd_run, "simulate a trace on one serving engine and store the run"},
     {"compare", cmd_compare, "run several policies on the same trace, side by side"},
+    {"sweep", cmd_sweep, "run a grid of run flags (in parallel, or under mpirun), one run each"},
     {"capacity", cmd_capacity, "KV memory arithmetic: bytes per token, blocks, max batch"},
     {"models", cmd_models, "list the built-in models"},
     {"gpus", cmd_gpus, "list the built-in GPUs"},
@@ -34,6 +36,9 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* A file-size limit (ulimit -f) then fails the write with EFBIG, which is
+     * reported like a full disk, instead of killing kvsim mid-write. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         char *def[] = {"run", NULL};
         return cmd_run(1, def);

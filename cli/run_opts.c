@@ -15,7 +15,7 @@ enum {
     OPT_MODEL = 1000, OPT_GPU, OPT_TP, OPT_TRACE, OPT_SYNTH, OPT_RATE, OPT_KVB, OPT_BLOCK,
     OPT_SEQS, OPT_MBT, OPT_WM, OPT_MML, OPT_UTIL, OPT_COST, OPT_SEED, OPT_DB, OPT_REC,
     OPT_LABEL, OPT_QUIET, OPT_BATCHING, OPT_POLICY, OPT_PPRE, OPT_ALLOC, OPT_PREEMPT,
-    OPT_SWAP, OPT_BTO, OPT_SLO, OPT_JSON, OPT_FORCE
+    OPT_SWAP, OPT_BTO, OPT_SLO, OPT_JSON, OPT_FORCE, OPT_CHUNKED, OPT_PREFIX
 };
 
 const struct option run_opts_long[] = {
@@ -48,17 +48,21 @@ const struct option run_opts_long[] = {
     {"slo", required_argument, 0, OPT_SLO},
     {"json", no_argument, 0, OPT_JSON},
     {"force-profile", no_argument, 0, OPT_FORCE},
+    {"chunked-prefill", no_argument, 0, OPT_CHUNKED},
+    {"prefix-caching", no_argument, 0, OPT_PREFIX},
     {0, 0, 0, 0}};
 
 const char run_opts_help[] =
     "workload:\n"
     "  --trace FILE            CSV trace: native arrival_s,prompt_tokens,output_tokens[,priority]\n"
-    "                          or Azure TIMESTAMP,ContextTokens,GeneratedTokens\n"
+    "                          or Azure TIMESTAMP,ContextTokens,GeneratedTokens, or a\n"
+    "                          Mooncake .jsonl trace (with prompt prefix hashes)\n"
     "                          (default " DEFAULT_TRACE ")\n"
     "  --synthetic SPEC        synthetic workload instead of a file, e.g.\n"
     "                          'arrival=poisson,rate=8,n=1000,prompt=512,output=128'\n"
     "                          (keys: arrival=poisson|gamma|burst rate cv n prompt output\n"
-    "                          lengths=FILE priorities=P:SHARE/...)\n"
+    "                          lengths=FILE priorities=P:SHARE/... system_prompt=TOKENS\n"
+    "                          turns=K)\n"
     "  --rate-scale K          multiply the arrival rate by K (times divided by K; default 1)\n"
     "  --seed N                seed of the synthetic generator (default 0)\n"
     "hardware and model:\n"
@@ -71,7 +75,8 @@ const char run_opts_help[] =
     "  --kv-blocks N           KV blocks per GPU, replacing the computed capacity\n"
     "engine:\n"
     "  --batching MODE         continuous | static (default continuous)\n"
-    "  --policy P              fcfs | priority (default fcfs)\n"
+    "  --policy P              fcfs | priority | lpm (default fcfs; lpm = longest cached\n"
+    "                          prefix first, needs --prefix-caching)\n"
     "  --priority-preemption   preempt worse-priority running requests for the queue head\n"
     "  --alloc A               paged | reserved | reserved-oracle (default paged)\n"
     "  --preemption P          recompute | swap | off (default recompute)\n"
@@ -79,7 +84,12 @@ const char run_opts_help[] =
     "  --batch-timeout S       static batching: wait up to S s for a full batch (default 0)\n"
     "  --block-size N          tokens per KV block (default 16)\n"
     "  --max-seqs N            max running requests (default 256)\n"
-    "  --max-batched-tokens N  prefill token budget per step (default max(2048, max-model-len))\n"
+    "  --max-batched-tokens N  token budget per step (default max(2048, max-model-len);\n"
+    "                          2048 with --chunked-prefill)\n"
+    "  --chunked-prefill       split prompts into chunks that run beside decodes (default off)\n"
+    "  --prefix-caching        share KV blocks of equal prompt prefixes (needs a trace with\n"
+    "                          prefix hashes: Mooncake .jsonl, or --synthetic with\n"
+    "                          system_prompt= or turns=; default off)\n"
     "  --watermark F           fraction of KV blocks kept free at admission (default 0.01)\n"
     "  --max-model-len N       max prompt + output tokens (default: the model's context)\n"
     "  --cost MODEL            roofline | affine:c0,c1,c2,c3 | calibrated[:ID] (default roofline)\n"
@@ -168,6 +178,8 @@ int run_opts_apply(const char *cmd, run_opts *o, int opt, const char *arg)
     case OPT_QUIET: o->quiet = 1; return 0;
     case OPT_JSON: o->json = 1; return 0;
     case OPT_FORCE: o->force_profile = 1; return 0;
+    case OPT_CHUNKED: s->chunked_prefill = 1; return 0;
+    case OPT_PREFIX: s->prefix_caching = 1; return 0;
     case OPT_BATCHING:
         v = sched_batching_parse(arg);
         s->batching = v;
@@ -176,7 +188,7 @@ int run_opts_apply(const char *cmd, run_opts *o, int opt, const char *arg)
     case OPT_POLICY:
         v = sched_policy_parse(arg);
         s->policy = v;
-        return parse_enum(cmd, "--policy", v, arg, "fcfs, priority");
+        return parse_enum(cmd, "--policy", v, arg, "fcfs, priority, lpm");
     case OPT_PPRE: s->priority_preemption = 1; return 0;
     case OPT_ALLOC:
         v = sched_alloc_parse(arg);
@@ -288,6 +300,18 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
             (long long)s->preempt_priority);
     fprintf(f, "  steps            %lld, mean batch %.2f, makespan %.2f s\n", (long long)s->n_steps,
             s->mean_batch, s->makespan_s);
+    if (k->chunked_prefill)
+        fprintf(f, "  chunked prefill  %lld prefill chunks\n", (long long)s->prefill_chunks);
+    if (k->prefix_caching) {
+        if (isnan(s->prefix_hit_rate))
+            fprintf(f, "  prefix cache     -  (no prompt was admitted)\n");
+        else
+            fprintf(f, "  prefix cache     hit %.2f%% of prompt tokens (%.2f%% of full blocks), "
+                       "%lld prefill tokens saved, %lld evictions\n",
+                    100.0 * s->prefix_hit_rate,
+                    isnan(s->prefix_block_hit_rate) ? 0.0 : 100.0 * s->prefix_block_hit_rate,
+                    (long long)s->prefix_saved_tokens, (long long)s->prefix_evictions);
+    }
     if (!isnan(s->slo_attainment))
         fprintf(f, "  SLO              attainment %.2f%%, goodput %.3f requests/s\n",
                 100.0 * s->slo_attainment, s->goodput_req_s);
@@ -306,7 +330,6 @@ static void json_num(FILE *f, const char *k, double v, int last)
 void run_opts_print_json(FILE *f, const run_config *c, const run_result *res, int64_t run_id)
 {
     const run_summary *s = &res->sum;
-    (void)c;
     fprintf(f, "{\"run_id\": %lld, \"n_requests\": %lld, \"n_finished\": %lld, "
                "\"n_rejected\": %lld, ",
             (long long)run_id, (long long)s->n_requests, (long long)s->n_finished,
@@ -334,6 +357,16 @@ void run_opts_print_json(FILE *f, const run_config *c, const run_result *res, in
     fprintf(f, "\"n_steps\": %lld, ", (long long)s->n_steps);
     json_num(f, "slo_attainment", s->slo_attainment, 0);
     json_num(f, "goodput_req_s", s->goodput_req_s, 0);
+    if (c->sched.chunked_prefill)
+        fprintf(f, "\"prefill_chunks\": %lld, ", (long long)s->prefill_chunks);
+    if (c->sched.prefix_caching) {
+        json_num(f, "prefix_hit_rate", s->prefix_hit_rate, 0);
+        json_num(f, "prefix_block_hit_rate", s->prefix_block_hit_rate, 0);
+        fprintf(f, "\"prefix_hit_tokens\": %lld, \"prefix_saved_tokens\": %lld, "
+                   "\"prefix_evictions\": %lld, ",
+                (long long)s->prefix_hit_tokens, (long long)s->prefix_saved_tokens,
+                (long long)s->prefix_evictions);
+    }
     json_num(f, "wall_s", res->wall_s, 1);
     fprintf(f, "}\n");
 }

@@ -11,7 +11,14 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 shift || true
 
-pkgs=(build-essential cmake pkg-config libsqlite3-dev libcsv-dev check sqlite3 python3)
+pkgs=(build-essential cmake pkg-config libsqlite3-dev libcsv-dev libjson-c-dev check sqlite3 python3)
+# kvsim sweep under mpirun (optional at build time); the notebooks, run headless
+# by scripts/notebooks.sh and tests/cli_notebooks.sh
+pkgs+=(libopenmpi-dev openmpi-bin jupyter-nbconvert python3-ipykernel python3-matplotlib
+       python3-pandas)
+# clang and libFuzzer (libclang-rt-dev: libclang-rt-14-dev on Debian 12) for
+# the fuzz targets the test suite runs (tests/cli_fuzz_short.sh)
+pkgs+=(clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

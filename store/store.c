@@ -31,11 +31,15 @@ void store_set_busy_timeout(store *s, int ms)
     (void)sqlite3_busy_timeout(s->db, s->busy_ms);
 }
 
-/* "PATH: sqlite message" as KVS_EDB. */
+/* "PATH: sqlite message" as KVS_EDB; an I/O failure also names the system
+ * error ("disk I/O error (File too large)"). */
 static int db_fail(const store *s, kvs_err *err, const char *what)
 {
-    return kvs_errf(err, KVS_EDB, "%s: %s%s%s", s->path, what ? what : "",
-                    what ? ": " : "", sqlite3_errmsg(s->db));
+    int prim = sqlite3_errcode(s->db) & 0xff, e = sqlite3_system_errno(s->db);
+    int os = e > 0 && (prim == SQLITE_IOERR || prim == SQLITE_FULL);
+    return kvs_errf(err, KVS_EDB, "%s: %s%s%s%s%s%s", s->path, what ? what : "",
+                    what ? ": " : "", sqlite3_errmsg(s->db), os ? " (" : "",
+                    os ? strerror(e) : "", os ? ")" : "");
 }
 
 static double now_ms(void)

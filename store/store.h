@@ -68,4 +68,82 @@ int store_begin(store *s, kvs_err *err);
 int store_commit(store *s, kvs_err *err);
 void store_rollback(store *s);
 
+/* ------------------------------------------------ sweeps and searches
+ * (store/views.c) Tables grouping runs into `kvsim sweep` grids and
+ * `kvsim capacity --search` searches (sweeps, sweep_point_params,
+ * sweep_points, search_probes, search_results) and the views for the common
+ * questions (sweep_params, sweep_runs, run_load, policy_at_load,
+ * slo_attainment); docs/exploration.md documents them.  They are created on
+ * demand, IF NOT EXISTS, by store_explore_init (which the writers below
+ * call); a database that has them already is not written. */
+const char *store_explore_sql(void);
+int store_explore_init(store *s, kvs_err *err);
+
+/* A sweep to create: kind "grid" or "search", its grid text and base run
+ * arguments (both stored verbatim), n_points (> 0 for a grid; 0 = grown
+ * point by point) and, for a grid, every point's parameter values:
+ * value(ctx, point, i) is the value of params[i] at `point`. */
+typedef struct store_sweep_def {
+    const char *kind;                /* "grid" or "search" */
+    const char *grid;                /* grid text / search description */
+    const char *base_args;           /* base flags, one argument per line */
+    int64_t n_points;                /* points of a grid; 0 for a search */
+    int n_params;                    /* parameters varied per point */
+    const char *const *params;       /* [n_params] names */
+    const char *(*value)(void *ctx, int64_t point, int param); /* a point's value;
+                                                                  * read before the next call */
+    void *ctx;                       /* for value() */
+} store_sweep_def;
+
+/* Allocate a sweep: its `sweeps` row and (grid) every point's
+ * sweep_point_params rows, in one transaction of their own.  Cost:
+ * O(n_points * n_params) inserts. */
+int store_sweep_create(store *s, const store_sweep_def *def, int64_t *sweep_id,
+                       kvs_err *err);
+/* Add one point's parameters to a sweep (a search probe), in a transaction
+ * of its own. */
+int store_sweep_add_point(store *s, int64_t sweep_id, int64_t point_index, int n,
+                          const char *const *params, const char *const *values,
+                          kvs_err *err);
+/* Make the next runs written through this store whose cfg->sweep_id is
+ * `sweep_id` point `point_index` of it: a TEMP trigger on `runs` inserts
+ * the sweep_points row inside the run's own transaction, so the run and its
+ * point row are written together or not at all (a second run for a point
+ * that already has one fails, writing nothing).  store_sweep_untag stops
+ * tagging.  Cost: two small statements. */
+int store_sweep_tag(store *s, int64_t sweep_id, int64_t point_index, const char *point_key,
+                    kvs_err *err);
+void store_sweep_untag(store *s);
+
+typedef struct store_sweep_info {
+    char kind[16];       /* "grid" or "search" */
+    char *grid;          /* owned */
+    char *base_args;     /* owned */
+    int64_t n_points;    /* 0 when not fixed */
+} store_sweep_info;
+/* Read a sweep's row; KVS_EINVAL "PATH: no sweep N" when absent. */
+int store_sweep_get(store *s, int64_t sweep_id, store_sweep_info *out, kvs_err *err);
+void store_sweep_info_free(store_sweep_info *info);
+/* run_ids[p] = the run of point p, 0 when it has none (p < n_points).
+ * check_key(ctx, p, key), when given, returns non-zero if the stored key is
+ * not point p's, which fails with KVS_EDB. */
+int store_sweep_done(store *s, int64_t sweep_id, int64_t n_points, int64_t *run_ids,
+                     int (*check_key)(void *ctx, int64_t point, const char *key), void *ctx,
+                     kvs_err *err);
+
+/* Record a search probe (autocommit): its run, the policy, the searched
+ * parameter and value, whether the SLOs held and why not. */
+int store_search_probe(store *s, int64_t sweep_id, int64_t point_index, int64_t run_id,
+                       const char *policy, const char *param, double value, int holds,
+                       const char *verdict, kvs_err *err);
+typedef struct store_search_row {
+    const char *policy, *param, *slo; /* policy searched, "rate" | "rate_scale" | "tp", SLO text */
+    const char *status;               /* bracketed | found | unreachable | unbounded */
+    double lo, hi;                    /* highest value that holds, lowest that fails */
+    int64_t lo_run_id, hi_run_id;     /* their runs; 0 = none (lo/hi stored NULL) */
+    int64_t best_run_id;              /* the best probe (unreachable); 0 = none */
+    int64_t probes;                   /* probes run for this policy */
+} store_search_row;
+int store_search_result(store *s, int64_t sweep_id, const store_search_row *row, kvs_err *err);
+
 #endif

@@ -36,6 +36,8 @@ static const char *const run_cols[] = {
     "preemptions", "preempt_recompute", "preempt_swap", "preempt_priority",
     "peak_kv_blocks", "mean_kv_blocks", "mean_batch", "makespan_s", "n_steps",
     "slo_attainment", "goodput_req_s",
+    "chunked_prefill", "prefix_caching", "prefix_hit_rate", "prefix_block_hit_rate",
+    "prefix_hit_tokens", "prefix_saved_tokens", "prefix_evictions", "prefill_chunks",
 };
 #define N_RUN_COLS (sizeof run_cols / sizeof run_cols[0])
 
@@ -54,10 +56,15 @@ static const char *step_kind_name(int32_t v)
     return v >= 0 && v < 3 ? names[v] : "invalid";
 }
 
+/* "PATH: what: sqlite message" as KVS_EDB; an I/O failure also names the
+ * system error ("disk I/O error (File too large)"). */
 static int db_fail(store *s, kvs_err *err, const char *what)
 {
-    return kvs_errf(err, KVS_EDB, "%s: %s: %s", store_path(s), what,
-                    sqlite3_errmsg(store_db(s)));
+    sqlite3 *db = store_db(s);
+    int prim = sqlite3_errcode(db) & 0xff, e = sqlite3_system_errno(db);
+    int os = e > 0 && (prim == SQLITE_IOERR || prim == SQLITE_FULL);
+    return kvs_errf(err, KVS_EDB, "%s: %s: %s%s%s%s", store_path(s), what, sqlite3_errmsg(db),
+                    os ? " (" : "", os ? strerror(e) : "", os ? ")" : "");
 }
 
 /* ------------------------------------------------------- named binding */
@@ -144,6 +151,8 @@ static void bind_config(binder *b, const run_config *c, const trace *tr)
     b_i64(b, "swap_blocks", k->swap_blocks);
     b_f64(b, "swap_block_s", k->swap_block_s);
     b_f64(b, "batch_timeout_s", k->batch_timeout_s);
+    b_i64(b, "chunked_prefill", k->chunked_prefill);
+    b_i64(b, "prefix_caching", k->prefix_caching);
     b_text(b, "cost", c->cost);
     b_text(b, "cost_desc", c->cost_desc);
     b_f64(b, "slo_ttft_s", c->slo_ttft_s);
@@ -191,6 +200,12 @@ static void bind_summary(binder *b, const run_summary *m)
     b_i64(b, "n_steps", m->n_steps);
     b_f64(b, "slo_attainment", m->slo_attainment);
     b_f64(b, "goodput_req_s", m->goodput_req_s);
+    b_f64(b, "prefix_hit_rate", m->prefix_hit_rate);
+    b_f64(b, "prefix_block_hit_rate", m->prefix_block_hit_rate);
+    b_i64(b, "prefix_hit_tokens", m->prefix_hit_tokens);
+    b_i64(b, "prefix_saved_tokens", m->prefix_saved_tokens);
+    b_i64(b, "prefix_evictions", m->prefix_evictions);
+    b_i64(b, "prefill_chunks", m->prefill_chunks);
 }
 
 /* printf onto buf[*len..cap); once the text no longer fits, *len ends up

@@ -144,13 +144,13 @@ static void fixture_init(fixture *f)
 
     sched_step *s0 = &f->steps[0].step;
     s0->index = 0, s0->start_s = 0.0, s0->dur_s = 0.25, s0->kind = SCHED_STEP_PREFILL;
-    s0->batch = (cost_batch){4, 0, 16, 1, 0};
+    s0->batch = (cost_batch){4, 0, 16, 1, 0, 0, 0};
     s0->kv_blocks_used = 1, s0->n_waiting = 0, s0->n_running = 1;
     f->steps[0].member_off = 0;
     sched_step *s1 = &f->steps[1].step;
     s1->index = 1, s1->start_s = 0.5, s1->dur_s = 0.25, s1->kind = SCHED_STEP_MIXED;
     s1->n_preempted = 1;
-    s1->batch = (cost_batch){4, 5, 9, 1, 1};
+    s1->batch = (cost_batch){4, 5, 9, 1, 1, 0, 0};
     s1->kv_blocks_used = 2, s1->n_waiting = 1, s1->n_running = 2;
     s1->swap_out_blocks = 3, s1->swap_in_blocks = 7;
     f->steps[1].member_off = 1;
@@ -167,7 +167,7 @@ static void fixture_init(fixture *f)
     c->seed = 42;
     c->sched = (sched_config){SCHED_BATCHING_CONTINUOUS, SCHED_POLICY_PRIORITY, 1,
                               SCHED_ALLOC_PAGED, SCHED_PREEMPT_SWAP, 16, 1000, 256, 4096,
-                              4096, 0.01, 64, 0.001, 0.0};
+                              4096, 0.01, 64, 0.001, 0.0, 0, 0};
     c->gpu_mem_util = 0.9;
     c->swap_gib = 4;
     strcpy(c->cost, "affine:0.01,0.001,0,0");

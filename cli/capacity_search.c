@@ -1,0 +1,285 @@
+/* capacity_search.c — SLOs over run summaries and the rate / list searches
+ * (see capacity_search.h). */
+#include "capacity_search.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { M_TTFT, M_TPOT, M_E2E, M_NORM, M_TOK, M_REQ, M_GOOD, M_ATT };
+
+/* Distribution metrics: family x statistic. */
+static const char *const fam_names[] = {"ttft", "tpot", "e2e", "norm_latency"};
+static const char *const stat_names[] = {"p50", "p90", "p99", "mean"};
+
+#define METRIC_DIST(f, s) ((f) * 4 + (s))     /* 0..15 */
+#define METRIC_SCALAR(k) (16 + (k) - M_TOK) /* 16..19 */
+
+static double dist_stat(const run_dist *d, int s)
+{
+    return s == 0 ? d->p50 : s == 1 ? d->p90 : s == 2 ? d->p99 : d->mean;
+}
+
+static double metric_value(const run_summary *sum, int metric)
+{
+    if (metric < 16) {
+        const run_dist *ds[] = {&sum->ttft, &sum->tpot, &sum->e2e, &sum->norm_latency};
+        return dist_stat(ds[metric / 4], metric % 4);
+    }
+    switch (metric - 16 + M_TOK) {
+    case M_TOK: return sum->throughput_tok_s;
+    case M_REQ: return sum->throughput_req_s;
+    case M_GOOD: return sum->goodput_req_s;
+    default: return sum->slo_attainment;
+    }
+}
+
+/* Metric index and kind of a name; -1 if unknown. */
+static int metric_lookup(const char *name, int *is_min)
+{
+    *is_min = 0;
+    for (int f = 0; f < 4; f++) {
+        size_t fl = strlen(fam_names[f]);
+        if (strncmp(name, fam_names[f], fl) || name[fl] != '_')
+            continue;
+        for (int s = 0; s < 4; s++)
+            if (!strcmp(name + fl + 1, stat_names[s]))
+                return METRIC_DIST(f, s);
+    }
+    *is_min = 1;
+    if (!strcmp(name, "throughput") || !strcmp(name, "throughput_tok_s"))
+        return METRIC_SCALAR(M_TOK);
+    if (!strcmp(name, "throughput_req_s"))
+        return METRIC_SCALAR(M_REQ);
+    if (!strcmp(name, "goodput_req_s"))
+        return METRIC_SCALAR(M_GOOD);
+    if (!strcmp(name, "attainment"))
+        return METRIC_SCALAR(M_ATT);
+    return -1;
+}
+
+static int parse_pos(const char *key, const char *v, double *out, kvs_err *err)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !isfinite(x) || x <= 0)
+        return kvs_errf(err, KVS_EINVAL, "--slo: %s: '%s' is not a positive number", key, v);
+    *out = x;
+    return KVS_OK;
+}
+
+int cap_slo_parse(const char *text, cap_slo *out, kvs_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (strlen(text) >= sizeof out->text)
+        return kvs_errf(err, KVS_EINVAL, "--slo: longer than %zu characters",
+                        sizeof out->text - 1);
+    strcpy(out->text, text);
+    char buf[sizeof out->text];
+    strcpy(buf, text);
+    int has_att = 0;
+    if (!*buf)
+        return kvs_errf(err, KVS_EINVAL, "--slo: empty (e.g. ttft_p99=2,tpot_p99=0.1)");
+    for (char *item = buf, *next; item; item = next) {
+        next = strchr(item, ',');
+        if (next)
+            *next++ = 0;
+        char *eq = strchr(item, '=');
+        if (!eq)
+            return kvs_errf(err, KVS_EINVAL, "--slo: '%s' is not metric=limit", item);
+        *eq = 0;
+        const char *v = eq + 1;
+        double x;
+        double *req = !strcmp(item, "ttft") ? &out->req_ttft_s
+                      : !strcmp(item, "tpot") ? &out->req_tpot_s
+                      : !strcmp(item, "e2e")  ? &out->req_e2e_s
+                                              : NULL;
+        if (req) {
+            if (*req > 0)
+                return kvs_errf(err, KVS_EINVAL, "--slo: %s given twice", item);
+            if (parse_pos(item, v, req, err))
+                return KVS_EINVAL;
+            continue;
+        }
+        int is_min, m = metric_lookup(item, &is_min);
+        if (m < 0)
+            return kvs_errf(err, KVS_EINVAL,
+                            "--slo: unknown metric '%s' (ttft_, tpot_, e2e_, norm_latency_ + "
+                            "p50|p90|p99|mean; throughput, throughput_tok_s, throughput_req_s, "
+                            "goodput_req_s, attainment; per-request ttft, tpot, e2e)",
+                            item);
+        for (int i = 0; i < out->n; i++)
+            if (out->b[i].metric == m)
+                return kvs_errf(err, KVS_EINVAL, "--slo: %s given twice", item);
+        if (out->n == CAP_MAX_BOUNDS)
+            return kvs_errf(err, KVS_EINVAL, "--slo: more than %d bounds", CAP_MAX_BOUNDS);
+        if (parse_pos(item, v, &x, err))
+            return KVS_EINVAL;
+        if (m == METRIC_SCALAR(M_ATT) && x > 1)
+            return kvs_errf(err, KVS_EINVAL, "--slo: attainment: %g is not a fraction in (0, 1]",
+                            x);
+        has_att |= m == METRIC_SCALAR(M_ATT) || m == METRIC_SCALAR(M_GOOD);
+        cap_bound *b = &out->b[out->n++];
+        snprintf(b->name, sizeof b->name, "%.31s", item); /* a known metric: short */
+        b->metric = m;
+        b->is_min = is_min;
+        b->limit = x;
+    }
+    int has_req = out->req_ttft_s > 0 || out->req_tpot_s > 0 || out->req_e2e_s > 0;
+    if (has_att && !has_req)
+        return kvs_errf(err, KVS_EINVAL, "--slo: attainment and goodput_req_s are measured "
+                                         "against per-request targets: add ttft=S, tpot=S "
+                                         "and/or e2e=S");
+    if (has_req && !has_att)
+        return kvs_errf(err, KVS_EINVAL, "--slo: per-request targets (ttft=, tpot=, e2e=) need "
+                                         "a bound on attainment or goodput_req_s, e.g. "
+                                         "attainment=0.9");
+    if (out->n == 0)
+        return kvs_errf(err, KVS_EINVAL, "--slo: no bound (e.g. ttft_p99=2)");
+    return KVS_OK;
+}
+
+int cap_slo_check(const cap_slo *s, const run_summary *sum, double *ratio, char *verdict,
+                  size_t n)
+{
+    double worst = -INFINITY;
+    int wi = -1;
+    for (int i = 0; i < s->n; i++) {
+        const cap_bound *b = &s->b[i];
+        double v = metric_value(sum, b->metric);
+        double r;
+        if (isnan(v))
+            r = INFINITY;
+        else if (b->is_min)
+            r = v > 0 ? b->limit / v : INFINITY;
+        else
+            r = v / b->limit;
+        if (r > worst) {
+            worst = r;
+            wi = i;
+        }
+    }
+    int holds = worst <= 1.0;
+    if (ratio)
+        *ratio = worst;
+    if (verdict && n) {
+        if (holds || wi < 0) {
+            snprintf(verdict, n, "ok");
+        } else {
+            const cap_bound *b = &s->b[wi];
+            double v = metric_value(sum, b->metric);
+            if (isnan(v))
+                snprintf(verdict, n, "%s has no value (no request finished)", b->name);
+            else
+                snprintf(verdict, n, "%s %.4g %s %.4g", b->name, v, b->is_min ? "<" : ">",
+                         b->limit);
+        }
+    }
+    return holds;
+}
+
+double cap_round(double x)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.6g", x);
+    return strtod(buf, NULL);
+}
+
+const char *cap_status_name(cap_status s)
+{
+    static const char *const names[] = {"bracketed", "found", "unreachable", "unbounded"};
+    return (unsigned)s < 4 ? names[s] : "?";
+}
+
+/* Probe x and keep the best (smallest ratio) probe. */
+static int probe(cap_probe_fn fn, void *ctx, double x, cap_result *out, cap_probe *p)
+{
+    memset(p, 0, sizeof *p);
+    p->x = x;
+    int rc = fn(ctx, x, p);
+    if (rc)
+        return rc;
+    p->x = x;
+    if (out->probes++ == 0 || p->ratio < out->best.ratio)
+        out->best = *p;
+    return 0;
+}
+
+int cap_search_rate(double x0, double stop, int max_steps, cap_probe_fn fn, void *ctx,
+                    cap_result *out)
+{
+    cap_probe p;
+    int rc;
+    memset(out, 0, sizeof *out);
+    double x = cap_round(x0);
+    if ((rc = probe(fn, ctx, x, out, &p)))
+        return rc;
+    if (p.holds) {
+        out->lo = p;
+        out->have_lo = 1;
+        for (int i = 0; i < max_steps && !out->have_hi; i++) {
+            x = cap_round(x * 2);
+            if ((rc = probe(fn, ctx, x, out, &p)))
+                return rc;
+            if (p.holds)
+                out->lo = p;
+            else
+                out->hi = p, out->have_hi = 1;
+        }
+        if (!out->have_hi) {
+            out->status = CAP_STATUS_UNBOUNDED;
+            return 0;
+        }
+    } else {
+        out->hi = p;
+        out->have_hi = 1;
+        for (int i = 0; i < max_steps && !out->have_lo; i++) {
+            x = cap_round(x / 2);
+            if ((rc = probe(fn, ctx, x, out, &p)))
+                return rc;
+            if (p.holds)
+                out->lo = p, out->have_lo = 1;
+            else
+                out->hi = p;
+        }
+        if (!out->have_lo) {
+            out->status = CAP_STATUS_UNREACHABLE;
+            return 0;
+        }
+    }
+    while (out->hi.x / out->lo.x > stop) {
+        double m = cap_round(sqrt(out->lo.x * out->hi.x));
+        if (m <= out->lo.x || m >= out->hi.x)
+            break; /* 6 digits cannot split the bracket further */
+        if ((rc = probe(fn, ctx, m, out, &p)))
+            return rc;
+        if (p.holds)
+            out->lo = p;
+        else
+            out->hi = p;
+    }
+    out->status = CAP_STATUS_BRACKETED;
+    return 0;
+}
+
+int cap_search_list(const double *xs, int n, cap_probe_fn fn, void *ctx, cap_result *out)
+{
+    cap_probe p;
+    int rc;
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < n; i++) {
+        if ((rc = probe(fn, ctx, xs[i], out, &p)))
+            return rc;
+        if (p.holds) {
+            out->lo = p;
+            out->have_lo = 1;
+            out->status = CAP_STATUS_FOUND;
+            return 0;
+        }
+        out->hi = p;
+        out->have_hi = 1;
+    }
+    out->status = CAP_STATUS_UNREACHABLE;
+    return 0;
+}

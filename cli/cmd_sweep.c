@@ -1,0 +1,380 @@
+/* cmd_sweep.c — `kvsim sweep`: run every point of a grid of run flags and
+ * store each as a run tagged with one sweep_id, in this process (-j 1) or in
+ * forked worker processes (-j N), each writing its own runs (SQLite in WAL
+ * mode serializes the writers; the store retries a busy database).  Under
+ * mpirun the work goes to sweep_mpi.c instead.
+ *
+ * Interrupts: SIGINT or SIGTERM stops handing out points and waits for the
+ * running ones to be stored (a second signal kills the workers: their open
+ * transactions are rolled back); the command then says how to resume.  A
+ * worker ignores SIGINT (the parent decides) and exits when its command
+ * pipe closes, so killing the parent ends the workers after their point.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "sweep.h"
+
+static volatile sig_atomic_t stop_signals; /* SIGINT/SIGTERM received */
+static volatile sig_atomic_t inline_mode;  /* points run in this process */
+
+/* The first signal stops the sweep after the running points; in-process, a
+ * second one ends the process at once (the open transaction, if any, is
+ * rolled back by the next opener). */
+static void on_stop(int sig)
+{
+    stop_signals++;
+    if (inline_mode && stop_signals > 1) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvsim sweep --grid FLAG=V1,V2,... [--grid ...] [--grid-file FILE]\n"
+            "                   [-j N] [run flags...]\n"
+            "       kvsim sweep --resume SWEEP_ID [--db FILE] [-j N]\n\n"
+            "Run every combination (cartesian product) of the given flag values on top of\n"
+            "the base run flags, store each point as a run tagged with one sweep_id, and\n"
+            "print a table.  Points are numbered in order: the first axis varies slowest.\n\n"
+            "  --grid FLAG=V1,V2,...   vary a kvsim run flag (without dashes) over values;\n"
+            "                          separate values with '|' when they hold commas.\n"
+            "                          FLAG may also be `rate` (the rate= of --synthetic),\n"
+            "                          `synthetic.KEY` (any key of the spec) or\n"
+            "                          `priority-preemption` (values on,off)\n"
+            "  --grid-file FILE        axes from a file: one FLAG=V1,V2,... per line, '#'\n"
+            "                          comments; errors name FILE:LINE\n"
+            "  -j N, --jobs N          simulate N points at a time in worker processes\n"
+            "                          (default 1: in this process)\n"
+            "  --resume ID             finish sweep ID: run its points that have no run yet,\n"
+            "                          with the grid and flags stored in the database\n"
+            "  --progress              draw a progress bar with ETA on stderr (default: when\n"
+            "  --no-progress           stderr is a terminal and not --quiet)\n"
+            "  --quiet                 print only the sweep id\n"
+            "  --help                  this text\n\n"
+            "Under `mpirun -np N kvsim sweep ...` the ranks simulate the points round-robin\n"
+            "and rank 0 alone writes the database (-j is ignored there).\n"
+            "Ctrl-C (or SIGTERM) stops handing out points, waits for the running ones and\n"
+            "says how to resume; a second one kills the running points (their runs are not\n"
+            "stored).  Every stored point stays; --resume runs the others.\n"
+            "Rows: SELECT * FROM sweep_runs WHERE sweep_id = ID (docs/exploration.md).\n\n"
+            "base run flags (as kvsim run; not --json):\n%s",
+            run_opts_help);
+}
+
+static void install_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: poll() and read() return EINTR */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* ------------------------------------------------------ in this process */
+
+static int run_inline(const char *cmd, const sweep_plan *p, store *st, sweep_progress *pr)
+{
+    for (int64_t k = 0; k < p->n_todo && !stop_signals; k++) {
+        int64_t run_id = 0;
+        pr->running = 1;
+        sweep_progress_draw(pr);
+        if (sweep_point_exec(cmd, p, st, p->todo[k], &run_id))
+            pr->failed++;
+        else
+            pr->done++;
+        pr->running = 0;
+    }
+    sweep_progress_end(pr);
+    return stop_signals > 0;
+}
+
+/* ------------------------------------------------------ worker processes */
+
+typedef struct worker_msg {
+    int64_t point;   /* point index */
+    int64_t run_id;  /* stored run, 0 if none */
+    int32_t rc;      /* 0 stored and finished */
+    int32_t pad;
+} worker_msg;        /* 24 bytes: one atomic pipe write */
+
+typedef struct worker {
+    pid_t pid;       /* 0 once reaped */
+    int cmd_fd;      /* write end of its command pipe, -1 once closed */
+    int64_t point;   /* point in flight, -1 when idle */
+} worker;
+
+/* Read exactly n bytes (retrying EINTR); 0, or -1 at EOF / error. */
+static int read_full(int fd, void *buf, size_t n)
+{
+    char *b = buf;
+    while (n) {
+        ssize_t k = read(fd, b, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t n)
+{
+    const char *b = buf;
+    while (n) {
+        ssize_t k = write(fd, b, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* The worker: open its own connection, run the points it is sent, report
+ * each on the result pipe; exit when the command pipe closes. */
+static void worker_main(const char *cmd, const sweep_plan *p, int cmd_fd, int res_fd)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = SIG_DFL;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGPIPE, &sa, NULL);
+    store *st = NULL;
+    kvs_err err;
+    int code = 0;
+    if (store_open(p->base.db, &st, &err)) {
+        cli_fail(cmd, "--db: %s", err.msg);
+        code = CLI_EXIT_ERR;
+    }
+    int64_t point;
+    while (read_full(cmd_fd, &point, sizeof point) == 0) {
+        worker_msg m = {point, 0, CLI_EXIT_ERR, 0};
+        if (st)
+            m.rc = sweep_point_exec(cmd, p, st, point, &m.run_id);
+        if (write_full(res_fd, &m, sizeof m))
+            break;
+    }
+    store_close(st);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(code);
+}
+
+/* Hand the next point to worker w, or close its pipe when there is none or
+ * the sweep is stopping. */
+static void dispatch(worker *w, const sweep_plan *p, int64_t *next)
+{
+    if (!stop_signals && *next < p->n_todo && w->cmd_fd >= 0) {
+        int64_t point = p->todo[*next];
+        if (write_full(w->cmd_fd, &point, sizeof point) == 0) {
+            w->point = point;
+            ++*next;
+            return;
+        }
+    }
+    if (w->cmd_fd >= 0)
+        close(w->cmd_fd);
+    w->cmd_fd = -1;
+    w->point = -1;
+}
+
+static int handle_msg(const worker_msg *m, worker *ws, int nw, const sweep_plan *p,
+                      int64_t *next, sweep_progress *pr)
+{
+    for (int i = 0; i < nw; i++) {
+        if (ws[i].point != m->point || ws[i].pid == 0)
+            continue;
+        if (m->rc == 0)
+            pr->done++;
+        else
+            pr->failed++;
+        pr->running--;
+        dispatch(&ws[i], p, next);
+        if (ws[i].point >= 0)
+            pr->running++;
+        return 0;
+    }
+    return -1;
+}
+
+/* Non-blocking drain of the result pipe. */
+static void drain(int res_fd, worker *ws, int nw, const sweep_plan *p, int64_t *next,
+                  sweep_progress *pr)
+{
+    struct pollfd pf = {res_fd, POLLIN, 0};
+    worker_msg m;
+    while (poll(&pf, 1, 0) > 0 && (pf.revents & POLLIN) && read_full(res_fd, &m, sizeof m) == 0)
+        handle_msg(&m, ws, nw, p, next, pr);
+}
+
+static int run_forked(const char *cmd, const sweep_plan *p, int jobs, sweep_progress *pr)
+{
+    int nw = jobs < p->n_todo ? jobs : (int)p->n_todo;
+    worker *ws = calloc((size_t)(nw > 0 ? nw : 1), sizeof *ws);
+    int res_pipe[2];
+    int64_t next = 0;
+    int killed = 0;
+    if (!ws)
+        return cli_fail(cmd, "out of memory"), 1;
+    if (pipe(res_pipe)) {
+        free(ws);
+        return cli_fail(cmd, "pipe: %s", strerror(errno)), 1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    for (int i = 0; i < nw; i++) {
+        int cp[2];
+        ws[i].cmd_fd = -1;
+        ws[i].point = -1;
+        if (pipe(cp)) {
+            cli_fail(cmd, "pipe: %s", strerror(errno));
+            break;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+            cli_fail(cmd, "fork: %s", strerror(errno));
+            close(cp[0]);
+            close(cp[1]);
+            break;
+        }
+        if (pid == 0) {
+            /* drop every other worker's pipe so that each sees EOF when
+             * the parent (alone) closes its end */
+            for (int j = 0; j < i; j++)
+                if (ws[j].cmd_fd >= 0)
+                    close(ws[j].cmd_fd);
+            close(cp[1]);
+            close(res_pipe[0]);
+            worker_main(cmd, p, cp[0], res_pipe[1]);
+        }
+        close(cp[0]);
+        ws[i].pid = pid;
+        ws[i].cmd_fd = cp[1];
+        dispatch(&ws[i], p, &next);
+        if (ws[i].point >= 0)
+            pr->running++;
+    }
+    close(res_pipe[1]);
+    int alive = 0;
+    for (int i = 0; i < nw; i++)
+        alive += ws[i].pid > 0;
+    int warned = 0;
+    while (alive > 0) {
+        sweep_progress_draw(pr);
+        if (stop_signals && !warned) {
+            warned = 1;
+            if (pr->on)
+                fputc('\n', stderr);
+            fprintf(stderr, "kvsim %s: stopping: waiting for %d running points "
+                            "(interrupt again to kill them)\n",
+                    cmd, pr->running);
+            for (int i = 0; i < nw; i++)
+                if (ws[i].point < 0 && ws[i].cmd_fd >= 0) {
+                    close(ws[i].cmd_fd);
+                    ws[i].cmd_fd = -1;
+                }
+        }
+        if (stop_signals > 1 && !killed) {
+            killed = 1;
+            for (int i = 0; i < nw; i++)
+                if (ws[i].pid > 0)
+                    kill(ws[i].pid, SIGKILL);
+        }
+        struct pollfd pf = {res_pipe[0], POLLIN, 0};
+        int pr_rc = poll(&pf, 1, 250);
+        if (pr_rc > 0 && (pf.revents & POLLIN)) {
+            worker_msg m;
+            if (read_full(res_pipe[0], &m, sizeof m) == 0)
+                handle_msg(&m, ws, nw, p, &next, pr);
+        }
+        /* reap exited workers; one that died with a point in flight loses
+         * that point (its transaction, if any, was rolled back) */
+        int status;
+        pid_t pid;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+            drain(res_pipe[0], ws, nw, p, &next, pr);
+            for (int i = 0; i < nw; i++) {
+                if (ws[i].pid != pid)
+                    continue;
+                ws[i].pid = 0;
+                alive--;
+                if (ws[i].cmd_fd >= 0)
+                    close(ws[i].cmd_fd);
+                ws[i].cmd_fd = -1;
+                if (ws[i].point >= 0) {
+                    if (!killed)
+                        cli_fail(cmd, "worker %d died running point %lld", (int)pid,
+                                 (long long)ws[i].point);
+                    pr->failed++;
+                    pr->running--;
+                    ws[i].point = -1;
+                }
+            }
+        }
+    }
+    close(res_pipe[0]);
+    sweep_progress_end(pr);
+    free(ws);
+    return stop_signals > 0 || next < p->n_todo;
+}
+
+int cmd_sweep(int argc, char **argv)
+{
+    const char *cmd = "sweep";
+    if (cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (sweep_mpi_active())
+        return sweep_mpi_main(cmd, argc, argv);
+    sweep_cli cli;
+    sweep_plan p;
+    store *st = NULL;
+    int rc = sweep_setup(cmd, argc, argv, &cli, &p, &st);
+    if (rc)
+        return rc;
+    int show = cli.progress == 1 || (cli.progress < 0 && !cli.quiet && isatty(STDERR_FILENO));
+    sweep_progress pr;
+    sweep_progress_init(&pr, show, p.n_todo);
+    stop_signals = 0;
+    install_handlers();
+    int interrupted;
+    if (cli.jobs <= 1 || p.n_todo <= 1) {
+        inline_mode = 1;
+        interrupted = run_inline(cmd, &p, st, &pr);
+    } else {
+        store_close(st); /* a connection is never carried across fork() */
+        st = NULL;
+        interrupted = run_forked(cmd, &p, cli.jobs, &pr);
+        kvs_err err;
+        if (store_open(cli.db, &st, &err)) {
+            sweep_plan_free(&p);
+            return cli_fail(cmd, "--db: %s", err.msg);
+        }
+    }
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    rc = sweep_finish(cmd, &cli, &p, st, interrupted);
+    store_close(st);
+    sweep_plan_free(&p);
+    return rc;
+}
