@@ -165,8 +165,10 @@ static void take_blocks(sched *s, double now)
 int sched_plan_chunked(sched *s, double now, double *t_end)
 {
     const sched_config *cfg = &s->cfg;
+    int32_t carry_preempted = 0; /* preemptions of iterations that ended empty */
     for (;;) {
         memset(&s->step, 0, sizeof s->step);
+        s->step.n_preempted = carry_preempted;
         s->n_members = 0;
         if (s->wq.n == 0 && s->n_run == 0)
             return SCHED_PLAN_IDLE;
@@ -215,6 +217,7 @@ int sched_plan_chunked(sched *s, double now, double *t_end)
             s->active = SCHED_ACTIVE_CHUNKED;
             break;
         }
+        carry_preempted = s->step.n_preempted;
         if (s->n_run == 0)
             continue; /* everything waiting was rejected: an empty step takes no time */
         if (cfg->preemption == SCHED_PREEMPT_OFF) {
@@ -226,6 +229,7 @@ int sched_plan_chunked(sched *s, double now, double *t_end)
         }
         /* nothing could run: free memory by preempting the victim */
         sched_preempt_at(s, sched_victim_index(s), now, 1);
+        carry_preempted = s->step.n_preempted;
     }
     s->step.dur_s = cost_step_s(s->cost, &s->step.batch);
     sched_emit(s, now);

@@ -208,8 +208,14 @@ static void swap_in(sched *s, double now)
 
 int sched_plan_continuous(sched *s, double now, double *t_end)
 {
+    /* Preemptions and swap-outs of an iteration that ended empty (it takes
+     * no time) belong to the step the engine forms next at this instant. */
+    int32_t carry_preempted = 0;
+    int64_t carry_swap_out = 0;
     for (;;) {
         memset(&s->step, 0, sizeof s->step);
+        s->step.n_preempted = carry_preempted;
+        s->step.swap_out_blocks = carry_swap_out;
         s->n_members = 0;
         if (s->wq.n == 0 && s->n_run == 0 && s->swq.n == 0)
             return SCHED_PLAN_IDLE;
@@ -252,7 +258,8 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
             if (s->alloc->grows)
                 take_decode_blocks(s, now);
             swap_mark = s->n_run;
-            if (s->step.n_preempted == 0 && s->swq.n > 0)
+            /* swap-in only in a step that preempted nobody (this iteration) */
+            if (s->step.n_preempted == carry_preempted && s->swq.n > 0)
                 swap_in(s, now);
             for (int64_t i = 0; i < s->n_run; i++) {
                 sched_entry *e = &s->run[i];
@@ -284,6 +291,8 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
             return SCHED_PLAN_STUCK;
         }
         /* An empty step takes no time: iterate again at the same instant. */
+        carry_preempted = s->step.n_preempted;
+        carry_swap_out = s->step.swap_out_blocks;
     }
     double d = cost_step_s(s->cost, &s->step.batch) +
                (double)(s->step.swap_out_blocks + s->step.swap_in_blocks) * s->cfg.swap_block_s;

@@ -335,6 +335,9 @@ START_TEST(test_priority_preemption)
     expect_req(&g, 1, SCHED_REQ_FINISHED, 2, 2, 0);
     ck_assert_int_eq(g.res.sum.preempt_priority, 1);
     ck_assert_int_eq(g.res.n_steps, 4);
+    /* the preemption happened in the empty iteration at t=1; it is reported
+     * with the step formed at that instant, the prefill of r1 */
+    ck_assert_int_eq(step_at(&g, 1)->n_preempted, 1);
     ck_assert_int_eq(step_at(&g, 2)->batch.tokens, 5);
     golden_free(&g);
 }

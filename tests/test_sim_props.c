@@ -151,6 +151,20 @@ START_TEST(test_invariants_random)
             if (variants[v].batching == SCHED_BATCHING_CONTINUOUS &&
                 variants[v].alloc == SCHED_ALLOC_PAGED)
                 ck_assert_msg(c.recounts > 0, "no decode step was recounted");
+            /* every preemption is reported by exactly one step */
+            int64_t step_pre = 0, step_swapout = 0, swaps = 0;
+            for (int64_t i = 0; i < res.n_steps; i++) {
+                step_pre += res.steps[i].step.n_preempted;
+                step_swapout += res.steps[i].step.swap_out_blocks;
+            }
+            ck_assert_msg(step_pre == res.sum.preemptions, "%s seed %llu: steps report %lld "
+                          "preemptions, counters %lld", variants[v].name,
+                          (unsigned long long)seed, (long long)step_pre,
+                          (long long)res.sum.preemptions);
+            for (int64_t i = 0; i < tr.n; i++)
+                swaps += res.reqs[i].swaps;
+            ck_assert_int_eq(swaps, res.sum.preempt_swap);
+            ck_assert(step_swapout >= swaps); /* each swap-out moves >= 1 block */
             int64_t fin = 0, rej = 0;
             for (int64_t i = 0; i < tr.n; i++) {
                 const sched_req_result *r = &res.reqs[i];
