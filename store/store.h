@@ -69,15 +69,12 @@ int store_commit(store *s, kvs_err *err);
 void store_rollback(store *s);
 
 /* ------------------------------------------------ sweeps and searches
- * (store/views.c) Tables grouping runs into `kvsim sweep` grids and
- * `kvsim capacity --search` searches (sweeps, sweep_point_params,
- * sweep_points, search_probes, search_results) and the views for the common
- * questions (sweep_params, sweep_runs, run_load, policy_at_load,
- * slo_attainment); docs/exploration.md documents them.  They are created on
- * demand, IF NOT EXISTS, by store_explore_init (which the writers below
- * call); a database that has them already is not written. */
-const char *store_explore_sql(void);
-int store_explore_init(store *s, kvs_err *err);
+ * (store/views.c) Writers and readers of the tables grouping runs into
+ * `kvsim sweep` grids and `kvsim capacity --search` searches (sweeps,
+ * sweep_point_params, sweep_points, search_probes, search_results; created
+ * with the rest of the schema, with the views sweep_params, sweep_runs,
+ * run_load, policy_at_load and slo_attainment); docs/exploration.md
+ * documents them. */
 
 /* A sweep to create: kind "grid" or "search", its grid text and base run
  * arguments (both stored verbatim), n_points (> 0 for a grid; 0 = grown

@@ -2,10 +2,10 @@
  * into sweeps and capacity searches (sweeps, sweep_point_params,
  * sweep_points, search_probes, search_results), the views over them and over
  * runs for the common questions (sweep_params, sweep_runs, run_load,
- * policy_at_load, slo_attainment), and the writers `kvsim sweep` and
- * `kvsim capacity --search` use.  The SQL is created on demand by
- * store_explore_init (every statement IF NOT EXISTS); docs/exploration.md
- * documents every column and view with example queries.
+ * policy_at_load, slo_attainment) are part of the schema (store/schema.c);
+ * this file holds the writers `kvsim sweep` and `kvsim capacity --search`
+ * use.  docs/exploration.md documents every column and view with example
+ * queries.
  *
  * Tagging a run as a sweep point is atomic with the run: store_sweep_tag
  * fills a per-connection TEMP table that a TEMP trigger on `runs` reads, so
@@ -21,119 +21,6 @@
 #include <string.h>
 #include <time.h>
 
-static const char explore_sql[] =
-    "CREATE TABLE IF NOT EXISTS sweeps(\n"
-    "  sweep_id INTEGER PRIMARY KEY,\n"
-    "  kind TEXT NOT NULL CHECK (kind IN ('grid', 'search')),\n"
-    "  created_at TEXT NOT NULL,\n"
-    "  kvsim_version TEXT NOT NULL,\n"
-    "  grid TEXT NOT NULL,\n"
-    "  base_args TEXT NOT NULL,\n"
-    "  n_points INTEGER\n"
-    ");\n"
-    "\n"
-    "CREATE TABLE IF NOT EXISTS sweep_point_params(\n"
-    "  sweep_id INTEGER NOT NULL REFERENCES sweeps(sweep_id) ON DELETE CASCADE,\n"
-    "  point_index INTEGER NOT NULL,\n"
-    "  param TEXT NOT NULL,\n"
-    "  value TEXT NOT NULL,\n"
-    "  PRIMARY KEY (sweep_id, point_index, param)\n"
-    ") WITHOUT ROWID;\n"
-    "\n"
-    "CREATE TABLE IF NOT EXISTS sweep_points(\n"
-    "  sweep_id INTEGER NOT NULL REFERENCES sweeps(sweep_id) ON DELETE CASCADE,\n"
-    "  point_index INTEGER NOT NULL,\n"
-    "  point_key TEXT NOT NULL,\n"
-    "  run_id INTEGER NOT NULL UNIQUE REFERENCES runs(run_id) ON DELETE CASCADE,\n"
-    "  PRIMARY KEY (sweep_id, point_index)\n"
-    ") WITHOUT ROWID;\n"
-    "\n"
-    "CREATE TABLE IF NOT EXISTS search_probes(\n"
-    "  sweep_id INTEGER NOT NULL REFERENCES sweeps(sweep_id) ON DELETE CASCADE,\n"
-    "  point_index INTEGER NOT NULL,\n"
-    "  run_id INTEGER REFERENCES runs(run_id) ON DELETE CASCADE,\n"
-    "  policy TEXT NOT NULL,\n"
-    "  param TEXT NOT NULL,\n"
-    "  value REAL NOT NULL,\n"
-    "  holds INTEGER NOT NULL CHECK (holds IN (0, 1)),\n"
-    "  verdict TEXT,\n"
-    "  PRIMARY KEY (sweep_id, point_index)\n"
-    ") WITHOUT ROWID;\n"
-    "\n"
-    "CREATE TABLE IF NOT EXISTS search_results(\n"
-    "  sweep_id INTEGER NOT NULL REFERENCES sweeps(sweep_id) ON DELETE CASCADE,\n"
-    "  policy TEXT NOT NULL,\n"
-    "  param TEXT NOT NULL,\n"
-    "  slo TEXT NOT NULL,\n"
-    "  status TEXT NOT NULL\n"
-    "    CHECK (status IN ('bracketed', 'found', 'unreachable', 'unbounded')),\n"
-    "  lo REAL,\n"
-    "  hi REAL,\n"
-    "  lo_run_id INTEGER REFERENCES runs(run_id) ON DELETE SET NULL,\n"
-    "  hi_run_id INTEGER REFERENCES runs(run_id) ON DELETE SET NULL,\n"
-    "  best_run_id INTEGER REFERENCES runs(run_id) ON DELETE SET NULL,\n"
-    "  probes INTEGER NOT NULL,\n"
-    "  PRIMARY KEY (sweep_id, policy)\n"
-    ") WITHOUT ROWID;\n"
-    "\n"
-    "CREATE VIEW IF NOT EXISTS sweep_params AS\n"
-    "SELECT p.sweep_id, sp.run_id, p.point_index, p.param, p.value\n"
-    "FROM sweep_point_params p\n"
-    "JOIN sweep_points sp ON sp.sweep_id = p.sweep_id AND sp.point_index = p.point_index;\n"
-    "\n"
-    "CREATE VIEW IF NOT EXISTS sweep_runs AS\n"
-    "SELECT sp.sweep_id, sp.point_index, sp.point_key, r.run_id, r.status, r.error,\n"
-    "       r.model, r.gpu, r.tp, r.trace_path, r.synthetic, r.rate_scale, r.seed,\n"
-    "       r.batching, r.policy, r.priority_preemption, r.alloc, r.preemption,\n"
-    "       r.max_seqs, r.block_size, r.kv_blocks, r.cost,\n"
-    "       r.n_requests, r.n_finished, r.n_rejected,\n"
-    "       r.ttft_p50_s, r.ttft_p90_s, r.ttft_p99_s,\n"
-    "       r.tpot_p50_s, r.tpot_p90_s, r.tpot_p99_s,\n"
-    "       r.e2e_p50_s, r.e2e_p90_s, r.e2e_p99_s,\n"
-    "       r.throughput_tok_s, r.throughput_req_s, r.preemptions, r.mean_batch,\n"
-    "       r.n_steps, r.makespan_s, r.slo_attainment, r.goodput_req_s, r.wall_s\n"
-    "FROM sweep_points sp JOIN runs r ON r.run_id = sp.run_id;\n"
-    "\n"
-    "CREATE VIEW IF NOT EXISTS run_load AS\n"
-    "SELECT run_id, count(*) AS n_requests,\n"
-    "       max(arrival_s) - min(arrival_s) AS span_s,\n"
-    "       CASE WHEN max(arrival_s) > min(arrival_s)\n"
-    "            THEN (count(*) - 1) / (max(arrival_s) - min(arrival_s)) END AS offered_req_s,\n"
-    "       sum(prompt_tokens) AS prompt_tokens, sum(output_tokens) AS output_tokens\n"
-    "FROM requests GROUP BY run_id;\n"
-    "\n"
-    "CREATE VIEW IF NOT EXISTS policy_at_load AS\n"
-    "SELECT coalesce(trace_sha256, synthetic) AS workload,\n"
-    "       CASE WHEN synthetic IS NOT NULL THEN seed END AS seed,\n"
-    "       rate_scale, model, gpu, tp, cost, run_id,\n"
-    "       batching, policy, priority_preemption, alloc, preemption, max_seqs,\n"
-    "       ttft_p50_s, ttft_p99_s, tpot_p50_s, tpot_p99_s, e2e_p50_s, e2e_p99_s,\n"
-    "       throughput_tok_s, preemptions, slo_attainment, goodput_req_s,\n"
-    "       count(*) OVER w AS runs_at_load,\n"
-    "       rank() OVER (w ORDER BY e2e_p99_s) AS e2e_p99_rank,\n"
-    "       rank() OVER (w ORDER BY throughput_tok_s DESC) AS throughput_rank\n"
-    "FROM runs WHERE status = 'finished'\n"
-    "WINDOW w AS (PARTITION BY coalesce(trace_sha256, synthetic),\n"
-    "             CASE WHEN synthetic IS NOT NULL THEN seed END,\n"
-    "             rate_scale, model, gpu, tp, cost);\n"
-    "\n"
-    "CREATE VIEW IF NOT EXISTS slo_attainment AS\n"
-    "SELECT r.run_id, r.slo_ttft_s, r.slo_tpot_s, r.slo_e2e_s,\n"
-    "       count(*) AS n_finished,\n"
-    "       avg(CASE WHEN r.slo_ttft_s > 0 THEN m.ttft_s <= r.slo_ttft_s END)\n"
-    "         AS ttft_attainment,\n"
-    "       avg(CASE WHEN r.slo_tpot_s > 0\n"
-    "                THEN m.tpot_s IS NULL OR m.tpot_s <= r.slo_tpot_s END)\n"
-    "         AS tpot_attainment,\n"
-    "       avg(CASE WHEN r.slo_e2e_s > 0 THEN m.e2e_s <= r.slo_e2e_s END)\n"
-    "         AS e2e_attainment,\n"
-    "       r.slo_attainment AS attainment, r.goodput_req_s\n"
-    "FROM runs r JOIN requests_metrics m ON m.run_id = r.run_id\n"
-    "WHERE r.status = 'finished' AND m.status = 'finished'\n"
-    "  AND (r.slo_ttft_s > 0 OR r.slo_tpot_s > 0 OR r.slo_e2e_s > 0)\n"
-    "GROUP BY r.run_id;\n";
-
-const char *store_explore_sql(void) { return explore_sql; }
 
 static int db_fail(store *s, kvs_err *err, const char *what)
 {
@@ -143,42 +30,6 @@ static int db_fail(store *s, kvs_err *err, const char *what)
 
 /* 1 if every exploration object exists (so a read-only database needs no
  * write), 0 if not, -1 on error. */
-static int explore_present(store *s)
-{
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(store_db(s),
-                           "SELECT count(*) FROM sqlite_master WHERE name IN ('sweeps', "
-                           "'sweep_point_params', 'sweep_points', 'search_probes', "
-                           "'search_results', 'sweep_params', 'sweep_runs', 'run_load', "
-                           "'policy_at_load', 'slo_attainment')",
-                           -1, &st, NULL) != SQLITE_OK)
-        return -1;
-    int r = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) == 10 : -1;
-    sqlite3_finalize(st);
-    return r;
-}
-
-int store_explore_init(store *s, kvs_err *err)
-{
-    int r = explore_present(s);
-    if (r < 0)
-        return db_fail(s, err, "reading the schema");
-    if (r == 1)
-        return KVS_OK;
-    int rc;
-    if ((rc = store_begin(s, err)))
-        return rc;
-    if (sqlite3_exec(store_db(s), explore_sql, NULL, NULL, NULL) != SQLITE_OK) {
-        rc = db_fail(s, err, "creating the sweep tables");
-        store_rollback(s);
-        return rc;
-    }
-    if ((rc = store_commit(s, err))) {
-        store_rollback(s);
-        return rc;
-    }
-    return KVS_OK;
-}
 
 static void now_iso(char buf[32])
 {
@@ -213,8 +64,6 @@ int store_sweep_create(store *s, const store_sweep_def *d, int64_t *sweep_id, kv
     int rc;
     char now[32];
     now_iso(now);
-    if ((rc = store_explore_init(s, err)))
-        return rc;
     if ((rc = store_begin(s, err)))
         return rc;
     if (sqlite3_prepare_v2(db,
@@ -339,8 +188,6 @@ int store_sweep_get(store *s, int64_t sweep_id, store_sweep_info *out, kvs_err *
     sqlite3_stmt *st = NULL;
     int rc = KVS_OK;
     memset(out, 0, sizeof *out);
-    if ((rc = store_explore_init(s, err)))
-        return rc;
     if (sqlite3_prepare_v2(store_db(s),
                            "SELECT kind, grid, base_args, coalesce(n_points, 0) FROM sweeps "
                            "WHERE sweep_id = ?1",

@@ -223,12 +223,14 @@ START_TEST(test_schema_created)
     q_eq(db,
          "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
          "WHERE type = 'table' ORDER BY name)",
-         "calibrations,kernel_measurements,meta,profiles,requests,runs,steps,"
-         "validation_steps,validations");
+         "calibrations,kernel_measurements,meta,profiles,requests,runs,search_probes,"
+         "search_results,steps,sweep_point_params,sweep_points,sweeps,validation_steps,"
+         "validations");
     q_eq(db,
          "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
          "WHERE type = 'view' ORDER BY name)",
-         "requests_metrics,run_summary");
+         "policy_at_load,requests_metrics,run_load,run_summary,slo_attainment,sweep_params,"
+         "sweep_runs");
     q_eq(db, "PRAGMA journal_mode", "wal");
     q_eq(db, "PRAGMA foreign_keys", "1");
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "

@@ -688,8 +688,6 @@ START_TEST(test_store_views)
     store *s = NULL;
     kvs_err err = {{0}};
     ck_assert_int_eq(store_open(path, &s, &err), KVS_OK);
-    ck_assert_int_eq(store_explore_init(s, &err), KVS_OK);
-    ck_assert_int_eq(store_explore_init(s, &err), KVS_OK); /* idempotent */
     sqlite3 *db = store_db(s);
     const char *spec = "rate=40,n=200,prompt=uniform:16:800,output=uniform:1:200";
     int64_t ids[3];
@@ -730,7 +728,6 @@ START_TEST(test_store_views)
     char uri[1300];
     snprintf(uri, sizeof uri, "file:%s?mode=ro", path);
     ck_assert_int_eq(store_open(uri, &s, &err), KVS_OK);
-    ck_assert_int_eq(store_explore_init(s, &err), KVS_OK);
     store_close(s);
 }
 END_TEST
