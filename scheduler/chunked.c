@@ -121,46 +121,6 @@ int64_t sched_admit_chunks(sched *s, int64_t *budget, int whole)
     return admitted;
 }
 
-/* Decodes take their blocks in R's order, as a decode step does (semantics
- * 3.6): with F == 0 the victim is preempted, possibly a partial prompt or
- * the request itself; with --preemption off the request skips the step.
- * Partial prompts are marked skip (their chunk may clear it). */
-static void take_blocks(sched *s, double now)
-{
-    int64_t i = 0;
-    while (i < s->n_run) {
-        sched_entry *e = &s->run[i];
-        e->skip = e->prefill;
-        if (e->prefill || e->room > 0 || !s->alloc->grows) {
-            i++;
-            continue;
-        }
-        if (s->free_blocks == 0 && s->cfg.preemption == SCHED_PREEMPT_OFF) {
-            e->skip = 1;
-            i++;
-            continue;
-        }
-        int self = 0;
-        while (s->free_blocks == 0) {
-            int64_t v = sched_victim_index(s);
-            sched_preempt_at(s, v, now, 0);
-            if (v == i) {
-                self = 1;
-                break;
-            }
-            if (v < i)
-                i--;
-        }
-        if (self)
-            continue;
-        e = &s->run[i];
-        s->free_blocks--;
-        sched_blocks_taken(s);
-        e->blocks++;
-        e->room += s->cfg.block_size;
-        i++;
-    }
-}
 
 int sched_plan_chunked(sched *s, double now, double *t_end)
 {
@@ -172,7 +132,7 @@ int sched_plan_chunked(sched *s, double now, double *t_end)
         s->n_members = 0;
         if (s->wq.n == 0 && s->n_run == 0)
             return SCHED_PLAN_IDLE;
-        take_blocks(s, now);
+        sched_take_decode_blocks(s, now);
         /* 1. every running decode */
         cost_batch *b = &s->step.batch;
         int64_t n_run0 = s->n_run;

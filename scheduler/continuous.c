@@ -128,14 +128,17 @@ static void priority_preempt(sched *s, double now)
 }
 
 /* Step 6, first pass: in running order, each request whose next token starts
- * a new block takes one; a full cache preempts the policy-last request. */
-static void take_decode_blocks(sched *s, double now)
+ * a new block takes one; a full cache preempts the policy-last request
+ * (possibly the request itself); with --preemption off the request skips the
+ * step.  Partial prompts of chunked prefill (e->prefill) take no block here
+ * and are marked skip (their chunk may clear it).  Shared with chunked.c. */
+void sched_take_decode_blocks(sched *s, double now)
 {
     int64_t i = 0;
     while (i < s->n_run) {
         sched_entry *e = &s->run[i];
-        e->skip = 0;
-        if (e->room > 0) {
+        e->skip = e->prefill;
+        if (e->prefill || e->room > 0 || !s->alloc->grows) {
             i++;
             continue;
         }
@@ -256,7 +259,7 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
             n_decode = s->n_run;
         } else {
             if (s->alloc->grows)
-                take_decode_blocks(s, now);
+                sched_take_decode_blocks(s, now);
             swap_mark = s->n_run;
             /* swap-in only in a step that preempted nobody (this iteration) */
             if (s->step.n_preempted == carry_preempted && s->swq.n > 0)

@@ -182,6 +182,9 @@ void sched_finish_static(sched *s, double t);
 int64_t sched_victim_index(const sched *s);
 void sched_preempt_at(sched *s, int64_t idx, double now, int force_recompute);
 
+/* continuous.c: step 6's block walk over run[] (also used by chunked.c). */
+void sched_take_decode_blocks(sched *s, double now);
+
 /* chunked.c: one iteration with chunked prefill; the admission walk of W
  * taking first chunks (chunked) or whole prompts (prefix caching without
  * chunks), updating *budget (tokens left this step).  Returns requests
