@@ -73,3 +73,38 @@ int cli_wants_help(int argc, char **argv)
     }
     return 0;
 }
+
+int cli_take_value(int argc, char **argv, int *i, const char *flag, const char **val,
+                   int *missing)
+{
+    size_t n = strlen(flag);
+    if (strncmp(argv[*i], flag, n))
+        return 0;
+    if (argv[*i][n] == '=') {
+        *val = argv[*i] + n + 1;
+        return 1;
+    }
+    if (argv[*i][n])
+        return 0;
+    if (*i + 1 >= argc) {
+        *missing = 1;
+        return 1;
+    }
+    *val = argv[++*i];
+    return 1;
+}
+
+void cli_json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}

@@ -43,6 +43,16 @@ int cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *ou
 int cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo,
                   double hi, double *out);
 
+/* If argv[*i] is `flag` ("--f V" or "--f=V"), set *val to its value (or
+ * set *missing when the value is absent) and return 1, advancing *i past a
+ * separate value; else return 0. */
+int cli_take_value(int argc, char **argv, int *i, const char *flag, const char **val,
+                   int *missing);
+
+/* Print s as a JSON string literal (quotes, backslashes and control
+ * characters escaped). */
+void cli_json_str(FILE *f, const char *s);
+
 /* True if argv holds -h or --help (before any "--"). */
 int cli_wants_help(int argc, char **argv);
 

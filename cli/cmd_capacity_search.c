@@ -67,24 +67,6 @@ void capacity_search_usage(FILE *f)
             RATE_MAX_STEPS, (RATE_STOP - 1) * 100, run_opts_help);
 }
 
-static int take(int argc, char **argv, int *i, const char *flag, const char **val, int *missing)
-{
-    size_t n = strlen(flag);
-    if (strncmp(argv[*i], flag, n))
-        return 0;
-    if (argv[*i][n] == '=') {
-        *val = argv[*i] + n + 1;
-        return 1;
-    }
-    if (argv[*i][n])
-        return 0;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return 1;
-    }
-    *val = argv[++*i];
-    return 1;
-}
 
 /* The probe: one run at x, stored and tagged, checked against the SLOs. */
 static int probe_run(void *vctx, double x, cap_probe *out)
@@ -137,20 +119,6 @@ static int probe_run(void *vctx, double x, cap_probe *out)
     return 0;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
 
 static void json_probe(FILE *f, const char *name, int have, const cap_probe *p)
 {
@@ -161,7 +129,7 @@ static void json_probe(FILE *f, const char *name, int have, const cap_probe *p)
     }
     fprintf(f, "{\"value\": %.17g, \"run_id\": %lld, \"holds\": %s, \"verdict\": ", p->x,
             (long long)p->run_id, p->holds ? "true" : "false");
-    json_str(f, p->verdict);
+    cli_json_str(f, p->verdict);
     fprintf(f, "}");
 }
 
@@ -255,13 +223,13 @@ int capacity_search_main(int argc, char **argv)
         int missing = 0;
         const char *v = NULL;
         const char **dst = NULL;
-        if (take(argc, argv, &i, "--search", &v, &missing))
+        if (cli_take_value(argc, argv, &i, "--search", &v, &missing))
             dst = &s_search;
-        else if (take(argc, argv, &i, "--slo", &v, &missing))
+        else if (cli_take_value(argc, argv, &i, "--slo", &v, &missing))
             dst = &s_slo;
-        else if (take(argc, argv, &i, "--policies", &v, &missing))
+        else if (cli_take_value(argc, argv, &i, "--policies", &v, &missing))
             dst = &s_pol;
-        else if (take(argc, argv, &i, "--tp-list", &v, &missing))
+        else if (cli_take_value(argc, argv, &i, "--tp-list", &v, &missing))
             dst = &s_tps;
         if (!dst) {
             rest[nrest++] = argv[i];
@@ -395,7 +363,7 @@ int capacity_search_main(int argc, char **argv)
     } else if (base.json) {
         printf("{\"search_id\": %lld, \"search\": \"%s\", \"param\": \"%s\", \"slo\": ",
                (long long)c.sweep_id, s_search, c.param);
-        json_str(stdout, s_slo);
+        cli_json_str(stdout, s_slo);
         printf(", \"results\": [");
         for (int k = 0; k < npol; k++) {
             const cap_result *R = &res[k];

@@ -14,21 +14,6 @@
 
 #define GIB_F 1073741824.0
 
-/* Print s as a JSON string literal. */
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
 
 static const char *attn_kind(const model_spec *m)
 {
@@ -68,7 +53,7 @@ int cmd_models(int argc, char **argv)
         for (size_t i = 0; i < n; i++) {
             const model_spec *m = model_builtin_at(i);
             printf("%s\n  {\"name\": ", i ? "," : "");
-            json_str(stdout, m->name);
+            cli_json_str(stdout, m->name);
             printf(", \"hidden\": %" PRId64 ", \"layers\": %" PRId64 ", \"heads\": %" PRId64
                    ", \"kv_heads\": %" PRId64 ", \"head_dim\": %" PRId64
                    ", \"intermediate\": %" PRId64 ", \"vocab\": %" PRId64
@@ -80,7 +65,7 @@ int cmd_models(int argc, char **argv)
                    m->intermediate, m->vocab, m->max_ctx, m->dtype_bytes, attn_kind(m),
                    model_param_count(m), model_weight_bytes(m, 1),
                    model_kv_bytes_per_token(m, 1));
-            json_str(stdout, model_builtin_note(i));
+            cli_json_str(stdout, model_builtin_note(i));
             printf("}");
         }
         printf("\n]}\n");
@@ -123,7 +108,7 @@ int cmd_gpus(int argc, char **argv)
         for (size_t i = 0; i < n; i++) {
             const gpu_spec *g = gpu_builtin_at(i);
             printf("%s\n  {\"name\": ", i ? "," : "");
-            json_str(stdout, g->name);
+            cli_json_str(stdout, g->name);
             printf(", \"mem_bytes\": %" PRId64 ", \"hbm_Bps\": %.17g, \"fp16_flops\": %.17g"
                    ", \"host_link_Bps\": %.17g, \"nvlink_Bps\": %.17g}",
                    g->mem_bytes, g->hbm_Bps, g->fp16_flops, g->host_link_Bps,
@@ -371,7 +356,7 @@ static void json_row(const cap_row *r, int attn, int64_t mha_bytes)
     printf("\"tp\": %" PRId64 ", \"fits\": %s", r->tp, r->ok ? "true" : "false");
     if (!r->ok) {
         printf(", \"error\": ");
-        json_str(stdout, r->why);
+        cli_json_str(stdout, r->why);
         printf("}");
         return;
     }
@@ -501,9 +486,9 @@ int cmd_capacity(int argc, char **argv)
 
     if (a.json) {
         printf("{\"model\": ");
-        json_str(stdout, m.name);
+        cli_json_str(stdout, m.name);
         printf(", \"gpu\": ");
-        json_str(stdout, g.name);
+        cli_json_str(stdout, g.name);
         printf(", \"tp\": %" PRId64 ", \"gpu_mem_util\": %.15g, \"block_size\": %" PRId64
                ", \"seq_len\": %" PRId64 ", \"batch\": %" PRId64
                ", \"max_batched_tokens\": %" PRId64 ", \"max_seqs\": %" PRId64

@@ -58,19 +58,8 @@ static void usage_stats(FILE *f)
  * sets *missing when the value is absent. */
 static const char *flag_value(int argc, char **argv, int *i, const char *flag, int *missing)
 {
-    size_t k = strlen(flag);
-    const char *a = argv[*i];
-    if (strncmp(a, flag, k))
-        return NULL;
-    if (a[k] == '=')
-        return a + k + 1;
-    if (a[k])
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
+    const char *v = NULL;
+    return cli_take_value(argc, argv, i, flag, &v, missing) ? v : NULL;
 }
 
 static int load_synthetic(const char *cmd, const char *spec_text, uint64_t seed, trace *t)
@@ -127,20 +116,6 @@ static int cmd_gen(int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
 
 static const char *format_name(trace_format f)
 {
@@ -157,7 +132,7 @@ static void print_json(const trace *t, const trace_stats *s, int synthetic, uint
                        double scale)
 {
     printf("{\"source\": ");
-    json_string(stdout, t->source);
+    cli_json_str(stdout, t->source);
     printf(", \"format\": \"%s\", \"sha256\": \"%s\", ", format_name(t->format), t->sha256);
     if (synthetic)
         printf("\"seed\": %llu, ", (unsigned long long)seed);

@@ -322,25 +322,6 @@ typedef struct grid_src {
     const char *arg;  /* its value */
 } grid_src;
 
-/* Value of a flag that takes one ("--f V", "--f=V"); 1 if argv[*i] is it. */
-static int take(int argc, char **argv, int *i, const char *flag, const char **val, int *missing)
-{
-    size_t n = strlen(flag);
-    if (strncmp(argv[*i], flag, n))
-        return 0;
-    if (argv[*i][n] == '=') {
-        *val = argv[*i] + n + 1;
-        return 1;
-    }
-    if (argv[*i][n])
-        return 0;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return 1;
-    }
-    *val = argv[++*i];
-    return 1;
-}
 
 /* Resume: only --db and --quiet may come with --resume. */
 static int resume_args(const char *cmd, int n, char **rest, sweep_cli *cli)
@@ -350,7 +331,7 @@ static int resume_args(const char *cmd, int n, char **rest, sweep_cli *cli)
         int missing = 0;
         if (!strcmp(rest[i], "--quiet")) {
             cli->quiet = 1;
-        } else if (take(n, rest, &i, "--db", &v, &missing)) {
+        } else if (cli_take_value(n, rest, &i, "--db", &v, &missing)) {
             if (missing)
                 return cli_fail(cmd, "--db: missing value");
             if (strlen(v) >= sizeof cli->db)
@@ -487,25 +468,25 @@ int sweep_setup(const char *cmd, int argc, char **argv, sweep_cli *cli, sweep_pl
         const char *v = NULL;
         int missing = 0;
         int64_t n;
-        if (take(argc, argv, &i, "--grid", &v, &missing)) {
+        if (cli_take_value(argc, argv, &i, "--grid", &v, &missing)) {
             if (missing) {
                 cli_fail(cmd, "--grid: missing value");
                 goto out;
             }
             gs[ngs++] = (grid_src){0, v};
-        } else if (take(argc, argv, &i, "--grid-file", &v, &missing)) {
+        } else if (cli_take_value(argc, argv, &i, "--grid-file", &v, &missing)) {
             if (missing) {
                 cli_fail(cmd, "--grid-file: missing value");
                 goto out;
             }
             gs[ngs++] = (grid_src){1, v};
-        } else if (take(argc, argv, &i, "--jobs", &v, &missing) ||
-                   take(argc, argv, &i, "-j", &v, &missing) ||
+        } else if (cli_take_value(argc, argv, &i, "--jobs", &v, &missing) ||
+                   cli_take_value(argc, argv, &i, "-j", &v, &missing) ||
                    (!strncmp(argv[i], "-j", 2) && argv[i][2] && (v = argv[i] + 2))) {
             if (missing || cli_parse_i64(cmd, "-j", v, 1, 1024, &n))
                 goto out;
             cli->jobs = (int)n;
-        } else if (take(argc, argv, &i, "--resume", &v, &missing)) {
+        } else if (cli_take_value(argc, argv, &i, "--resume", &v, &missing)) {
             if (missing || cli_parse_i64(cmd, "--resume", v, 1, INT64_MAX, &cli->resume_id))
                 goto out;
         } else if (!strcmp(argv[i], "--progress")) {
