@@ -32,22 +32,27 @@ static const variant prefix_variants[] = {
     {"lpm", "policy=lpm,prefix-caching"},
 };
 
-/* 1 if the base workload carries prefix hashes.  Loads the trace once. */
-static int workload_has_prefixes(const run_opts *o)
+/* What the base workload carries: prompt prefix hashes, priorities.
+ * Loads the trace once (a bad one is reported by the runs themselves). */
+static void workload_features(const run_opts *o, int *prefixes, int *priorities)
 {
     const run_config *c = &o->cfg;
     kvs_err err;
+    *prefixes = *priorities = 0;
     if (c->synthetic[0]) {
         trace_synth_spec sp;
-        return trace_synth_parse(c->synthetic, &sp, &err) == 0 &&
-               (sp.system_prompt > 0 || sp.turns > 1);
+        if (trace_synth_parse(c->synthetic, &sp, &err) == 0) {
+            *prefixes = sp.system_prompt > 0 || sp.turns > 1;
+            *priorities = sp.n_classes > 0;
+        }
+        return;
     }
     trace t;
     if (!c->trace_path[0] || trace_load(c->trace_path, &t, &err) != 0)
-        return 0; /* the run itself reports a bad trace */
-    int has = t.hash_off != NULL;
+        return; /* the default trace has neither */
+    *prefixes = t.hash_off != NULL;
+    *priorities = t.has_priority;
     trace_free(&t);
-    return has;
 }
 
 static void usage(FILE *f)
@@ -59,7 +64,8 @@ static void usage(FILE *f)
             "  continuous  the base flags (continuous batching, fcfs, paged KV)\n"
             "  static      batching=static\n"
             "  reserved    alloc=reserved\n"
-            "  priority    policy=priority,priority-preemption\n"
+            "  priority    policy=priority,priority-preemption (when the workload has\n"
+            "              priorities: a priority column, or --synthetic priorities=)\n"
             "and, when the workload has prompt prefix hashes (a Mooncake .jsonl trace, or\n"
             "--synthetic with system_prompt= or turns=):\n"
             "  prefix-cache  prefix-caching\n"
@@ -201,7 +207,16 @@ int cmd_compare(int argc, char **argv)
     run_opts_defaults(&base);
     if ((rc = run_opts_parse_argv(cmd, &base, nrest, rest)))
         goto out;
-    if (defaults && workload_has_prefixes(&base))
+    int has_prefixes = 0, has_priorities = 0;
+    if (defaults)
+        workload_features(&base, &has_prefixes, &has_priorities);
+    if (defaults && !has_priorities) {
+        nv--; /* the priority variant is last: it needs priorities */
+        if (!base.quiet)
+            fprintf(stderr, "kvsim compare: note: the workload has no priorities, so the "
+                            "priority variant is left out\n");
+    }
+    if (has_prefixes)
         for (size_t i = 0; i < sizeof prefix_variants / sizeof prefix_variants[0]; i++)
             vs[nv++] = prefix_variants[i];
     /* check every variant's flags before running anything */

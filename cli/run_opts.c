@@ -241,10 +241,12 @@ int run_opts_prepare(const char *cmd, run_opts *o, model_spec *m, gpu_spec *g, t
         if (trace_load(c->trace_path, tr, &err))
             return cli_fail(cmd, "%s", err.msg);
     }
-    if (c->sched.policy == SCHED_POLICY_PRIORITY && !tr->has_priority && c->synthetic[0] == 0)
-        fprintf(stderr, "kvsim %s: note: %s has no priority column; every request has "
-                        "priority 0, so --policy priority acts as fcfs\n",
-                cmd, c->trace_path);
+    if (c->sched.policy == SCHED_POLICY_PRIORITY && !tr->has_priority) {
+        trace_free(tr);
+        return cli_fail(cmd, "--policy priority: %s has no priorities (give the native CSV a "
+                             "priority column, or the synthetic spec priorities=P:SHARE/...)",
+                        c->synthetic[0] ? "the synthetic workload" : c->trace_path);
+    }
     if (c->rate_scale != 1.0)
         trace_scale_rate(tr, c->rate_scale);
     if (run_config_resolve(c, m, g, &err) || sched_config_check(&c->sched, tr->n, &err)) {
@@ -315,6 +317,15 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
     if (!isnan(s->slo_attainment))
         fprintf(f, "  SLO              attainment %.2f%%, goodput %.3f requests/s\n",
                 100.0 * s->slo_attainment, s->goodput_req_s);
+    for (int k = 0; k < res->n_classes; k++) {
+        const run_class *c = &res->classes[k];
+        char name[48];
+        snprintf(name, sizeof name, "priority %d", c->priority);
+        fprintf(f, "  %-16s %lld requests (%lld finished): TTFT p50 %.4f p99 %.4f, "
+                   "E2E p50 %.4f p99 %.4f s\n",
+                name, (long long)c->n_requests, (long long)c->n_finished, c->ttft.p50,
+                c->ttft.p99, c->e2e.p50, c->e2e.p99);
+    }
     fprintf(f, "  simulated in     %.3f s wall\n", res->wall_s);
     fprintf(f, "run_id %lld\n", (long long)run_id);
 }

@@ -123,3 +123,65 @@ done:
     free(e2e);
     free(norm);
 }
+
+int run_metrics_by_class(const run_config *cfg, const trace *tr,
+                         const sched_req_result *reqs, run_class **out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!tr->has_priority || tr->n == 0)
+        return KVS_OK;
+    int32_t prio[RUN_MAX_CLASSES];
+    int np = 0;
+    for (int64_t i = 0; i < tr->n; i++) {
+        int32_t p = tr->reqs[i].priority;
+        int k = 0;
+        while (k < np && prio[k] != p)
+            k++;
+        if (k < np)
+            continue;
+        if (np == RUN_MAX_CLASSES)
+            return KVS_OK; /* too many classes for a per-class table */
+        prio[np++] = p;
+    }
+    for (int a = 1; a < np; a++) /* insertion sort: np <= 64 */
+        for (int b = a; b > 0 && prio[b - 1] > prio[b]; b--) {
+            int32_t t = prio[b];
+            prio[b] = prio[b - 1];
+            prio[b - 1] = t;
+        }
+    run_class *cls = calloc((size_t)np, sizeof *cls);
+    trace sub = *tr;
+    sub.reqs = malloc((size_t)tr->n * sizeof *sub.reqs);
+    sched_req_result *sr = malloc((size_t)tr->n * sizeof *sr);
+    if (!cls || !sub.reqs || !sr) {
+        free(cls);
+        free(sub.reqs);
+        free(sr);
+        return KVS_ENOMEM;
+    }
+    for (int k = 0; k < np; k++) {
+        int64_t m = 0;
+        for (int64_t i = 0; i < tr->n; i++)
+            if (tr->reqs[i].priority == prio[k]) {
+                sub.reqs[m] = tr->reqs[i];
+                sr[m++] = reqs[i];
+            }
+        sub.n = m;
+        run_summary s;
+        run_metrics_compute(cfg, &sub, sr, &s);
+        cls[k].priority = prio[k];
+        cls[k].n_requests = s.n_requests;
+        cls[k].n_finished = s.n_finished;
+        cls[k].n_rejected = s.n_rejected;
+        cls[k].ttft = s.ttft;
+        cls[k].tpot = s.tpot;
+        cls[k].e2e = s.e2e;
+        cls[k].slo_attainment = s.slo_attainment;
+    }
+    free(sub.reqs);
+    free(sr);
+    *out = cls;
+    *n = np;
+    return KVS_OK;
+}

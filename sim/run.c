@@ -188,6 +188,10 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     sum->prefix_saved_tokens = c.prefix_saved_tokens;
     sum->prefix_evictions = c.prefix_evictions;
     sum->prefill_chunks = c.prefill_chunks;
+    if (run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes)) {
+        rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory for per-class metrics");
+        goto fail;
+    }
     sched_free(s);
     out->wall_s = now_wall() - t0;
     return KVS_OK;
@@ -202,6 +206,9 @@ void run_result_free(run_result *r)
     free(r->reqs);
     free(r->steps);
     free(r->members);
+    free(r->classes);
+    r->classes = NULL;
+    r->n_classes = 0;
     r->reqs = NULL;
     r->steps = NULL;
     r->members = NULL;

@@ -69,6 +69,16 @@ typedef struct run_summary {
     int64_t prefill_chunks;       /* prefill chunks (chunked prefill; else 0) */
 } run_summary;
 
+/* Metrics of one priority class (requests with one priority value). */
+typedef struct run_class {
+    int32_t priority;          /* the class */
+    int64_t n_requests, n_finished, n_rejected;
+    run_dist ttft, tpot, e2e;  /* seconds (TPOT s/token), as run_summary */
+    double slo_attainment;     /* NAN without SLOs */
+} run_class;
+
+#define RUN_MAX_CLASSES 64 /* more distinct priorities: no per-class rows */
+
 typedef struct run_step_rec {
     sched_step step;          /* the step as the scheduler emitted it */
     int64_t member_off;       /* index of its first member in members[] */
@@ -82,6 +92,10 @@ typedef struct run_result {
     sched_member *members;       /* [n_members] concatenated step members */
     int64_t n_members;
     run_summary sum;
+    run_class *classes;          /* [n_classes] by priority, owned; 0 classes
+                                    when the trace has no priorities or more
+                                    than RUN_MAX_CLASSES of them */
+    int n_classes;
     char started_at[32];         /* ISO-8601 UTC */
     double wall_s;               /* simulation wall time */
 } run_result;
@@ -107,5 +121,11 @@ void run_result_free(run_result *r);
  * validation (which recomputes them with measured step times). */
 void run_metrics_compute(const run_config *cfg, const trace *tr,
                          const sched_req_result *reqs, run_summary *sum);
+
+/* Per-priority-class metrics: *out (malloc'd, ascending priority) and *n.
+ * Leaves *out NULL and *n 0 when the trace has no priority column or more
+ * than RUN_MAX_CLASSES classes.  Cost: O(n * classes). */
+int run_metrics_by_class(const run_config *cfg, const trace *tr,
+                         const sched_req_result *reqs, run_class **out, int *n);
 
 #endif

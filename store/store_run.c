@@ -428,6 +428,51 @@ out:
     return rc;
 }
 
+/* ------------------------------------------------------ class_metrics */
+
+static int bind_nan_null(sqlite3_stmt *st, int i, double v)
+{
+    return isnan(v) ? sqlite3_bind_null(st, i) : sqlite3_bind_double(st, i, v);
+}
+
+/* One row per priority class (run_result.classes). */
+static int write_classes(store *s, int64_t run_id, const run_result *res, kvs_err *err)
+{
+    static const char sql[] =
+        "INSERT INTO class_metrics(run_id, priority, n_requests, n_finished, n_rejected, "
+        "ttft_p50_s, ttft_p90_s, ttft_p99_s, ttft_mean_s, tpot_p50_s, tpot_p90_s, "
+        "tpot_p99_s, tpot_mean_s, e2e_p50_s, e2e_p90_s, e2e_p99_s, e2e_mean_s, "
+        "slo_attainment) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"
+        "?17,?18)";
+    sqlite3_stmt *st = NULL;
+    int rc = KVS_OK;
+    if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "preparing class_metrics insert");
+    for (int k = 0; k < res->n_classes; k++) {
+        const run_class *c = &res->classes[k];
+        const run_dist *d[3] = {&c->ttft, &c->tpot, &c->e2e};
+        int b = sqlite3_bind_int64(st, 1, run_id);
+        b |= sqlite3_bind_int64(st, 2, c->priority);
+        b |= sqlite3_bind_int64(st, 3, c->n_requests);
+        b |= sqlite3_bind_int64(st, 4, c->n_finished);
+        b |= sqlite3_bind_int64(st, 5, c->n_rejected);
+        for (int j = 0; j < 3; j++) {
+            b |= bind_nan_null(st, 6 + 4 * j, d[j]->p50);
+            b |= bind_nan_null(st, 7 + 4 * j, d[j]->p90);
+            b |= bind_nan_null(st, 8 + 4 * j, d[j]->p99);
+            b |= bind_nan_null(st, 9 + 4 * j, d[j]->mean);
+        }
+        b |= bind_nan_null(st, 18, c->slo_attainment);
+        if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE ||
+            sqlite3_reset(st) != SQLITE_OK) {
+            rc = db_fail(s, err, "writing class_metrics");
+            break;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
 /* ------------------------------------------------------------ public */
 
 int store_write_run(store *s, const run_config *cfg, const run_result *res,
@@ -444,6 +489,8 @@ int store_write_run(store *s, const run_config *cfg, const run_result *res,
                              res->wall_s, &id, err)))
         goto fail;
     if ((rc = write_requests(s, id, res, err)))
+        goto fail;
+    if (res->n_classes > 0 && (rc = write_classes(s, id, res, err)))
         goto fail;
     if (cfg->record_steps && res->steps && (rc = write_steps(s, id, res, err)))
         goto fail;

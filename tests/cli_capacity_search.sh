@@ -87,7 +87,7 @@ r=$(q "select s.status, s.lo, s.hi, l.tp, h.tp, l.ttft_p99_s <= 1 and l.tpot_p99
 
 # ------------------------------------------------ unreachable, bad input
 "$KVSIM" capacity --search rate --slo ttft_p99=0.001 --policies fcfs,priority \
-  --synthetic 'rate=4,n=100,prompt=512,output=16' --model llama-2-7b --db "$DB" \
+  --synthetic 'rate=4,n=100,prompt=512,output=16,priorities=0:0.5/1:0.5' --model llama-2-7b --db "$DB" \
   > "$T/out.txt" 2> "$T/err.txt"
 [ $? -eq 2 ] && ok || bad "unreachable SLO did not exit 2"
 [ "$(grep -c "SLO unreachable for policy .*: it fails even at rate .* the lowest tried; best point: rate .* (run [0-9]*): ttft_p99 .* > 0.001" "$T/err.txt")" = 2 ] &&

@@ -70,11 +70,20 @@ ratio=$(q "$DB" "select (select throughput_tok_s from runs where label='classic-
 awk -v r="$ratio" 'BEGIN { exit !(r >= 2.0) }' && ok || bad "continuous/static throughput ratio $ratio < 2"
 
 # --- compare: four variants under one compare_id
-"$KVSIM" compare --synthetic 'arrival=poisson,rate=30,n=300,prompt=uniform:16:500,output=uniform:1:200' \
+"$KVSIM" compare --synthetic 'arrival=poisson,rate=30,n=300,prompt=uniform:16:500,output=uniform:1:200,priorities=0:0.3/1:0.7' \
   --model llama-2-7b --db "$DB" > "$T/cmp.txt" 2>/dev/null && ok || bad "compare failed"
 c=$(q "$DB" "select count(*) || ' ' || count(distinct batching||alloc||policy) from runs where compare_id = (select max(compare_id) from runs)")
 [ "$c" = "4 4" ] && ok || bad "compare stored '$c', want 4 distinct runs"
 grep -q "^static " "$T/cmp.txt" && ok || bad "compare table lacks the static row"
+# per-class metrics of the priority run: two classes, all requests accounted
+c=$(q "$DB" "select count(*) || ' ' || sum(n_requests) from class_metrics where run_id = (select run_id from runs where compare_id = (select max(compare_id) from runs) and policy = 'priority')")
+[ "$c" = "2 300" ] && ok || bad "class_metrics of the priority run: '$c'"
+# without priorities the priority variant is left out, with a note
+"$KVSIM" compare --synthetic 'arrival=poisson,rate=30,n=100,prompt=64,output=8' \
+  --model llama-2-7b --db "$DB" > /dev/null 2> "$T/cmp.err" && ok || bad "compare without priorities failed"
+c=$(q "$DB" "select count(*) from runs where compare_id = (select max(compare_id) from runs)")
+[ "$c" = 3 ] && ok || bad "compare without priorities stored $c runs, want 3"
+grep -q "no priorities" "$T/cmp.err" && ok || bad "compare did not say why priority was left out"
 
 # --- bad input: one line, exit 2, nothing stored
 BDB=$T/bad.db
@@ -116,6 +125,9 @@ expect_err bad-slo "--slo" --slo ttfb=2
 expect_err static-swap "--preemption swap" --batching static --preemption swap
 expect_err timeout-continuous "--batch-timeout" --batch-timeout 2
 expect_err prio-needs-policy "--priority-preemption" --priority-preemption
+expect_err prio-missing "has no priorities" --policy priority --trace traces/azure_llm_2023_conv.csv
+printf 'arrival_s,prompt_tokens,output_tokens,priority\n0,10,5,1\n1,10,5,-2\n' > "$T/prio.csv"
+expect_err prio-negative "prio.csv:3" --policy priority --trace "$T/prio.csv"
 expect_err swap-zero "--swap-gib" --preemption swap --swap-gib 0
 expect_err unknown-flag "--frobnicate" --frobnicate
 expect_err weights-too-big "raise --tp" --model llama-65b --gpu a100-80g

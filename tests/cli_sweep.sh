@@ -78,7 +78,7 @@ npol=$(q "$T/sweep.db" "select count(distinct ttft_p99_s) from sweep_runs where 
 # a grid file: comments, blanks, '|' between values that hold commas; a switch on/off
 cat > "$T/ok.grid" <<'EOF'
 # workloads: two whole synthetic specs
-synthetic=arrival=poisson,rate=5,n=50,prompt=64,output=8|arrival=gamma,cv=2,rate=5,n=50,prompt=64,output=8
+synthetic=arrival=poisson,rate=5,n=50,prompt=64,output=8,priorities=0:0.5/1:0.5|arrival=gamma,cv=2,rate=5,n=50,prompt=64,output=8,priorities=0:0.5/1:0.5
 
   seed=1,2      # trailing comment
 priority-preemption=off,on
@@ -90,7 +90,7 @@ r=$(q "$T/file.db" "select group_concat(substr(synthetic, 9, 7) || ':' || seed |
 [ "$r" = "poisson:1:0 poisson:1:1 poisson:2:0 poisson:2:1 gamma,c:1:0 gamma,c:1:1 gamma,c:2:0 gamma,c:2:1" ] &&
   ok || bad "grid file points: $r"
 g=$(q "$T/file.db" "select grid from sweeps")
-[ "$g" = "$(printf 'synthetic=arrival=poisson,rate=5,n=50,prompt=64,output=8|arrival=gamma,cv=2,rate=5,n=50,prompt=64,output=8\nseed=1,2\npriority-preemption=off,on')" ] &&
+[ "$g" = "$(printf 'synthetic=arrival=poisson,rate=5,n=50,prompt=64,output=8,priorities=0:0.5/1:0.5|arrival=gamma,cv=2,rate=5,n=50,prompt=64,output=8,priorities=0:0.5/1:0.5\nseed=1,2\npriority-preemption=off,on')" ] &&
   ok || bad "stored grid text: $g"
 
 # ------------------------------------------------ 2. SIGKILL midway, --resume

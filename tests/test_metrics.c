@@ -112,12 +112,54 @@ START_TEST(test_summary_by_hand)
 }
 END_TEST
 
+
+/* Per-class metrics: the same four requests as above, r0 and r2 in class
+ * 1, r1 and r3 in class 0 (r3 rejected).
+ *   class 0: r1 only finished: TTFT 2, E2E 4, TPOT 1.
+ *   class 1: r0 (TTFT 1, E2E 5) and r2 (TTFT 3, E2E 3): p50 = rank 1 of
+ *   the sorted pair, p99 = rank 2: TTFT p50 1, p99 3; E2E p50 3, p99 5. */
+START_TEST(test_by_class)
+{
+    const double t[4] = {1, 2, 3, NAN}, e[4] = {5, 4, 3, NAN};
+    const int64_t o[4] = {5, 3, 1, 2};
+    trace tr;
+    sched_req_result *res;
+    make(&tr, &res, t, e, o, 4);
+    tr.reqs[0].priority = 1;
+    tr.reqs[2].priority = 1;
+    run_config cfg;
+    run_config_defaults(&cfg);
+    run_class *c;
+    int n;
+    /* no priority column: no classes */
+    ck_assert_int_eq(run_metrics_by_class(&cfg, &tr, res, &c, &n), 0);
+    ck_assert_int_eq(n, 0);
+    ck_assert_ptr_null(c);
+    tr.has_priority = 1;
+    ck_assert_int_eq(run_metrics_by_class(&cfg, &tr, res, &c, &n), 0);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(c[0].priority, 0);
+    ck_assert_int_eq(c[0].n_requests, 2);
+    ck_assert_int_eq(c[0].n_finished, 1);
+    ck_assert_int_eq(c[0].n_rejected, 1);
+    ck_assert(c[0].ttft.p50 == 2 && c[0].e2e.p99 == 4 && c[0].tpot.p50 == 1);
+    ck_assert_int_eq(c[1].priority, 1);
+    ck_assert_int_eq(c[1].n_finished, 2);
+    ck_assert(c[1].ttft.p50 == 1 && c[1].ttft.p99 == 3);
+    ck_assert(c[1].e2e.p50 == 3 && c[1].e2e.p99 == 5);
+    free(c);
+    free(tr.reqs);
+    free(res);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("metrics");
     TCase *tc = tcase_create("metrics");
     tcase_add_test(tc, test_percentiles_match_sort);
     tcase_add_test(tc, test_summary_by_hand);
+    tcase_add_test(tc, test_by_class);
     suite_add_tcase(s, tc);
     return tu_run_suites(&s, 1);
 }

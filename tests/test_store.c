@@ -223,7 +223,7 @@ START_TEST(test_schema_created)
     q_eq(db,
          "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
          "WHERE type = 'table' ORDER BY name)",
-         "calibrations,kernel_measurements,meta,profiles,requests,runs,search_probes,"
+         "calibrations,class_metrics,kernel_measurements,meta,profiles,requests,runs,search_probes,"
          "search_results,steps,sweep_point_params,sweep_points,sweeps,validation_steps,"
          "validations");
     q_eq(db,
