@@ -453,6 +453,35 @@ START_TEST(test_arrival_at_step_end)
 }
 END_TEST
 
+
+/* Scenario N: static batching with --batch-timeout 5 (kvsim extension):
+ * an idle engine waits until the queue holds max_seqs requests or 5 s have
+ * passed since max(engine idle, head arrival); with no arrival left it
+ * starts at once.  max_seqs 2, 1 s steps, every output 1 token.
+ *   r0 (0, P4)  r1 (3, P4)  r2 (4, P4)  r3 (20, P4)
+ * t=0  r0 alone: wait until 0 + 5.
+ * t=3  r1 arrives: two waiting = max_seqs: batch [r0 r1] -> 4.
+ * t=4  r2 arrives as the batch ends: wait until max(4, 4) + 5 = 9 -> 10.
+ * t=20 r3 is the last arrival: no reason to wait -> 21. */
+START_TEST(test_static_batch_timeout)
+{
+    const double rows[][4] = {{0, 4, 1, 0}, {3, 4, 1, 0}, {4, 4, 1, 0}, {20, 4, 1, 0}};
+    golden g;
+    golden_setup(&g, rows, 4, "affine:1,0,0,0");
+    g.cfg.sched.batching = SCHED_BATCHING_STATIC;
+    g.cfg.sched.max_seqs = 2;
+    g.cfg.sched.batch_timeout_s = 5;
+    golden_run(&g);
+    expect_req(&g, 0, SCHED_REQ_FINISHED, 4, 4, 0);
+    expect_req(&g, 1, SCHED_REQ_FINISHED, 4, 4, 0);
+    expect_req(&g, 2, SCHED_REQ_FINISHED, 10, 10, 0);
+    expect_req(&g, 3, SCHED_REQ_FINISHED, 21, 21, 0);
+    ck_assert_int_eq(g.res.n_steps, 3);
+    ck_assert(fabs(step_at(&g, 1)->start_s - 9.0) < EPS);
+    golden_free(&g);
+}
+END_TEST
+
 /* The waiting heap against a model of itself: sorting. */
 START_TEST(test_waitq_matches_sort)
 {
@@ -538,6 +567,7 @@ int main(void)
     tcase_add_test(tc, test_reserved_vs_paged);
     tcase_add_test(tc, test_preemption_off_stuck);
     tcase_add_test(tc, test_arrival_at_step_end);
+    tcase_add_test(tc, test_static_batch_timeout);
     suite_add_tcase(s, tc);
     TCase *tq = tcase_create("waitq");
     tcase_add_test(tq, test_waitq_matches_sort);
