@@ -26,6 +26,7 @@ static const conf_key keys[] = {
 };
 
 #define N_KEYS (sizeof keys / sizeof keys[0])
+#define MAX_LINE 1022 /* characters per line, newline excluded */
 
 static char *trim(char *s)
 {
@@ -108,17 +109,24 @@ int model_conf_read(const char *path, model_spec *out, kvs_err *err)
     memset(&m, 0, sizeof m);
     int seen_line[N_KEYS] = {0};
     int name_line = 0, line = 0, rc = KVS_OK;
-    char buf[1024];
+    char *buf = NULL;
+    size_t cap = 0;
+    ssize_t got;
     FILE *f = fopen(path, "r");
     if (!f)
         return kvs_errf(err, KVS_EIO, "--model: cannot open '%s': %s", path,
                         strerror(errno));
-    while (fgets(buf, sizeof buf, f)) {
+    while ((got = getline(&buf, &cap, f)) >= 0) {
         line++;
-        size_t n = strlen(buf);
-        if (n == sizeof buf - 1 && buf[n - 1] != '\n' && !feof(f)) {
-            rc = kvs_errf(err, KVS_EINVAL, "%s:%d: line longer than %zu characters", path,
-                          line, sizeof buf - 2);
+        size_t n = (size_t)got - (got > 0 && buf[got - 1] == '\n');
+        if (n > MAX_LINE) {
+            rc = kvs_errf(err, KVS_EINVAL, "%s:%d: line longer than %d characters", path,
+                          line, MAX_LINE);
+            goto done;
+        }
+        /* A NUL byte would end the line early and skip the rest silently. */
+        if (memchr(buf, '\0', (size_t)got)) {
+            rc = kvs_errf(err, KVS_EINVAL, "%s:%d: NUL byte in the line", path, line);
             goto done;
         }
         char *hash = strchr(buf, '#');
@@ -152,6 +160,7 @@ int model_conf_read(const char *path, model_spec *out, kvs_err *err)
         default_name(path, m.name, sizeof m.name);
     *out = m;
 done:
+    free(buf);
     fclose(f);
     return rc;
 }
