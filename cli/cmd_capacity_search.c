@@ -317,7 +317,7 @@ int capacity_search_main(int argc, char **argv)
     snprintf(desc, sizeof desc, "search=%s\nslo=%s\npolicies=%s\n%s%s%s", s_search, s_slo,
              s_pol ? s_pol : sched_policy_name(pols[0]), kind == SEARCH_TP ? "tp-list=" : "",
              kind == SEARCH_TP ? (s_tps ? s_tps : "1,2,4,8") : "", kind == SEARCH_TP ? "\n" : "");
-    if (store_open(c.base.db, &st, &err)) {
+    if (store_open_writable(c.base.db, &st, &err)) {
         cli_fail(cmd, "--db: %s", err.msg);
         goto out;
     }

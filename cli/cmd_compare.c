@@ -227,7 +227,7 @@ int cmd_compare(int argc, char **argv)
     }
     kvs_err err;
     store *st = NULL;
-    if (store_open(base.db, &st, &err)) {
+    if (store_open_writable(base.db, &st, &err)) {
         rc = cli_fail(cmd, "--db: %s", err.msg);
         goto out;
     }

@@ -28,7 +28,7 @@ int cmd_run(int argc, char **argv)
         return rc;
     kvs_err err;
     store *st = NULL;
-    if (store_open(o.db, &st, &err))
+    if (store_open_writable(o.db, &st, &err))
         return cli_fail(cmd, "--db: %s", err.msg);
     int64_t run_id = 0;
     run_result res = {0};

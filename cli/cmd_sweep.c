@@ -161,7 +161,7 @@ static void worker_main(const char *cmd, const sweep_plan *p, int cmd_fd, int re
     store *st = NULL;
     kvs_err err;
     int code = 0;
-    if (store_open(p->base.db, &st, &err)) {
+    if (store_open_writable(p->base.db, &st, &err)) {
         cli_fail(cmd, "--db: %s", err.msg);
         code = CLI_EXIT_ERR;
     }

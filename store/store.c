@@ -256,3 +256,22 @@ fail:
     store_close(s);
     return rc;
 }
+
+int store_require_writable(store *s, kvs_err *err)
+{
+    if (sqlite3_db_readonly(s->db, "main") == 1)
+        return kvs_errf(err, KVS_EDB, "%s: attempt to write a readonly database", s->path);
+    return KVS_OK;
+}
+
+int store_open_writable(const char *path, store **out, kvs_err *err)
+{
+    int rc = store_open(path, out, err);
+    if (rc)
+        return rc;
+    if ((rc = store_require_writable(*out, err))) {
+        store_close(*out);
+        *out = NULL;
+    }
+    return rc;
+}

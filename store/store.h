@@ -27,6 +27,13 @@ typedef struct store store;
  * read-only file opens (and fails on the first write). */
 int store_open(const char *path, store **out, kvs_err *err);
 void store_close(store *s);
+/* KVS_EDB "PATH: attempt to write a readonly database" when the database
+ * was opened read-only (a ?mode=ro URI, or a file or directory without write
+ * permission), so a command can fail before hours of simulation rather than
+ * at its first write.  Cost: O(1). */
+int store_require_writable(store *s, kvs_err *err);
+/* store_open, then store_require_writable (closing it on failure). */
+int store_open_writable(const char *path, store **out, kvs_err *err);
 /* The raw handle, for modules that own extra tables (calibration, query). */
 sqlite3 *store_db(store *s);
 const char *store_path(const store *s);

@@ -138,6 +138,13 @@ rc=$?
 [ $rc -eq 2 ] && ok || bad "unwritable db: exit $rc"
 case "$out" in *"missing/dir/x.db"*) ok ;; *) bad "unwritable db message: $out" ;; esac
 
+# read-only database: refused before simulating (a huge workload would take
+# minutes; the refusal is immediate)
+out=$("$KVSIM" run --synthetic 'n=50000000,rate=1000,prompt=1000,output=1000' --db "file:$BDB?mode=ro" 2>&1 >/dev/null)
+rc=$?
+[ $rc -eq 2 ] && ok || bad "read-only db: exit $rc"
+case "$out" in *"readonly database"*) ok ;; *) bad "read-only db message: $out" ;; esac
+
 # locked database: another connection holds an exclusive lock
 python3 - "$BDB" <<'PY' &
 import sqlite3, sys, time
