@@ -274,6 +274,13 @@ out:
 
 /* ---------------------------------------------------------- requests */
 
+/* Bind a REAL, or NULL for NaN ("none"). */
+static int bind_nan_null(sqlite3_stmt *st, int i, double v)
+{
+    return isnan(v) ? sqlite3_bind_null(st, i) : sqlite3_bind_double(st, i, v);
+}
+
+
 /* One prepared statement, bound positionally and reset per row: the hot
  * loop of a write (about a million rows per second).  Cost: O(n log n) in
  * the B-tree, appends in key order. */
@@ -298,14 +305,11 @@ static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_e
         b |= sqlite3_bind_int64(st, 5, tq[i].output_tokens);
         b |= sqlite3_bind_int64(st, 6, tq[i].priority);
         b |= sqlite3_bind_text(st, 7, req_status_name(r->status), -1, SQLITE_STATIC);
-        b |= isnan(r->first_token_s) ? sqlite3_bind_null(st, 8)
-                                     : sqlite3_bind_double(st, 8, r->first_token_s);
-        b |= isnan(r->finish_s) ? sqlite3_bind_null(st, 9)
-                                : sqlite3_bind_double(st, 9, r->finish_s);
+        b |= bind_nan_null(st, 8, r->first_token_s);
+        b |= bind_nan_null(st, 9, r->finish_s);
         b |= sqlite3_bind_int64(st, 10, r->preemptions);
         b |= sqlite3_bind_int64(st, 11, r->swaps);
-        b |= isnan(r->swapped_s) ? sqlite3_bind_null(st, 12)
-                                 : sqlite3_bind_double(st, 12, r->swapped_s);
+        b |= bind_nan_null(st, 12, r->swapped_s);
         /* SQLITE_OK is 0, so any failing bind leaves b non-zero. */
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
             char what[64];
@@ -429,11 +433,6 @@ out:
 }
 
 /* ------------------------------------------------------ class_metrics */
-
-static int bind_nan_null(sqlite3_stmt *st, int i, double v)
-{
-    return isnan(v) ? sqlite3_bind_null(st, i) : sqlite3_bind_double(st, i, v);
-}
 
 /* One row per priority class (run_result.classes). */
 static int write_classes(store *s, int64_t run_id, const run_result *res, kvs_err *err)
