@@ -241,17 +241,17 @@ int run_opts_prepare(const char *cmd, run_opts *o, model_spec *m, gpu_spec *g, t
         if (trace_load(c->trace_path, tr, &err))
             return cli_fail(cmd, "%s", err.msg);
     }
-    if (c->sched.policy == SCHED_POLICY_PRIORITY && !tr->has_priority) {
-        trace_free(tr);
-        return cli_fail(cmd, "--policy priority: %s has no priorities (give the native CSV a "
-                             "priority column, or the synthetic spec priorities=P:SHARE/...)",
-                        c->synthetic[0] ? "the synthetic workload" : c->trace_path);
-    }
     if (c->rate_scale != 1.0)
         trace_scale_rate(tr, c->rate_scale);
     if (run_config_resolve(c, m, g, &err) || sched_config_check(&c->sched, tr->n, &err)) {
         trace_free(tr);
         return cli_fail(cmd, "%s", err.msg);
+    }
+    if (c->sched.policy == SCHED_POLICY_PRIORITY && !tr->has_priority) {
+        trace_free(tr);
+        return cli_fail(cmd, "--policy priority: %s has no priorities (give the native CSV a "
+                             "priority column, or the synthetic spec priorities=P:SHARE/...)",
+                        c->synthetic[0] ? "the synthetic workload" : c->trace_path);
     }
     return 0;
 }
