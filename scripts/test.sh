@@ -8,8 +8,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
+# ctest hides the output of passing tests: repeat their SKIP lines (GPU
+# tests without a device, root-only skips) so that every skip is visible.
+show_skips() {
+  grep -h "^SKIP" "$1/Testing/Temporary/LastTest.log" 2>/dev/null | sort -u | sed "s|^|$1: |" || true
+}
+
 scripts/setup.sh build
 (cd build && ctest --output-on-failure -j"$jobs")
+show_skips build
 
 if [ "${KVSIM_SKIP_SANITIZE:-0}" != 1 ]; then
   # optimised (-O2 -g): the sanitizers keep their checks, the suite its speed
@@ -19,4 +26,5 @@ if [ "${KVSIM_SKIP_SANITIZE:-0}" != 1 ]; then
   # instrumented code runs a few times slower: scale Check's per-test timeouts
   export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-4}
   (cd build-asan && ctest --output-on-failure -j"$jobs")
+  show_skips build-asan
 fi
