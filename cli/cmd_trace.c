@@ -48,7 +48,7 @@ static void usage_stats(FILE *f)
                "Print request count, span, mean rate, inter-arrival CV, index of dispersion\n"
                "of counts in 1/10/60 s bins, and prompt/output mean, nearest-rank\n"
                "p50/p90/p99 and max.\n\n"
-               "  FILE              trace CSV (native or Azure LLM 2023)\n" SPEC_HELP
+               "  FILE              trace: CSV (native or Azure LLM 2023) or Mooncake JSONL\n" SPEC_HELP
                "  --rate-scale K    divide arrival times by K > 0 (default 1: as recorded)\n"
                "  --json            print one JSON object instead of a table (default off)\n");
 }
