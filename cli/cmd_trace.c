@@ -103,6 +103,11 @@ static int cmd_gen(int argc, char **argv)
         trace_free(&t);
         return cli_fail(cmd, "--out: cannot open %s: %s", out, strerror(errno));
     }
+    if (t.hash_off)
+        fprintf(stderr, "kvsim %s: note: the native CSV has no column for prompt prefix "
+                        "hashes (system_prompt=, turns=): the written trace drops them; "
+                        "use --synthetic directly with kvsim run for prefix caching\n",
+                cmd);
     kvs_err err;
     int st = trace_write_csv(&t, f, &err);
     trace_free(&t);
