@@ -15,12 +15,6 @@
 #include "sim/run.h"
 #include "testutil.h"
 
-typedef struct golden {
-    trace tr;
-    run_config cfg;
-    cost_model cost;
-    run_result res;
-} golden;
 
 /* rows: {arrival, P, O} */
 static void golden_setup(golden *g, const double (*rows)[3], int n, const char *cost)
@@ -45,20 +39,6 @@ static void golden_setup(golden *g, const double (*rows)[3], int n, const char *
     g->cfg.record_steps = 1;
     kvs_err err;
     ck_assert_int_eq(cost_model_create(cost, NULL, NULL, 1, &g->cost, &err), 0);
-}
-
-static void golden_run(golden *g)
-{
-    kvs_err err;
-    int rc = run_execute(&g->cfg, &g->tr, &g->cost, &g->res, &err);
-    ck_assert_msg(rc == 0, "run failed: %s", err.msg);
-}
-
-static void golden_free(golden *g)
-{
-    run_result_free(&g->res);
-    cost_model_free(&g->cost);
-    trace_free(&g->tr);
 }
 
 static const sched_step *step_at(const golden *g, int64_t i)

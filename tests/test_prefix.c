@@ -46,12 +46,6 @@ static void make_trace(trace *t, const req_spec *rs, int n)
     t->hash_off[n] = k;
 }
 
-typedef struct golden {
-    trace tr;
-    run_config cfg;
-    cost_model cost;
-    run_result res;
-} golden;
 
 static void golden_setup(golden *g, const req_spec *rs, int n, const char *cost)
 {
@@ -69,20 +63,6 @@ static void golden_setup(golden *g, const req_spec *rs, int n, const char *cost)
     g->cfg.record_steps = 1;
     kvs_err err;
     ck_assert_int_eq(cost_model_create(cost, NULL, NULL, 1, &g->cost, &err), 0);
-}
-
-static void golden_run(golden *g)
-{
-    kvs_err err;
-    int rc = run_execute(&g->cfg, &g->tr, &g->cost, &g->res, &err);
-    ck_assert_msg(rc == 0, "run failed: %s", err.msg);
-}
-
-static void golden_free(golden *g)
-{
-    run_result_free(&g->res);
-    cost_model_free(&g->cost);
-    trace_free(&g->tr);
 }
 
 static const sched_member *member(const golden *g, int64_t step, int64_t i)

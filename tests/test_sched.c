@@ -12,12 +12,6 @@
 #include "sim/run.h"
 #include "testutil.h"
 
-typedef struct golden {
-    trace tr;
-    run_config cfg;
-    cost_model cost;
-    run_result res;
-} golden;
 
 /* reqs: rows of {arrival, P, O, priority} */
 static void golden_setup(golden *g, const double (*rows)[4], int n, const char *cost)
@@ -42,20 +36,6 @@ static void golden_setup(golden *g, const double (*rows)[4], int n, const char *
     kvs_err err;
     int rc = cost_model_create(cost, NULL, NULL, 1, &g->cost, &err);
     ck_assert_msg(rc == 0, "%s", err.msg);
-}
-
-static void golden_run(golden *g)
-{
-    kvs_err err;
-    int rc = run_execute(&g->cfg, &g->tr, &g->cost, &g->res, &err);
-    ck_assert_msg(rc == 0, "run failed: %s", err.msg);
-}
-
-static void golden_free(golden *g)
-{
-    run_result_free(&g->res);
-    cost_model_free(&g->cost);
-    free(g->tr.reqs);
 }
 
 #define EPS 1e-9

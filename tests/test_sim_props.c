@@ -12,29 +12,8 @@
 #include <string.h>
 
 #include "scheduler/sched.h"
-#include "sim/rng.h"
 #include "sim/run.h"
 #include "testutil.h"
-
-static void random_trace(trace *t, int n, uint64_t seed, int with_prio)
-{
-    memset(t, 0, sizeof *t);
-    t->n = n;
-    t->reqs = calloc((size_t)n, sizeof *t->reqs);
-    rng r;
-    rng_init(&r, seed);
-    double at = 0;
-    for (int i = 0; i < n; i++) {
-        at += rng_exponential(&r, 0.05);
-        if (rng_uniform(&r) < 0.2 && i > 0)
-            at = t->reqs[i - 1].arrival_s; /* simultaneous arrivals */
-        t->reqs[i].arrival_s = at;
-        t->reqs[i].prompt_tokens = 1 + (int64_t)rng_below(&r, 120);
-        t->reqs[i].output_tokens = 1 + (int64_t)rng_below(&r, 60);
-        t->reqs[i].priority = with_prio ? (int32_t)rng_below(&r, 3) : 0;
-    }
-    t->has_priority = with_prio;
-}
 
 typedef struct check_ctx {
     const trace *tr;
@@ -76,16 +55,8 @@ static void check_step(void *ctx, const sched_step *st, const sched_member *m, i
     }
 }
 
-typedef struct variant {
-    const char *name;
-    sched_batching batching;
-    sched_policy policy;
-    int prio_pre;
-    sched_alloc alloc;
-    sched_preempt preempt;
-} variant;
 
-static const variant variants[] = {
+static const tu_variant variants[] = {
     {"continuous fcfs paged recompute", SCHED_BATCHING_CONTINUOUS, SCHED_POLICY_FCFS, 0,
      SCHED_ALLOC_PAGED, SCHED_PREEMPT_RECOMPUTE},
     {"continuous fcfs paged swap", SCHED_BATCHING_CONTINUOUS, SCHED_POLICY_FCFS, 0,
@@ -105,26 +76,6 @@ static const variant variants[] = {
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
-static void setup_cfg(run_config *cfg, const variant *v, uint64_t seed)
-{
-    run_config_defaults(cfg);
-    sched_config *s = &cfg->sched;
-    s->batching = v->batching;
-    s->policy = v->policy;
-    s->priority_preemption = v->prio_pre;
-    s->alloc = v->alloc;
-    s->preemption = v->preempt;
-    s->block_size = 1 + (int64_t)(seed % 8);
-    s->max_model_len = 180;
-    s->total_blocks = (s->max_model_len + s->block_size - 1) / s->block_size + (int64_t)(seed % 40);
-    s->max_seqs = 2 + (int64_t)(seed % 30);
-    s->max_batched_tokens = 130 + (int64_t)(seed % 200);
-    s->watermark = (seed % 3) * 0.01;
-    s->swap_blocks = 1 + (int64_t)(seed % 25);
-    s->swap_block_s = 0.0005;
-    cfg->record_steps = 1;
-}
-
 START_TEST(test_invariants_random)
 {
     kvs_err err;
@@ -134,9 +85,9 @@ START_TEST(test_invariants_random)
     for (int v = 0; v < N_VARIANTS; v++) {
         for (uint64_t seed = 1; seed <= 25; seed++) {
             trace tr;
-            random_trace(&tr, 150, seed * 7919 + (uint64_t)v, 1);
+            tu_random_trace(&tr, 150, seed * 7919 + (uint64_t)v, 120, 60, 1);
             run_config cfg;
-            setup_cfg(&cfg, &variants[v], seed);
+            tu_variant_config(&cfg, &variants[v], seed);
             check_ctx c = {&tr, &cfg.sched, 0, "", 0};
             run_result res;
             int rc = run_execute(&cfg, &tr, &cost, &res, &err);
@@ -226,9 +177,9 @@ START_TEST(test_swap_space_bound)
     int64_t swaps_seen = 0;
     for (uint64_t seed = 1; seed <= 30; seed++) {
         trace tr;
-        random_trace(&tr, 200, seed, 0);
+        tu_random_trace(&tr, 200, seed, 120, 60, 0);
         run_config cfg;
-        setup_cfg(&cfg, &variants[1], seed);
+        tu_variant_config(&cfg, &variants[1], seed);
         sched *s;
         ck_assert_int_eq(sched_init(&s, &cfg.sched, tr.reqs, tr.n, &cost, &err), 0);
         swap_watch w = {s, cfg.sched.swap_blocks, cfg.sched.total_blocks, 0, 0};
@@ -258,9 +209,9 @@ START_TEST(test_determinism)
     for (int it = 0; it < 4 * N_VARIANTS; it++) {
         int v = it % N_VARIANTS;
         trace tr;
-        random_trace(&tr, 300, 99 + (uint64_t)it, 1);
+        tu_random_trace(&tr, 300, 99 + (uint64_t)it, 120, 60, 1);
         run_config cfg;
-        setup_cfg(&cfg, &variants[v], 7 + (uint64_t)it);
+        tu_variant_config(&cfg, &variants[v], 7 + (uint64_t)it);
         run_result a, b;
         ck_assert_int_eq(run_execute(&cfg, &tr, &cost, &a, &err), 0);
         ck_assert_int_eq(run_execute(&cfg, &tr, &cost, &b, &err), 0);

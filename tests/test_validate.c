@@ -31,27 +31,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-static void random_trace(trace *t, int n, uint64_t seed, int64_t pmax, int64_t omax)
-{
-    memset(t, 0, sizeof *t);
-    t->n = n;
-    t->reqs = calloc((size_t)n, sizeof *t->reqs);
-    ck_assert_ptr_nonnull(t->reqs);
-    rng r;
-    rng_init(&r, seed);
-    double at = 0;
-    for (int i = 0; i < n; i++) {
-        at += rng_exponential(&r, 0.05);
-        if (rng_uniform(&r) < 0.2 && i > 0)
-            at = t->reqs[i - 1].arrival_s; /* simultaneous arrivals */
-        t->reqs[i].arrival_s = at;
-        t->reqs[i].prompt_tokens = 1 + (int64_t)rng_below(&r, (uint64_t)pmax);
-        t->reqs[i].output_tokens = 1 + (int64_t)rng_below(&r, (uint64_t)omax);
-        t->reqs[i].priority = (int32_t)rng_below(&r, 3);
-    }
-    t->has_priority = 1;
-}
-
 /* A val_run borrowing a simulation's arrays (not to be val_run_free'd). */
 static void borrow(val_run *v, const run_config *cfg, const model_spec *m, const trace *tr,
                    const run_result *res)
@@ -76,16 +55,8 @@ static model_spec tiny(void)
     return m;
 }
 
-typedef struct variant {
-    const char *name;
-    sched_batching batching;
-    sched_policy policy;
-    int prio_pre;
-    sched_alloc alloc;
-    sched_preempt preempt;
-} variant;
 
-static const variant variants[] = {
+static const tu_variant variants[] = {
     {"paged recompute", SCHED_BATCHING_CONTINUOUS, SCHED_POLICY_FCFS, 0, SCHED_ALLOC_PAGED,
      SCHED_PREEMPT_RECOMPUTE},
     {"paged swap", SCHED_BATCHING_CONTINUOUS, SCHED_POLICY_FCFS, 0, SCHED_ALLOC_PAGED,
@@ -104,26 +75,6 @@ static const variant variants[] = {
      SCHED_PREEMPT_RECOMPUTE},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
-
-static void setup_cfg(run_config *cfg, const variant *v, uint64_t seed)
-{
-    run_config_defaults(cfg);
-    sched_config *s = &cfg->sched;
-    s->batching = v->batching;
-    s->policy = v->policy;
-    s->priority_preemption = v->prio_pre;
-    s->alloc = v->alloc;
-    s->preemption = v->preempt;
-    s->block_size = 1 + (int64_t)(seed % 8);
-    s->max_model_len = 180;
-    s->total_blocks = (s->max_model_len + s->block_size - 1) / s->block_size + (int64_t)(seed % 40);
-    s->max_seqs = 2 + (int64_t)(seed % 30);
-    s->max_batched_tokens = 130 + (int64_t)(seed % 200);
-    s->watermark = (double)(seed % 3) * 0.01;
-    s->swap_blocks = 1 + (int64_t)(seed % 25);
-    s->swap_block_s = 0.0005;
-    cfg->record_steps = 1;
-}
 
 /* ------------------------------------------------------------ goldens */
 
@@ -188,9 +139,9 @@ START_TEST(test_blocks_match_simulator)
     for (int v = 0; v < N_VARIANTS; v++)
         for (uint64_t seed = 1; seed <= 20; seed++) {
             trace tr;
-            random_trace(&tr, 120, seed * 7919 + (uint64_t)v, 120, 60);
+            tu_random_trace(&tr, 120, seed * 7919 + (uint64_t)v, 120, 60, 1);
             run_config cfg;
-            setup_cfg(&cfg, &variants[v], seed);
+            tu_variant_config(&cfg, &variants[v], seed);
             if (variants[v].preempt == SCHED_PREEMPT_OFF) { /* most runs do not get stuck */
                 cfg.sched.watermark = 0.3;
                 cfg.sched.total_blocks += 200 / cfg.sched.block_size;
@@ -269,9 +220,9 @@ START_TEST(test_retime_reproduces_stored)
     for (int v = 0; v < N_VARIANTS; v++)
         for (uint64_t seed = 1; seed <= 5; seed++) {
             trace tr;
-            random_trace(&tr, 80, seed * 31 + (uint64_t)v, 120, 60);
+            tu_random_trace(&tr, 80, seed * 31 + (uint64_t)v, 120, 60, 1);
             run_config cfg;
-            setup_cfg(&cfg, &variants[v], seed);
+            tu_variant_config(&cfg, &variants[v], seed);
             run_result res;
             int rc = run_execute(&cfg, &tr, &cost, &res, &err);
             if (rc != 0 && variants[v].preempt == SCHED_PREEMPT_OFF) {
@@ -374,9 +325,9 @@ START_TEST(test_store_round_trip)
     ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
                                        &cost, &err), 0);
     trace tr;
-    random_trace(&tr, 60, 99, 120, 60);
+    tu_random_trace(&tr, 60, 99, 120, 60, 1);
     run_config cfg;
-    setup_cfg(&cfg, &variants[1], 7); /* swap: swap blocks and swap-in members */
+    tu_variant_config(&cfg, &variants[1], 7); /* swap: swap blocks and swap-in members */
     snprintf(cfg.model, sizeof cfg.model, "%s", KVSIM_SOURCE_DIR "/models/tiny.conf");
     snprintf(cfg.cost, sizeof cfg.cost, "calibrated:3");
     run_result res;

@@ -1,5 +1,7 @@
 #include "testutil.h"
 
+#include "sim/rng.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,4 +102,60 @@ int tu_run_suites(Suite **suites, int n)
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed == 0 ? 0 : 1;
+}
+
+void golden_run(golden *g)
+{
+    kvs_err err;
+    int rc = run_execute(&g->cfg, &g->tr, &g->cost, &g->res, &err);
+    ck_assert_msg(rc == 0, "run failed: %s", err.msg);
+}
+
+void golden_free(golden *g)
+{
+    run_result_free(&g->res);
+    cost_model_free(&g->cost);
+    trace_free(&g->tr);
+}
+
+void tu_random_trace(trace *t, int n, uint64_t seed, int64_t pmax, int64_t omax,
+                     int with_prio)
+{
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    t->reqs = calloc((size_t)n, sizeof *t->reqs);
+    ck_assert_ptr_nonnull(t->reqs);
+    rng r;
+    rng_init(&r, seed);
+    double at = 0;
+    for (int i = 0; i < n; i++) {
+        at += rng_exponential(&r, 0.05);
+        if (rng_uniform(&r) < 0.2 && i > 0)
+            at = t->reqs[i - 1].arrival_s; /* simultaneous arrivals */
+        t->reqs[i].arrival_s = at;
+        t->reqs[i].prompt_tokens = 1 + (int64_t)rng_below(&r, (uint64_t)pmax);
+        t->reqs[i].output_tokens = 1 + (int64_t)rng_below(&r, (uint64_t)omax);
+        t->reqs[i].priority = with_prio ? (int32_t)rng_below(&r, 3) : 0;
+    }
+    t->has_priority = with_prio;
+}
+
+void tu_variant_config(run_config *cfg, const tu_variant *v, uint64_t seed)
+{
+    run_config_defaults(cfg);
+    sched_config *s = &cfg->sched;
+    s->batching = v->batching;
+    s->policy = v->policy;
+    s->priority_preemption = v->prio_pre;
+    s->alloc = v->alloc;
+    s->preemption = v->preempt;
+    s->block_size = 1 + (int64_t)(seed % 8);
+    s->max_model_len = 180;
+    s->total_blocks = (s->max_model_len + s->block_size - 1) / s->block_size + (int64_t)(seed % 40);
+    s->max_seqs = 2 + (int64_t)(seed % 30);
+    s->max_batched_tokens = 130 + (int64_t)(seed % 200);
+    s->watermark = (double)(seed % 3) * 0.01;
+    s->swap_blocks = 1 + (int64_t)(seed % 25);
+    s->swap_block_s = 0.0005;
+    cfg->record_steps = 1;
 }

@@ -16,6 +16,38 @@ char *tu_write_file(const char *dir, const char *name, const char *text);
 int tu_run(const char *cmd, char **out);
 /* Path of the kvsim binary built with the tests. */
 const char *tu_kvsim(void);
+/* A hand-worked scenario: a trace, a run config, a cost model and the
+ * result (tests fill tr, cfg and cost, then call golden_run). */
+#include "sim/run.h"
+typedef struct golden {
+    trace tr;
+    run_config cfg;
+    cost_model cost;
+    run_result res;
+} golden;
+/* run_execute(cfg, tr, cost) into res; a failure fails the test. */
+void golden_run(golden *g);
+/* Free res, cost and the trace. */
+void golden_free(golden *g);
+
+/* A random trace for property tests: n requests, exponential gaps (mean
+ * 0.05 s) with a fifth of them simultaneous, prompts in [1, pmax], outputs
+ * in [1, omax], and priorities 0..2 when with_prio.  Deterministic per seed. */
+void tu_random_trace(trace *t, int n, uint64_t seed, int64_t pmax, int64_t omax,
+                     int with_prio);
+
+/* An engine variant for property tests, and a small random-ish engine
+ * config for it (block size, cache, limits and swap space vary with seed). */
+typedef struct tu_variant {
+    const char *name;
+    sched_batching batching;
+    sched_policy policy;
+    int prio_pre;
+    sched_alloc alloc;
+    sched_preempt preempt;
+} tu_variant;
+void tu_variant_config(run_config *cfg, const tu_variant *v, uint64_t seed);
+
 /* Run every suite given and return the process exit status. */
 int tu_run_suites(Suite **suites, int n);
 
