@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "models/model.h"
-#include "sim/cost.h"
+#include "cost/cost.h"
 #include "sim/run.h"
 #include "store/store.h"
 #include "traces/trace.h"

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../sim/kvs.h"
+#include "../base/kvs.h"
 #include "../sim/run.h"
 
 #define CAP_MAX_BOUNDS 24

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../sim/kvs.h"
+#include "../base/kvs.h"
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_ERR 2

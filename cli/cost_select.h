@@ -4,7 +4,7 @@
 #ifndef COST_SELECT_H
 #define COST_SELECT_H
 
-#include "../sim/cost.h"
+#include "../cost/cost.h"
 #include "../sim/run.h"
 #include "../store/store.h"
 

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../sim/kvs.h"
+#include "../base/kvs.h"
 #include "../sim/run.h"
 #include "../traces/trace.h"
 

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../sim/kvs.h"
+#include "../base/kvs.h"
 
 #define SWEEP_MAX_AXES 16
 #define SWEEP_MAX_POINTS 1000000

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../sim/rng.h"
+#include "../base/rng.h"
 
 static const kernels_backend_vt *const registry[] = {
     &kernels_cpu_vt,

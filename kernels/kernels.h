@@ -39,7 +39,7 @@
 #include <stdint.h>
 
 #include "../models/model.h"
-#include "../sim/kvs.h"
+#include "../base/kvs.h"
 
 /* ------------------------------------------------------------ backend */
 

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../sim/kvs.h"
+#include "../base/kvs.h"
 
 typedef struct model_spec {
     char name[256];       /* "llama-7b", or the config file's name= */
@@ -118,8 +118,8 @@ int model_kv_capacity(const model_spec *m, const gpu_spec *g, int64_t tp,
 
 /* ------------------------------------------------- per-op FLOPs and bytes
  * The operations of one step of a LLaMA decoder on one GPU of a tp group,
- * shared by the roofline cost model (sim/cost_roofline.c) and the kernels.
- * Counts follow cost_batch (sim/cost.h); prefill tokens are
+ * shared by the roofline cost model (cost/cost_roofline.c) and the kernels.
+ * Counts follow cost_batch (cost/cost.h); prefill tokens are
  * tokens - n_decode.  FLOPs count a multiply-add as 2; bytes are HBM
  * traffic assuming each operand is read once and each result written once
  * (GEMM weights read once per step: what makes small-batch decode memory

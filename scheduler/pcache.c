@@ -168,15 +168,16 @@ static void lru_append(sched_pcache *pc, int32_t r)
 
 /* ------------------------------------------------------------ lifecycle */
 
-int sched_pc_init(sched *s, const trace *tr, kvs_err *err)
+int sched_pc_init(sched *s, const req_prefixes *px, kvs_err *err)
 {
     sched_pcache *pc = &s->pc;
-    if (!pc->on || !tr->hash_off || s->n == 0)
+    if (!pc->on || !px->off || s->n == 0)
         return KVS_OK;
-    if (tr->n != s->n || tr->reqs != s->reqs)
-        return kvs_errf(err, KVS_EINVAL, "scheduler: prefixes of another trace");
+    if (px->n != s->n)
+        return kvs_errf(err, KVS_EINVAL, "scheduler: prefixes of %lld requests for %lld",
+                        (long long)px->n, (long long)s->n);
     const int64_t bs = s->cfg.block_size;
-    int64_t nseg = tr->hash_off[s->n];
+    int64_t nseg = px->off[s->n];
     pc->limit = malloc((size_t)s->n * sizeof *pc->limit);
     pc->chain = malloc((size_t)(nseg > 0 ? nseg : 1) * sizeof *pc->chain);
     pc->seg_end = malloc((size_t)(nseg > 0 ? nseg : 1) * sizeof *pc->seg_end);
@@ -186,9 +187,9 @@ int sched_pc_init(sched *s, const trace *tr, kvs_err *err)
     for (int64_t i = 0; i < s->n; i++) {
         int64_t tok = 0;
         uint64_t chain = PC_SEED;
-        for (int64_t k = tr->hash_off[i]; k < tr->hash_off[i + 1]; k++) {
-            chain = mix64(chain ^ mix64(tr->hash_ids[k]));
-            tok += tr->hash_tokens[k];
+        for (int64_t k = px->off[i]; k < px->off[i + 1]; k++) {
+            chain = mix64(chain ^ mix64(px->ids[k]));
+            tok += px->tokens[k];
             pc->chain[k] = chain;
             pc->seg_end[k] = tok;
         }
@@ -205,8 +206,8 @@ int sched_pc_init(sched *s, const trace *tr, kvs_err *err)
                         "--block-size: %lld-token blocks make %lld cacheable blocks, more "
                         "than the prefix cache's 2^30; raise --block-size or lower --kv-blocks",
                         (long long)bs, (long long)cap);
-    pc->off = tr->hash_off;
-    pc->len = tr->hash_tokens;
+    pc->off = px->off;
+    pc->len = px->tokens;
     pc->cap = cap;
     pc->max_blocks = maxb;
     if (cap == 0)

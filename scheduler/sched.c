@@ -178,11 +178,11 @@ void sched_free(sched *s)
     free(s);
 }
 
-int sched_attach_prefixes(sched *s, const trace *tr, kvs_err *err)
+int sched_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err)
 {
     if (s->pc.rec || s->pc.limit)
         return kvs_errf(err, KVS_EINVAL, "scheduler: prefixes attached twice");
-    return sched_pc_init(s, tr, err);
+    return sched_pc_init(s, px, err);
 }
 
 void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx, int want_members)

@@ -22,9 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../sim/cost.h"
-#include "../sim/kvs.h"
-#include "../traces/trace.h"
+#include "../cost/cost.h"
+#include "../base/kvs.h"
+#include "../base/request.h"
 
 typedef enum sched_batching {
     SCHED_BATCHING_CONTINUOUS = 0,
@@ -192,13 +192,14 @@ typedef struct sched_counters {
 } sched_counters;
 void sched_get_counters(const sched *s, sched_counters *out);
 
-/* Give the engine the trace's prompt prefix hashes (trace.h: hash_off,
- * hash_ids, hash_tokens; borrowed like reqs) before the first arrival.
+/* Give the engine the workload's prompt prefix identities (base/request.h;
+ * borrowed like reqs, describing the same n requests) before the first
+ * arrival.
  * Without this call, or for a trace without hashes, no block is ever
  * shared.  A no-op unless cfg->prefix_caching.  KVS_ENOMEM on failure.
  * Cost: O(n + total segments) time, memory O(min(total_blocks, distinct
  * hashed blocks)). */
-int sched_attach_prefixes(sched *s, const trace *tr, kvs_err *err);
+int sched_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err);
 
 /* Recount every block from scratch and compare with the live counters:
  * under prefix caching, each cached block's reference count equals the

@@ -194,7 +194,7 @@ int64_t sched_admit_chunks(sched *s, int64_t *budget, int whole);
 
 /* pcache.c: the prefix cache.  Blocks of request id are numbered from 0;
  * only full blocks inside its hashed prompt (pc.limit) are cached. */
-int sched_pc_init(sched *s, const trace *tr, kvs_err *err);
+int sched_pc_init(sched *s, const req_prefixes *px, kvs_err *err);
 void sched_pc_free(sched_pcache *pc);
 /* Hashed prompt tokens of request id (0 without hashes). */
 static inline int64_t sched_pc_limit(const sched *s, int32_t id)

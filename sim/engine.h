@@ -11,7 +11,7 @@
 
 #include "../scheduler/sched.h"
 #include "../traces/trace.h"
-#include "kvs.h"
+#include "../base/kvs.h"
 
 /* Run `s` over every request of `tr` until all have finished or been
  * rejected.  *end_s receives the time of the last event.  Fails with

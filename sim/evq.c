@@ -2,7 +2,7 @@
 
 #include <stdlib.h>
 
-#include "kvs.h"
+#include "../base/kvs.h"
 
 int evq_init(evq *q, int64_t cap)
 {

@@ -141,7 +141,8 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     int rc = sched_init(&s, &cfg->sched, tr->reqs, tr->n, cost, err);
     if (rc)
         return rc;
-    if ((rc = sched_attach_prefixes(s, tr, err)))
+    req_prefixes px = trace_prefixes(tr);
+    if ((rc = sched_attach_prefixes(s, &px, err)))
         goto fail;
     run_sink sink = {0};
     sink.res = out;

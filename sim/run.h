@@ -12,8 +12,8 @@
 #include "../scheduler/sched.h"
 #include "../traces/trace.h"
 #include "../models/model.h"
-#include "cost.h"
-#include "kvs.h"
+#include "../cost/cost.h"
+#include "../base/kvs.h"
 
 /* Everything that defines a run, as stored in `runs` (flags map 1:1). */
 typedef struct run_config {

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "../sim/kvs.h"
+#include "../base/kvs.h"
 #include "../sim/run.h"
 
 typedef struct sqlite3 sqlite3;

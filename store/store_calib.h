@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../sim/kvs.h"
+#include "../base/kvs.h"
 #include "store.h"
 
 /* One calibrations row (strings may be NULL -> SQL NULL, except device). */

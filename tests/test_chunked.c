@@ -11,7 +11,7 @@
 
 #include "scheduler/sched.h"
 #include "sim/engine.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 #include "sim/run.h"
 #include "testutil.h"
 
@@ -348,7 +348,8 @@ static void run_checked(const trace *tr, const sched_config *cfg, int64_t *token
                                        &err), 0);
     sched *s;
     ck_assert_msg(sched_init(&s, cfg, tr->reqs, tr->n, &cost, &err) == 0, "%s", err.msg);
-    ck_assert_int_eq(sched_attach_prefixes(s, tr, &err), 0);
+    req_prefixes px = trace_prefixes(tr);
+    ck_assert_int_eq(sched_attach_prefixes(s, &px, &err), 0);
     inv_ctx c = {s, tr, cfg->chunked_prefill ? cfg->max_batched_tokens : INT64_MAX, 0, "",
                  tokens};
     sched_set_step_sink(s, inv_step, &c, 1);

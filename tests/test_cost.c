@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/cost.h"
+#include "cost/cost.h"
 #include "testutil.h"
 
 static model_spec M(const char *name)

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "../kernels/kernels.h"
-#include "../sim/rng.h"
+#include "../base/rng.h"
 #include "testutil.h"
 
 #define CPU_NMSE 1e-8

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/rng.h"
+#include "base/rng.h"
 #include "sim/run.h"
 #include "testutil.h"
 

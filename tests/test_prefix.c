@@ -11,7 +11,7 @@
 
 #include "scheduler/sched.h"
 #include "sim/engine.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 #include "sim/run.h"
 #include "testutil.h"
 
@@ -335,7 +335,8 @@ static void run_audited(uint64_t seed, int chunked, int lpm, sched_counters *out
                                        &err), 0);
     sched *s;
     ck_assert_msg(sched_init(&s, &c, t.reqs, t.n, &cost, &err) == 0, "%s", err.msg);
-    ck_assert_int_eq(sched_attach_prefixes(s, &t, &err), 0);
+    req_prefixes px = trace_prefixes(&t);
+    ck_assert_int_eq(sched_attach_prefixes(s, &px, &err), 0);
     memset(a, 0, sizeof *a);
     a->s = s;
     a->total = c.total_blocks;

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 #include "sim/run.h"
 #include "store/store.h"
 #include "testutil.h"

@@ -1,6 +1,6 @@
 #include "testutil.h"
 
-#include "sim/rng.h"
+#include "base/rng.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -21,7 +21,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../sim/kvs.h"
+#include "../base/kvs.h"
+#include "../base/request.h"
 
 /* Limits on what a trace may hold; trace_load, trace_synth_gen and lengths
  * files refuse more with a message naming the row or key.  A token count of
@@ -32,12 +33,6 @@
 #define TRACE_MAX_TOKENS INT64_C(1000000000) /* tokens per prompt or output */
 #define TRACE_MAX_ARRIVAL_S 1e9              /* seconds since trace start */
 
-typedef struct trace_req {
-    double arrival_s;      /* seconds since trace start, >= 0 */
-    int64_t prompt_tokens; /* P >= 1 */
-    int64_t output_tokens; /* O >= 1, the first generated token included */
-    int32_t priority;      /* >= 0, lower is served first; 0 by default */
-} trace_req;
 
 typedef enum trace_format {
     TRACE_FORMAT_NATIVE = 0,
@@ -66,6 +61,13 @@ typedef struct trace {
     int32_t hash_block;   /* tokens per full segment in the source (512 for
                              Mooncake); 0 when segments vary (synthetic) */
 } trace;
+
+/* The trace's prefix identities as the scheduler takes them (borrowed). */
+static inline req_prefixes trace_prefixes(const trace *t)
+{
+    req_prefixes p = {t->n, t->hash_off, t->hash_ids, t->hash_tokens};
+    return p;
+}
 
 /* Load a CSV trace, detecting the format from its header.  On error returns
  * KVS_EINVAL/KVS_EIO with "path:line: what" in err and leaves *out empty.

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../sim/kvs.h"
+#include "../base/kvs.h"
 
 typedef struct trace_sha256 {
     uint32_t h[8];       /* chaining state */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sim/rng.h"
+#include "../base/rng.h"
 
 /* ------------------------------------------------------------ ops */
 

@@ -21,7 +21,7 @@
 
 #include "../kernels/kernels.h"
 #include "../models/model.h"
-#include "../sim/kvs.h"
+#include "../base/kvs.h"
 
 #define CALIB_MAX_GRID 32
 

@@ -1,6 +1,6 @@
 /* profile.h — the calibrated cost model: a per-operation cost profile fitted
  * from kernel measurements (validate/calibrate.h), stored as JSON in the
- * `profiles` table, and loaded back as a cost_model (sim/cost.h).
+ * `profiles` table, and loaded back as a cost_model (cost/cost.h).
  *
  * Step time = overhead
  *           + layers x sum over per-layer ops of calls x op(batch)
@@ -15,7 +15,7 @@
  *   prefill_attn = [n_prefill > 0] c0 + c1 n_prefill + c2 prefill_tokens
  *                  + c3 prefill_cached + c4 prefill_sq + c5 prefill_ctx
  *                  (prefill_tokens = tokens - n_decode; a chunk of q tokens
- *                  over c cached ones adds q^2 and q c: see sim/cost.h)
+ *                  over c cached ones adds q^2 and q c: see cost/cost.h)
  * The overhead is the median of (measured - summed ops) over whole steps,
  * clipped at 0.  Fit errors: leave-one-out for tables, in-sample for
  * least squares and steps; relative |pred - meas| / meas.
@@ -27,8 +27,8 @@
 #include <stdint.h>
 
 #include "../models/model.h"
-#include "../sim/cost.h"
-#include "../sim/kvs.h"
+#include "../cost/cost.h"
+#include "../base/kvs.h"
 #include "calibrate.h"
 
 typedef struct sqlite3 sqlite3;

@@ -1,6 +1,6 @@
 /* profile_cost.c — the "calibrated[:ID]" cost model: find a stored profile,
  * refuse one fitted for another GPU or model unless forced, and predict
- * step times with it (cost_model_vt of sim/cost.h). */
+ * step times with it (cost_model_vt of cost/cost.h). */
 #include "profile_internal.h"
 
 #include <errno.h>

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sim/rng.h"
+#include "../base/rng.h"
 
 struct replay {
     kernels_backend *be;     /* borrowed */

@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "../kernels/kernels.h"
-#include "../sim/kvs.h"
+#include "../base/kvs.h"
 #include "validate.h"
 
 /* ------------------------------------------------ block tables (host) */

@@ -20,7 +20,7 @@
 
 #include "../models/model.h"
 #include "../scheduler/sched.h"
-#include "../sim/kvs.h"
+#include "../base/kvs.h"
 #include "../sim/run.h"
 #include "../store/store.h"
 #include "../traces/trace.h"

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../sim/kvs.h"
+#include "../../base/kvs.h"
 
 /* A reusable in-memory file.  fuzz_file_set replaces its contents; `path`
  * opens it afresh (offset 0) with fopen. */

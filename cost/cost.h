@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvs.h"
+#include "../base/kvs.h"
 #include "../models/model.h"
 
 /* A prefill "chunk" computes q new tokens of a prompt over c tokens whose KV
