@@ -7,86 +7,25 @@
  */
 #include "store.h"
 
+#include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-/* Version 0 -> 1: the initial schema. */
-static const char schema_v1[] =
+#include "../sim/run_fields.h"
+
+/* Version 0 -> 1, before and after the `runs` table, which comes from the
+ * run_fields table (sim/run_fields.h). */
+static const char schema_v1_head[] =
     "CREATE TABLE IF NOT EXISTS meta(\n"
     "  key TEXT PRIMARY KEY,\n"
     "  value TEXT\n"
     ");\n"
     "\n"
-    "CREATE TABLE IF NOT EXISTS runs(\n"
-    "  run_id INTEGER PRIMARY KEY,\n"
-    "  status TEXT NOT NULL CHECK (status IN ('finished', 'failed')),\n"
-    "  error TEXT,\n"
-    "  label TEXT,\n"
-    "  kvsim_version TEXT NOT NULL,\n"
-    "  started_at TEXT,\n"
-    "  wall_s REAL,\n"
-    "  model TEXT,\n"
-    "  gpu TEXT,\n"
-    "  tp INTEGER,\n"
-    "  trace_path TEXT,\n"
-    "  trace_sha256 TEXT,\n"
-    "  synthetic TEXT,\n"
-    "  rate_scale REAL,\n"
-    "  seed INTEGER,\n"
-    "  batching TEXT,\n"
-    "  policy TEXT,\n"
-    "  priority_preemption INTEGER,\n"
-    "  alloc TEXT,\n"
-    "  preemption TEXT,\n"
-    "  block_size INTEGER,\n"
-    "  kv_blocks INTEGER,\n"
-    "  kv_blocks_flag INTEGER,\n"
-    "  max_seqs INTEGER,\n"
-    "  max_batched_tokens INTEGER,\n"
-    "  max_model_len INTEGER,\n"
-    "  watermark REAL,\n"
-    "  gpu_mem_util REAL,\n"
-    "  swap_gib REAL,\n"
-    "  swap_blocks INTEGER,\n"
-    "  swap_block_s REAL,\n"
-    "  batch_timeout_s REAL,\n"
-    "  cost TEXT,\n"
-    "  cost_desc TEXT,\n"
-    "  slo_ttft_s REAL,\n"
-    "  slo_tpot_s REAL,\n"
-    "  slo_e2e_s REAL,\n"
-    "  record_steps INTEGER,\n"
-    "  compare_id INTEGER,\n"
-    "  sweep_id INTEGER,\n"
-    "  n_requests INTEGER,\n"
-    "  n_finished INTEGER,\n"
-    "  n_rejected INTEGER,\n"
-    "  ttft_p50_s REAL, ttft_p90_s REAL, ttft_p99_s REAL, ttft_mean_s REAL,\n"
-    "  tpot_p50_s REAL, tpot_p90_s REAL, tpot_p99_s REAL, tpot_mean_s REAL,\n"
-    "  e2e_p50_s REAL, e2e_p90_s REAL, e2e_p99_s REAL, e2e_mean_s REAL,\n"
-    "  norm_latency_p50_s REAL, norm_latency_p90_s REAL,\n"
-    "  norm_latency_p99_s REAL, norm_latency_mean_s REAL,\n"
-    "  throughput_tok_s REAL,\n"
-    "  throughput_req_s REAL,\n"
-    "  preemptions INTEGER,\n"
-    "  preempt_recompute INTEGER,\n"
-    "  preempt_swap INTEGER,\n"
-    "  preempt_priority INTEGER,\n"
-    "  peak_kv_blocks INTEGER,\n"
-    "  mean_kv_blocks REAL,\n"
-    "  mean_batch REAL,\n"
-    "  makespan_s REAL,\n"
-    "  n_steps INTEGER,\n"
-    "  slo_attainment REAL,\n"
-    "  goodput_req_s REAL,\n"
-    "  chunked_prefill INTEGER,\n"
-    "  prefix_caching INTEGER,\n"
-    "  prefix_hit_rate REAL,\n"
-    "  prefix_block_hit_rate REAL,\n"
-    "  prefix_hit_tokens INTEGER,\n"
-    "  prefix_saved_tokens INTEGER,\n"
-    "  prefix_evictions INTEGER,\n"
-    "  prefill_chunks INTEGER\n"
-    ");\n"
+    ;
+
+static const char schema_v1_tail[] =
     "CREATE INDEX IF NOT EXISTS runs_compare_id ON runs(compare_id);\n"
     "CREATE INDEX IF NOT EXISTS runs_sweep_id ON runs(sweep_id);\n"
     "\n"
@@ -345,11 +284,42 @@ static const char schema_v1[] =
     "  AND (r.slo_ttft_s > 0 OR r.slo_tpot_s > 0 OR r.slo_e2e_s > 0)\n"
     "GROUP BY r.run_id;\n";
 
-static const char *const migrations[STORE_SCHEMA_VERSION] = {schema_v1};
+/* CREATE TABLE runs from the run_fields columns that exist at version 1. */
+static size_t runs_ddl(char *buf, size_t cap)
+{
+    size_t nf, len = 0;
+    const run_field *f = run_fields(&nf);
+    len += (size_t)snprintf(buf, cap, "CREATE TABLE IF NOT EXISTS runs(\n"
+                                      "  run_id INTEGER PRIMARY KEY");
+    for (size_t i = 0; i < nf; i++)
+        if (f[i].since == 1)
+            len += (size_t)snprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0,
+                                    ",\n  %s %s", f[i].name, f[i].sql);
+    len += (size_t)snprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0, "\n);\n");
+    return len;
+}
+
+static char *schema_v1;
+static pthread_once_t schema_once = PTHREAD_ONCE_INIT;
+
+/* Assemble version 1's script once (the table is constant, so is the text);
+ * left NULL if memory runs out, which store_migration_sql reports. */
+static void schema_build(void)
+{
+    size_t a = strlen(schema_v1_head), r = runs_ddl(NULL, 0), b = strlen(schema_v1_tail);
+    char *s = malloc(a + r + b + 1);
+    if (!s)
+        return;
+    memcpy(s, schema_v1_head, a);
+    runs_ddl(s + a, r + 1);
+    memcpy(s + a + r, schema_v1_tail, b + 1);
+    schema_v1 = s;
+}
 
 const char *store_migration_sql(int from_version)
 {
     if (from_version < 0 || from_version >= STORE_SCHEMA_VERSION)
         return NULL;
-    return migrations[from_version];
+    pthread_once(&schema_once, schema_build);
+    return schema_v1;
 }

@@ -167,7 +167,12 @@ static int schema_upgrade(store *s, kvs_err *err)
         goto fail;
     }
     for (; v < STORE_SCHEMA_VERSION; v++) {
-        if (sqlite3_exec(s->db, store_migration_sql(v), NULL, NULL, NULL) != SQLITE_OK) {
+        const char *sql = store_migration_sql(v);
+        if (!sql) {
+            rc = kvs_errf(err, KVS_ENOMEM, "%s: out of memory building the schema", s->path);
+            goto fail;
+        }
+        if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) {
             char what[64];
             snprintf(what, sizeof what, "creating schema version %d", v + 1);
             rc = db_fail(s, err, what);

@@ -65,6 +65,27 @@ int store_write_failed_run(store *s, const run_config *cfg, const trace *tr,
                            const char *error, const char *started_at,
                            double wall_s, int64_t *run_id, kvs_err *err);
 
+/* A `runs` row read back through the run_fields table (sim/run_fields.h). */
+typedef struct store_run_row {
+    int64_t run_id;
+    char status[16];         /* "finished" or "failed" */
+    char error[1024];        /* why it failed; "" when finished */
+    char kvsim_version[32];  /* the kvsim that wrote it */
+    char started_at[32];     /* ISO-8601 UTC */
+    char trace_sha256[65];   /* "" for a synthetic trace */
+    double wall_s;           /* simulation wall time, s; NaN if unknown */
+    run_config cfg;          /* every parameter column (run_config_defaults first) */
+    run_summary sum;         /* every metric column (NaN where NULL) */
+} store_run_row;
+
+/* Read run `run_id` back: every column of the run_fields table, by name,
+ * each value checked as the table types it (an unknown enum name or an
+ * over-long text is KVS_EINVAL naming runs.COLUMN).  A missing run is
+ * KVS_EINVAL "no such run N".  Takes the raw handle (store_db) so that
+ * modules holding only a connection read runs the same way.  Cost: one
+ * indexed SELECT. */
+int store_read_run(sqlite3 *db, int64_t run_id, store_run_row *out, kvs_err *err);
+
 /* Run one statement in a transaction helper: BEGIN IMMEDIATE / COMMIT /
  * ROLLBACK with busy retries.  Used by every writer.  store_begin retries
  * SQLITE_BUSY until the busy timeout, then fails with KVS_EDB naming the path

@@ -13,33 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../sim/run_fields.h"
+
 /* Bytes per packed sched_member in steps.members (see docs/schema.md). */
 #define MEMBER_BYTES 24
-
-/* Columns of `runs` written by this file, in INSERT order; every one is bound
- * by name (":col"), so the order matters only for readability. */
-static const char *const run_cols[] = {
-    "status", "error", "label", "kvsim_version", "started_at", "wall_s",
-    "model", "gpu", "tp", "trace_path", "trace_sha256", "synthetic",
-    "rate_scale", "seed", "batching", "policy", "priority_preemption", "alloc",
-    "preemption", "block_size", "kv_blocks", "kv_blocks_flag", "max_seqs",
-    "max_batched_tokens", "max_model_len", "watermark", "gpu_mem_util",
-    "swap_gib", "swap_blocks", "swap_block_s", "batch_timeout_s", "cost",
-    "cost_desc", "slo_ttft_s", "slo_tpot_s", "slo_e2e_s", "record_steps",
-    "compare_id", "sweep_id",
-    "n_requests", "n_finished", "n_rejected",
-    "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "ttft_mean_s",
-    "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "tpot_mean_s",
-    "e2e_p50_s", "e2e_p90_s", "e2e_p99_s", "e2e_mean_s",
-    "norm_latency_p50_s", "norm_latency_p90_s", "norm_latency_p99_s",
-    "norm_latency_mean_s", "throughput_tok_s", "throughput_req_s",
-    "preemptions", "preempt_recompute", "preempt_swap", "preempt_priority",
-    "peak_kv_blocks", "mean_kv_blocks", "mean_batch", "makespan_s", "n_steps",
-    "slo_attainment", "goodput_req_s",
-    "chunked_prefill", "prefix_caching", "prefix_hit_rate", "prefix_block_hit_rate",
-    "prefix_hit_tokens", "prefix_saved_tokens", "prefix_evictions", "prefill_chunks",
-};
-#define N_RUN_COLS (sizeof run_cols / sizeof run_cols[0])
 
 /* sched_req_status and sched_step_kind as stored; anything but the final
  * states fails the tables' CHECK constraints, which is the point. */
@@ -106,13 +83,6 @@ static void b_text(binder *b, const char *name, const char *v)
                        : sqlite3_bind_null(b->st, i), name);
 }
 
-static void b_i64(binder *b, const char *name, int64_t v)
-{
-    int i = b_index(b, name);
-    if (i)
-        b_check(b, sqlite3_bind_int64(b->st, i, v), name);
-}
-
 static void b_f64(binder *b, const char *name, double v)
 {
     int i = b_index(b, name);
@@ -121,91 +91,20 @@ static void b_f64(binder *b, const char *name, double v)
                 name);
 }
 
-static void bind_config(binder *b, const run_config *c, const trace *tr)
+/* Bind one table value (run_fields.h) to ":name". */
+static void b_value(binder *b, const char *name, const run_value *v)
 {
-    b_text(b, "label", c->label);
-    b_text(b, "kvsim_version", KVSIM_VERSION);
-    b_text(b, "model", c->model);
-    b_text(b, "gpu", c->gpu);
-    b_i64(b, "tp", c->tp);
-    b_text(b, "trace_path", c->trace_path);
-    b_text(b, "trace_sha256", tr ? tr->sha256 : NULL);
-    b_text(b, "synthetic", c->synthetic);
-    b_f64(b, "rate_scale", c->rate_scale);
-    b_i64(b, "seed", (int64_t)c->seed); /* two's complement above 2^63 */
-    const sched_config *k = &c->sched;
-    b_text(b, "batching", sched_batching_name(k->batching));
-    b_text(b, "policy", sched_policy_name(k->policy));
-    b_i64(b, "priority_preemption", k->priority_preemption);
-    b_text(b, "alloc", sched_alloc_name(k->alloc));
-    b_text(b, "preemption", sched_preempt_name(k->preemption));
-    b_i64(b, "block_size", k->block_size);
-    b_i64(b, "kv_blocks", k->total_blocks);
-    b_i64(b, "kv_blocks_flag", c->kv_blocks_flag);
-    b_i64(b, "max_seqs", k->max_seqs);
-    b_i64(b, "max_batched_tokens", k->max_batched_tokens);
-    b_i64(b, "max_model_len", k->max_model_len);
-    b_f64(b, "watermark", k->watermark);
-    b_f64(b, "gpu_mem_util", c->gpu_mem_util);
-    b_f64(b, "swap_gib", c->swap_gib);
-    b_i64(b, "swap_blocks", k->swap_blocks);
-    b_f64(b, "swap_block_s", k->swap_block_s);
-    b_f64(b, "batch_timeout_s", k->batch_timeout_s);
-    b_i64(b, "chunked_prefill", k->chunked_prefill);
-    b_i64(b, "prefix_caching", k->prefix_caching);
-    b_text(b, "cost", c->cost);
-    b_text(b, "cost_desc", c->cost_desc);
-    b_f64(b, "slo_ttft_s", c->slo_ttft_s);
-    b_f64(b, "slo_tpot_s", c->slo_tpot_s);
-    b_f64(b, "slo_e2e_s", c->slo_e2e_s);
-    b_i64(b, "record_steps", c->record_steps);
-    if (c->compare_id > 0) /* else left NULL: not part of a compare */
-        b_i64(b, "compare_id", c->compare_id);
-    if (c->sweep_id > 0)
-        b_i64(b, "sweep_id", c->sweep_id);
-}
-
-static void bind_dist(binder *b, const char *prefix, const run_dist *d)
-{
-    char name[48];
-    snprintf(name, sizeof name, "%s_p50_s", prefix);
-    b_f64(b, name, d->p50);
-    snprintf(name, sizeof name, "%s_p90_s", prefix);
-    b_f64(b, name, d->p90);
-    snprintf(name, sizeof name, "%s_p99_s", prefix);
-    b_f64(b, name, d->p99);
-    snprintf(name, sizeof name, "%s_mean_s", prefix);
-    b_f64(b, name, d->mean);
-}
-
-static void bind_summary(binder *b, const run_summary *m)
-{
-    b_i64(b, "n_requests", m->n_requests);
-    b_i64(b, "n_finished", m->n_finished);
-    b_i64(b, "n_rejected", m->n_rejected);
-    bind_dist(b, "ttft", &m->ttft);
-    bind_dist(b, "tpot", &m->tpot);
-    bind_dist(b, "e2e", &m->e2e);
-    bind_dist(b, "norm_latency", &m->norm_latency);
-    b_f64(b, "throughput_tok_s", m->throughput_tok_s);
-    b_f64(b, "throughput_req_s", m->throughput_req_s);
-    b_i64(b, "preemptions", m->preemptions);
-    b_i64(b, "preempt_recompute", m->preempt_recompute);
-    b_i64(b, "preempt_swap", m->preempt_swap);
-    b_i64(b, "preempt_priority", m->preempt_priority);
-    b_i64(b, "peak_kv_blocks", m->peak_kv_blocks);
-    b_f64(b, "mean_kv_blocks", m->mean_kv_blocks);
-    b_f64(b, "mean_batch", m->mean_batch);
-    b_f64(b, "makespan_s", m->makespan_s);
-    b_i64(b, "n_steps", m->n_steps);
-    b_f64(b, "slo_attainment", m->slo_attainment);
-    b_f64(b, "goodput_req_s", m->goodput_req_s);
-    b_f64(b, "prefix_hit_rate", m->prefix_hit_rate);
-    b_f64(b, "prefix_block_hit_rate", m->prefix_block_hit_rate);
-    b_i64(b, "prefix_hit_tokens", m->prefix_hit_tokens);
-    b_i64(b, "prefix_saved_tokens", m->prefix_saved_tokens);
-    b_i64(b, "prefix_evictions", m->prefix_evictions);
-    b_i64(b, "prefill_chunks", m->prefill_chunks);
+    int i = b_index(b, name);
+    if (i == 0)
+        return;
+    switch (v->kind) {
+    case RUN_VALUE_INT: b_check(b, sqlite3_bind_int64(b->st, i, v->i), name); break;
+    case RUN_VALUE_REAL: b_check(b, sqlite3_bind_double(b->st, i, v->d), name); break;
+    case RUN_VALUE_TEXT:
+        b_check(b, sqlite3_bind_text(b->st, i, v->s, -1, SQLITE_TRANSIENT), name);
+        break;
+    default: b_check(b, sqlite3_bind_null(b->st, i), name); break;
+    }
 }
 
 /* printf onto buf[*len..cap); once the text no longer fits, *len ends up
@@ -235,12 +134,14 @@ static int insert_run_row(store *s, const run_config *cfg, const trace *tr,
 {
     char sql[4096];
     size_t len = 0;
+    size_t nf;
+    const run_field *f = run_fields(&nf);
     append(sql, sizeof sql, &len, "INSERT INTO runs(");
-    for (size_t i = 0; i < N_RUN_COLS; i++)
-        append(sql, sizeof sql, &len, i ? ",%s" : "%s", run_cols[i]);
+    for (size_t i = 0; i < nf; i++)
+        append(sql, sizeof sql, &len, i ? ",%s" : "%s", f[i].name);
     append(sql, sizeof sql, &len, ") VALUES(");
-    for (size_t i = 0; i < N_RUN_COLS; i++)
-        append(sql, sizeof sql, &len, i ? ",:%s" : ":%s", run_cols[i]);
+    for (size_t i = 0; i < nf; i++)
+        append(sql, sizeof sql, &len, i ? ",:%s" : ":%s", f[i].name);
     append(sql, sizeof sql, &len, ")");
     if (len >= sizeof sql)
         return kvs_errf(err, KVS_EINTERNAL, "store: runs INSERT longer than %zu bytes",
@@ -254,9 +155,14 @@ static int insert_run_row(store *s, const run_config *cfg, const trace *tr,
     b_text(&b, "error", error);
     b_text(&b, "started_at", started_at);
     b_f64(&b, "wall_s", wall_s);
-    bind_config(&b, cfg, tr);
-    if (sum)
-        bind_summary(&b, sum);
+    b_text(&b, "kvsim_version", KVSIM_VERSION);
+    b_text(&b, "trace_sha256", tr ? tr->sha256 : NULL);
+    for (size_t i = 0; i < nf; i++) {
+        if (f[i].group == RUN_FIELD_GROUP_PROV)
+            continue; /* bound above */
+        run_value v = run_field_get(&f[i], cfg, sum);
+        b_value(&b, f[i].name, &v);
+    }
     if (b.rc != SQLITE_OK) {
         rc = kvs_errf(err, KVS_EDB, "%s: binding runs.%s: %s", store_path(s), b.bad,
                       sqlite3_errstr(b.rc));

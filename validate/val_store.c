@@ -96,96 +96,37 @@ void val_run_free(val_run *r)
 
 static int load_config(sqlite3 *db, int64_t id, val_run *r, int64_t *n_req, kvs_err *err)
 {
-    static const char sql[] =
-        "SELECT status, error, model, gpu, tp, batching, policy, priority_preemption, alloc, "
-        "preemption, block_size, kv_blocks, kv_blocks_flag, max_seqs, max_batched_tokens, "
-        "max_model_len, watermark, swap_blocks, swap_block_s, batch_timeout_s, cost, cost_desc, "
-        "slo_ttft_s, slo_tpot_s, slo_e2e_s, record_steps, n_requests, trace_path, synthetic, "
-        "label, gpu_mem_util, swap_gib, rate_scale, seed FROM runs WHERE run_id = ?";
-    sqlite3_stmt *st = NULL;
-    int rc = KVS_OK;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_bind_int64(st, 1, id) != SQLITE_OK) {
-        rc = db_err(db, err, "reading runs");
-        goto done;
-    }
-    int s = sqlite3_step(st);
-    if (s == SQLITE_DONE) {
+    store_run_row *row = malloc(sizeof *row);
+    if (!row)
+        return kvs_errf(err, KVS_ENOMEM, "--run %lld: out of memory", (long long)id);
+    kvs_err why;
+    int rc = store_read_run(db, id, row, &why);
+    if (rc == KVS_EINVAL && !strncmp(why.msg, "no such run", 11))
         rc = kvs_errf(err, KVS_EINVAL, "--run %lld: no such run", (long long)id);
+    else if (rc == KVS_EINVAL)
+        rc = kvs_errf(err, KVS_EINVAL, "--run %lld: the stored configuration is malformed (%s)",
+                      (long long)id, why.msg);
+    else if (rc)
+        rc = kvs_errf(err, rc, "%s", why.msg);
+    else if (strcmp(row->status, "finished"))
+        rc = kvs_errf(err, KVS_EINVAL, "--run %lld: the run %s (%.200s); nothing to validate",
+                      (long long)id, row->status, row->error);
+    if (rc)
         goto done;
-    }
-    if (s != SQLITE_ROW) {
-        rc = db_err(db, err, "reading runs");
-        goto done;
-    }
-    char status[16];
-    col_str(st, 0, status, sizeof status);
-    if (strcmp(status, "finished")) {
-        char why[256];
-        col_str(st, 1, why, sizeof why);
-        rc = kvs_errf(err, KVS_EINVAL, "--run %lld: the run %s (%s); nothing to validate",
-                      (long long)id, status, why);
-        goto done;
-    }
-    run_config *c = &r->cfg;
-    sched_config *k = &c->sched;
-    run_config_defaults(c);
-    col_str(st, 2, c->model, sizeof c->model);
-    col_str(st, 3, c->gpu, sizeof c->gpu);
-    c->tp = sqlite3_column_int64(st, 4);
-    char name[32];
-    int bad = 0, v;
-    col_str(st, 5, name, sizeof name);
-    bad |= (v = sched_batching_parse(name)) < 0;
-    k->batching = (sched_batching)v;
-    col_str(st, 6, name, sizeof name);
-    bad |= (v = sched_policy_parse(name)) < 0;
-    k->policy = (sched_policy)v;
-    k->priority_preemption = sqlite3_column_int(st, 7);
-    col_str(st, 8, name, sizeof name);
-    bad |= (v = sched_alloc_parse(name)) < 0;
-    k->alloc = (sched_alloc)v;
-    col_str(st, 9, name, sizeof name);
-    bad |= (v = sched_preempt_parse(name)) < 0;
-    k->preemption = (sched_preempt)v;
-    k->block_size = sqlite3_column_int64(st, 10);
-    k->total_blocks = sqlite3_column_int64(st, 11);
-    c->kv_blocks_flag = sqlite3_column_int64(st, 12);
-    k->max_seqs = sqlite3_column_int64(st, 13);
-    k->max_batched_tokens = sqlite3_column_int64(st, 14);
-    k->max_model_len = sqlite3_column_int64(st, 15);
-    k->watermark = sqlite3_column_double(st, 16);
-    k->swap_blocks = sqlite3_column_int64(st, 17);
-    k->swap_block_s = sqlite3_column_double(st, 18);
-    k->batch_timeout_s = sqlite3_column_double(st, 19);
-    col_str(st, 20, c->cost, sizeof c->cost);
-    col_str(st, 21, c->cost_desc, sizeof c->cost_desc);
-    c->slo_ttft_s = sqlite3_column_double(st, 22);
-    c->slo_tpot_s = sqlite3_column_double(st, 23);
-    c->slo_e2e_s = sqlite3_column_double(st, 24);
-    c->record_steps = sqlite3_column_int(st, 25);
-    *n_req = sqlite3_column_int64(st, 26);
-    col_str(st, 27, c->trace_path, sizeof c->trace_path);
-    col_str(st, 28, c->synthetic, sizeof c->synthetic);
-    col_str(st, 29, c->label, sizeof c->label);
-    c->gpu_mem_util = sqlite3_column_double(st, 30);
-    c->swap_gib = sqlite3_column_double(st, 31);
-    c->rate_scale = sqlite3_column_double(st, 32);
-    c->seed = (uint64_t)sqlite3_column_int64(st, 33);
-    if (bad || k->block_size < 1 || k->total_blocks < 1 || *n_req < 0 ||
-        *n_req > INT32_MAX) {
+    r->cfg = row->cfg;
+    *n_req = row->sum.n_requests;
+    const sched_config *k = &r->cfg.sched;
+    if (k->block_size < 1 || k->total_blocks < 1 || *n_req < 0 || *n_req > INT32_MAX) {
         rc = kvs_errf(err, KVS_EINVAL, "--run %lld: the stored configuration is malformed",
                       (long long)id);
         goto done;
     }
-    if (c->tp != 1) {
+    if (r->cfg.tp != 1)
         rc = kvs_errf(err, KVS_EINVAL,
                       "--run %lld: the run used --tp %lld; validation replays one device, so "
-                      "only tp 1 runs can be validated", (long long)id, (long long)c->tp);
-        goto done;
-    }
+                      "only tp 1 runs can be validated", (long long)id, (long long)r->cfg.tp);
 done:
-    sqlite3_finalize(st);
+    free(row);
     return rc;
 }
 

@@ -1,0 +1,352 @@
+/* run_fields.c — the table of run_fields.h and its conversions. */
+#include "run_fields.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CFG(field) offsetof(run_config, field), 0
+#define CFG_TEXT(field) offsetof(run_config, field), sizeof(((run_config *)0)->field)
+#define SCH(field) offsetof(run_config, sched) + offsetof(sched_config, field), 0
+#define SUM(field) offsetof(run_summary, field), 0
+#define NONE 0, 0
+
+#define T RUN_FIELD_TYPE_TEXT
+#define B RUN_FIELD_TYPE_INT
+#define I RUN_FIELD_TYPE_I64
+#define U RUN_FIELD_TYPE_U64
+#define F RUN_FIELD_TYPE_F64
+#define E RUN_FIELD_TYPE_ENUM
+#define PROV RUN_FIELD_GROUP_PROV
+#define PARAM RUN_FIELD_GROUP_PARAM
+#define METRIC RUN_FIELD_GROUP_METRIC
+#define J RUN_FIELD_JSON
+#define SLO (RUN_FIELD_JSON | RUN_FIELD_SLO)
+
+/* A run_dist's four columns: percentiles are nearest-rank over finished
+ * requests (docs/semantics.md section 7). */
+#define DIST(prefix, unit, what)                                                       \
+    {#prefix "_p50_s", "REAL", unit, F, METRIC, SUM(prefix.p50), 0, 0, SLO, 1,         \
+     "median " what},                                                                  \
+    {#prefix "_p90_s", "REAL", unit, F, METRIC, SUM(prefix.p90), 0, 0, SLO, 1,         \
+     "90th percentile of " what},                                                      \
+    {#prefix "_p99_s", "REAL", unit, F, METRIC, SUM(prefix.p99), 0, 0, SLO, 1,         \
+     "99th percentile of " what},                                                      \
+    {#prefix "_mean_s", "REAL", unit, F, METRIC, SUM(prefix.mean), 0, 0, SLO, 1,       \
+     "mean " what}
+
+#define EN(fn) (const char *(*)(int))sched_##fn##_name, sched_##fn##_parse
+
+static const run_field fields[] = {
+    /* identity and provenance */
+    {"status", "TEXT NOT NULL CHECK (status IN ('finished', 'failed'))", "", T, PROV, NONE, 0, 0,
+     0, 1, "`'finished'` or `'failed'`"},
+    {"error", "TEXT", "", T, PROV, NONE, 0, 0, 0, 1,
+     "the error message of a failed run; NULL otherwise"},
+    {"label", "TEXT", "", T, PARAM, CFG_TEXT(label), 0, 0, 0, 1, "free text from `--label`"},
+    {"kvsim_version", "TEXT NOT NULL", "", T, PROV, NONE, 0, 0, 0, 1,
+     "version of kvsim that wrote the row"},
+    {"started_at", "TEXT", "", T, PROV, NONE, 0, 0, 0, 1,
+     "wall-clock start of the run, ISO-8601 UTC"},
+    {"wall_s", "REAL", "s", F, PROV, NONE, 0, 0, 0, 1,
+     "wall-clock seconds the simulation took"},
+    /* configuration: one column per flag of `kvsim run` */
+    {"model", "TEXT", "", T, PARAM, CFG_TEXT(model), 0, 0, 0, 1,
+     "model name or config path (`--model`)"},
+    {"gpu", "TEXT", "", T, PARAM, CFG_TEXT(gpu), 0, 0, 0, 1, "GPU name (`--gpu`)"},
+    {"tp", "INTEGER", "GPUs", I, PARAM, CFG(tp), 0, 0, 0, 1, "tensor-parallel degree"},
+    {"trace_path", "TEXT", "", T, PARAM, CFG_TEXT(trace_path), 0, 0, 0, 1,
+     "trace file as given; NULL for a synthetic trace"},
+    {"trace_sha256", "TEXT", "", T, PROV, NONE, 0, 0, 0, 1,
+     "hex SHA-256 of the trace file's bytes; NULL for synthetic"},
+    {"synthetic", "TEXT", "", T, PARAM, CFG_TEXT(synthetic), 0, 0, 0, 1,
+     "synthetic trace spec (`arrival=poisson,rate=8,...`); NULL for a file"},
+    {"rate_scale", "REAL", "x", F, PARAM, CFG(rate_scale), 0, 0, 0, 1,
+     "arrival-rate multiplier applied to the trace"},
+    {"seed", "INTEGER", "", U, PARAM, CFG(seed), 0, 0, 0, 1,
+     "synthetic generation seed (a uint64 stored as int64: values >= 2^63 appear negative; "
+     "add 2^64)"},
+    {"batching", "TEXT", "", E, PARAM, SCH(batching), EN(batching), 0, 1,
+     "`'continuous'` or `'static'`"},
+    {"policy", "TEXT", "", E, PARAM, SCH(policy), EN(policy), 0, 1,
+     "`'fcfs'`, `'priority'` or `'lpm'`"},
+    {"priority_preemption", "INTEGER", "", B, PARAM, SCH(priority_preemption), 0, 0, 0, 1,
+     "1 if a higher-priority arrival may preempt running requests"},
+    {"alloc", "TEXT", "", E, PARAM, SCH(alloc), EN(alloc), 0, 1,
+     "KV allocation: `'paged'`, `'reserved'`, `'reserved-oracle'`"},
+    {"preemption", "TEXT", "", E, PARAM, SCH(preemption), EN(preempt), 0, 1,
+     "`'recompute'`, `'swap'` or `'off'`"},
+    {"block_size", "INTEGER", "tokens", I, PARAM, SCH(block_size), 0, 0, 0, 1,
+     "tokens per KV block"},
+    {"kv_blocks", "INTEGER", "blocks", I, PARAM, SCH(total_blocks), 0, 0, J, 1,
+     "KV blocks on the cache (per GPU) actually used by the run: the flag, or computed "
+     "from memory"},
+    {"kv_blocks_flag", "INTEGER", "blocks", I, PARAM, CFG(kv_blocks_flag), 0, 0, 0, 1,
+     "`--kv-blocks` as given; 0 = computed from memory"},
+    {"max_seqs", "INTEGER", "requests", I, PARAM, SCH(max_seqs), 0, 0, 0, 1,
+     "max running requests (max_num_seqs)"},
+    {"max_batched_tokens", "INTEGER", "tokens", I, PARAM, SCH(max_batched_tokens), 0, 0, 0, 1,
+     "token budget per step"},
+    {"max_model_len", "INTEGER", "tokens", I, PARAM, SCH(max_model_len), 0, 0, 0, 1,
+     "limit on prompt + output tokens"},
+    {"watermark", "REAL", "fraction", F, PARAM, SCH(watermark), 0, 0, 0, 1,
+     "fraction of the blocks kept free at admission"},
+    {"gpu_mem_util", "REAL", "fraction", F, PARAM, CFG(gpu_mem_util), 0, 0, 0, 1,
+     "fraction of GPU memory kvsim may use"},
+    {"swap_gib", "REAL", "GiB", F, PARAM, CFG(swap_gib), 0, 0, 0, 1, "host swap space, GiB"},
+    {"swap_blocks", "INTEGER", "blocks", I, PARAM, SCH(swap_blocks), 0, 0, 0, 1,
+     "host swap space, KV blocks (from swap_gib)"},
+    {"swap_block_s", "REAL", "s", F, PARAM, SCH(swap_block_s), 0, 0, 0, 1,
+     "seconds to move one block over the host link"},
+    {"batch_timeout_s", "REAL", "s", F, PARAM, SCH(batch_timeout_s), 0, 0, 0, 1,
+     "static batching: how long an idle engine waits to fill a batch"},
+    {"cost", "TEXT", "", T, PARAM, CFG_TEXT(cost), 0, 0, 0, 1,
+     "cost model spec as given (`affine:...`, `roofline`, `calibrated:ID`)"},
+    {"cost_desc", "TEXT", "", T, PARAM, CFG_TEXT(cost_desc), 0, 0, 0, 1,
+     "the cost model's own description of its parameters"},
+    {"slo_ttft_s", "REAL", "s", F, PARAM, CFG(slo_ttft_s), 0, 0, 0, 1,
+     "TTFT SLO, seconds; 0 = none"},
+    {"slo_tpot_s", "REAL", "s/token", F, PARAM, CFG(slo_tpot_s), 0, 0, 0, 1,
+     "TPOT SLO, seconds per token; 0 = none"},
+    {"slo_e2e_s", "REAL", "s", F, PARAM, CFG(slo_e2e_s), 0, 0, 0, 1,
+     "end-to-end latency SLO, seconds; 0 = none"},
+    {"record_steps", "INTEGER", "", B, PARAM, CFG(record_steps), 0, 0, 0, 1,
+     "1 if the run's steps were stored in `steps`"},
+    {"compare_id", "INTEGER", "", I, PARAM, CFG(compare_id), 0, 0, RUN_FIELD_NULL_IF_ZERO, 1,
+     "groups the runs of one `kvsim compare` (1, 2, ...); NULL otherwise"},
+    {"sweep_id", "INTEGER", "", I, PARAM, CFG(sweep_id), 0, 0, RUN_FIELD_NULL_IF_ZERO, 1,
+     "groups the runs of one `kvsim sweep` (1, 2, ...); NULL otherwise"},
+    /* summary: docs/semantics.md section 7 */
+    {"n_requests", "INTEGER", "requests", I, METRIC, SUM(n_requests), 0, 0, J, 1,
+     "requests in the trace"},
+    {"n_finished", "INTEGER", "requests", I, METRIC, SUM(n_finished), 0, 0, J, 1,
+     "requests that finished"},
+    {"n_rejected", "INTEGER", "requests", I, METRIC, SUM(n_rejected), 0, 0, J, 1,
+     "requests rejected (could never be admitted)"},
+    DIST(ttft, "s", "time to first token = first_token_s - arrival_s, seconds"),
+    DIST(tpot, "s/token",
+         "time per output token = (finish_s - first_token_s) / (O - 1), seconds per token, "
+         "over requests with O > 1"),
+    DIST(e2e, "s", "end-to-end latency = finish_s - arrival_s, seconds"),
+    DIST(norm_latency, "s/token", "normalized latency = E2E / O, seconds per token"),
+    {"throughput_tok_s", "REAL", "tok/s", F, METRIC, SUM(throughput_tok_s), 0, 0, J, 1,
+     "output tokens of finished requests / (last finish - first arrival)"},
+    {"throughput_req_s", "REAL", "req/s", F, METRIC, SUM(throughput_req_s), 0, 0, J, 1,
+     "finished requests / the same span"},
+    {"preemptions", "INTEGER", "", I, METRIC, SUM(preemptions), 0, 0, J, 1,
+     "preemptions of all kinds"},
+    {"preempt_recompute", "INTEGER", "", I, METRIC, SUM(preempt_recompute), 0, 0, J, 1,
+     "recompute preemptions"},
+    {"preempt_swap", "INTEGER", "", I, METRIC, SUM(preempt_swap), 0, 0, J, 1,
+     "swap preemptions"},
+    {"preempt_priority", "INTEGER", "", I, METRIC, SUM(preempt_priority), 0, 0, J, 1,
+     "preemptions caused by a higher-priority arrival"},
+    {"peak_kv_blocks", "INTEGER", "blocks", I, METRIC, SUM(peak_kv_blocks), 0, 0, J, 1,
+     "most KV blocks held during any step"},
+    {"mean_kv_blocks", "REAL", "blocks", F, METRIC, SUM(mean_kv_blocks), 0, 0, J, 1,
+     "step-duration-weighted mean of KV blocks held"},
+    {"mean_batch", "REAL", "requests", F, METRIC, SUM(mean_batch), 0, 0, J, 1,
+     "mean requests per step"},
+    {"makespan_s", "REAL", "s", F, METRIC, SUM(makespan_s), 0, 0, J, 1,
+     "last step end - first arrival, seconds"},
+    {"n_steps", "INTEGER", "steps", I, METRIC, SUM(n_steps), 0, 0, J, 1, "engine steps run"},
+    {"slo_attainment", "REAL", "fraction", F, METRIC, SUM(slo_attainment), 0, 0, SLO, 1,
+     "fraction of finished requests meeting every given SLO; NULL without an SLO"},
+    {"goodput_req_s", "REAL", "req/s", F, METRIC, SUM(goodput_req_s), 0, 0, SLO, 1,
+     "finished requests meeting the SLOs per second of the span; NULL without an SLO"},
+    {"chunked_prefill", "INTEGER", "", B, PARAM, SCH(chunked_prefill), 0, 0, 0, 1,
+     "1 with `--chunked-prefill` (docs/semantics-extensions.md, C), else 0"},
+    {"prefix_caching", "INTEGER", "", B, PARAM, SCH(prefix_caching), 0, 0, 0, 1,
+     "1 with `--prefix-caching` (docs/semantics-extensions.md, P), else 0"},
+    {"prefix_hit_rate", "REAL", "fraction", F, METRIC, SUM(prefix_hit_rate), 0, 0,
+     J | RUN_FIELD_IF_PREFIX, 1,
+     "prefix-cache hit tokens / prompt tokens (P+g) over all admissions; NULL without "
+     "prefix caching"},
+    {"prefix_block_hit_rate", "REAL", "fraction", F, METRIC, SUM(prefix_block_hit_rate), 0, 0,
+     J | RUN_FIELD_IF_PREFIX, 1,
+     "hit blocks / full hashed prompt blocks over all admissions; NULL without prefix "
+     "caching or hashes"},
+    {"prefix_hit_tokens", "INTEGER", "tokens", I, METRIC, SUM(prefix_hit_tokens), 0, 0,
+     J | RUN_FIELD_IF_PREFIX, 1,
+     "tokens of the cached leading blocks found at admissions (0 without prefix caching)"},
+    {"prefix_saved_tokens", "INTEGER", "tokens", I, METRIC, SUM(prefix_saved_tokens), 0, 0,
+     J | RUN_FIELD_IF_PREFIX, 1,
+     "prompt tokens not computed thanks to hits (the last prompt token is always computed)"},
+    {"prefix_evictions", "INTEGER", "blocks", I, METRIC, SUM(prefix_evictions), 0, 0,
+     J | RUN_FIELD_IF_PREFIX, 1,
+     "cached blocks evicted (least recently used) to make room"},
+    {"prefill_chunks", "INTEGER", "chunks", I, METRIC, SUM(prefill_chunks), 0, 0,
+     J | RUN_FIELD_IF_CHUNKED, 1, "prefill chunks run with chunked prefill (0 without)"},
+};
+
+#define N_FIELDS (sizeof fields / sizeof fields[0])
+
+const run_field *run_fields(size_t *n)
+{
+    *n = N_FIELDS;
+    return fields;
+}
+
+const run_field *run_field_find(const char *name)
+{
+    for (size_t i = 0; i < N_FIELDS; i++)
+        if (!strcmp(fields[i].name, name))
+            return &fields[i];
+    return NULL;
+}
+
+/* The field's bytes in cfg or sum; NULL for provenance or a missing struct. */
+static void *field_ptr(const run_field *f, const run_config *cfg, const run_summary *sum)
+{
+    if (f->group == RUN_FIELD_GROUP_PARAM && cfg)
+        return (char *)cfg + f->off;
+    if (f->group == RUN_FIELD_GROUP_METRIC && sum)
+        return (char *)sum + f->off;
+    return NULL;
+}
+
+run_value run_field_get(const run_field *f, const run_config *cfg, const run_summary *sum)
+{
+    run_value v = {RUN_VALUE_NULL, 0, 0.0, NULL};
+    const void *p = field_ptr(f, cfg, sum);
+    if (!p)
+        return v;
+    switch (f->type) {
+    case RUN_FIELD_TYPE_TEXT:
+        if (*(const char *)p) {
+            v.kind = RUN_VALUE_TEXT;
+            v.s = p;
+        }
+        return v;
+    case RUN_FIELD_TYPE_INT: v.i = *(const int *)p; break;
+    case RUN_FIELD_TYPE_I64: v.i = *(const int64_t *)p; break;
+    case RUN_FIELD_TYPE_U64: v.i = (int64_t)*(const uint64_t *)p; break;
+    case RUN_FIELD_TYPE_F64:
+        v.d = *(const double *)p;
+        if (!isnan(v.d))
+            v.kind = RUN_VALUE_REAL;
+        return v;
+    case RUN_FIELD_TYPE_ENUM:
+        v.kind = RUN_VALUE_TEXT;
+        v.s = f->enum_name(*(const int *)p);
+        return v;
+    }
+    if (!(v.i == 0 && (f->flags & RUN_FIELD_NULL_IF_ZERO)))
+        v.kind = RUN_VALUE_INT;
+    return v;
+}
+
+int run_field_set(const run_field *f, run_config *cfg, run_summary *sum, const run_value *v,
+                  kvs_err *err)
+{
+    void *p = field_ptr(f, cfg, sum);
+    if (!p)
+        return KVS_OK;
+    int null = v->kind == RUN_VALUE_NULL;
+    switch (f->type) {
+    case RUN_FIELD_TYPE_TEXT: {
+        const char *s = v->kind == RUN_VALUE_TEXT && v->s ? v->s : "";
+        if (!null && (v->kind != RUN_VALUE_TEXT || !v->s))
+            return kvs_errf(err, KVS_EINVAL, "runs.%s: not text", f->name);
+        if (strlen(s) >= f->size)
+            return kvs_errf(err, KVS_EINVAL, "runs.%s: longer than %zu characters", f->name,
+                            f->size - 1);
+        strcpy(p, s);
+        return KVS_OK;
+    }
+    case RUN_FIELD_TYPE_ENUM: {
+        int e = v->kind == RUN_VALUE_TEXT && v->s ? f->enum_parse(v->s) : -1;
+        if (e < 0)
+            return kvs_errf(err, KVS_EINVAL, "runs.%s: '%s' is not a known value", f->name,
+                            v->kind == RUN_VALUE_TEXT && v->s ? v->s : "NULL");
+        *(int *)p = e;
+        return KVS_OK;
+    }
+    case RUN_FIELD_TYPE_F64:
+        if (!null && v->kind != RUN_VALUE_REAL && v->kind != RUN_VALUE_INT)
+            return kvs_errf(err, KVS_EINVAL, "runs.%s: not a number", f->name);
+        /* a NULL metric had no sample; a NULL parameter is its zero */
+        *(double *)p = null ? (f->group == RUN_FIELD_GROUP_METRIC ? NAN : 0.0)
+                       : v->kind == RUN_VALUE_INT ? (double)v->i
+                                                  : v->d;
+        return KVS_OK;
+    default:
+        if (!null && v->kind != RUN_VALUE_INT)
+            return kvs_errf(err, KVS_EINVAL, "runs.%s: not an integer", f->name);
+        if (f->type == RUN_FIELD_TYPE_INT) {
+            if (v->i < INT32_MIN || v->i > INT32_MAX)
+                return kvs_errf(err, KVS_EINVAL, "runs.%s: %lld is out of range", f->name,
+                                (long long)v->i);
+            *(int *)p = (int)v->i;
+        } else if (f->type == RUN_FIELD_TYPE_U64) {
+            *(uint64_t *)p = (uint64_t)v->i;
+        } else {
+            *(int64_t *)p = v->i;
+        }
+        return KVS_OK;
+    }
+}
+
+/* snprintf onto buf[*len..cap); *len counts what the whole text needs. */
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(*len < cap ? buf + *len : NULL, *len < cap ? cap - *len : 0, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        *len += (size_t)k;
+}
+
+size_t run_fields_json(const run_config *cfg, const run_summary *sum, char *buf, size_t cap)
+{
+    size_t len = 0;
+    if (cap)
+        buf[0] = 0;
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const run_field *f = &fields[i];
+        if (!(f->flags & RUN_FIELD_JSON) ||
+            ((f->flags & RUN_FIELD_IF_CHUNKED) && !cfg->sched.chunked_prefill) ||
+            ((f->flags & RUN_FIELD_IF_PREFIX) && !cfg->sched.prefix_caching))
+            continue;
+        run_value v = run_field_get(f, cfg, sum);
+        if (v.kind == RUN_VALUE_INT)
+            put(buf, cap, &len, "\"%s\": %lld, ", f->name, (long long)v.i);
+        else if (v.kind == RUN_VALUE_REAL && isfinite(v.d))
+            put(buf, cap, &len, "\"%s\": %.17g, ", f->name, v.d);
+        else if (v.kind == RUN_VALUE_TEXT) /* flag names: no character needs escaping */
+            put(buf, cap, &len, "\"%s\": \"%s\", ", f->name, v.s);
+        else
+            put(buf, cap, &len, "\"%s\": null, ", f->name);
+    }
+    return len;
+}
+
+size_t run_fields_markdown(run_field_group group, char *buf, size_t cap)
+{
+    size_t len = 0;
+    if (cap)
+        buf[0] = 0;
+    put(buf, cap, &len, "| column | type | unit | meaning |\n|---|---|---|---|\n");
+    if (group == RUN_FIELD_GROUP_PROV)
+        put(buf, cap, &len, "| run_id | INTEGER PRIMARY KEY | | the run's id (1, 2, ...) |\n");
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const run_field *f = &fields[i];
+        if (f->group != group)
+            continue;
+        const char *sql = f->sql;
+        char type[32];
+        size_t k = strcspn(sql, " ");
+        if (!strncmp(sql + k, " NOT NULL", 9))
+            k += 9;
+        snprintf(type, sizeof type, "%.*s", (int)k, sql);
+        put(buf, cap, &len, "| %s | %s | %s | %s |\n", f->name, type, f->unit, f->doc);
+    }
+    return len;
+}
