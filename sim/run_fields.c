@@ -335,7 +335,7 @@ size_t run_fields_markdown(run_field_group group, char *buf, size_t cap)
         buf[0] = 0;
     put(buf, cap, &len, "| column | type | unit | meaning |\n|---|---|---|---|\n");
     if (group == RUN_FIELD_GROUP_PROV)
-        put(buf, cap, &len, "| run_id | INTEGER PRIMARY KEY | | the run's id (1, 2, ...) |\n");
+        put(buf, cap, &len, "| run_id | INTEGER PRIMARY KEY |  | the run's id (1, 2, ...) |\n");
     for (size_t i = 0; i < N_FIELDS; i++) {
         const run_field *f = &fields[i];
         if (f->group != group)

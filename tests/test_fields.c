@@ -1,0 +1,201 @@
+/* test_fields.c — the run_fields table (sim/run_fields.h) is the one
+ * source of the `runs` columns: the schema kvsim creates has exactly its
+ * columns in its order, docs/schema.md lists exactly its rows, a run
+ * written and read back gives every parameter and metric back bit for bit,
+ * a tampered value is refused naming its column, and the JSON summary
+ * holds every JSON field. */
+#include <check.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/run_fields.h"
+#include "store/store.h"
+#include "testutil.h"
+
+static store *open_tmp(void)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/f.db", tu_tmpdir());
+    store *st = NULL;
+    kvs_err err;
+    ck_assert_msg(store_open(path, &st, &err) == KVS_OK, "%s", err.msg);
+    return st;
+}
+
+START_TEST(test_schema_is_the_table)
+{
+    store *st = open_tmp();
+    sqlite3_stmt *q;
+    ck_assert_int_eq(sqlite3_prepare_v2(store_db(st), "PRAGMA table_info(runs)", -1, &q, NULL),
+                     SQLITE_OK);
+    size_t nf;
+    const run_field *f = run_fields(&nf);
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    ck_assert_str_eq((const char *)sqlite3_column_text(q, 1), "run_id");
+    for (size_t i = 0; i < nf; i++) {
+        ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+        ck_assert_str_eq((const char *)sqlite3_column_text(q, 1), f[i].name);
+        const char *type = (const char *)sqlite3_column_text(q, 2);
+        ck_assert_msg(!strncmp(f[i].sql, type, strlen(type)), "%s: %s vs %s", f[i].name,
+                      f[i].sql, type);
+        ck_assert_ptr_nonnull(run_field_find(f[i].name));
+        ck_assert_msg(f[i].doc && *f[i].doc, "%s has no description", f[i].name);
+    }
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_DONE);
+    sqlite3_finalize(q);
+    store_close(st);
+}
+END_TEST
+
+/* The block of docs/schema.md between "<!-- run_fields:NAME" and
+ * "<!-- /run_fields -->", without the marker lines. */
+static char *docs_block(const char *doc, const char *name)
+{
+    char open[64];
+    snprintf(open, sizeof open, "<!-- run_fields:%s ", name);
+    const char *a = strstr(doc, open);
+    ck_assert_msg(a, "docs/schema.md has no %s block", name);
+    a = strchr(a, '\n') + 1;
+    const char *b = strstr(a, "<!-- /run_fields -->");
+    ck_assert_ptr_nonnull(b);
+    return strndup(a, (size_t)(b - a));
+}
+
+START_TEST(test_docs_list_the_table)
+{
+    FILE *f = fopen("docs/schema.md", "r");
+    ck_assert_ptr_nonnull(f);
+    static char doc[1 << 20];
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = 0;
+    const char *names[] = {"prov", "param", "metric"};
+    for (int g = 0; g < 3; g++) {
+        static char want[1 << 16];
+        run_fields_markdown((run_field_group)g, want, sizeof want);
+        char *got = docs_block(doc, names[g]);
+        ck_assert_msg(!strcmp(got, want),
+                      "docs/schema.md's %s table differs from sim/run_fields.c; it should read:\n%s",
+                      names[g], want);
+        free(got);
+    }
+}
+END_TEST
+
+/* A config and summary with a distinct value in every field. */
+static void fill(run_config *c, run_summary *s)
+{
+    run_config_defaults(c);
+    memset(s, 0, sizeof *s);
+    size_t nf;
+    const run_field *f = run_fields(&nf);
+    for (size_t i = 0; i < nf; i++) {
+        run_value v = {RUN_VALUE_INT, (int64_t)i + 2, 0.0, NULL};
+        char text[64];
+        if (f[i].group == RUN_FIELD_GROUP_PROV)
+            continue;
+        if (f[i].type == RUN_FIELD_TYPE_TEXT) {
+            snprintf(text, sizeof text, "text-%zu", i);
+            v.kind = RUN_VALUE_TEXT;
+            v.s = text;
+        } else if (f[i].type == RUN_FIELD_TYPE_F64) {
+            v.kind = RUN_VALUE_REAL;
+            v.d = 1.0 / (double)(i + 3);
+        } else if (f[i].type == RUN_FIELD_TYPE_ENUM) {
+            v.kind = RUN_VALUE_TEXT;
+            v.s = f[i].enum_name(1);
+        } else if (f[i].type == RUN_FIELD_TYPE_U64) {
+            v.i = -5; /* above 2^63: stored as a negative int64 */
+        }
+        kvs_err err;
+        ck_assert_msg(run_field_set(&f[i], c, s, &v, &err) == KVS_OK, "%s", err.msg);
+    }
+}
+
+START_TEST(test_write_then_read_every_field)
+{
+    store *st = open_tmp();
+    run_config c;
+    run_summary s;
+    fill(&c, &s);
+    trace tr = {0};
+    strcpy(tr.sha256, "ab12");
+    run_result res = {0};
+    res.tr = &tr;
+    res.sum = s;
+    strcpy(res.started_at, "2026-12-01T00:00:00Z");
+    res.wall_s = 0.25;
+    c.record_steps = 0;
+    int64_t id = 0;
+    kvs_err err;
+    ck_assert_msg(store_write_run(st, &c, &res, &id, &err) == KVS_OK, "%s", err.msg);
+    store_run_row *row = malloc(sizeof *row);
+    ck_assert_msg(store_read_run(store_db(st), id, row, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_str_eq(row->status, "finished");
+    ck_assert_str_eq(row->trace_sha256, "ab12");
+    ck_assert_str_eq(row->started_at, "2026-12-01T00:00:00Z");
+    ck_assert_str_eq(row->kvsim_version, KVSIM_VERSION);
+    ck_assert(row->wall_s == 0.25);
+    size_t nf;
+    const run_field *f = run_fields(&nf);
+    for (size_t i = 0; i < nf; i++) {
+        run_value a = run_field_get(&f[i], &c, &s), b = run_field_get(&f[i], &row->cfg, &row->sum);
+        ck_assert_msg(a.kind == b.kind && a.i == b.i && (a.kind != RUN_VALUE_REAL || a.d == b.d) &&
+                          (a.kind != RUN_VALUE_TEXT || !strcmp(a.s, b.s)),
+                      "runs.%s changed on the way through the store", f[i].name);
+    }
+    ck_assert_int_eq(store_read_run(store_db(st), id + 1, row, &err), KVS_EINVAL);
+    ck_assert_str_eq(err.msg, "no such run 2");
+    /* tampered rows: an unknown enum name, text where a number belongs */
+    sqlite3_exec(store_db(st), "UPDATE runs SET policy = 'lifo'", NULL, NULL, NULL);
+    ck_assert_int_eq(store_read_run(store_db(st), id, row, &err), KVS_EINVAL);
+    ck_assert_str_eq(err.msg, "runs.policy: 'lifo' is not a known value");
+    sqlite3_exec(store_db(st), "UPDATE runs SET policy = 'fcfs', max_seqs = 'many'", NULL, NULL,
+                 NULL);
+    ck_assert_int_eq(store_read_run(store_db(st), id, row, &err), KVS_EINVAL);
+    ck_assert_str_eq(err.msg, "runs.max_seqs: not an integer");
+    free(row);
+    store_close(st);
+}
+END_TEST
+
+START_TEST(test_json_has_every_json_field)
+{
+    run_config c;
+    run_summary s;
+    fill(&c, &s);
+    s.ttft.p50 = NAN;
+    c.sched.chunked_prefill = 0;
+    c.sched.prefix_caching = 1;
+    size_t need = run_fields_json(&c, &s, NULL, 0);
+    char *buf = malloc(need + 1);
+    ck_assert_uint_eq(run_fields_json(&c, &s, buf, need + 1), need);
+    ck_assert_uint_eq(strlen(buf), need);
+    size_t nf;
+    const run_field *f = run_fields(&nf);
+    for (size_t i = 0; i < nf; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "\"%s\": ", f[i].name);
+        int want = (f[i].flags & RUN_FIELD_JSON) && !(f[i].flags & RUN_FIELD_IF_CHUNKED);
+        ck_assert_msg(!!strstr(buf, key) == want, "%s %s in the JSON", f[i].name,
+                      want ? "missing" : "unexpected");
+    }
+    ck_assert_ptr_nonnull(strstr(buf, "\"ttft_p50_s\": null, "));
+    free(buf);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("fields");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_schema_is_the_table);
+    tcase_add_test(tc, test_docs_list_the_table);
+    tcase_add_test(tc, test_write_then_read_every_field);
+    tcase_add_test(tc, test_json_has_every_json_field);
+    suite_add_tcase(s, tc);
+    return tu_run_suites(&s, 1);
+}
