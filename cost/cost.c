@@ -4,27 +4,75 @@
 #include <stdio.h>
 #include <string.h>
 
+static int affine_family_create(const char *params, const cost_env *env, cost_model *out,
+                                kvs_err *err)
+{
+    (void)env;
+    return cost_affine_create(params, out, err);
+}
+
+static int roofline_family_create(const char *params, const cost_env *env, cost_model *out,
+                                  kvs_err *err)
+{
+    (void)params;
+    if (!env->m || !env->g)
+        return kvs_errf(err, KVS_EINVAL, "--cost: roofline needs a model and a GPU");
+    return cost_roofline_create(env->m, env->g, env->tp, out, err);
+}
+
+/* The built-in families: one line each. */
+static const cost_family builtin_affine = {"affine", "affine:c0,c1,c2,c3", 1,
+                                           affine_family_create};
+static const cost_family builtin_roofline = {"roofline", "roofline", 0, roofline_family_create};
+
+#define COST_MAX_FAMILIES 32
+static const cost_family *families[COST_MAX_FAMILIES] = {&builtin_affine, &builtin_roofline};
+static int n_families = 2;
+
+int cost_family_register(const cost_family *f, kvs_err *err)
+{
+    if (!f || !f->name || !*f->name || !f->create || strchr(f->name, ':'))
+        return kvs_errf(err, KVS_EINVAL, "cost registry: a family needs a name without ':' "
+                                         "and a create function");
+    if (!strcmp(f->name, "calibrated"))
+        return kvs_errf(err, KVS_EINVAL, "cost registry: 'calibrated' is reserved");
+    for (int i = 0; i < n_families; i++)
+        if (!strcmp(families[i]->name, f->name))
+            return kvs_errf(err, KVS_EINVAL, "cost registry: '%s' is already registered",
+                            f->name);
+    if (n_families == COST_MAX_FAMILIES)
+        return kvs_errf(err, KVS_EINVAL, "cost registry: full (%d families)", COST_MAX_FAMILIES);
+    families[n_families++] = f;
+    return KVS_OK;
+}
+
 int cost_model_create(const char *spec, const model_spec *m, const gpu_spec *g,
                       int64_t tp, cost_model *out, kvs_err *err)
 {
     if (!spec)
         spec = "";
-    if (!strncmp(spec, "affine:", 7))
-        return cost_affine_create(spec + 7, out, err);
-    if (!strcmp(spec, "roofline")) {
-        if (!m || !g)
-            return kvs_errf(err, KVS_EINVAL, "--cost: roofline needs a model and a GPU");
-        return cost_roofline_create(m, g, tp, out, err);
+    cost_env env = {m, g, tp};
+    for (int i = 0; i < n_families; i++) {
+        const cost_family *f = families[i];
+        size_t k = strlen(f->name);
+        if (strncmp(spec, f->name, k))
+            continue;
+        if (f->params && spec[k] == ':')
+            return f->create(spec + k + 1, &env, out, err);
+        if (!f->params && spec[k] == 0)
+            return f->create("", &env, out, err);
     }
     if (!strcmp(spec, "calibrated") || !strncmp(spec, "calibrated:", 11))
         return kvs_errf(err, KVS_EINVAL,
                         "--cost: '%s': the calibrated model is loaded from the store "
-                        "(validate/profile.h), not by cost_model_create",
+                        "(job/), not by cost_model_create",
                         spec);
-    return kvs_errf(err, KVS_EINVAL,
-                    "--cost: unknown cost model '%s' (choices: affine:c0,c1,c2,c3, "
-                    "roofline, calibrated[:ID])",
-                    spec);
+    char choices[512] = "";
+    size_t len = 0;
+    for (int i = 0; i < n_families && len < sizeof choices; i++)
+        len += (size_t)snprintf(choices + len, sizeof choices - len, "%s, ", families[i]->usage);
+    return kvs_errf(err, KVS_EINVAL, "--cost: unknown cost model '%s' (choices: %scalibrated[:ID])",
+                    spec, choices);
 }
 
 void cost_model_describe(const cost_model *c, char *buf, size_t n)

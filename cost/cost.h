@@ -6,8 +6,10 @@
  *   affine:c0,c1,c2,c3   d = c0 + c1*tokens + c2*kv_read
  *                          + c3*(prefill_sq + 2*prefill_ctx)
  *   roofline             per-op max(FLOPs/compute, bytes/bandwidth) sums
- *   calibrated[:ID]      a fitted profile from the store (see validate/)
- * Adding a model is one new file plus one line in cost_model_create.
+ *   calibrated[:ID]      a fitted profile from the store (built by job/)
+ * Families are chosen by name from a registry (cost_family_register);
+ * adding a built-in model is one new file plus one line in cost.c's
+ * builtin table, and a program may register its own at start-up.
  */
 #ifndef COST_H
 #define COST_H
@@ -50,9 +52,34 @@ typedef struct cost_model {
     void *self;              /* model state, owned */
 } cost_model;
 
-/* Create the affine or roofline model from a spec string (not "calibrated",
- * which needs the store: see validate/profile.h).  m and g may be NULL for
- * affine. */
+/* What a cost model may be built from: the model, GPU and TP degree of
+ * the run (m and g NULL when the caller has none, e.g. affine in tests). */
+typedef struct cost_env {
+    const model_spec *m;  /* borrowed, may be NULL */
+    const gpu_spec *g;    /* borrowed, may be NULL */
+    int64_t tp;           /* tensor-parallel degree, >= 1 */
+} cost_env;
+
+/* A family of cost models in the registry: the spec "NAME" (params 0) or
+ * "NAME:PARAMS" (params 1) builds one.  Built in: affine (params) and
+ * roofline; "calibrated[:ID]" needs the store and is built by the job layer
+ * (job/), not here. */
+typedef struct cost_family {
+    const char *name;     /* spec name, e.g. "affine" */
+    const char *usage;    /* as listed in errors, e.g. "affine:c0,c1,c2,c3" */
+    int params;           /* 1: the spec is NAME:PARAMS; 0: NAME alone */
+    /* Required: build the model from PARAMS ("" when params is 0). */
+    int (*create)(const char *params, const cost_env *env, cost_model *out, kvs_err *err);
+} cost_family;
+
+/* Add a family to the registry (f is borrowed and must outlive its use).
+ * KVS_EINVAL if the name is taken or the registry (32 families) is full.
+ * Not thread-safe: register at start-up, before any run.  Cost: O(families). */
+int cost_family_register(const cost_family *f, kvs_err *err);
+
+/* Create a model from its spec string through the registry.  An unknown
+ * name is KVS_EINVAL listing every family.  Cost: O(families) + the
+ * family's create. */
 int cost_model_create(const char *spec, const model_spec *m, const gpu_spec *g,
                       int64_t tp, cost_model *out, kvs_err *err);
 int cost_affine_create(const char *params, cost_model *out, kvs_err *err);
