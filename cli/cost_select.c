@@ -2,14 +2,14 @@
 
 #include <string.h>
 
-#include "../validate/profile.h"
+#include "../store/store_calib.h"
 
 int cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, store *st, int force,
                 cost_model *out, kvs_err *err)
 {
     int rc;
     if (!strncmp(cfg->cost, "calibrated", 10))
-        rc = cost_calibrated_create(store_db(st), cfg->cost, m, g->name, force, out, err);
+        rc = store_calibrated_cost_create(store_db(st), cfg->cost, m, g->name, force, out, err);
     else
         rc = cost_model_create(cfg->cost, m, g, cfg->tp, out, err);
     if (rc)

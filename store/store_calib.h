@@ -10,6 +10,8 @@
 #include <stdint.h>
 
 #include "../base/kvs.h"
+#include "../cost/cost.h"
+#include "../models/model.h"
 #include "store.h"
 
 /* One calibrations row (strings may be NULL -> SQL NULL, except device). */
@@ -62,5 +64,15 @@ typedef struct store_profile_row {
 int store_profile_find(sqlite3 *db, int64_t profile_id, const char *model, const char *gpu,
                        store_profile_row *out, kvs_err *err);
 void store_profile_row_free(store_profile_row *r);
+
+/* The cost model "calibrated" (newest profile for m->name on gpu_name) or
+ * "calibrated:ID".  A profile fitted for another GPU, another model name or
+ * another shape is refused (KVS_EINVAL, naming both) unless force; with
+ * force and no ID, the newest profile of the model on any GPU is taken.
+ * describe() names the profile id, calibration, model, GPU and device.
+ * Cost: one or two indexed SELECTs and a JSON parse. */
+int store_calibrated_cost_create(sqlite3 *db, const char *spec, const model_spec *m,
+                                 const char *gpu_name, int force, cost_model *out,
+                                 kvs_err *err);
 
 #endif

@@ -42,9 +42,9 @@ static size_t synth_points(const model_spec *m, calib_point *pts)
 {
     size_t n = 0;
     const int64_t T[] = {1, 16, 64, 256};
-    for (size_t i = 0; i < calib_op_count(); i++) {
-        const calib_op_info *op = calib_op_at(i);
-        for (size_t j = 0; j < 4 && op->kind == CALIB_OP_KIND_TOKENS; j++) {
+    for (size_t i = 0; i < profile_op_count(); i++) {
+        const profile_op_info *op = profile_op_at(i);
+        for (size_t j = 0; j < 4 && op->kind == PROFILE_OP_KIND_TOKENS; j++) {
             calib_point p = {.tokens = T[j], .batch = 1, .median_s = 1e-6 + 1e-8 * (double)T[j]};
             snprintf(p.op, sizeof p.op, "%s", op->name);
             pts[n++] = p;
@@ -204,14 +204,14 @@ START_TEST(test_refuse_incompatible_profile)
     snprintf(spec, sizeof spec, "calibrated:%lld", (long long)pid);
 
     /* measured for a100-80g, asked for h100-sxm */
-    ck_assert_int_eq(cost_calibrated_create(db, spec, &m, "h100-sxm", 0, &c, &err), KVS_EINVAL);
+    ck_assert_int_eq(store_calibrated_cost_create(db, spec, &m, "h100-sxm", 0, &c, &err), KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "'a100-80g'"));
     ck_assert_ptr_nonnull(strstr(err.msg, "--force-profile"));
-    ck_assert_int_eq(cost_calibrated_create(db, "calibrated", &m, "h100-sxm", 0, &c, &err), KVS_EINVAL);
+    ck_assert_int_eq(store_calibrated_cost_create(db, "calibrated", &m, "h100-sxm", 0, &c, &err), KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "no profile for model 'tiny' on gpu 'h100-sxm'"));
     ck_assert_ptr_nonnull(strstr(err.msg, "tiny on a100-80g"));
     /* forced: used, and the description says so */
-    ck_assert_int_eq(cost_calibrated_create(db, "calibrated", &m, "h100-sxm", 1, &c, &err), KVS_OK);
+    ck_assert_int_eq(store_calibrated_cost_create(db, "calibrated", &m, "h100-sxm", 1, &c, &err), KVS_OK);
     char desc[512];
     cost_model_describe(&c, desc, sizeof desc);
     ck_assert_ptr_nonnull(strstr(desc, "[forced]"));
@@ -220,14 +220,14 @@ START_TEST(test_refuse_incompatible_profile)
     /* another model of the same name but another shape */
     model_spec other = m;
     other.layers = 8;
-    ck_assert_int_eq(cost_calibrated_create(db, spec, &other, "a100-80g", 0, &c, &err), KVS_EINVAL);
+    ck_assert_int_eq(store_calibrated_cost_create(db, spec, &other, "a100-80g", 0, &c, &err), KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "different shape"));
     snprintf(other.name, sizeof other.name, "llama-7b");
-    ck_assert_int_eq(cost_calibrated_create(db, spec, &other, "a100-80g", 0, &c, &err), KVS_EINVAL);
+    ck_assert_int_eq(store_calibrated_cost_create(db, spec, &other, "a100-80g", 0, &c, &err), KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "fitted for model 'tiny'"));
 
     /* the matching one loads, names itself, and predicts like the fit */
-    ck_assert_int_eq(cost_calibrated_create(db, "calibrated", &m, "a100-80g", 0, &c, &err), KVS_OK);
+    ck_assert_int_eq(store_calibrated_cost_create(db, "calibrated", &m, "a100-80g", 0, &c, &err), KVS_OK);
     cost_model_describe(&c, desc, sizeof desc);
     char want[64];
     snprintf(want, sizeof want, "profile %lld", (long long)pid);
@@ -237,9 +237,9 @@ START_TEST(test_refuse_incompatible_profile)
     cost_model_free(&c);
 
     /* bad specs and ids */
-    ck_assert_int_eq(cost_calibrated_create(db, "calibrated:999", &m, "a100-80g", 0, &c, &err), KVS_EINVAL);
+    ck_assert_int_eq(store_calibrated_cost_create(db, "calibrated:999", &m, "a100-80g", 0, &c, &err), KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "no profile with id 999"));
-    ck_assert_int_eq(cost_calibrated_create(db, "calibrated:x1", &m, "a100-80g", 0, &c, &err), KVS_EINVAL);
+    ck_assert_int_eq(store_calibrated_cost_create(db, "calibrated:x1", &m, "a100-80g", 0, &c, &err), KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "positive integer"));
     profile_free(p);
     store_close(s);
@@ -340,7 +340,7 @@ START_TEST(test_calibrate_cpu_predicts_held_out_steps)
     ck_assert_int_eq(sqlite3_column_int64(st, 0), (int64_t)res.n);
     sqlite3_finalize(st);
     cost_model c;
-    ck_assert_msg(cost_calibrated_create(store_db(s), "calibrated", &m, "cpu", 0, &c, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_msg(store_calibrated_cost_create(store_db(s), "calibrated", &m, "cpu", 0, &c, &err) == KVS_OK, "%s", err.msg);
 
     /* held-out steps: none is a calibration shape */
     calib_step *h = calloc(6, sizeof *h);

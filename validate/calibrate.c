@@ -1,5 +1,5 @@
 /* calibrate.c — the timing loop over the real kernels (see calibrate.h):
- * the op table, the bench (a model loaded on a backend), and the
+ * the bench (a model loaded on a backend), and the
  * measurement of every grid point.  Grids and plans: calibrate_grid.c. */
 #include "calibrate.h"
 
@@ -8,39 +8,6 @@
 #include <string.h>
 
 #include "../base/rng.h"
-
-/* ------------------------------------------------------------ ops */
-
-enum {
-    OP_RMSNORM, OP_QKV, OP_ROPE, OP_KV_APPEND, OP_O_PROJ, OP_GATE_UP, OP_SWIGLU, OP_DOWN,
-    OP_DECODE_ATTN, OP_PREFILL_ATTN, OP_LM_HEAD, OP_STEP, N_OPS
-};
-
-static const calib_op_info ops[N_OPS] = {
-    {"rmsnorm", CALIB_OP_KIND_TOKENS, 2},        /* before attention and MLP */
-    {"qkv_proj", CALIB_OP_KIND_TOKENS, 1},
-    {"rope", CALIB_OP_KIND_TOKENS, 1},
-    {"kv_append", CALIB_OP_KIND_TOKENS, 1},
-    {"o_proj", CALIB_OP_KIND_TOKENS, 1},
-    {"gate_up_proj", CALIB_OP_KIND_TOKENS, 1},
-    {"swiglu", CALIB_OP_KIND_TOKENS, 1},
-    {"down_proj", CALIB_OP_KIND_TOKENS, 1},
-    {"decode_attn", CALIB_OP_KIND_DECODE, 1},
-    {"prefill_attn", CALIB_OP_KIND_PREFILL, 1},
-    {"lm_head", CALIB_OP_KIND_SEQS, 0},
-    {"step", CALIB_OP_KIND_STEP, 0},
-};
-
-size_t calib_op_count(void) { return N_OPS; }
-const calib_op_info *calib_op_at(size_t i) { return i < N_OPS ? &ops[i] : NULL; }
-
-const calib_op_info *calib_op_find(const char *name)
-{
-    for (size_t i = 0; i < N_OPS; i++)
-        if (!strcmp(ops[i].name, name))
-            return &ops[i];
-    return NULL;
-}
 
 static int64_t blocks_for(int64_t tokens, int64_t bs) { return (tokens + bs - 1) / bs; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -165,20 +132,20 @@ static int run_op(calib_bench *b, int op, const kernels_batch *batch, kvs_err *e
     int64_t T = kernels_batch_tokens(batch), H = m->hidden, I = m->intermediate;
     int64_t A = m->heads * m->head_dim, W = (m->heads + 2 * m->kv_heads) * m->head_dim;
     switch (op) {
-    case OP_RMSNORM: return kernels_op_rmsnorm(be, a->x, w->attn_norm, a->xn, T, H, err);
-    case OP_QKV: return kernels_op_gemm(be, a->xn, w->wqkv, a->qkv, T, W, H, 0.0f, err);
-    case OP_ROPE: return kernels_op_rope(be, m, a->qkv, batch, err);
-    case OP_KV_APPEND: return kernels_op_kv_append(be, m, a->qkv, batch, &b->kv, 0, err);
-    case OP_O_PROJ: return kernels_op_gemm(be, a->ao, w->wo, a->x, T, H, A, 1.0f, err);
-    case OP_GATE_UP: return kernels_op_gemm(be, a->xn, w->wgu, a->gu, T, 2 * I, H, 0.0f, err);
-    case OP_SWIGLU: return kernels_op_swiglu(be, a->gu, a->act, T, I, err);
-    case OP_DOWN: return kernels_op_gemm(be, a->act, w->wd, a->x, T, H, I, 1.0f, err);
-    case OP_DECODE_ATTN:
+    case PROFILE_OP_RMSNORM: return kernels_op_rmsnorm(be, a->x, w->attn_norm, a->xn, T, H, err);
+    case PROFILE_OP_QKV: return kernels_op_gemm(be, a->xn, w->wqkv, a->qkv, T, W, H, 0.0f, err);
+    case PROFILE_OP_ROPE: return kernels_op_rope(be, m, a->qkv, batch, err);
+    case PROFILE_OP_KV_APPEND: return kernels_op_kv_append(be, m, a->qkv, batch, &b->kv, 0, err);
+    case PROFILE_OP_O_PROJ: return kernels_op_gemm(be, a->ao, w->wo, a->x, T, H, A, 1.0f, err);
+    case PROFILE_OP_GATE_UP: return kernels_op_gemm(be, a->xn, w->wgu, a->gu, T, 2 * I, H, 0.0f, err);
+    case PROFILE_OP_SWIGLU: return kernels_op_swiglu(be, a->gu, a->act, T, I, err);
+    case PROFILE_OP_DOWN: return kernels_op_gemm(be, a->act, w->wd, a->x, T, H, I, 1.0f, err);
+    case PROFILE_OP_DECODE_ATTN:
         return kernels_op_decode_attention(be, m, a->qkv, batch, &b->kv, 0, a->ao, err);
-    case OP_PREFILL_ATTN:
+    case PROFILE_OP_PREFILL_ATTN:
         return kernels_op_prefill_attention(be, m, a->qkv, batch, &b->kv, 0, a->ao, err);
-    case OP_LM_HEAD: return kernels_lm_head(be, m, w, batch, a, err);
-    default: { /* OP_STEP: fresh input outside the timed region */
+    case PROFILE_OP_LM_HEAD: return kernels_lm_head(be, m, w, batch, a, err);
+    default: { /* PROFILE_OP_STEP: fresh input outside the timed region */
         int rc = kernels_buf_write(a->x, 0, b->x0, T * H, err);
         return rc != KVS_OK ? rc : kernels_step_forward(be, m, w, &b->kv, batch, a, err);
     }
@@ -200,13 +167,13 @@ static int time_op(calib_bench *b, int op, const kernels_batch *batch, int64_t w
     for (int64_t i = 0; i < warmup && rc == KVS_OK; i++)
         rc = run_op(b, op, batch, err);
     for (int64_t i = 0; i < repeats && rc == KVS_OK; i++) {
-        if (op == OP_STEP && (rc = kernels_buf_write(b->a.x, 0, b->x0,
+        if (op == PROFILE_OP_STEP && (rc = kernels_buf_write(b->a.x, 0, b->x0,
                                                      kernels_batch_tokens(batch) * b->m.hidden,
                                                      err)) != KVS_OK)
             break;
         if ((rc = kernels_timer_start(b->be, err)) != KVS_OK)
             break;
-        rc = op == OP_STEP ? kernels_step_forward(b->be, &b->m, &b->w, &b->kv, batch, &b->a, err)
+        rc = op == PROFILE_OP_STEP ? kernels_step_forward(b->be, &b->m, &b->w, &b->kv, batch, &b->a, err)
                            : run_op(b, op, batch, err);
         if (rc == KVS_OK)
             rc = kernels_timer_stop(b->be, &b->samples[i], err);
@@ -214,7 +181,7 @@ static int time_op(calib_bench *b, int op, const kernels_batch *batch, int64_t w
     if (rc != KVS_OK)
         return rc;
     qsort(b->samples, (size_t)repeats, sizeof *b->samples, cmp_dbl);
-    snprintf(p->op, sizeof p->op, "%s", ops[op].name);
+    snprintf(p->op, sizeof p->op, "%s", profile_op_at((size_t)op)->name);
     p->median_s = rank(b->samples, repeats, 0.5);
     p->p10_s = rank(b->samples, repeats, 0.1);
     p->p90_s = rank(b->samples, repeats, 0.9);
@@ -252,7 +219,7 @@ int calib_bench_step(calib_bench *b, const calib_step *s, int64_t warmup, int64_
              (long long)p->n_prefill, (long long)p->n_decode, (long long)p->tokens,
              (long long)p->kv_read, (long long)p->prefill_sq, (long long)p->prefill_ctx,
              (long long)p->prefill_cached);
-    rc = time_op(b, OP_STEP, batch, warmup, repeats, p, err);
+    rc = time_op(b, PROFILE_OP_STEP, batch, warmup, repeats, p, err);
     kernels_batch_free(batch);
     return rc;
 }
@@ -313,7 +280,7 @@ static int measure_grid(meas *ms, const calib_grid *g, kvs_err *err)
     int rc = KVS_OK;
     calib_point p;
     for (size_t i = 0; i < g->n_tokens && rc == KVS_OK; i++)
-        for (int op = OP_RMSNORM; op <= OP_DOWN && rc == KVS_OK; op++) {
+        for (int op = PROFILE_OP_RMSNORM; op <= PROFILE_OP_DOWN && rc == KVS_OK; op++) {
             int64_t t = g->tokens[i];
             memset(&p, 0, sizeof p);
             p.tokens = t, p.batch = 1;
@@ -327,7 +294,7 @@ static int measure_grid(meas *ms, const calib_grid *g, kvs_err *err)
             p.tokens = b, p.batch = b, p.context = c, p.kv_read = b * c, p.n_decode = b;
             snprintf(p.shape_json, sizeof p.shape_json, "{\"batch\":%lld,\"context\":%lld}",
                      (long long)b, (long long)c);
-            rc = measure_uniform(ms, OP_DECODE_ATTN, b, 1, c - 1, &p, err);
+            rc = measure_uniform(ms, PROFILE_OP_DECODE_ATTN, b, 1, c - 1, &p, err);
         }
     for (size_t i = 0; i < g->n_pre_batch && rc == KVS_OK; i++)
         for (size_t j = 0; j < g->n_pre_len && rc == KVS_OK; j++)
@@ -341,14 +308,14 @@ static int measure_grid(meas *ms, const calib_grid *g, kvs_err *err)
                 snprintf(p.shape_json, sizeof p.shape_json,
                          "{\"batch\":%lld,\"len\":%lld,\"cached\":%lld}", (long long)b,
                          (long long)l, (long long)c);
-                rc = measure_uniform(ms, OP_PREFILL_ATTN, b, l, c, &p, err);
+                rc = measure_uniform(ms, PROFILE_OP_PREFILL_ATTN, b, l, c, &p, err);
             }
     for (size_t i = 0; i < g->n_lm_seqs && rc == KVS_OK; i++) {
         int64_t n = g->lm_seqs[i];
         memset(&p, 0, sizeof p);
         p.tokens = n, p.batch = n;
         snprintf(p.shape_json, sizeof p.shape_json, "{\"seqs\":%lld}", (long long)n);
-        rc = measure_uniform(ms, OP_LM_HEAD, n, 1, 0, &p, err);
+        rc = measure_uniform(ms, PROFILE_OP_LM_HEAD, n, 1, 0, &p, err);
     }
     return rc;
 }

@@ -22,6 +22,7 @@
 #include "../kernels/kernels.h"
 #include "../models/model.h"
 #include "../base/kvs.h"
+#include "../cost/profile.h"
 
 #define CALIB_MAX_GRID 32
 
@@ -61,26 +62,6 @@ typedef struct calib_step {
     int64_t q[CALIB_STEP_MAX_SEQS];  /* new tokens per sequence, >= 1 */
     int64_t c[CALIB_STEP_MAX_SEQS];  /* cached tokens before the step, >= 0 */
 } calib_step;
-
-/* The operations a profile is made of: how each is sized (its grid) and how
- * often it runs per step. */
-typedef enum calib_op_kind {
-    CALIB_OP_KIND_TOKENS,  /* sized by tokens in the step */
-    CALIB_OP_KIND_DECODE,  /* decode attention: decode batch x contexts */
-    CALIB_OP_KIND_PREFILL, /* prefill attention: prefill batch x lengths */
-    CALIB_OP_KIND_SEQS,    /* LM head: sequences in the step */
-    CALIB_OP_KIND_STEP     /* a whole step (overhead fit only) */
-} calib_op_kind;
-
-typedef struct calib_op_info {
-    const char *name;    /* "rmsnorm", "qkv_proj", ... as stored in `op` */
-    calib_op_kind kind;
-    int per_layer;       /* calls per layer; 0 = once per step */
-} calib_op_info;
-
-size_t calib_op_count(void);
-const calib_op_info *calib_op_at(size_t i);      /* NULL past the end */
-const calib_op_info *calib_op_find(const char *name); /* NULL if unknown */
 
 /* Whether the grid measures B prefills of L tokens over c cached ones:
  * c + L within the model's context, and B * L <= max_pre_tokens unless

@@ -83,7 +83,7 @@ int profile_to_json(const profile *p, char **params_json, char **fit_error_json,
                   o->per_layer);
         if (o->nf == 0) {
             sb_printf(&a, "\"method\":\"interp\",\"x\":\"%s\",\"points\":[",
-                      o->info->kind == CALIB_OP_KIND_SEQS ? "seqs" : "tokens");
+                      o->info->kind == PROFILE_OP_KIND_SEQS ? "seqs" : "tokens");
             for (int64_t j = 0; j < o->n; j++)
                 sb_printf(&a, "%s[%.17g,%.17g]", j ? "," : "", o->x[j], o->y[j]);
         } else {
@@ -267,8 +267,8 @@ static int parse_op(sqlite3 *db, sqlite3_stmt *st, profile *p, kvs_err *err)
     const char *name = (const char *)sqlite3_column_text(st, 1);
     const char *method = (const char *)sqlite3_column_text(st, 3);
     snprintf(where, sizeof where, "profile params: ops[%d] (%s)", idx, name ? name : "?");
-    const calib_op_info *info = name ? calib_op_find(name) : NULL;
-    if (!info || info->kind == CALIB_OP_KIND_STEP)
+    const profile_op_info *info = name ? profile_op_find(name) : NULL;
+    if (!info || info->kind == PROFILE_OP_KIND_STEP)
         return kvs_errf(err, KVS_EINVAL, "%s: unknown op", where);
     for (size_t i = 0; i < p->n_ops; i++)
         if (p->ops[i].info == info)
@@ -281,7 +281,7 @@ static int parse_op(sqlite3 *db, sqlite3_stmt *st, profile *p, kvs_err *err)
     prof_op *o = &p->ops[p->n_ops++];
     o->info = info;
     o->per_layer = sqlite3_column_int(st, 2);
-    int table = info->kind == CALIB_OP_KIND_TOKENS || info->kind == CALIB_OP_KIND_SEQS;
+    int table = info->kind == PROFILE_OP_KIND_TOKENS || info->kind == PROFILE_OP_KIND_SEQS;
     if (!method || strcmp(method, table ? "interp" : "nnls"))
         return kvs_errf(err, KVS_EINVAL, "%s: method must be '%s'", where, table ? "interp" : "nnls");
     if (table)
@@ -309,9 +309,9 @@ int profile_from_json(sqlite3 *db, const char *js, profile **out, kvs_err *err)
     while (rc == KVS_OK && sqlite3_step(st) == SQLITE_ROW)
         rc = parse_op(db, st, p, err);
     sqlite3_finalize(st);
-    for (size_t i = 0; rc == KVS_OK && i < calib_op_count(); i++) {
-        const calib_op_info *info = calib_op_at(i);
-        int found = info->kind == CALIB_OP_KIND_STEP;
+    for (size_t i = 0; rc == KVS_OK && i < profile_op_count(); i++) {
+        const profile_op_info *info = profile_op_at(i);
+        int found = info->kind == PROFILE_OP_KIND_STEP;
         for (size_t j = 0; j < p->n_ops; j++)
             found |= p->ops[j].info == info;
         if (!found)

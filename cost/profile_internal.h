@@ -1,6 +1,6 @@
 /* profile_internal.h — the body of a profile, shared by the profile
- * module's files: profile.c (fit, predict), profile_json.c (JSON both
- * ways), profile_cost.c (the calibrated cost model).  Not an API. */
+ * module's files (profile.c: predict and the cost model; profile_json.c:
+ * JSON both ways) and validate/profile_fit.c, which fills it.  Not an API. */
 #ifndef PROFILE_INTERNAL_H
 #define PROFILE_INTERNAL_H
 
@@ -22,7 +22,7 @@ typedef enum profile_feat {
 } profile_feat;
 
 typedef struct prof_op {
-    const calib_op_info *info;      /* name, kind */
+    const profile_op_info *info;      /* name, kind */
     int per_layer;                  /* calls per layer; 0 = once per step */
     int64_t n;                      /* table points */
     double *x, *y;                  /* [n] tokens (or sequences) ascending -> seconds */
@@ -40,7 +40,11 @@ struct profile {
 };
 
 /* The features of an op kind (decode: 3, prefill: 6, tables: 0). */
-const profile_feat *profile_op_feats(calib_op_kind k, int *nf);
+const profile_feat *profile_op_feats(profile_op_kind k, int *nf);
 const char *profile_feat_name(profile_feat f);
+/* Feature f of a step's batch. */
+double profile_feat_value(profile_feat f, const cost_batch *b);
+/* Seconds of every op of a step, without the per-step overhead. */
+double profile_ops_s(const profile *p, const cost_batch *b);
 
 #endif

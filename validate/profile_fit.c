@@ -1,131 +1,14 @@
-/* profile.c — fitting a cost profile from kernel measurements, predicting
- * step times with it, its JSON form (written by hand, read back with
- * SQLite's JSON functions), and the "calibrated" cost model over it. */
+/* profile_fit.c — fitting a cost profile (cost/profile.h) from measured
+ * points: tables with leave-one-out errors, non-negative least squares for
+ * the attention ops, and the per-step overhead. */
 #include "profile.h"
 
 #include <math.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "profile_internal.h"
-
-static const profile_feat decode_feats[] = {PROFILE_FEAT_ONE, PROFILE_FEAT_N_DECODE,
-                                            PROFILE_FEAT_KV_READ};
-static const profile_feat prefill_feats[] = {
-    PROFILE_FEAT_ONE,            PROFILE_FEAT_N_PREFILL, PROFILE_FEAT_PREFILL_TOKENS,
-    PROFILE_FEAT_PREFILL_CACHED, PROFILE_FEAT_PREFILL_SQ, PROFILE_FEAT_PREFILL_CTX};
-static const char *const feat_names[] = {"one",            "n_decode",       "kv_read",
-                                         "n_prefill",      "prefill_tokens", "prefill_cached",
-                                         "prefill_sq",     "prefill_ctx"};
-
-const profile_feat *profile_op_feats(calib_op_kind k, int *nf)
-{
-    *nf = k == CALIB_OP_KIND_DECODE ? 3 : k == CALIB_OP_KIND_PREFILL ? 6 : 0;
-    return k == CALIB_OP_KIND_DECODE ? decode_feats : prefill_feats;
-}
-
-const char *profile_feat_name(profile_feat f) { return feat_names[f]; }
-
-static double feat_value(profile_feat f, const cost_batch *b)
-{
-    switch (f) {
-    case PROFILE_FEAT_ONE: return 1.0;
-    case PROFILE_FEAT_N_DECODE: return (double)b->n_decode;
-    case PROFILE_FEAT_KV_READ: return (double)b->kv_read;
-    case PROFILE_FEAT_N_PREFILL: return (double)b->n_prefill;
-    case PROFILE_FEAT_PREFILL_TOKENS: return (double)(b->tokens - b->n_decode);
-    case PROFILE_FEAT_PREFILL_CACHED: return (double)b->prefill_cached;
-    case PROFILE_FEAT_PREFILL_SQ: return (double)b->prefill_sq;
-    default: return (double)b->prefill_ctx;
-    }
-}
-
-/* Linear in x between points, flat below the first, last segment beyond. */
-static double interp(const double *x, const double *y, int64_t n, double v)
-{
-    if (n == 1 || v <= x[0])
-        return y[0];
-    int64_t i = 1;
-    while (i < n - 1 && x[i] < v)
-        i++;
-    double t = (v - x[i - 1]) / (x[i] - x[i - 1]), r = y[i - 1] + t * (y[i] - y[i - 1]);
-    return r > 0 ? r : 0;
-}
-
-static double op_s(const prof_op *o, const cost_batch *b)
-{
-    int nf;
-    const profile_feat *f = profile_op_feats(o->info->kind, &nf);
-    double s = 0;
-    switch (o->info->kind) {
-    case CALIB_OP_KIND_TOKENS:
-        return b->tokens > 0 ? interp(o->x, o->y, o->n, (double)b->tokens) : 0.0;
-    case CALIB_OP_KIND_SEQS:
-        return b->n_prefill + b->n_decode > 0
-                   ? interp(o->x, o->y, o->n, (double)(b->n_prefill + b->n_decode))
-                   : 0.0;
-    case CALIB_OP_KIND_DECODE:
-        if (b->n_decode <= 0)
-            return 0.0;
-        break;
-    case CALIB_OP_KIND_PREFILL:
-        if (b->n_prefill <= 0)
-            return 0.0;
-        break;
-    default: return 0.0;
-    }
-    for (int j = 0; j < nf; j++)
-        s += o->coef[j] * feat_value(f[j], b);
-    return s;
-}
-
-/* All ops of a step (no overhead). */
-static double ops_s(const profile *p, const cost_batch *b)
-{
-    double s = 0;
-    for (size_t i = 0; i < p->n_ops; i++) {
-        const prof_op *o = &p->ops[i];
-        s += (o->per_layer ? (double)(o->per_layer * p->m.layers) : 1.0) * op_s(o, b);
-    }
-    return s;
-}
-
-double profile_step_s(const profile *p, const cost_batch *b)
-{
-    if (b->tokens <= 0 && b->n_prefill + b->n_decode <= 0)
-        return 0.0; /* a step with no request takes no time */
-    return p->overhead_s + ops_s(p, b);
-}
-
-double profile_op_s(const profile *p, const char *op, const cost_batch *b)
-{
-    for (size_t i = 0; i < p->n_ops; i++)
-        if (!strcmp(p->ops[i].info->name, op))
-            return (p->ops[i].per_layer ? (double)(p->ops[i].per_layer * p->m.layers) : 1.0) *
-                   op_s(&p->ops[i], b);
-    return NAN;
-}
-
-double profile_overhead_s(const profile *p) { return p->overhead_s; }
-size_t profile_error_count(const profile *p) { return p->n_errs; }
-const profile_op_error *profile_error_at(const profile *p, size_t i)
-{
-    return i < p->n_errs ? &p->errs[i] : NULL;
-}
-const model_spec *profile_model(const profile *p) { return &p->m; }
-
-void profile_free(profile *p)
-{
-    if (!p)
-        return;
-    for (size_t i = 0; i < p->n_ops; i++) {
-        free(p->ops[i].x);
-        free(p->ops[i].y);
-    }
-    free(p);
-}
+#include "../cost/profile_internal.h"
 
 /* ------------------------------------------------------------ fitting */
 
@@ -253,7 +136,7 @@ static int fit_table(profile *p, prof_op *o, const calib_point *pts, size_t n, k
     for (size_t i = 0; i < n; i++) {
         if (strcmp(pts[i].op, o->info->name))
             continue;
-        double x = (double)(o->info->kind == CALIB_OP_KIND_SEQS ? pts[i].batch : pts[i].tokens);
+        double x = (double)(o->info->kind == PROFILE_OP_KIND_SEQS ? pts[i].batch : pts[i].tokens);
         int64_t j = k;
         while (j > 0 && o->x[j - 1] > x) /* insertion sort: grids are small */
             j--;
@@ -302,7 +185,7 @@ static int fit_linear(profile *p, prof_op *o, const calib_point *pts, size_t n, 
             continue;
         cost_batch b = point_batch(&pts[i]);
         for (int j = 0; j < o->nf; j++)
-            A[k * o->nf + j] = feat_value(f[j], &b);
+            A[k * o->nf + j] = profile_feat_value(f[j], &b);
         y[k++] = pts[i].median_s;
     }
     if (k == 0) {
@@ -330,14 +213,14 @@ int profile_fit(const model_spec *m, const calib_point *pts, size_t n, profile *
         return kvs_errf(err, KVS_ENOMEM, "out of memory (profile)");
     p->m = *m;
     int rc = KVS_OK;
-    for (size_t i = 0; i < calib_op_count() && rc == KVS_OK; i++) {
-        const calib_op_info *info = calib_op_at(i);
-        if (info->kind == CALIB_OP_KIND_STEP)
+    for (size_t i = 0; i < profile_op_count() && rc == KVS_OK; i++) {
+        const profile_op_info *info = profile_op_at(i);
+        if (info->kind == PROFILE_OP_KIND_STEP)
             continue;
         prof_op *o = &p->ops[p->n_ops++];
         o->info = info;
         o->per_layer = info->per_layer;
-        rc = info->kind == CALIB_OP_KIND_TOKENS || info->kind == CALIB_OP_KIND_SEQS
+        rc = info->kind == PROFILE_OP_KIND_TOKENS || info->kind == PROFILE_OP_KIND_SEQS
                  ? fit_table(p, o, pts, n, err)
                  : fit_linear(p, o, pts, n, err);
     }
@@ -349,7 +232,7 @@ int profile_fit(const model_spec *m, const calib_point *pts, size_t n, profile *
     for (size_t i = 0; rc == KVS_OK && i < n; i++)
         if (!strcmp(pts[i].op, "step") && pts[i].median_s > 0) {
             cost_batch b = point_batch(&pts[i]);
-            res[k++] = pts[i].median_s - ops_s(p, &b);
+            res[k++] = pts[i].median_s - profile_ops_s(p, &b);
         }
     if (rc == KVS_OK && k > 0) {
         double med, mx;

@@ -1,7 +1,7 @@
-/* profile_cost.c — the "calibrated[:ID]" cost model: find a stored profile,
- * refuse one fitted for another GPU or model unless forced, and predict
- * step times with it (cost_model_vt of cost/cost.h). */
-#include "profile_internal.h"
+/* store_profile.c — the "calibrated[:ID]" cost model from the store: find a
+ * stored profile, refuse one fitted for another GPU or model unless forced,
+ * and wrap it as a cost model (cost/profile.h). */
+#include "store_calib.h"
 
 #include <errno.h>
 #include <sqlite3.h>
@@ -9,37 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../store/store_calib.h"
-
-typedef struct calibrated {
-    profile *p;      /* owned */
-    char desc[512];  /* provenance line */
-} calibrated;
-
-static double calibrated_step_s(void *self, const cost_batch *b)
-{
-    return profile_step_s(((calibrated *)self)->p, b);
-}
-
-static void calibrated_free(void *self)
-{
-    calibrated *c = self;
-    if (c)
-        profile_free(c->p);
-    free(c);
-}
-
-static void calibrated_describe(void *self, char *buf, size_t n)
-{
-    snprintf(buf, n, "%s", ((calibrated *)self)->desc);
-}
-
-static const cost_model_vt calibrated_vt = {
-    .name = "calibrated",
-    .step_s = calibrated_step_s,
-    .free = calibrated_free,
-    .describe = calibrated_describe,
-};
+#include "../cost/profile.h"
 
 /* "calibrated" -> 0, "calibrated:ID" -> ID >= 1. */
 static int parse_spec(const char *spec, int64_t *id, kvs_err *err)
@@ -105,7 +75,7 @@ static int find_profile(sqlite3 *db, int64_t id, const model_spec *m, const char
     return rc;
 }
 
-int cost_calibrated_create(sqlite3 *db, const char *spec, const model_spec *m,
+int store_calibrated_cost_create(sqlite3 *db, const char *spec, const model_spec *m,
                            const char *gpu_name, int force, cost_model *out, kvs_err *err)
 {
     out->vt = NULL;
@@ -118,14 +88,11 @@ int cost_calibrated_create(sqlite3 *db, const char *spec, const model_spec *m,
     store_profile_row row;
     if ((rc = find_profile(db, id, m, gpu, force, &row, err)) != KVS_OK)
         return rc;
-    calibrated *c = calloc(1, sizeof *c);
-    if (!c) {
-        store_profile_row_free(&row);
-        return kvs_errf(err, KVS_ENOMEM, "out of memory (cost model)");
-    }
-    rc = profile_from_json(db, row.params_json, &c->p, err);
+    profile *p = NULL;
+    char desc[512] = "";
+    rc = profile_from_json(db, row.params_json, &p, err);
     if (rc == KVS_OK && !force) {
-        const model_spec *pm = profile_model(c->p);
+        const model_spec *pm = profile_model(p);
         if (strcmp(row.gpu, gpu))
             rc = kvs_errf(err, KVS_EINVAL,
                           "%s: profile %lld was measured for gpu '%s' (device %s), not "
@@ -145,18 +112,16 @@ int cost_calibrated_create(sqlite3 *db, const char *spec, const model_spec *m,
                           (long long)pm->layers, (long long)pm->heads, (long long)pm->kv_heads);
     }
     if (rc == KVS_OK)
-        snprintf(c->desc, sizeof c->desc,
+        snprintf(desc, sizeof desc,
                  "calibrated: profile %lld (calibration %lld, model %s, gpu %s, device %s, %s; "
                  "overhead %.3g s)%s",
                  (long long)row.profile_id, (long long)row.calib_id, row.model, row.gpu,
-                 row.device, row.created_at, profile_overhead_s(c->p),
+                 row.device, row.created_at, profile_overhead_s(p),
                  force && (strcmp(row.gpu, gpu) || strcmp(row.model, m->name)) ? " [forced]" : "");
     store_profile_row_free(&row);
     if (rc != KVS_OK) {
-        calibrated_free(c);
+        profile_free(p);
         return rc;
     }
-    out->vt = &calibrated_vt;
-    out->self = c;
-    return KVS_OK;
+    return cost_profile_create(p, desc, out, err);
 }
