@@ -100,7 +100,7 @@ typedef struct run_result {
     double wall_s;               /* simulation wall time */
 } run_result;
 
-/* Fill a config with defaults (llama-2-7b, a100-80g, tp 1, block 16, ...). */
+/* Fill a config with defaults (llama-3-8b, a100-80g, tp 1, block 16, ...). */
 void run_config_defaults(run_config *cfg);
 
 /* Resolve what the flags leave implicit, for model m on GPU g:

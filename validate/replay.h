@@ -16,6 +16,13 @@
  *    size the pool.  Each step's blocks held are compared with the
  *    simulator's steps.kv_blocks_used.  Prefix-cache sharing is not
  *    reproduced: every request gets private blocks.
+ *    Why a copy of the allocator rather than the scheduler's own tables:
+ *    the replay sees only what the store holds (each step's members, never
+ *    the scheduler's queues, free lists or policy state), so it must derive
+ *    the tables from that record; and doing so independently checks the
+ *    scheduler.  tests/test_validate.c runs every batching mode, policy,
+ *    allocator and preemption mode on random traces and requires the
+ *    derived blocks held to equal kv_blocks_used at every step.
  *  - replay runs chosen steps through kernels_step_forward on a backend,
  *    with a paged KV pool of the run's block count for all layers, the
  *    derived block tables, and deterministic input embeddings per (request,
