@@ -14,16 +14,21 @@ static int affine_family_create(const char *params, const cost_env *env, cost_mo
 static int roofline_family_create(const char *params, const cost_env *env, cost_model *out,
                                   kvs_err *err)
 {
-    (void)params;
+    cost_roofline_consts k;
+    cost_roofline_consts_default(&k);
+    int rc = cost_roofline_consts_parse(params, &k, NULL, err);
+    if (rc)
+        return rc;
     if (!env->m || !env->g)
         return kvs_errf(err, KVS_EINVAL, "--cost: roofline needs a model and a GPU");
-    return cost_roofline_create(env->m, env->g, env->tp, out, err);
+    return cost_roofline_create_with(env->m, env->g, env->tp, &k, out, err);
 }
 
 /* The built-in families: one line each. */
 static const cost_family builtin_affine = {"affine", "affine:c0,c1,c2,c3", 1,
                                            affine_family_create};
-static const cost_family builtin_roofline = {"roofline", "roofline", 0, roofline_family_create};
+static const cost_family builtin_roofline = {"roofline", "roofline[:KEY=VALUE,...]", 2,
+                                             roofline_family_create};
 
 #define COST_MAX_FAMILIES 32
 static const cost_family *families[COST_MAX_FAMILIES] = {&builtin_affine, &builtin_roofline};
@@ -57,9 +62,9 @@ int cost_model_create(const char *spec, const model_spec *m, const gpu_spec *g,
         size_t k = strlen(f->name);
         if (strncmp(spec, f->name, k))
             continue;
-        if (f->params && spec[k] == ':')
+        if (f->params >= 1 && spec[k] == ':')
             return f->create(spec + k + 1, &env, out, err);
-        if (!f->params && spec[k] == 0)
+        if (f->params != 1 && spec[k] == 0)
             return f->create("", &env, out, err);
     }
     if (!strcmp(spec, "calibrated") || !strncmp(spec, "calibrated:", 11))

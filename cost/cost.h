@@ -67,7 +67,7 @@ typedef struct cost_env {
 typedef struct cost_family {
     const char *name;     /* spec name, e.g. "affine" */
     const char *usage;    /* as listed in errors, e.g. "affine:c0,c1,c2,c3" */
-    int params;           /* 1: the spec is NAME:PARAMS; 0: NAME alone */
+    int params;           /* 0: NAME alone; 1: NAME:PARAMS; 2: either */
     /* Required: build the model from PARAMS ("" when params is 0). */
     int (*create)(const char *params, const cost_env *env, cost_model *out, kvs_err *err);
 } cost_family;
@@ -100,6 +100,43 @@ typedef struct cost_roofline_consts {
 } cost_roofline_consts;
 
 void cost_roofline_consts_default(cost_roofline_consts *c);
+
+/* The constants by name (cost_consts.c): each a double of
+ * cost_roofline_consts at `off`, with its unit, range and the source of
+ * its default. */
+typedef struct cost_const_info {
+    const char *name;     /* key in specs and files, e.g. "eff_gemm" */
+    const char *unit;     /* "fraction" or "s" */
+    size_t off;           /* offsetof in cost_roofline_consts */
+    double lo, hi;        /* range: (lo, hi] when lo_open, else [lo, hi] */
+    int lo_open;
+    const char *source;   /* where the default comes from, one line */
+} cost_const_info;
+
+#define COST_MAX_CONSTS 32
+typedef char cost_const_origin[1100]; /* "default", "--cost", "FILE:LINE" */
+
+size_t cost_roofline_const_count(void);
+const cost_const_info *cost_roofline_const_at(size_t i); /* NULL past the end */
+/* Every origin "default". */
+void cost_roofline_origins_default(cost_const_origin origin[COST_MAX_CONSTS]);
+/* Apply "key=value,..." to k, left to right; the key "file=PATH" reads a
+ * constants file (cost_roofline_consts_read) at that point.  Time
+ * constants also take _ms and _us keys (step_overhead_ms=4).  An unknown
+ * key, a value that is not a number or one out of range is KVS_EINVAL
+ * naming it.  origin (may be NULL) records where each value came from.
+ * Cost: O(keys x constants). */
+int cost_roofline_consts_parse(const char *params, cost_roofline_consts *k,
+                               cost_const_origin origin[COST_MAX_CONSTS], kvs_err *err);
+/* A constants file: key = value lines, '#' comments, the keys above;
+ * errors name FILE:LINE. */
+int cost_roofline_consts_read(const char *path, cost_roofline_consts *k,
+                              cost_const_origin origin[COST_MAX_CONSTS], kvs_err *err);
+/* One line per constant: name, value, unit, origin, source; into buf[cap]
+ * like snprintf. */
+size_t cost_roofline_consts_show(const cost_roofline_consts *k,
+                                 const cost_const_origin origin[COST_MAX_CONSTS], char *buf,
+                                 size_t cap);
 /* As cost_roofline_create with explicit constants (each efficiency in
  * (0, 1], times >= 0). */
 int cost_roofline_create_with(const model_spec *m, const gpu_spec *g, int64_t tp,

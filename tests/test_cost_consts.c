@@ -1,0 +1,147 @@
+/* test_cost_consts.c — the roofline's constants are settable by name
+ * (`--cost roofline:key=value,...` and constants files), each checked and
+ * traced to where it came from; and cost model families are chosen through
+ * a registry that a program may extend (the test registers its own). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost/cost.h"
+#include "models/model.h"
+#include "testutil.h"
+
+START_TEST(test_parse_and_origins)
+{
+    cost_roofline_consts k, d;
+    cost_roofline_consts_default(&k);
+    cost_roofline_consts_default(&d);
+    cost_const_origin o[COST_MAX_CONSTS];
+    cost_roofline_origins_default(o);
+    kvs_err err;
+    ck_assert_int_eq(cost_roofline_consts_parse("eff_gemm=0.6, step_overhead_ms=4", &k, o, &err),
+                     KVS_OK);
+    ck_assert(k.eff_gemm == 0.6);
+    ck_assert(k.step_overhead_s == 4e-3);
+    ck_assert(k.eff_attn == d.eff_attn);
+    ck_assert_str_eq(o[0], "--cost");
+    ck_assert_str_eq(o[1], "default");
+    ck_assert_int_eq(cost_roofline_consts_parse("collective_lat_us=12", &k, o, &err), KVS_OK);
+    ck_assert(fabs(k.collective_lat_s - 12e-6) < 1e-18);
+    /* bad keys and values name themselves */
+    ck_assert_int_eq(cost_roofline_consts_parse("eff_gem=0.6", &k, o, &err), KVS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "unknown roofline constant 'eff_gem'"));
+    ck_assert_int_eq(cost_roofline_consts_parse("eff_hbm=fast", &k, o, &err), KVS_EINVAL);
+    ck_assert_str_eq(err.msg, "--cost: eff_hbm: 'fast' is not a number");
+    ck_assert_int_eq(cost_roofline_consts_parse("eff_hbm=0", &k, o, &err), KVS_EINVAL);
+    ck_assert_str_eq(err.msg, "--cost: eff_hbm: 0 fraction is out of range (0, 1]");
+    ck_assert_int_eq(cost_roofline_consts_parse("step_overhead_s=-1", &k, o, &err), KVS_EINVAL);
+    ck_assert_int_eq(cost_roofline_consts_parse("eff_hbm", &k, o, &err), KVS_EINVAL);
+    ck_assert_str_eq(err.msg, "--cost: roofline: 'eff_hbm' is not key=value");
+}
+END_TEST
+
+START_TEST(test_constants_file)
+{
+    const char *dir = tu_tmpdir();
+    char *path = tu_write_file(dir, "h100.consts",
+                               "# fitted on TensorRT-LLM tables\n"
+                               "eff_gemm = 0.65\n\n"
+                               "step_overhead_ms = 1.5   # V1-like\n");
+    char spec[2048];
+    snprintf(spec, sizeof spec, "file=%s,eff_gemm=0.55", path);
+    cost_roofline_consts k;
+    cost_roofline_consts_default(&k);
+    cost_const_origin o[COST_MAX_CONSTS];
+    cost_roofline_origins_default(o);
+    kvs_err err;
+    ck_assert_msg(cost_roofline_consts_parse(spec, &k, o, &err) == KVS_OK, "%s", err.msg);
+    ck_assert(k.eff_gemm == 0.55); /* the flag after the file wins */
+    ck_assert(k.step_overhead_s == 1.5e-3);
+    char want[1200];
+    snprintf(want, sizeof want, "%s:4", path);
+    ck_assert_str_eq(o[5], want);
+    char text[4096];
+    cost_roofline_consts_show(&k, o, text, sizeof text);
+    ck_assert_ptr_nonnull(strstr(text, want));
+    ck_assert_ptr_nonnull(strstr(text, "eff_gemm           0.55"));
+    char *bad = tu_write_file(dir, "bad.consts", "eff_gemm = 0.6\nwarp_speed = 9\n");
+    ck_assert_int_eq(cost_roofline_consts_read(bad, &k, o, &err), KVS_EINVAL);
+    snprintf(want, sizeof want, "%s:2: unknown roofline constant 'warp_speed'", bad);
+    ck_assert_msg(!strncmp(err.msg, want, strlen(want)), "%s", err.msg);
+    free(path);
+    free(bad);
+}
+END_TEST
+
+START_TEST(test_roofline_spec_changes_cost)
+{
+    model_spec m;
+    gpu_spec g;
+    kvs_err err;
+    ck_assert_int_eq(model_lookup("llama-2-7b", &m, &err), KVS_OK);
+    ck_assert_int_eq(gpu_lookup("a100-80g", &g, &err), KVS_OK);
+    cost_model a, b;
+    ck_assert_int_eq(cost_model_create("roofline", &m, &g, 1, &a, &err), KVS_OK);
+    ck_assert_int_eq(cost_model_create("roofline:step_overhead_ms=5", &m, &g, 1, &b, &err), KVS_OK);
+    cost_batch one = {.tokens = 1, .kv_read = 128, .n_decode = 1};
+    /* only the fixed per-step overhead changed: 5 ms instead of 3 ms */
+    ck_assert(fabs(cost_step_s(&b, &one) - cost_step_s(&a, &one) - 2e-3) < 1e-12);
+    cost_model_free(&a);
+    cost_model_free(&b);
+}
+END_TEST
+
+/* A cost family the library does not know: every step takes `s` seconds. */
+static double flat_step_s(void *self, const cost_batch *b)
+{
+    (void)b;
+    return *(double *)self;
+}
+static void flat_free(void *self) { free(self); }
+static const cost_model_vt flat_vt = {"flat", flat_step_s, flat_free, NULL};
+static int flat_create(const char *params, const cost_env *env, cost_model *out, kvs_err *err)
+{
+    (void)env;
+    double *s = malloc(sizeof *s);
+    *s = strtod(params, NULL);
+    if (!(*s > 0)) {
+        free(s);
+        return kvs_errf(err, KVS_EINVAL, "--cost: flat:S needs S > 0");
+    }
+    out->vt = &flat_vt;
+    out->self = s;
+    return KVS_OK;
+}
+static const cost_family flat_family = {"flat", "flat:S", 1, flat_create};
+
+START_TEST(test_registry)
+{
+    kvs_err err;
+    cost_model c;
+    ck_assert_int_eq(cost_model_create("flat:0.5", NULL, NULL, 1, &c, &err), KVS_EINVAL);
+    ck_assert_str_eq(err.msg, "--cost: unknown cost model 'flat:0.5' (choices: "
+                              "affine:c0,c1,c2,c3, roofline[:KEY=VALUE,...], calibrated[:ID])");
+    ck_assert_int_eq(cost_family_register(&flat_family, &err), KVS_OK);
+    ck_assert_int_eq(cost_family_register(&flat_family, &err), KVS_EINVAL);
+    ck_assert_str_eq(err.msg, "cost registry: 'flat' is already registered");
+    ck_assert_int_eq(cost_model_create("flat:0.5", NULL, NULL, 1, &c, &err), KVS_OK);
+    cost_batch b = {.tokens = 100};
+    ck_assert(cost_step_s(&c, &b) == 0.5);
+    cost_model_free(&c);
+    ck_assert_int_eq(cost_model_create("flat:-1", NULL, NULL, 1, &c, &err), KVS_EINVAL);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cost_consts");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_parse_and_origins);
+    tcase_add_test(tc, test_constants_file);
+    tcase_add_test(tc, test_roofline_spec_changes_cost);
+    tcase_add_test(tc, test_registry);
+    suite_add_tcase(s, tc);
+    return tu_run_suites(&s, 1);
+}
