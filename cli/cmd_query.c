@@ -6,14 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../store/store_query.h"
 #include "cli.h"
-
-#define QUERY_BUSY_MS 5000
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: kvsim query [--db FILE] [--csv] [--header | --no-header] SQL\n"
+            "usage: kvsim query [--db FILE] [--csv] [--header | --no-header] [--timeout S]\n"
+            "                   [--max-rows N] [--max-mem-mib M] SQL\n"
             "\n"
             "Run one or more SQL statements (separated by ';') read-only over a kvsim\n"
             "results database and print each statement's rows.  SQL '-' reads the\n"
@@ -26,11 +26,21 @@ static void usage(FILE *f)
             "                aligned table (default: table)\n"
             "  --header      print the column names first (default)\n"
             "  --no-header   omit the column names\n"
+            "  --timeout S   stop a query that runs longer than S seconds (default 30;\n"
+            "                0 = no limit)\n"
+            "  --max-rows N  refuse to print more than N rows in all (default 1000000;\n"
+            "                0 = no limit): add LIMIT, or raise it\n"
+            "  --max-mem-mib M  memory SQLite may use, MiB (default 1024)\n"
             "  -h, --help    print this help\n"
             "\n"
             "Values: NULL prints as NULL in a table and as an empty field in CSV; reals\n"
-            "print with the fewest digits that read back exactly; blobs print as hex.\n"
-            "Errors (bad SQL, missing database) print one line and exit 2.\n");
+            "print with 6 significant digits in a table and with the fewest digits that\n"
+            "read back exactly in CSV; blobs print as hex.\n"
+            "Only reading is allowed: statements that write, ATTACH, PRAGMAs that set,\n"
+            "and functions outside plain SQL's are refused (docs/hardening.md).  A\n"
+            "database you cannot write (or on a read-only filesystem) is read as is.\n"
+            "Errors (bad or refused SQL, a missing database, a limit reached) print one\n"
+            "line and exit 2.\n");
 }
 
 /* ------------------------------------------------------ cell formatting */
@@ -55,7 +65,7 @@ static void fmt_real(double v, char *buf, size_t n)
 }
 
 /* Format column i of the current row; returns 0 or -1 on allocation failure. */
-static int cell_get(sqlite3_stmt *st, int i, cell *c)
+static int cell_get(sqlite3_stmt *st, int i, cell *c, int exact)
 {
     char num[40];
     const char *src = NULL;
@@ -71,7 +81,10 @@ static int cell_get(sqlite3_stmt *st, int i, cell *c)
         src = num, len = strlen(num), c->numeric = 1;
         break;
     case SQLITE_FLOAT:
-        fmt_real(sqlite3_column_double(st, i), num, sizeof num);
+        if (exact)
+            fmt_real(sqlite3_column_double(st, i), num, sizeof num);
+        else
+            snprintf(num, sizeof num, "%.6g", sqlite3_column_double(st, i));
         src = num, len = strlen(num), c->numeric = 1;
         break;
     case SQLITE_BLOB: {
@@ -120,8 +133,8 @@ static void csv_field(FILE *out, const char *s, size_t len)
     fputc('"', out);
 }
 
-/* Stream the rows of st as CSV.  Returns SQLITE_DONE or the error code. */
-static int print_csv(FILE *out, sqlite3_stmt *st, int header)
+/* Stream the rows of st as CSV.  Returns 0, or -1 with err set. */
+static int print_csv(FILE *out, store_query *q, sqlite3_stmt *st, int header, kvs_err *err)
 {
     int nc = sqlite3_column_count(st), rc;
     if (header) {
@@ -133,11 +146,13 @@ static int print_csv(FILE *out, sqlite3_stmt *st, int header)
         }
         fputc('\n', out);
     }
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((rc = store_query_step(q, st, err)) == 1) {
         for (int i = 0; i < nc; i++) {
             cell c;
-            if (cell_get(st, i, &c))
-                return SQLITE_NOMEM;
+            if (cell_get(st, i, &c, 1)) {
+                kvs_errf(err, KVS_ENOMEM, "out of memory");
+                return -1;
+            }
             if (i)
                 fputc(',', out);
             if (c.s)
@@ -146,7 +161,7 @@ static int print_csv(FILE *out, sqlite3_stmt *st, int header)
         }
         fputc('\n', out);
     }
-    return rc;
+    return rc < 0 ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------- table */
@@ -251,18 +266,18 @@ out:
     free(right);
 }
 
-/* Buffer all rows (widths need them) and print.  Returns SQLITE_DONE or the
- * error code. */
-static int print_table(FILE *out, sqlite3_stmt *st, int header)
+/* Buffer all rows (widths need them) and print.  Returns 0, or -1 with err
+ * set. */
+static int print_table(FILE *out, store_query *q, sqlite3_stmt *st, int header, kvs_err *err)
 {
     table t = {sqlite3_column_count(st), NULL, 0, 0};
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((rc = store_query_step(q, st, err)) == 1) {
         if (t.rows == t.cap) {
             size_t cap = t.cap ? 2 * t.cap : 64;
             cell *nc = realloc(t.cells, cap * (size_t)t.nc * sizeof *nc);
             if (!nc) {
-                rc = SQLITE_NOMEM;
+                rc = -2;
                 break;
             }
             t.cells = nc;
@@ -271,20 +286,22 @@ static int print_table(FILE *out, sqlite3_stmt *st, int header)
         cell *row = t.cells + t.rows * (size_t)t.nc;
         int bad = 0;
         for (int i = 0; i < t.nc; i++)
-            if (!bad && cell_get(st, i, &row[i]))
+            if (!bad && cell_get(st, i, &row[i], 0))
                 bad = 1;
             else if (bad)
                 row[i].s = NULL;
         t.rows++; /* the row's cells are owned by t now, even partial */
         if (bad) {
-            rc = SQLITE_NOMEM;
+            rc = -2;
             break;
         }
     }
-    if (rc == SQLITE_DONE)
+    if (rc == -2)
+        kvs_errf(err, KVS_ENOMEM, "out of memory");
+    if (rc == 0)
         table_print(out, &t, st, header);
     table_free(&t);
-    return rc;
+    return rc == 0 ? 0 : -1;
 }
 
 /* ------------------------------------------------------------ command */
@@ -319,8 +336,13 @@ int cmd_query(int argc, char **argv)
 {
     const char *dbpath = "kvsim.db", *sql_arg = NULL;
     int csv = 0, header = 1, status = CLI_EXIT_OK;
-    sqlite3 *db = NULL;
+    store_query_limits lim = {30.0, 1000000, INT64_C(1024) << 20};
+    store_query *q = NULL;
+    sqlite3_stmt **stmts = NULL;
+    size_t n_stmts = 0, cap_stmts = 0;
+    int printed = 0;
     char *sql_buf = NULL;
+    kvs_err err;
 
     if (cli_wants_help(argc, argv)) {
         usage(stdout);
@@ -338,6 +360,21 @@ int cmd_query(int argc, char **argv)
             header = 1;
         } else if (!strcmp(a, "--no-header")) {
             header = 0;
+        } else if (!strcmp(a, "--timeout") || !strcmp(a, "--max-rows") ||
+                   !strcmp(a, "--max-mem-mib")) {
+            if (i + 1 >= argc)
+                return cli_fail("query", "%s: missing value", a);
+            const char *v = argv[++i];
+            int64_t mib;
+            int bad = !strcmp(a, "--timeout")    ? cli_parse_f64("query", a, v, 0, 1e6, &lim.timeout_s)
+                      : !strcmp(a, "--max-rows") ? cli_parse_i64("query", a, v, 0, INT64_MAX,
+                                                                 &lim.max_rows)
+                                                 : cli_parse_i64("query", a, v, 1, INT64_C(1) << 24,
+                                                                 &mib);
+            if (bad)
+                return bad;
+            if (!strcmp(a, "--max-mem-mib"))
+                lim.max_heap_bytes = mib << 20;
         } else if (!strcmp(a, "--") && i + 1 < argc && !sql_arg) {
             sql_arg = argv[++i];
             if (i + 1 < argc)
@@ -359,53 +396,59 @@ int cmd_query(int argc, char **argv)
         sql_arg = sql_buf;
     }
 
-    if (sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        status = cli_fail("query", "%s: %s", dbpath,
-                          db ? sqlite3_errmsg(db) : "out of memory");
+    if (store_query_open(dbpath, &lim, &q, &err) != KVS_OK) {
+        status = cli_fail("query", "%s", err.msg);
         goto out;
     }
-    if (sqlite3_busy_timeout(db, QUERY_BUSY_MS) != SQLITE_OK) {
-        status = cli_fail("query", "%s: %s", dbpath, sqlite3_errmsg(db));
-        goto out;
-    }
-
+    /* Prepare every statement before running any: a script with one
+     * refused statement runs none of them. */
     const char *tail = sql_arg;
-    int printed = 0;
     while (tail && *tail) {
         sqlite3_stmt *st = NULL;
-        const char *next = NULL;
-        if (sqlite3_prepare_v2(db, tail, -1, &st, &next) != SQLITE_OK) {
-            status = cli_fail("query", "%s: %s", dbpath, sqlite3_errmsg(db));
+        if (store_query_prepare(q, &tail, &st, &err) != KVS_OK) {
+            status = cli_fail("query", "%s", err.msg);
             goto out;
         }
-        tail = next;
         if (!st)
             continue; /* whitespace or a comment */
+        if (n_stmts == cap_stmts) {
+            size_t cap = cap_stmts ? 2 * cap_stmts : 8;
+            sqlite3_stmt **ns = realloc(stmts, cap * sizeof *ns);
+            if (!ns) {
+                sqlite3_finalize(st);
+                status = cli_fail("query", "out of memory");
+                goto out;
+            }
+            stmts = ns;
+            cap_stmts = cap;
+        }
+        stmts[n_stmts++] = st;
+    }
+    for (size_t k = 0; k < n_stmts; k++) {
+        sqlite3_stmt *st = stmts[k];
         int rc;
         if (sqlite3_column_count(st) == 0) {
-            while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            while ((rc = store_query_step(q, st, &err)) == 1) {
             }
         } else {
             if (printed++ && !csv)
                 fputc('\n', stdout);
-            rc = csv ? print_csv(stdout, st, header) : print_table(stdout, st, header);
+            rc = csv ? print_csv(stdout, q, st, header, &err)
+                     : print_table(stdout, q, st, header, &err);
         }
-        if (rc != SQLITE_DONE) {
+        if (rc != 0) {
             fflush(stdout);
-            status = cli_fail("query", "%s: %s", dbpath,
-                              rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
-            sqlite3_finalize(st);
-            goto out;
-        }
-        if (sqlite3_finalize(st) != SQLITE_OK) {
-            status = cli_fail("query", "%s: %s", dbpath, sqlite3_errmsg(db));
+            status = cli_fail("query", "%s", err.msg);
             goto out;
         }
     }
     if (fflush(stdout) != 0 || ferror(stdout))
         status = cli_fail("query", "stdout: write error");
 out:
-    (void)sqlite3_close(db); /* every statement is finalized */
+    for (size_t k = 0; k < n_stmts; k++)
+        sqlite3_finalize(stmts[k]);
+    free(stmts);
+    store_query_close(q);
     free(sql_buf);
     return status;
 }

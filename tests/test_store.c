@@ -770,7 +770,9 @@ START_TEST(test_cli_query)
     free(out);
     out = query(opts, "DELETE FROM runs", &rc); /* read-only */
     ck_assert_int_eq(rc, 2);
-    snprintf(want, sizeof want, "kvsim query: %s: attempt to write a readonly database\n", path);
+    snprintf(want, sizeof want, "kvsim query: %s: refused: DELETE statements (kvsim query only "
+                                "reads; use SELECT, WITH, VALUES, EXPLAIN or a read-only PRAGMA)\n",
+             path);
     ck_assert_str_eq(out, want);
     free(out);
 
@@ -778,7 +780,7 @@ START_TEST(test_cli_query)
     snprintf(opts, sizeof opts, "--db %s", missing);
     out = query(opts, "SELECT 1", &rc);
     ck_assert_int_eq(rc, 2);
-    snprintf(want, sizeof want, "kvsim query: %s: unable to open database file\n", missing);
+    snprintf(want, sizeof want, "kvsim query: %s: no such database\n", missing);
     ck_assert_str_eq(out, want);
     ck_assert_int_ne(access(missing, F_OK), 0); /* not created */
     free(out);
