@@ -50,6 +50,16 @@ typedef enum sched_preempt {
     SCHED_PREEMPT_OFF = 2
 } sched_preempt;
 
+/* Which serving engine's rules the scheduler follows: V0 is
+ * docs/semantics.md with docs/semantics-extensions.md, V1 is
+ * docs/semantics-v1.md (one shared token budget per step, running requests
+ * first, recompute-only preemption, vLLM V1's block pool).  V0 is 0 so a
+ * zeroed config keeps the V0 behaviour. */
+typedef enum sched_engine {
+    SCHED_ENGINE_VLLM_V0 = 0,
+    SCHED_ENGINE_VLLM_V1 = 1
+} sched_engine;
+
 typedef struct sched_config {
     sched_batching batching;
     sched_policy policy;
@@ -67,6 +77,10 @@ typedef struct sched_config {
     double batch_timeout_s;     /* static: idle engine waits this long to fill */
     int chunked_prefill;        /* 1: prompts run in chunks beside decodes */
     int prefix_caching;         /* 1: share KV blocks of equal prompt prefixes */
+    sched_engine engine;        /* V0 (default) or V1 rules */
+    int64_t long_prefill_threshold; /* V1: at most this many tokens of one
+                                       request per step, 0 = off */
+    int64_t segment_tokens;     /* V1: tokens per prefix segment id (S), 0 = 512 */
 } sched_config;
 
 typedef enum sched_req_status {
@@ -212,6 +226,8 @@ int sched_audit(const sched *s, char *why, size_t n);
 
 /* Enum names for flags and the store ("continuous", "fcfs", "paged", ...),
  * and the reverse; parse returns -1 for an unknown name. */
+const char *sched_engine_name(int v);   /* "vllm-v0", "vllm-v1" */
+int sched_engine_parse(const char *s);
 const char *sched_batching_name(int v);
 const char *sched_policy_name(int v);
 const char *sched_alloc_name(int v);
