@@ -692,6 +692,407 @@ START_TEST(test_random_properties)
 }
 END_TEST
 
+/* ------------------------------------------------- a naive reference */
+/* The rules of docs/semantics-v1.md again, written as directly as possible:
+ * arrays scanned linearly, Q as an array in order, M as the blocks' own
+ * identities compared segment id by segment id (no hashing) with a
+ * registration stamp for "earliest registered".  O(N) per lookup: only for
+ * small random traces, against which the engine must agree exactly. */
+typedef struct ref_blk {
+    int ref, has_id;
+    int shared;        /* 1: (ids of req `who` up to segment s, off); 0: (who, j) */
+    int who;
+    int64_t s, off;    /* shared: segment, e - s*S; private: j in s */
+    int64_t stamp;     /* registration order */
+} ref_blk;
+
+typedef struct ref_sim {
+    const trace *t;
+    sched_config c;
+    int64_t S;
+    ref_blk *b;        /* [N + 1] */
+    int *q;            /* Q: block numbers in order */
+    int64_t nq;
+    int *w, *r;        /* W and R as arrays of ids */
+    int64_t nw, nr;
+    int64_t *g, *C, *reg, *nb;
+    int **tab;         /* [n][blocks] */
+    int64_t stamp;
+    sched_req_result *res;
+    int64_t steps;
+} ref_sim;
+
+static int ref_key_eq(const ref_sim *m, const ref_blk *x, int shared, int who, int64_t s,
+                      int64_t off)
+{
+    if (!x->has_id || x->shared != shared || x->s != s || x->off != off)
+        return 0;
+    if (!shared)
+        return x->who == who;
+    const trace *t = m->t;
+    for (int64_t k = 0; k <= s; k++)
+        if (t->hash_ids[t->hash_off[x->who] + k] != t->hash_ids[t->hash_off[who] + k])
+            return 0;
+    return 1;
+}
+
+static void ref_key(const ref_sim *m, int id, int64_t j, int *shared, int64_t *s, int64_t *off)
+{
+    const trace *t = m->t;
+    int64_t k = t->hash_off ? t->hash_off[id + 1] - t->hash_off[id] : 0;
+    int64_t P = t->reqs[id].prompt_tokens;
+    int64_t L = k * m->S < P ? k * m->S : P;
+    int64_t e = (j + 1) * m->c.block_size;
+    if (e <= L) {
+        *shared = 1;
+        *s = (e - 1) / m->S;
+        *off = e - *s * m->S;
+    } else {
+        *shared = 0;
+        *s = j;
+        *off = 0;
+    }
+}
+
+static int ref_lookup(const ref_sim *m, int id, int64_t j)
+{
+    int shared;
+    int64_t s, off;
+    ref_key(m, id, j, &shared, &s, &off);
+    int best = 0;
+    for (int64_t x = 1; x <= m->c.total_blocks; x++)
+        if (ref_key_eq(m, &m->b[x], shared, id, s, off) &&
+            (!best || m->b[x].stamp < m->b[best].stamp))
+            best = (int)x;
+    return best;
+}
+
+static void ref_q_remove(ref_sim *m, int blk)
+{
+    for (int64_t i = 0; i < m->nq; i++)
+        if (m->q[i] == blk) {
+            memmove(&m->q[i], &m->q[i + 1], (size_t)(m->nq - i - 1) * sizeof *m->q);
+            m->nq--;
+            return;
+        }
+    ck_abort_msg("block %d not in Q", blk);
+}
+
+static int ref_alloc(ref_sim *m, int id, int64_t c, int64_t q, const int *hits, int64_t nh)
+{
+    const int64_t bs = m->c.block_size;
+    int64_t want = (c + q + bs - 1) / bs, fresh = want - nh - m->nb[id], need = fresh;
+    for (int64_t k = 0; k < nh; k++)
+        need += m->b[hits[k]].ref == 0;
+    if (need > m->nq)
+        return 0;
+    for (int64_t k = 0; k < nh; k++) {
+        if (m->b[hits[k]].ref++ == 0)
+            ref_q_remove(m, hits[k]);
+        m->tab[id][k] = hits[k];
+    }
+    for (int64_t j = m->nb[id] + nh; j < want; j++) {
+        int blk = m->q[0];
+        memmove(&m->q[0], &m->q[1], (size_t)(m->nq - 1) * sizeof *m->q);
+        m->nq--;
+        m->b[blk].has_id = 0;
+        m->b[blk].ref = 1;
+        m->tab[id][j] = blk;
+    }
+    m->nb[id] = want;
+    if (m->c.prefix_caching) {
+        for (int64_t j = m->reg[id]; j < (c + q) / bs; j++) {
+            ref_blk *x = &m->b[m->tab[id][j]];
+            ref_key(m, id, j, &x->shared, &x->s, &x->off);
+            x->who = id;
+            x->has_id = 1;
+            x->stamp = m->stamp++;
+        }
+        if ((c + q) / bs > m->reg[id])
+            m->reg[id] = (c + q) / bs;
+    }
+    return 1;
+}
+
+static void ref_free(ref_sim *m, int id)
+{
+    for (int64_t j = m->nb[id] - 1; j >= 0; j--)
+        if (--m->b[m->tab[id][j]].ref == 0)
+            m->q[m->nq++] = m->tab[id][j];
+    m->nb[id] = 0;
+    m->reg[id] = 0;
+}
+
+static int ref_worse(const trace *t, int a, int b) /* key(a) > key(b) */
+{
+    const trace_req *x = &t->reqs[a], *y = &t->reqs[b];
+    if (x->priority != y->priority)
+        return x->priority > y->priority;
+    if (x->arrival_s != y->arrival_s)
+        return x->arrival_s > y->arrival_s;
+    return a > b;
+}
+
+static void ref_w_put(ref_sim *m, int id, int front)
+{
+    int64_t at;
+    if (m->c.policy == SCHED_POLICY_FCFS) {
+        at = front ? 0 : m->nw;
+    } else {
+        at = 0;
+        while (at < m->nw && !ref_worse(m->t, m->w[at], id))
+            at++;
+    }
+    memmove(&m->w[at + 1], &m->w[at], (size_t)(m->nw - at) * sizeof *m->w);
+    m->w[at] = id;
+    m->nw++;
+}
+
+typedef struct ref_ent {
+    int id;
+    int64_t q, c;
+} ref_ent;
+
+static void ref_run(const trace *t, const sched_config *c, const cost_model *cost,
+                    sched_req_result *res, int64_t *steps)
+{
+    ref_sim m;
+    memset(&m, 0, sizeof m);
+    m.t = t;
+    m.c = *c;
+    m.S = c->segment_tokens > 0 ? c->segment_tokens : 512;
+    const int64_t n = t->n, N = c->total_blocks, bs = c->block_size;
+    m.b = calloc((size_t)N + 1, sizeof *m.b);
+    m.q = calloc((size_t)N, sizeof *m.q);
+    for (int64_t x = 1; x <= N; x++)
+        m.q[m.nq++] = (int)x;
+    m.w = calloc((size_t)n, sizeof *m.w);
+    m.r = calloc((size_t)n, sizeof *m.r);
+    m.g = calloc((size_t)n, sizeof *m.g);
+    m.C = calloc((size_t)n, sizeof *m.C);
+    m.reg = calloc((size_t)n, sizeof *m.reg);
+    m.nb = calloc((size_t)n, sizeof *m.nb);
+    m.tab = calloc((size_t)n, sizeof *m.tab);
+    ref_ent *S = calloc((size_t)n, sizeof *S);
+    int *hits = calloc((size_t)N + 1, sizeof *hits);
+    for (int64_t i = 0; i < n; i++) {
+        m.tab[i] = calloc((size_t)N + 1, sizeof **m.tab);
+        memset(&res[i], 0, sizeof res[i]);
+        res[i].first_token_s = res[i].finish_s = NAN;
+    }
+    double now = 0;
+    int64_t next = 0, resolved = 0;
+    *steps = 0;
+    while (resolved < n) {
+        if (m.nr == 0 && m.nw == 0 && t->reqs[next].arrival_s > now)
+            now = t->reqs[next].arrival_s;
+        for (; next < n && t->reqs[next].arrival_s <= now; next++) {
+            const trace_req *r = &t->reqs[next];
+            int64_t po = r->prompt_tokens + r->output_tokens;
+            if (po > c->max_model_len || (po - 1 + bs - 1) / bs > N ||
+                (!c->chunked_prefill && po - 1 > c->max_batched_tokens)) {
+                res[next].status = SCHED_REQ_REJECTED;
+                resolved++;
+            } else {
+                ref_w_put(&m, (int)next, 0);
+            }
+        }
+        if (m.nr == 0 && m.nw == 0)
+            continue;
+        int64_t b = c->max_batched_tokens, ns = 0;
+        int pre = 0;
+        for (int64_t i = 0; i < m.nr && b > 0;) {
+            int id = m.r[i];
+            int64_t T = t->reqs[id].prompt_tokens + m.g[id], q = T - m.C[id];
+            if (c->long_prefill_threshold > 0 && c->long_prefill_threshold < q)
+                q = c->long_prefill_threshold;
+            if (q > b)
+                q = b;
+            int self = 0;
+            while (!ref_alloc(&m, id, m.C[id], q, NULL, 0)) {
+                int64_t v = m.nr - 1;
+                if (c->policy == SCHED_POLICY_PRIORITY)
+                    for (int64_t k = 0; k < m.nr; k++)
+                        if (ref_worse(t, m.r[k], m.r[v]))
+                            v = k;
+                int vid = m.r[v];
+                for (int64_t k = 0; k < ns; k++)
+                    if (S[k].id == vid) {
+                        b += S[k].q;
+                        memmove(&S[k], &S[k + 1], (size_t)(ns - k - 1) * sizeof *S);
+                        ns--;
+                        break;
+                    }
+                memmove(&m.r[v], &m.r[v + 1], (size_t)(m.nr - v - 1) * sizeof *m.r);
+                m.nr--;
+                ref_free(&m, vid);
+                m.C[vid] = 0;
+                res[vid].preemptions++;
+                ref_w_put(&m, vid, 1);
+                pre = 1;
+                if (v == i) {
+                    self = 1;
+                    break;
+                }
+                if (v < i)
+                    i--;
+            }
+            if (self)
+                break;
+            S[ns++] = (ref_ent){id, q, m.C[id]};
+            b -= q;
+            i++;
+        }
+        for (int64_t k = 0; !pre && k < m.nw && b > 0;) {
+            if (m.nr == c->max_seqs)
+                break;
+            int id = m.w[k];
+            int64_t T = t->reqs[id].prompt_tokens + m.g[id], nh = 0;
+            while (c->prefix_caching && nh < (T - 1) / bs && (hits[nh] = ref_lookup(&m, id, nh)))
+                nh++;
+            int64_t cc = nh * bs, q = T - cc;
+            if (c->long_prefill_threshold > 0 && c->long_prefill_threshold < q)
+                q = c->long_prefill_threshold;
+            if (!c->chunked_prefill && q > b) {
+                k++;
+                continue;
+            }
+            if (q > b)
+                q = b;
+            m.reg[id] = nh;
+            if (!ref_alloc(&m, id, cc, q, hits, nh)) {
+                m.reg[id] = 0;
+                break;
+            }
+            memmove(&m.w[k], &m.w[k + 1], (size_t)(m.nw - k - 1) * sizeof *m.w);
+            m.nw--;
+            m.r[m.nr++] = id;
+            m.C[id] = cc;
+            S[ns++] = (ref_ent){id, q, cc};
+            b -= q;
+        }
+        if (ns == 0)
+            continue;
+        cost_batch cb;
+        memset(&cb, 0, sizeof cb);
+        for (int64_t k = 0; k < ns; k++) {
+            int64_t T = t->reqs[S[k].id].prompt_tokens + m.g[S[k].id];
+            if (m.g[S[k].id] >= 1 && S[k].c == T - 1) {
+                cb.tokens++;
+                cb.kv_read += T;
+                cb.n_decode++;
+            } else {
+                cb.tokens += S[k].q;
+                cb.prefill_sq += S[k].q * S[k].q;
+                cb.prefill_ctx += S[k].q * S[k].c;
+                cb.prefill_cached += S[k].c;
+                cb.n_prefill++;
+            }
+        }
+        now += cost_step_s(cost, &cb);
+        (*steps)++;
+        for (int64_t k = 0; k < ns; k++) {
+            int id = S[k].id;
+            m.C[id] = S[k].c + S[k].q;
+            if (m.C[id] != t->reqs[id].prompt_tokens + m.g[id])
+                continue;
+            if (++m.g[id] == 1)
+                res[id].first_token_s = now;
+            if (m.g[id] == t->reqs[id].output_tokens) {
+                res[id].finish_s = now;
+                res[id].status = SCHED_REQ_FINISHED;
+                resolved++;
+                ref_free(&m, id);
+                for (int64_t x = 0; x < m.nr; x++)
+                    if (m.r[x] == id) {
+                        memmove(&m.r[x], &m.r[x + 1], (size_t)(m.nr - x - 1) * sizeof *m.r);
+                        m.nr--;
+                        break;
+                    }
+            }
+        }
+    }
+    for (int64_t i = 0; i < n; i++)
+        free(m.tab[i]);
+    free(m.tab);
+    free(m.b);
+    free(m.q);
+    free(m.w);
+    free(m.r);
+    free(m.g);
+    free(m.C);
+    free(m.reg);
+    free(m.nb);
+    free(S);
+    free(hits);
+}
+
+/* The engine agrees with the naive reference request by request: every
+ * first token, finish and preemption count, and the number of steps. */
+START_TEST(test_against_reference)
+{
+    int64_t compared = 0;
+    for (uint64_t seed = 1; seed <= 8; seed++)
+        for (int v = 0; v < 16; v++) {
+            const int prio = v & 1, pfx = (v >> 1) & 1, chunked = (v >> 2) & 1, thr = v >> 3;
+            const uint64_t sd = seed * 104729 + (uint64_t)v;
+            const int64_t S = 4 + (int64_t)(sd % 13);
+            trace t;
+            random_v1_trace(&t, 120, sd, S, prio);
+            sched_config c;
+            memset(&c, 0, sizeof c);
+            c.engine = SCHED_ENGINE_VLLM_V1;
+            c.policy = prio ? SCHED_POLICY_PRIORITY : SCHED_POLICY_FCFS;
+            c.block_size = 1 + (int64_t)(sd % 8);
+            c.max_model_len = 150;
+            c.total_blocks = 100 / c.block_size + (int64_t)(sd % 30);
+            c.max_seqs = 2 + (int64_t)(sd % 20);
+            c.max_batched_tokens = 16 + (int64_t)(sd % 150);
+            c.chunked_prefill = chunked;
+            c.prefix_caching = pfx;
+            c.segment_tokens = S;
+            c.long_prefill_threshold = thr ? 1 + (int64_t)(sd % 40) : 0;
+            cost_model cost;
+            kvs_err err;
+            ck_assert_int_eq(cost_model_create("affine:0.01,0.001,0.0001,0.00001", NULL, NULL,
+                                               1, &cost, &err), 0);
+            sched *s;
+            ck_assert_msg(sched_init(&s, &c, t.reqs, t.n, &cost, &err) == 0, "%s", err.msg);
+            req_prefixes px = trace_prefixes(&t);
+            ck_assert_int_eq(sched_attach_prefixes(s, &px, &err), 0);
+            double end;
+            ck_assert_int_eq(engine_run(s, &t, &end, &err), 0);
+            sched_counters ctr;
+            sched_get_counters(s, &ctr);
+            sched_req_result *want = calloc((size_t)t.n, sizeof *want);
+            int64_t steps;
+            ref_run(&t, &c, &cost, want, &steps);
+            const sched_req_result *got = sched_results(s);
+            for (int64_t i = 0; i < t.n; i++) {
+                ck_assert_msg(got[i].status == want[i].status &&
+                                  got[i].preemptions == want[i].preemptions &&
+                                  (isnan(want[i].finish_s)
+                                       ? isnan(got[i].finish_s)
+                                       : got[i].finish_s == want[i].finish_s &&
+                                             got[i].first_token_s == want[i].first_token_s),
+                              "seed %llu variant %d r%lld: status %d/%d preempt %d/%d "
+                              "first %.9f/%.9f finish %.9f/%.9f",
+                              (unsigned long long)sd, v, (long long)i, got[i].status,
+                              want[i].status, got[i].preemptions, want[i].preemptions,
+                              got[i].first_token_s, want[i].first_token_s, got[i].finish_s,
+                              want[i].finish_s);
+            }
+            ck_assert_int_eq(ctr.steps, steps);
+            compared += t.n;
+            free(want);
+            sched_free(s);
+            cost_model_free(&cost);
+            trace_free(&t);
+        }
+    ck_assert_int_gt(compared, 0);
+}
+END_TEST
+
 /* V0 configs are untouched by the new fields: a V0 run with segment_tokens
  * set is the same as one without. */
 START_TEST(test_v0_unchanged)
@@ -736,6 +1137,7 @@ int main(void)
     TCase *p = tcase_create("properties");
     tcase_set_timeout(p, 120);
     tcase_add_test(p, test_random_properties);
+    tcase_add_test(p, test_against_reference);
     tcase_add_test(p, test_v0_unchanged);
     suite_add_tcase(s, p);
     return tu_run_suites(&s, 1);
