@@ -10,6 +10,12 @@
  * it when requests arrive and when a step ends, and it asks a cost model
  * how long each step takes.
  *
+ * cfg.engine selects the rules: SCHED_ENGINE_VLLM_V0 (the default, above)
+ * or SCHED_ENGINE_VLLM_V1, docs/semantics-v1.md: one token budget per step
+ * shared by running requests first and then waiting ones, recompute-only
+ * preemption and vLLM V1's block pool (scheduler/v1.c, v1_pool.c).  Both sit
+ * behind the same entry points below.
+ *
  * Per-request state lives in flat arrays indexed by request id; the waiting
  * queue is a binary heap in policy order (admission only ever takes its
  * head), so one step costs O(batch + log(waiting)) and allocates nothing.

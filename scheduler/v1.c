@@ -1,5 +1,5 @@
-/* v1.c — the vLLM V1 engine, docs/semantics-v1.md (the contract) and
- * docs/semantics-v1.md in the project's docs/ (the same rules restated).
+/* v1.c — the vLLM V1 engine: the contract is shared/spec/semantics-v1.md,
+ * restated in the project's docs/semantics-v1.md.
  *
  * One iteration (sched_plan_step) is one step: a single token budget B,
  * spent first on the running list R in admission order (rule 4.4), then,
