@@ -27,8 +27,10 @@ typedef struct v1_pool {
     uint8_t *has_id;           /* [N + 1] 1: registered in M */
     v1_key *key;               /* [N + 1] its identity */
     int32_t *mprev, *mnext;    /* [N + 1] neighbours under the same identity */
-    v1_key *tkey;              /* [mask + 1] table: identity */
-    int32_t *thead, *ttail;    /* [mask + 1] earliest / latest block, 0 = slot empty */
+    struct v1_slot {           /* [mask + 1] the table */
+        v1_key k;              /* identity */
+        int32_t head, tail;    /* earliest / latest block under it, 0 = slot empty */
+    } *tab;
     uint64_t mask;
     int64_t cached;            /* blocks in Q that carry an identity */
     int64_t evictions;         /* identities removed by taking a block */

@@ -42,11 +42,8 @@ int v1_pool_init(v1_pool *p, int64_t N, int with_cache)
         while (sz < 2 * (uint64_t)N)
             sz <<= 1;
         p->mask = sz - 1;
-        p->tkey = calloc((size_t)sz, sizeof *p->tkey);
-        p->thead = calloc((size_t)sz, sizeof *p->thead);
-        p->ttail = calloc((size_t)sz, sizeof *p->ttail);
-        if (!p->has_id || !p->key || !p->mprev || !p->mnext || !p->tkey || !p->thead ||
-            !p->ttail)
+        p->tab = calloc((size_t)sz, sizeof *p->tab);
+        if (!p->has_id || !p->key || !p->mprev || !p->mnext || !p->tab)
             return -1;
     }
     /* Q = 1..N in order */
@@ -71,9 +68,7 @@ void v1_pool_free(v1_pool *p)
     free(p->key);
     free(p->mprev);
     free(p->mnext);
-    free(p->tkey);
-    free(p->thead);
-    free(p->ttail);
+    free(p->tab);
     memset(p, 0, sizeof *p);
 }
 
@@ -81,16 +76,16 @@ void v1_pool_free(v1_pool *p)
 static uint64_t slot_of(const v1_pool *p, v1_key k)
 {
     uint64_t i = key_home(k) & p->mask;
-    while (p->thead[i] && !key_eq(p->tkey[i], k))
+    while (p->tab[i].head && !key_eq(p->tab[i].k, k))
         i = (i + 1) & p->mask;
     return i;
 }
 
 int32_t v1_pool_lookup(const v1_pool *p, v1_key k)
 {
-    if (!p->thead)
+    if (!p->tab)
         return 0;
-    return p->thead[slot_of(p, k)];
+    return p->tab[slot_of(p, k)].head;
 }
 
 /* Delete table slot i (linear probing, backward-shift deletion). */
@@ -100,19 +95,17 @@ static void table_delete(v1_pool *p, uint64_t i)
         uint64_t j = i;
         for (;;) {
             j = (j + 1) & p->mask;
-            if (!p->thead[j]) {
-                p->thead[i] = p->ttail[i] = 0;
+            if (!p->tab[j].head) {
+                p->tab[i].head = p->tab[i].tail = 0;
                 return;
             }
-            uint64_t k = key_home(p->tkey[j]) & p->mask;
+            uint64_t k = key_home(p->tab[j].k) & p->mask;
             /* entry j may stay if its home lies cyclically in (i, j] */
             int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
             if (!stays)
                 break;
         }
-        p->tkey[i] = p->tkey[j];
-        p->thead[i] = p->thead[j];
-        p->ttail[i] = p->ttail[j];
+        p->tab[i] = p->tab[j];
         i = j;
     }
 }
@@ -142,15 +135,15 @@ static void unregister(v1_pool *p, int32_t b)
     if (pv)
         p->mnext[pv] = nx;
     else
-        p->thead[i] = nx;
+        p->tab[i].head = nx;
     if (nx)
         p->mprev[nx] = pv;
     else
-        p->ttail[i] = pv;
+        p->tab[i].tail = pv;
     p->mprev[b] = p->mnext[b] = 0;
     p->has_id[b] = 0;
     p->ids--;
-    if (!p->thead[i])
+    if (!p->tab[i].head)
         table_delete(p, i);
 }
 
@@ -179,15 +172,15 @@ void v1_pool_register(v1_pool *p, int32_t b, v1_key k)
     p->has_id[b] = 1;
     p->ids++;
     p->mnext[b] = 0;
-    if (!p->thead[i]) {
-        p->tkey[i] = k;
-        p->thead[i] = p->ttail[i] = b;
+    if (!p->tab[i].head) {
+        p->tab[i].k = k;
+        p->tab[i].head = p->tab[i].tail = b;
         p->mprev[b] = 0;
     } else {
-        int32_t t = p->ttail[i];
+        int32_t t = p->tab[i].tail;
         p->mnext[t] = b;
         p->mprev[b] = t;
-        p->ttail[i] = b;
+        p->tab[i].tail = b;
     }
     if (p->inq[b])
         p->cached++; /* (never: registered blocks are held) */
@@ -246,7 +239,7 @@ int v1_pool_audit(const v1_pool *p, char *why, size_t n)
             continue;
         ids++;
         uint64_t i = slot_of(p, p->key[b]);
-        int32_t x = p->thead[i];
+        int32_t x = p->tab[i].head;
         while (x && x != b)
             x = p->mnext[x];
         if (!x)
@@ -254,8 +247,8 @@ int v1_pool_audit(const v1_pool *p, char *why, size_t n)
     }
     int64_t listed = 0;
     for (uint64_t i = 0; i <= p->mask; i++)
-        for (int32_t x = p->thead[i]; x; x = p->mnext[x]) {
-            if (!p->has_id[x] || !key_eq(p->key[x], p->tkey[i]))
+        for (int32_t x = p->tab[i].head; x; x = p->mnext[x]) {
+            if (!p->has_id[x] || !key_eq(p->key[x], p->tab[i].k))
                 POOL_FAIL("M lists block %d under a foreign identity", x);
             if (++listed > p->N)
                 POOL_FAIL("M: a cycle");

@@ -1120,6 +1120,44 @@ START_TEST(test_v0_unchanged)
 }
 END_TEST
 
+/* Without step records the sink gets only prefill members; the results
+ * are the same. */
+START_TEST(test_without_records)
+{
+    trace t;
+    random_v1_trace(&t, 300, 4242, 8, 0);
+    run_config cfg;
+    run_config_defaults(&cfg);
+    sched_config *c = &cfg.sched;
+    c->engine = SCHED_ENGINE_VLLM_V1;
+    c->block_size = 4;
+    c->total_blocks = 60;
+    c->max_seqs = 16;
+    c->max_batched_tokens = 64;
+    c->max_model_len = 200;
+    c->chunked_prefill = 1;
+    c->prefix_caching = 1;
+    c->segment_tokens = 8;
+    cost_model cost;
+    kvs_err err;
+    ck_assert_int_eq(cost_model_create(COST, NULL, NULL, 1, &cost, &err), 0);
+    run_result a, b;
+    cfg.record_steps = 1;
+    ck_assert_int_eq(run_execute(&cfg, &t, &cost, &a, &err), 0);
+    cfg.record_steps = 0;
+    ck_assert_int_eq(run_execute(&cfg, &t, &cost, &b, &err), 0);
+    ck_assert(memcmp(a.reqs, b.reqs, (size_t)t.n * sizeof *a.reqs) == 0);
+    ck_assert_int_eq(a.sum.n_steps, b.sum.n_steps);
+    ck_assert_int_gt(a.sum.preemptions, 0);
+    ck_assert(a.sum.prefix_hit_rate > 0);
+    ck_assert_int_eq(a.sum.n_finished + a.sum.n_rejected, t.n);
+    run_result_free(&a);
+    run_result_free(&b);
+    cost_model_free(&cost);
+    trace_free(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("v1");
@@ -1139,6 +1177,7 @@ int main(void)
     tcase_add_test(p, test_random_properties);
     tcase_add_test(p, test_against_reference);
     tcase_add_test(p, test_v0_unchanged);
+    tcase_add_test(p, test_without_records);
     suite_add_tcase(s, p);
     return tu_run_suites(&s, 1);
 }
