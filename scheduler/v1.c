@@ -169,7 +169,11 @@ static void v1_free(sched *s)
 
 /* Segment ids as fixed S-token segments (rule 2.4): L = min(P, k*S) and the
  * chain hash of ids 0..i for every segment.  The per-segment token counts
- * of px are not used. */
+ * of px only guard the reading: segment k must cover min(S, P - k*S) tokens
+ * (true of Mooncake and CSV ids with S = 512).  A request whose segment k
+ * does not (a synthetic trace's system prompt and turns have other
+ * lengths) has L cut to k*S, so ids never claim equal content for tokens
+ * they do not name; docs/semantics-v1.md, section 9. */
 static int v1_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err)
 {
     sched_v1 *v = s->v1;
@@ -188,7 +192,14 @@ static int v1_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err)
             v->chain[k] = h;
         }
         int64_t k = px->off[i + 1] - px->off[i];
-        int64_t P = s->reqs[i].prompt_tokens;
+        const int64_t P = s->reqs[i].prompt_tokens;
+        for (int64_t j = 0; px->tokens && j < k; j++) {
+            int64_t left = P - j * v->S;
+            if (left < 1 || px->tokens[px->off[i] + j] != (left < v->S ? left : v->S)) {
+                k = j; /* off the S-token grid from here */
+                break;
+            }
+        }
         v->seg_len[i] = k > 0 && k > (P - 1) / v->S ? P : k * v->S; /* min(P, k*S) */
     }
     v->seg_off = px->off;
