@@ -226,7 +226,11 @@ int sched_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err);
  * number of running requests whose stored full hashed blocks include it,
  * evictable blocks are exactly those with count 0, and
  * free + used == total_blocks with used == private blocks + cached blocks
- * in use.  Returns 0, or -1 with the first mismatch in why[n].  For tests.
+ * in use.  Under V1: every block's count equals the requests of R whose
+ * block tables hold it, Q is exactly the blocks with count 0, each running
+ * request holds ceil(stored / bs) blocks and M lists exactly the blocks that
+ * carry an identity.  Returns 0, or -1 with the first mismatch in why[n].
+ * For tests.
  * Cost: O(running requests * their blocks + cache size). */
 int sched_audit(const sched *s, char *why, size_t n);
 
