@@ -381,7 +381,7 @@ void sched_pc_release(sched *s, const sched_entry *e)
         goto fail;                                                                       \
     } while (0)
 
-int sched_audit(const sched *s, char *why, size_t n)
+int sched_v0_audit(const sched *s, char *why, size_t n)
 {
     const sched_pcache *pc = &s->pc;
     const int64_t total = s->cfg.total_blocks;

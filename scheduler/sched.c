@@ -69,6 +69,13 @@ int sched_config_check(const sched_config *c, int64_t n, kvs_err *err)
                         "2^63, the largest attention cost a step can count; lower them",
                         (long long)c->max_model_len, (long long)c->max_batched_tokens,
                         (long long)(c->total_blocks * c->block_size));
+    if ((unsigned)c->engine > SCHED_ENGINE_VLLM_V1)
+        return kvs_errf(err, KVS_EINVAL, "scheduler: unknown engine value in config");
+    if (c->engine == SCHED_ENGINE_VLLM_V1)
+        return sched_v1_config_check(c, err); /* v1.c; V1 has no watermark */
+    if (c->long_prefill_threshold != 0)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--long-prefill-threshold: needs --engine vllm-v1");
     if (!(c->watermark >= 0.0 && c->watermark < 1.0))
         return kvs_errf(err, KVS_EINVAL, "--watermark: must be in [0, 1)");
     if ((unsigned)c->batching > SCHED_BATCHING_STATIC || (unsigned)c->policy > SCHED_POLICY_LPM ||
@@ -104,6 +111,8 @@ int sched_config_check(const sched_config *c, int64_t n, kvs_err *err)
     return check_extensions(c, err);
 }
 
+static const sched_engine_vt sched_engine_v0;
+
 int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
                int64_t n, const cost_model *cost, kvs_err *err)
 {
@@ -118,6 +127,21 @@ int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
     s->reqs = reqs;
     s->n = n;
     s->cost = cost;
+    s->eng = cfg->engine == SCHED_ENGINE_VLLM_V1 ? &sched_engine_v1 : &sched_engine_v0;
+    if ((rc = s->eng->init(s, err))) {
+        sched_free(s);
+        return rc;
+    }
+    *out = s;
+    return KVS_OK;
+}
+
+/* ------------------------------------------------------- the V0 engine */
+static int v0_init(sched *s, kvs_err *err)
+{
+    const sched_config *cfg = &s->cfg;
+    const trace_req *reqs = s->reqs;
+    const int64_t n = s->n;
     s->pol = sched_policy_vt_get(cfg->policy);
     s->alloc = sched_alloc_vt_get(cfg->alloc);
     s->watermark_blocks = (int64_t)floor(cfg->watermark * (double)cfg->total_blocks);
@@ -151,10 +175,8 @@ int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
         r->finish_s = NAN;
     }
     s->ctr.free_blocks = cfg->total_blocks;
-    *out = s;
     return KVS_OK;
 nomem:
-    sched_free(s);
     return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for %lld requests", (long long)n);
 }
 
@@ -162,6 +184,12 @@ void sched_free(sched *s)
 {
     if (!s)
         return;
+    s->eng->free(s);
+    free(s);
+}
+
+static void v0_free(sched *s)
+{
     sched_waitq_free(&s->wq);
     sched_waitq_free(&s->swq);
     free(s->res);
@@ -175,10 +203,14 @@ void sched_free(sched *s)
     sched_lpm_free(s->lpm);
     free(s->fin);
     sched_pc_free(&s->pc);
-    free(s);
 }
 
 int sched_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err)
+{
+    return s->eng->attach_prefixes(s, px, err);
+}
+
+static int v0_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err)
 {
     if (s->pc.rec || s->pc.limit)
         return kvs_errf(err, KVS_EINVAL, "scheduler: prefixes attached twice");
@@ -192,7 +224,9 @@ void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx, int want_members
     s->want_members = want_members;
 }
 
-void sched_arrive(sched *s, int64_t id)
+void sched_arrive(sched *s, int64_t id) { s->eng->arrive(s, id); }
+
+static void v0_arrive(sched *s, int64_t id)
 {
     s->state[id] = SCHED_REQ_WAITING;
     s->res[id].status = SCHED_REQ_WAITING;
@@ -221,6 +255,11 @@ void sched_emit(sched *s, double now)
 
 int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end)
 {
+    return s->eng->plan(s, now, more_arrivals, t_end);
+}
+
+static int v0_plan(sched *s, double now, int more_arrivals, double *t_end)
+{
     if (s->cfg.batching == SCHED_BATCHING_STATIC)
         return sched_plan_static(s, now, more_arrivals, t_end);
     if (s->cfg.chunked_prefill)
@@ -228,7 +267,9 @@ int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end)
     return sched_plan_continuous(s, now, t_end);
 }
 
-void sched_finish_step(sched *s, double t)
+void sched_finish_step(sched *s, double t) { s->eng->finish(s, t); }
+
+static void v0_finish(sched *s, double t)
 {
     if (s->active == SCHED_ACTIVE_STATIC)
         sched_finish_static(s, t);
@@ -241,7 +282,11 @@ const sched_req_result *sched_results(const sched *s) { return s->res; }
 
 const char *sched_error(const sched *s) { return s->errmsg; }
 
-void sched_get_counters(const sched *s, sched_counters *out)
+void sched_get_counters(const sched *s, sched_counters *out) { s->eng->counters(s, out); }
+
+int sched_audit(const sched *s, char *why, size_t n) { return s->eng->audit(s, why, n); }
+
+static void v0_counters(const sched *s, sched_counters *out)
 {
     *out = s->ctr;
     out->free_blocks = s->free_blocks;
@@ -253,7 +298,13 @@ void sched_get_counters(const sched *s, sched_counters *out)
     out->cached_blocks = s->pc.cached;
 }
 
+static const sched_engine_vt sched_engine_v0 = {
+    "vllm-v0",         v0_init,   v0_free,     v0_attach_prefixes, v0_arrive,
+    v0_plan,           v0_finish, v0_counters, sched_v0_audit,
+};
+
 /* ---------------------------------------------------------------- names */
+static const char *const engine_names[] = {"vllm-v0", "vllm-v1"};
 static const char *const batching_names[] = {"continuous", "static"};
 static const char *const policy_names[] = {"fcfs", "priority", "lpm"};
 static const char *const alloc_names[] = {"paged", "reserved", "reserved-oracle"};
@@ -270,6 +321,8 @@ static int parse_in(const char *const *tbl, size_t n, const char *s)
     return -1;
 }
 
+const char *sched_engine_name(int v) { return NAME_OF(engine_names, v); }
+int sched_engine_parse(const char *s) { return parse_in(engine_names, 2, s); }
 const char *sched_batching_name(int v) { return NAME_OF(batching_names, v); }
 const char *sched_policy_name(int v) { return NAME_OF(policy_names, v); }
 const char *sched_alloc_name(int v) { return NAME_OF(alloc_names, v); }

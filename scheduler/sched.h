@@ -10,6 +10,12 @@
  * it when requests arrive and when a step ends, and it asks a cost model
  * how long each step takes.
  *
+ * cfg.engine selects the rules: SCHED_ENGINE_VLLM_V0 (the default, above)
+ * or SCHED_ENGINE_VLLM_V1, docs/semantics-v1.md: one token budget per step
+ * shared by running requests first and then waiting ones, recompute-only
+ * preemption and vLLM V1's block pool (scheduler/v1.c, v1_pool.c).  Both sit
+ * behind the same entry points below.
+ *
  * Per-request state lives in flat arrays indexed by request id; the waiting
  * queue is a binary heap in policy order (admission only ever takes its
  * head), so one step costs O(batch + log(waiting)) and allocates nothing.
@@ -50,6 +56,16 @@ typedef enum sched_preempt {
     SCHED_PREEMPT_OFF = 2
 } sched_preempt;
 
+/* Which serving engine's rules the scheduler follows: V0 is
+ * docs/semantics.md with docs/semantics-extensions.md, V1 is
+ * docs/semantics-v1.md (one shared token budget per step, running requests
+ * first, recompute-only preemption, vLLM V1's block pool).  V0 is 0 so a
+ * zeroed config keeps the V0 behaviour. */
+typedef enum sched_engine {
+    SCHED_ENGINE_VLLM_V0 = 0,
+    SCHED_ENGINE_VLLM_V1 = 1
+} sched_engine;
+
 typedef struct sched_config {
     sched_batching batching;
     sched_policy policy;
@@ -67,6 +83,10 @@ typedef struct sched_config {
     double batch_timeout_s;     /* static: idle engine waits this long to fill */
     int chunked_prefill;        /* 1: prompts run in chunks beside decodes */
     int prefix_caching;         /* 1: share KV blocks of equal prompt prefixes */
+    sched_engine engine;        /* V0 (default) or V1 rules */
+    int64_t long_prefill_threshold; /* V1: at most this many tokens of one
+                                       request per step, 0 = off */
+    int64_t segment_tokens;     /* V1: tokens per prefix segment id (S), 0 = 512 */
 } sched_config;
 
 typedef enum sched_req_status {
@@ -206,12 +226,18 @@ int sched_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err);
  * number of running requests whose stored full hashed blocks include it,
  * evictable blocks are exactly those with count 0, and
  * free + used == total_blocks with used == private blocks + cached blocks
- * in use.  Returns 0, or -1 with the first mismatch in why[n].  For tests.
+ * in use.  Under V1: every block's count equals the requests of R whose
+ * block tables hold it, Q is exactly the blocks with count 0, each running
+ * request holds ceil(stored / bs) blocks and M lists exactly the blocks that
+ * carry an identity.  Returns 0, or -1 with the first mismatch in why[n].
+ * For tests.
  * Cost: O(running requests * their blocks + cache size). */
 int sched_audit(const sched *s, char *why, size_t n);
 
 /* Enum names for flags and the store ("continuous", "fcfs", "paged", ...),
  * and the reverse; parse returns -1 for an unknown name. */
+const char *sched_engine_name(int v);   /* "vllm-v0", "vllm-v1" */
+int sched_engine_parse(const char *s);
 const char *sched_batching_name(int v);
 const char *sched_policy_name(int v);
 const char *sched_alloc_name(int v);

@@ -1,6 +1,7 @@
 /* sched_internal.h — the engine's state, shared by the scheduler's .c files
  * (sched.c, continuous.c, chunked.c, pcache.c, static_batch.c, policy.c,
- * alloc.c, waitq.c) and by nothing else.  Callers use sched.h.
+ * alloc.c, waitq.c; v1.c and v1_pool.c through v1_internal.h) and by
+ * nothing else.  Callers use sched.h.
  */
 #ifndef SCHED_INTERNAL_H
 #define SCHED_INTERNAL_H
@@ -120,7 +121,31 @@ typedef struct sched_chunk {
     int64_t k0, k1;     /* full hashed blocks stored before / after */
 } sched_chunk;
 
+/* ------------------------------------------------------------ engines */
+/* The rules an engine follows behind the sched.h entry points: V0 (sched.c
+ * and the files above) or V1 (v1.c, v1_pool.c).  init runs after sched_init
+ * set cfg, reqs, n and cost; free releases everything but the struct. */
+typedef struct sched_engine_vt {
+    const char *name;
+    int (*init)(sched *s, kvs_err *err);
+    void (*free)(sched *s);
+    int (*attach_prefixes)(sched *s, const req_prefixes *px, kvs_err *err);
+    void (*arrive)(sched *s, int64_t id);
+    int (*plan)(sched *s, double now, int more_arrivals, double *t_end);
+    void (*finish)(sched *s, double t);
+    void (*counters)(const sched *s, sched_counters *out);
+    int (*audit)(const sched *s, char *why, size_t n);
+} sched_engine_vt;
+
+extern const sched_engine_vt sched_engine_v1; /* v1.c */
+int sched_v1_config_check(const sched_config *c, kvs_err *err); /* v1.c */
+int sched_v0_audit(const sched *s, char *why, size_t n);        /* pcache.c */
+
+typedef struct sched_v1 sched_v1; /* v1.c */
+
 struct sched {
+    const sched_engine_vt *eng;   /* the engine's rules */
+    sched_v1 *v1;                 /* V1 state (engine V1 only) */
     sched_config cfg;
     const trace_req *reqs;        /* [n] borrowed */
     int64_t n;

@@ -109,6 +109,58 @@ START_TEST(test_native_golden)
 }
 END_TEST
 
+/* The optional hash_ids column: ids separated by spaces, empty for none;
+ * 512-token segments, the prompt's last one holding its remainder. */
+START_TEST(test_native_hash_ids)
+{
+    trace t;
+    kvs_err err;
+    char *p;
+    ck_assert_int_eq(load_text("arrival_s,prompt_tokens,output_tokens,priority,hash_ids\n"
+                               "0,1100,5,1,7 8 9\n"
+                               "0.5,20,1,0,\n"
+                               "1,1024,2,3,7 8\n"
+                               "2,1100,1,0,7\n",
+                               &t, &err, &p),
+                     KVS_OK);
+    ck_assert_int_eq(t.n, 4);
+    ck_assert_int_eq(t.has_priority, 1);
+    ck_assert_int_eq(t.reqs[2].priority, 3);
+    ck_assert_int_eq(t.hash_block, 512);
+    ck_assert_ptr_nonnull(t.hash_off);
+    const int64_t off[5] = {0, 3, 3, 5, 6};
+    const uint64_t ids[6] = {7, 8, 9, 7, 8, 7};
+    /* 1100 = 512 + 512 + 76; 1024 = 512 + 512; a partial list: full segments */
+    const int32_t tok[6] = {512, 512, 76, 512, 512, 512};
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(t.hash_off[i], off[i]);
+    for (int k = 0; k < 6; k++) {
+        ck_assert_uint_eq(t.hash_ids[k], ids[k]);
+        ck_assert_int_eq(t.hash_tokens[k], tok[k]);
+    }
+    trace_free(&t);
+    free(p);
+    /* without priority; extra spaces are separators */
+    ck_assert_int_eq(load_text("arrival_s,prompt_tokens,output_tokens,hash_ids\n"
+                               "0,600,5, 3  4 \n0,10,1,\n",
+                               &t, &err, &p),
+                     KVS_OK);
+    ck_assert_int_eq(t.has_priority, 0);
+    ck_assert_int_eq(t.hash_off[1], 2);
+    ck_assert_int_eq(t.hash_off[2], 2);
+    ck_assert_uint_eq(t.hash_ids[1], 4);
+    ck_assert_int_eq(t.hash_tokens[1], 88);
+    trace_free(&t);
+    free(p);
+    /* no column: no hashes */
+    ck_assert_int_eq(load_text("arrival_s,prompt_tokens,output_tokens\n0,600,5\n", &t, &err, &p),
+                     KVS_OK);
+    ck_assert_ptr_null(t.hash_off);
+    trace_free(&t);
+    free(p);
+}
+END_TEST
+
 /* CRLF line ends, a quoted field, no final newline, priority column. */
 START_TEST(test_native_priority_crlf_quoted)
 {
@@ -229,6 +281,8 @@ END_TEST
 #define NH "arrival_s,prompt_tokens,output_tokens\n"
 #define PH "arrival_s,prompt_tokens,output_tokens,priority\n"
 #define AH "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+#define HH "arrival_s,prompt_tokens,output_tokens,hash_ids\n"
+#define PHH "arrival_s,prompt_tokens,output_tokens,priority,hash_ids\n"
 #define TS "2023-11-16 18:17:03.9799600"
 
 typedef struct bad_case {
@@ -262,6 +316,14 @@ static const bad_case bad_cases[] = {
     {PH "0,1,1,-1\n", 2, "priority: must be in"},
     {PH "0,1,1,1.5\n", 2, "priority: '1.5' is not an integer"},
     {PH "0,1,1,4294967296\n", 2, "priority: must be in"},
+    {"arrival_s,prompt_tokens,output_tokens,hash_ids,priority\n0,1,1,,0\n", 1,
+     "unknown header"},
+    {HH "0,512,1,1 2\n", 2, "hash_ids: more than ceil(512 / 512) = 1 ids"},
+    {HH "0,10,1,1\n0,513,1,1 2 3\n", 3, "hash_ids: more than ceil(513 / 512) = 2 ids"},
+    {HH "0,10,1,x\n", 2, "hash_ids: id 1 'x' is not an integer"},
+    {HH "0,10,1,-4\n", 2, "hash_ids: id 1 '-4' must be >= 0"},
+    {PHH "0,600,1,0,5 1.5\n", 2, "hash_ids: id 2 '1.5' is not an integer"},
+    {HH "0,10,1\n", 2, "expected 4 fields, got 3"},
     {AH TS ",1,1\n2023-11-16T18:17:04.0,1,1\n", 3, "TIMESTAMP: '2023-11-16T18:17:04.0' is not"},
     {AH "2023-13-01 00:00:00.0,1,1\n", 2, "is not a valid date"},
     {AH "2023-02-29 00:00:00.0,1,1\n", 2, "is not a valid date"},
@@ -600,6 +662,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_sha256_file);
     tcase_add_test(tc, test_native_golden);
     tcase_add_test(tc, test_native_priority_crlf_quoted);
+    tcase_add_test(tc, test_native_hash_ids);
     tcase_add_test(tc, test_azure_midnight);
     tcase_add_test(tc, test_azure_leap_and_months);
     tcase_add_test(tc, test_header_only_and_empty);

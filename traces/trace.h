@@ -3,8 +3,11 @@
  * A trace is a flat array of requests sorted by arrival time.  Request i of a
  * trace is request id i everywhere else in kvsim (scheduler, store).  Formats
  * read (detected from the header line):
- *   native  `arrival_s,prompt_tokens,output_tokens[,priority]`
- *           (arrival_s in seconds, non-decreasing; priority integer >= 0)
+ *   native  `arrival_s,prompt_tokens,output_tokens[,priority][,hash_ids]`
+ *           (arrival_s in seconds, non-decreasing; priority integer >= 0;
+ *           hash_ids: prefix segment ids separated by spaces, empty for
+ *           none, at most ceil(prompt_tokens / 512), one per 512-token
+ *           segment as in Mooncake, the last one holding the remainder)
  *   Azure   `TIMESTAMP,ContextTokens,GeneratedTokens` (Azure LLM inference
  *           2023): arrival = timestamp - first timestamp.
  *   Mooncake JSONL (FAST'25), one object per line:

@@ -6,7 +6,8 @@
 #include "trace.h"
 #include "trace_internal.h"
 
-#define NATIVE_HEADER "arrival_s,prompt_tokens,output_tokens[,priority]"
+#define NATIVE_HEADER "arrival_s,prompt_tokens,output_tokens[,priority][,hash_ids]"
+#define CSV_SEGMENT 512 /* tokens per hash_ids entry, as Mooncake */
 #define AZURE_HEADER "TIMESTAMP,ContextTokens,GeneratedTokens"
 
 typedef struct loader {
@@ -14,6 +15,10 @@ typedef struct loader {
     trace *t;
     int64_t cap;        /* slots allocated in t->reqs */
     int ncols;          /* fields per row, from the header; 0 before it */
+    int prio_col;       /* native: column of priority, -1 none */
+    int hash_col;       /* native: column of hash_ids, -1 none */
+    int64_t hcap;       /* slots in t->hash_ids / t->hash_tokens */
+    int64_t ocap;       /* slots in t->hash_off */
     int64_t t0_s;       /* Azure: first timestamp, whole seconds since 1970 */
     int64_t t0_ns;      /* Azure: its fraction, ns in [0, 1e9) */
     int64_t prev_s, prev_ns; /* Azure: previous timestamp */
@@ -107,10 +112,24 @@ static int header(loader *L, int64_t line, char **f, int nf, kvs_err *err)
     /* A UTF-8 byte-order mark before the first name is not part of it. */
     if (!strncmp(f[0], "\xEF\xBB\xBF", 3))
         f[0] += 3;
-    if (nf >= 3 && nf <= 4 && !strcmp(f[0], "arrival_s") && !strcmp(f[1], "prompt_tokens") &&
-        !strcmp(f[2], "output_tokens") && (nf == 3 || !strcmp(f[3], "priority"))) {
+    L->prio_col = L->hash_col = -1;
+    if (nf >= 3 && nf <= 5 && !strcmp(f[0], "arrival_s") && !strcmp(f[1], "prompt_tokens") &&
+        !strcmp(f[2], "output_tokens") &&
+        (nf == 3 || (nf == 4 && (!strcmp(f[3], "priority") || !strcmp(f[3], "hash_ids"))) ||
+         (nf == 5 && !strcmp(f[3], "priority") && !strcmp(f[4], "hash_ids")))) {
         L->t->format = TRACE_FORMAT_NATIVE;
-        L->t->has_priority = nf == 4;
+        if (nf >= 4 && !strcmp(f[3], "priority"))
+            L->prio_col = 3;
+        if (!strcmp(f[nf - 1], "hash_ids"))
+            L->hash_col = nf - 1;
+        L->t->has_priority = L->prio_col >= 0;
+        if (L->hash_col >= 0) {
+            L->t->hash_off = calloc(1, sizeof *L->t->hash_off);
+            if (!L->t->hash_off)
+                return kvs_errf(err, KVS_ENOMEM, "%s: out of memory", L->path);
+            L->ocap = 1;
+            L->t->hash_block = CSV_SEGMENT;
+        }
     } else if (nf == 3 && !strcmp(f[0], "TIMESTAMP") && !strcmp(f[1], "ContextTokens") &&
                !strcmp(f[2], "GeneratedTokens")) {
         L->t->format = TRACE_FORMAT_AZURE;
@@ -140,6 +159,71 @@ static int tokens(loader *L, int64_t line, const char *col, const char *s, int64
         return kvs_errf(err, KVS_EINVAL, "%s:%lld: %s: %lld is above the limit of %lld "
                         "tokens per request", L->path, (long long)line, col, (long long)*v,
                         (long long)TRACE_MAX_TOKENS);
+    return KVS_OK;
+}
+
+/* The hash_ids field of request t->n (prompt P): ids separated by spaces,
+ * empty for none, at most ceil(P / 512); segment k covers min(512, P - 512k)
+ * tokens.  Appends to the CSR arrays; the caller pushes the request. */
+static int hash_ids(loader *L, int64_t line, const char *s, int64_t P, kvs_err *err)
+{
+    trace *t = L->t;
+    if (t->n + 2 > L->ocap) {
+        int64_t nc = L->ocap > 0 ? 2 * L->ocap : 1024;
+        int64_t *o = realloc(t->hash_off, (size_t)nc * sizeof *o);
+        if (!o)
+            return kvs_errf(err, KVS_ENOMEM, "%s: out of memory", L->path);
+        t->hash_off = o;
+        L->ocap = nc;
+    }
+    const int64_t base = t->hash_off[t->n], most = (P + CSV_SEGMENT - 1) / CSV_SEGMENT;
+    int64_t k = 0;
+    const char *p = s;
+    for (;;) {
+        while (*p == ' ')
+            p++;
+        if (!*p)
+            break;
+        const char *q = p;
+        while (*q && *q != ' ')
+            q++;
+        char buf[32];
+        size_t len = (size_t)(q - p);
+        const char *why = "is not an integer";
+        int64_t id = -1;
+        if (len < sizeof buf) {
+            memcpy(buf, p, len);
+            buf[len] = 0;
+            if (trace_parse_i64(buf, &id, &why) == 0 && id < 0)
+                why = "must be >= 0";
+        }
+        if (id < 0)
+            return kvs_errf(err, KVS_EINVAL, "%s:%lld: hash_ids: id %lld '%.*s' %s", L->path,
+                            (long long)line, (long long)k + 1, (int)(len < 40 ? len : 40), p,
+                            why);
+        if (k == most)
+            return kvs_errf(err, KVS_EINVAL, "%s:%lld: hash_ids: more than ceil(%lld / %d) = "
+                            "%lld ids for prompt_tokens %lld (one per %d-token segment)",
+                            L->path, (long long)line, (long long)P, CSV_SEGMENT,
+                            (long long)most, (long long)P, CSV_SEGMENT);
+        if (base + k == L->hcap) {
+            int64_t nc = L->hcap ? 2 * L->hcap : 1024;
+            uint64_t *ids = realloc(t->hash_ids, (size_t)nc * sizeof *ids);
+            if (ids)
+                t->hash_ids = ids;
+            int32_t *tok = ids ? realloc(t->hash_tokens, (size_t)nc * sizeof *tok) : NULL;
+            if (!tok)
+                return kvs_errf(err, KVS_ENOMEM, "%s: out of memory", L->path);
+            t->hash_tokens = tok;
+            L->hcap = nc;
+        }
+        int64_t left = P - CSV_SEGMENT * k;
+        t->hash_ids[base + k] = (uint64_t)id;
+        t->hash_tokens[base + k] = (int32_t)(left < CSV_SEGMENT ? left : CSV_SEGMENT);
+        k++;
+        p = q;
+    }
+    t->hash_off[t->n + 1] = base + k;
     return KVS_OK;
 }
 
@@ -196,7 +280,7 @@ static int on_row(void *ctx, int64_t line, char **f, int nf, kvs_err *err)
             return kvs_errf(err, KVS_EINVAL, "%s:%lld: arrival_s: %s is earlier than the "
                             "previous row's %.9f", L->path, (long long)line, f[0],
                             t->reqs[t->n - 1].arrival_s);
-        if (nf == 4) {
+        if (L->prio_col >= 0) {
             int64_t p;
             if (trace_parse_i64(f[3], &p, &why))
                 return kvs_errf(err, KVS_EINVAL, "%s:%lld: priority: '%s' %s", L->path,
@@ -206,6 +290,8 @@ static int on_row(void *ctx, int64_t line, char **f, int nf, kvs_err *err)
                                 "got %lld", L->path, (long long)line, INT32_MAX, (long long)p);
             r.priority = (int32_t)p;
         }
+        if (L->hash_col >= 0 && (st = hash_ids(L, line, f[L->hash_col], r.prompt_tokens, err)))
+            return st;
     }
     return push(L, r, err);
 }

@@ -1,0 +1,686 @@
+/* v1.c — the vLLM V1 engine: the contract is shared/spec/semantics-v1.md,
+ * restated in the project's docs/semantics-v1.md.
+ *
+ * One iteration (sched_plan_step) is one step: a single token budget B,
+ * spent first on the running list R in admission order (rule 4.4), then,
+ * if the step preempted nobody, on the waiting list W in its order (4.5).
+ * A request simply has T - C tokens to catch up; a running chunk that cannot
+ * get its blocks preempts the last of R (fcfs) or the worst of R by
+ * (priority, arrival_s, id), by recompute only (section 5).  Blocks come
+ * from v1_pool.c.  Per-request state is flat arrays indexed by id; R's block
+ * tables live in min(max_seqs, n) fixed slots; nothing is allocated per
+ * step.  A step costs O(|S| + blocks taken or hit + preemptions * |R|);
+ * a priority arrival or preemption O(|W|) for its sorted place. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "v1_internal.h"
+
+#define V1_PRIVATE (1ULL << 63)
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+/* ------------------------------------------------------------- config */
+int sched_v1_config_check(const sched_config *c, kvs_err *err)
+{
+    const char *eng = "not available under --engine vllm-v1";
+    if ((unsigned)c->batching > SCHED_BATCHING_STATIC || (unsigned)c->policy > SCHED_POLICY_LPM ||
+        (unsigned)c->alloc > SCHED_ALLOC_RESERVED_ORACLE || (unsigned)c->preemption > SCHED_PREEMPT_OFF)
+        return kvs_errf(err, KVS_EINVAL, "scheduler: unknown enum value in config");
+    if ((c->chunked_prefill != 0 && c->chunked_prefill != 1) ||
+        (c->prefix_caching != 0 && c->prefix_caching != 1))
+        return kvs_errf(err, KVS_EINVAL, "scheduler: chunked_prefill and prefix_caching are 0 or 1");
+    if (c->preemption != SCHED_PREEMPT_RECOMPUTE)
+        return kvs_errf(err, KVS_EINVAL, "--preemption %s: %s (V1 preempts by recompute only)",
+                        sched_preempt_name(c->preemption), eng);
+    if (c->priority_preemption)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--priority-preemption: %s (V1's priority policy preempts only on "
+                        "memory shortage)", eng);
+    if (c->alloc != SCHED_ALLOC_PAGED)
+        return kvs_errf(err, KVS_EINVAL, "--alloc %s: %s (V1 allocates paged blocks)",
+                        sched_alloc_name(c->alloc), eng);
+    if (c->batching != SCHED_BATCHING_CONTINUOUS)
+        return kvs_errf(err, KVS_EINVAL, "--batching static: %s (V1 batches continuously)", eng);
+    if (c->policy == SCHED_POLICY_LPM)
+        return kvs_errf(err, KVS_EINVAL, "--policy lpm: %s (V1 orders by fcfs or priority)", eng);
+    if (c->batch_timeout_s != 0.0)
+        return kvs_errf(err, KVS_EINVAL, "--batch-timeout: %s (it applies to static batching)",
+                        eng);
+    if (c->long_prefill_threshold < 0)
+        return kvs_errf(err, KVS_EINVAL, "--long-prefill-threshold: must be >= 0 (0 = off)");
+    if (c->segment_tokens < 0)
+        return kvs_errf(err, KVS_EINVAL, "--segment-tokens: must be >= 1 (0 = 512)");
+    if (c->total_blocks > INT32_MAX - 1)
+        return kvs_errf(err, KVS_EINVAL, "--kv-blocks: %lld blocks; at most %d under "
+                        "--engine vllm-v1", (long long)c->total_blocks, INT32_MAX - 1);
+    return KVS_OK;
+}
+
+/* ---------------------------------------------------------- set-up */
+static int v1_init(sched *s, kvs_err *err)
+{
+    const sched_config *c = &s->cfg;
+    const int64_t n = s->n;
+    sched_v1 *v = calloc(1, sizeof *v);
+    if (!v)
+        return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory");
+    s->v1 = v;
+    v->bs = c->block_size;
+    v->S = c->segment_tokens > 0 ? c->segment_tokens : 512;
+    v->thr = c->long_prefill_threshold;
+    v->B = c->max_batched_tokens;
+    v->N = c->total_blocks;
+    v->fcfs = c->policy == SCHED_POLICY_FCFS;
+    v->pfx = c->prefix_caching;
+    v->whead = v->wtail = -1;
+    size_t nn = (size_t)(n > 0 ? n : 1);
+    s->res = malloc(nn * sizeof *s->res);
+    v->g = calloc(nn, sizeof *v->g);
+    v->C = calloc(nn, sizeof *v->C);
+    v->sq = calloc(nn, sizeof *v->sq);
+    v->reg = calloc(nn, sizeof *v->reg);
+    v->held = calloc(nn, sizeof *v->held);
+    v->slot = malloc(nn * sizeof *v->slot);
+    v->wprev = malloc(nn * sizeof *v->wprev);
+    v->wnext = malloc(nn * sizeof *v->wnext);
+    v->seg_len = calloc(nn, sizeof *v->seg_len);
+    s->state = calloc(nn, sizeof *s->state);
+    /* the largest block table: ceil((P + O - 1) / bs) of any request that
+     * is not rejected for its length, at most N */
+    int64_t maxt = 1;
+    for (int64_t i = 0; i < n; i++) {
+        const trace_req *r = &s->reqs[i];
+        int64_t t = r->prompt_tokens + r->output_tokens - 1;
+        if (r->prompt_tokens + r->output_tokens <= c->max_model_len && t > maxt)
+            maxt = t;
+    }
+    v->tcap = sched_ceil_div(maxt, v->bs);
+    if (v->tcap > v->N)
+        v->tcap = v->N;
+    v->slots = c->max_seqs < n ? c->max_seqs : n;
+    if (v->slots < 1)
+        v->slots = 1;
+    if (!s->res || !v->g || !v->C || !v->sq || !v->reg || !v->held || !v->slot || !v->wprev ||
+        !v->wnext || !v->seg_len || !s->state || v->tcap > INT64_MAX / 4 / v->slots)
+        goto nomem;
+    v->run = malloc((size_t)v->slots * sizeof *v->run);
+    v->tab = malloc((size_t)(v->slots * v->tcap) * sizeof *v->tab);
+    v->free_slots = malloc((size_t)v->slots * sizeof *v->free_slots);
+    v->hits = malloc((size_t)v->tcap * sizeof *v->hits);
+    v->S_ = calloc((size_t)v->slots, sizeof *v->S_);
+    s->members = calloc((size_t)v->slots, sizeof *s->members);
+    if (!v->run || !v->tab || !v->free_slots || !v->hits || !v->S_ || !s->members ||
+        v1_pool_init(&v->pool, v->N, v->pfx))
+        goto nomem;
+    for (int64_t k = 0; k < v->slots; k++)
+        v->free_slots[k] = (int32_t)(v->slots - 1 - k);
+    v->n_free_slots = v->slots;
+    for (int64_t i = 0; i < n; i++) {
+        sched_req_result *r = &s->res[i];
+        memset(r, 0, sizeof *r);
+        r->status = SCHED_REQ_PENDING;
+        r->first_token_s = NAN;
+        r->finish_s = NAN;
+        v->slot[i] = v->wprev[i] = v->wnext[i] = -1;
+    }
+    return KVS_OK;
+nomem:
+    return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for %lld requests (V1)",
+                    (long long)n);
+}
+
+static void v1_free(sched *s)
+{
+    sched_v1 *v = s->v1;
+    free(s->res);
+    free(s->state);
+    free(s->members);
+    if (!v)
+        return;
+    v1_pool_free(&v->pool);
+    free(v->g);
+    free(v->C);
+    free(v->sq);
+    free(v->reg);
+    free(v->held);
+    free(v->slot);
+    free(v->wprev);
+    free(v->wnext);
+    free(v->seg_len);
+    free(v->chain);
+    free(v->run);
+    free(v->tab);
+    free(v->free_slots);
+    free(v->hits);
+    free(v->S_);
+    free(v);
+}
+
+/* Segment ids as fixed S-token segments (rule 2.4): L = min(P, k*S) and the
+ * chain hash of ids 0..i for every segment.  The per-segment token counts
+ * of px only guard the reading: segment k must cover min(S, P - k*S) tokens
+ * (true of Mooncake and CSV ids with S = 512).  A request whose segment k
+ * does not (a synthetic trace's system prompt and turns have other
+ * lengths) has L cut to k*S, so ids never claim equal content for tokens
+ * they do not name; docs/semantics-v1.md, section 9. */
+static int v1_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err)
+{
+    sched_v1 *v = s->v1;
+    if (v->seg_off)
+        return kvs_errf(err, KVS_EINVAL, "scheduler: prefixes attached twice");
+    if (!v->pfx || !px || !px->off || px->n != s->n)
+        return KVS_OK;
+    int64_t total = px->off[s->n];
+    v->chain = malloc((size_t)(total > 0 ? total : 1) * sizeof *v->chain);
+    if (!v->chain)
+        return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for prefix ids");
+    for (int64_t i = 0; i < s->n; i++) {
+        uint64_t h = 0x243f6a8885a308d3ULL;
+        for (int64_t k = px->off[i]; k < px->off[i + 1]; k++) {
+            h = mix64(h ^ mix64(px->ids[k] + 0x9e3779b97f4a7c15ULL));
+            v->chain[k] = h;
+        }
+        int64_t k = px->off[i + 1] - px->off[i];
+        const int64_t P = s->reqs[i].prompt_tokens;
+        for (int64_t j = 0; px->tokens && j < k; j++) {
+            int64_t left = P - j * v->S;
+            if (left < 1 || px->tokens[px->off[i] + j] != (left < v->S ? left : v->S)) {
+                k = j; /* off the S-token grid from here */
+                break;
+            }
+        }
+        v->seg_len[i] = k > 0 && k > (P - 1) / v->S ? P : k * v->S; /* min(P, k*S) */
+    }
+    v->seg_off = px->off;
+    return KVS_OK;
+}
+
+/* Identity of block j of request id (rule 2.4). */
+static v1_key block_key(const sched_v1 *v, int32_t id, int64_t j)
+{
+    v1_key k;
+    int64_t e = (j + 1) * v->bs;
+    if (v->seg_off && e <= v->seg_len[id]) {
+        int64_t sg = (e - 1) / v->S;
+        k.a = v->chain[v->seg_off[id] + sg];
+        k.b = (uint64_t)(e - sg * v->S);
+    } else {
+        k.a = (uint64_t)id;
+        k.b = (uint64_t)j | V1_PRIVATE;
+    }
+    return k;
+}
+
+/* ---------------------------------------------------------------- W */
+static int key_after(const trace_req *reqs, int32_t a, int32_t b) /* (prio, arr, id) a > b */
+{
+    const trace_req *x = &reqs[a], *y = &reqs[b];
+    if (x->priority != y->priority)
+        return x->priority > y->priority;
+    if (x->arrival_s != y->arrival_s)
+        return x->arrival_s > y->arrival_s;
+    return a > b;
+}
+
+static void w_insert_after(sched_v1 *v, int32_t after, int32_t id) /* after -1: front */
+{
+    int32_t nx = after < 0 ? v->whead : v->wnext[after];
+    v->wprev[id] = after;
+    v->wnext[id] = nx;
+    if (after < 0)
+        v->whead = id;
+    else
+        v->wnext[after] = id;
+    if (nx < 0)
+        v->wtail = id;
+    else
+        v->wprev[nx] = id;
+    v->wn++;
+}
+
+static void w_remove(sched_v1 *v, int32_t id)
+{
+    int32_t pv = v->wprev[id], nx = v->wnext[id];
+    if (pv < 0)
+        v->whead = nx;
+    else
+        v->wnext[pv] = nx;
+    if (nx < 0)
+        v->wtail = pv;
+    else
+        v->wprev[nx] = pv;
+    v->wprev[id] = v->wnext[id] = -1;
+    v->wn--;
+}
+
+/* Put id into W: fcfs appends arrivals and puts preempted requests at the
+ * front; priority keeps W sorted by (priority, arrival_s, id). */
+static void w_put(sched *s, int32_t id, int preempted)
+{
+    sched_v1 *v = s->v1;
+    if (v->fcfs) {
+        w_insert_after(v, preempted ? -1 : v->wtail, id);
+        return;
+    }
+    int32_t at = v->wtail;
+    while (at >= 0 && key_after(s->reqs, at, id))
+        at = v->wprev[at];
+    w_insert_after(v, at, id);
+}
+
+/* ------------------------------------------------------------ arrival */
+static void v1_arrive(sched *s, int64_t id)
+{
+    const trace_req *r = &s->reqs[id];
+    const sched_config *c = &s->cfg;
+    const int64_t po = r->prompt_tokens + r->output_tokens;
+    /* rule 1.6 */
+    if (po > c->max_model_len || sched_ceil_div(po - 1, c->block_size) > c->total_blocks ||
+        (!c->chunked_prefill && po - 1 > c->max_batched_tokens)) {
+        sched_reject(s, (int32_t)id);
+        return;
+    }
+    s->state[id] = SCHED_REQ_WAITING;
+    s->res[id].status = SCHED_REQ_WAITING;
+    w_put(s, (int32_t)id, 0);
+}
+
+/* ------------------------------------------------------------- blocks */
+static int32_t *table_of(const sched_v1 *v, int32_t id)
+{
+    return v->tab + (int64_t)v->slot[id] * v->tcap;
+}
+
+/* Drop every block of id, last to first (rule 2.8), and its slot. */
+static void free_blocks(sched_v1 *v, int32_t id)
+{
+    if (v->slot[id] >= 0) {
+        int32_t *t = table_of(v, id);
+        for (int64_t j = v->held[id] - 1; j >= 0; j--)
+            v1_pool_release(&v->pool, t[j]);
+        v->free_slots[v->n_free_slots++] = v->slot[id];
+        v->slot[id] = -1;
+    }
+    v->held[id] = 0;
+    v->reg[id] = 0;
+}
+
+/* alloc(r, c, q, hits) of rule 2.7: 1 on success, 0 (nothing changed) if
+ * the free queue is too short. */
+static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t *hits,
+                    int64_t m)
+{
+    const int64_t want = sched_ceil_div(c + q, v->bs);
+    const int64_t held = v->held[id];
+    const int64_t fresh = want - m - held;
+    int64_t need = fresh;
+    for (int64_t k = 0; k < m; k++)
+        need += v->pool.ref[hits[k]] == 0;
+    if (need > v->pool.F)
+        return 0;
+    if (v->slot[id] < 0)
+        v->slot[id] = v->free_slots[--v->n_free_slots];
+    int32_t *t = table_of(v, id);
+    for (int64_t k = 0; k < m; k++) {
+        v1_pool_hold(&v->pool, hits[k]);
+        t[k] = hits[k];
+    }
+    for (int64_t j = held + m; j < want; j++)
+        t[j] = v1_pool_take(&v->pool);
+    v->held[id] = (int32_t)want;
+    if (v->pfx) {
+        int64_t full = (c + q) / v->bs;
+        for (int64_t j = v->reg[id]; j < full; j++)
+            v1_pool_register(&v->pool, t[j], block_key(v, id, j));
+        if (full > v->reg[id])
+            v->reg[id] = (int32_t)full;
+    }
+    return 1;
+}
+
+/* Leading blocks of id found in M, at most floor((T - 1) / bs) (rule 2.6),
+ * into v->hits.  O(m). */
+static int64_t find_hits(const sched_v1 *v, int32_t id, int64_t T)
+{
+    if (!v->pfx)
+        return 0;
+    const int64_t cap = (T - 1) / v->bs;
+    int64_t m = 0;
+    while (m < cap) {
+        int32_t b = v1_pool_lookup(&v->pool, block_key(v, id, m));
+        if (!b)
+            break;
+        v->hits[m++] = b;
+    }
+    return m;
+}
+
+/* --------------------------------------------------------- preemption */
+/* Index in R of the victim (rule 4.4.3). */
+static int64_t victim_index(const sched *s)
+{
+    const sched_v1 *v = s->v1;
+    if (v->fcfs)
+        return v->nrun - 1;
+    int64_t w = 0;
+    for (int64_t i = 1; i < v->nrun; i++)
+        if (key_after(s->reqs, v->run[i], v->run[w]))
+            w = i;
+    return w;
+}
+
+/* Preempt R[idx] by recompute (rule 5.1); if it was scheduled in this
+ * step, its entry leaves S and its tokens go back to *budget. */
+static void preempt_at(sched *s, int64_t idx, int64_t *budget)
+{
+    sched_v1 *v = s->v1;
+    int32_t id = v->run[idx];
+    memmove(&v->run[idx], &v->run[idx + 1], (size_t)(v->nrun - idx - 1) * sizeof *v->run);
+    v->nrun--;
+    if (v->sq[id] > 0) {
+        for (int64_t k = 0; k < v->ns; k++)
+            if (v->S_[k].id == id) {
+                *budget += v->S_[k].q;
+                memmove(&v->S_[k], &v->S_[k + 1], (size_t)(v->ns - k - 1) * sizeof *v->S_);
+                v->ns--;
+                break;
+            }
+        v->sq[id] = 0;
+    }
+    free_blocks(v, id);
+    v->C[id] = 0;
+    s->res[id].preemptions++;
+    s->step.n_preempted++;
+    s->ctr.preempt_recompute++;
+    s->state[id] = SCHED_REQ_WAITING;
+    s->res[id].status = SCHED_REQ_WAITING;
+    w_put(s, id, 1);
+}
+
+static void schedule(sched_v1 *v, int32_t id, int64_t q, int64_t c)
+{
+    v1_sched_ent *e = &v->S_[v->ns++];
+    e->id = id;
+    e->q = q;
+    e->c = c;
+    e->kind = SCHED_MEMBER_PREFILL;
+    v->sq[id] = q;
+}
+
+/* ------------------------------------------------------------ a step */
+/* Rule 4.4; returns 1 if anyone was preempted. */
+static int running_walk(sched *s, int64_t *b)
+{
+    sched_v1 *v = s->v1;
+    int preempted = 0;
+    int64_t i = 0;
+    while (i < v->nrun && *b > 0) {
+        int32_t id = v->run[i];
+        const int64_t T = s->reqs[id].prompt_tokens + v->g[id];
+        int64_t q = T - v->C[id];
+        if (v->thr > 0 && v->thr < q)
+            q = v->thr;
+        if (q > *b)
+            q = *b;
+        for (;;) {
+            if (v1_alloc(v, id, v->C[id], q, NULL, 0)) {
+                schedule(v, id, q, v->C[id]);
+                *b -= q;
+                i++;
+                break;
+            }
+            int64_t w = victim_index(s);
+            preempted = 1;
+            preempt_at(s, w, b);
+            if (w == i)
+                return 1; /* r itself: the walk ends */
+            if (w < i)
+                i--;
+        }
+    }
+    return preempted;
+}
+
+/* Rule 4.5. */
+static void waiting_walk(sched *s, int64_t *b)
+{
+    sched_v1 *v = s->v1;
+    const int chunked = s->cfg.chunked_prefill;
+    int32_t id = v->whead;
+    while (id >= 0 && *b > 0) {
+        if (v->nrun >= s->cfg.max_seqs)
+            break;
+        int32_t next = v->wnext[id];
+        const int64_t T = s->reqs[id].prompt_tokens + v->g[id];
+        const int64_t m = find_hits(v, id, T);
+        const int64_t c = m * v->bs;
+        int64_t q = T - c;
+        if (v->thr > 0 && v->thr < q)
+            q = v->thr;
+        if (!chunked && q > *b) {
+            id = next; /* skipped: keeps its place */
+            continue;
+        }
+        if (q > *b)
+            q = *b;
+        v->reg[id] = (int32_t)m;
+        if (!v1_alloc(v, id, c, q, v->hits, m)) {
+            v->reg[id] = 0;
+            break;
+        }
+        w_remove(v, id);
+        v->run[v->nrun++] = id;
+        v->C[id] = c;
+        s->state[id] = SCHED_REQ_RUNNING;
+        s->res[id].status = SCHED_REQ_RUNNING;
+        schedule(v, id, q, c);
+        *b -= q;
+        if (v->pfx) {
+            s->ctr.prefix_query_tokens += T;
+            s->ctr.prefix_hit_tokens += c;
+            s->ctr.prefix_saved_tokens += c;
+            s->ctr.prefix_query_blocks += (T - 1) / v->bs;
+            s->ctr.prefix_hit_blocks += m;
+        }
+        id = next;
+    }
+}
+
+static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
+{
+    (void)more_arrivals;
+    sched_v1 *v = s->v1;
+    int32_t carry = 0; /* preemptions of iterations that scheduled nothing */
+    for (;;) {
+        memset(&s->step, 0, sizeof s->step);
+        s->step.n_preempted = carry;
+        s->n_members = 0;
+        v->ns = 0;
+        if (v->nrun == 0 && v->wn == 0)
+            return SCHED_PLAN_IDLE;
+        int64_t b = v->B;
+        int preempted = running_walk(s, &b);
+        if (!preempted)
+            waiting_walk(s, &b);
+        if (v->ns > 0)
+            break;
+        if (!preempted) {
+            snprintf(s->errmsg, sizeof s->errmsg,
+                     "stuck at t=%.6f s: the V1 step scheduled nothing and preempted nobody "
+                     "(a kvsim bug)", now);
+            return SCHED_PLAN_STUCK;
+        }
+        carry = s->step.n_preempted; /* 4.6: no time passes, iterate again */
+    }
+    /* rule 6.1: features and members */
+    cost_batch *cb = &s->step.batch;
+    for (int64_t k = 0; k < v->ns; k++) {
+        v1_sched_ent *e = &v->S_[k];
+        const int64_t g = v->g[e->id];
+        const int64_t T = s->reqs[e->id].prompt_tokens + g;
+        if (g >= 1 && e->c == T - 1) {
+            e->kind = SCHED_MEMBER_DECODE;
+            cb->tokens += 1;
+            cb->kv_read += e->c + 1;
+            cb->n_decode++;
+            if (s->want_members)
+                sched_add_member(s, e->id, SCHED_MEMBER_DECODE, 1, e->c + 1);
+        } else {
+            e->kind = SCHED_MEMBER_PREFILL;
+            cb->tokens += e->q;
+            cb->prefill_sq += e->q * e->q;
+            cb->prefill_ctx += e->q * e->c;
+            cb->prefill_cached += e->c;
+            cb->n_prefill++;
+            s->ctr.prefill_chunks += s->cfg.chunked_prefill;
+            sched_add_member(s, e->id, SCHED_MEMBER_PREFILL, e->q, e->c + e->q);
+        }
+    }
+    s->step.kind = cb->n_prefill == 0   ? SCHED_STEP_DECODE
+                   : cb->n_decode == 0 ? SCHED_STEP_PREFILL
+                                       : SCHED_STEP_MIXED;
+    double d = cost_step_s(s->cost, cb);
+    sched_step *st = &s->step;
+    st->dur_s = d;
+    st->index = s->ctr.steps++;
+    st->start_s = now;
+    st->kv_blocks_used = v->N - v->pool.F;
+    st->n_waiting = v->wn;
+    st->n_running = v->nrun;
+    v->active = 1;
+    if (s->sink)
+        s->sink(s->sink_ctx, st, s->members, s->n_members);
+    *t_end = now + d;
+    return SCHED_PLAN_STEP;
+}
+
+/* Rule 4.7: store the step's tokens, generate, finish (freeing in S's
+ * order), then drop the finished from R keeping its order. */
+static void v1_finish(sched *s, double t)
+{
+    sched_v1 *v = s->v1;
+    int any = 0;
+    for (int64_t k = 0; k < v->ns; k++) {
+        const v1_sched_ent *e = &v->S_[k];
+        const int32_t id = e->id;
+        const trace_req *r = &s->reqs[id];
+        v->sq[id] = 0;
+        v->C[id] = e->c + e->q;
+        if (v->C[id] != r->prompt_tokens + v->g[id])
+            continue;
+        if (++v->g[id] == 1)
+            s->res[id].first_token_s = t;
+        if (v->g[id] == r->output_tokens) {
+            s->res[id].finish_s = t;
+            s->res[id].status = SCHED_REQ_FINISHED;
+            s->state[id] = SCHED_REQ_FINISHED;
+            s->ctr.n_finished++;
+            free_blocks(v, id);
+            any = 1;
+        }
+    }
+    v->ns = 0;
+    v->active = 0;
+    if (any) {
+        int64_t out = 0;
+        for (int64_t i = 0; i < v->nrun; i++)
+            if (s->state[v->run[i]] == SCHED_REQ_RUNNING)
+                v->run[out++] = v->run[i];
+        v->nrun = out;
+    }
+}
+
+static void v1_counters(const sched *s, sched_counters *out)
+{
+    const sched_v1 *v = s->v1;
+    *out = s->ctr;
+    out->free_blocks = v->pool.F;
+    out->used_blocks = v->N - v->pool.F;
+    out->swapped_blocks = 0;
+    out->n_waiting = v->wn;
+    out->n_running = v->nrun;
+    out->n_swapped = 0;
+    out->cached_blocks = v->pool.cached;
+    out->prefix_evictions = v->pool.evictions;
+}
+
+#define V1_FAIL(...)                       \
+    do {                                   \
+        if (why && n)                      \
+            snprintf(why, n, __VA_ARGS__); \
+        rc = -1;                           \
+        goto done;                         \
+    } while (0)
+
+/* Recount every block from R's tables (rules 2.2, 2.3, 2.5). */
+static int v1_audit(const sched *s, char *why, size_t n)
+{
+    const sched_v1 *v = s->v1;
+    int rc = 0;
+    int32_t *cnt = calloc((size_t)v->N + 1, sizeof *cnt);
+    if (!cnt) {
+        if (why && n)
+            snprintf(why, n, "audit: out of memory");
+        return -1;
+    }
+    int64_t distinct = 0;
+    for (int64_t i = 0; i < v->nrun; i++) {
+        int32_t id = v->run[i];
+        int64_t stored = v->C[id] + v->sq[id];
+        if (s->state[id] != SCHED_REQ_RUNNING || v->slot[id] < 0)
+            V1_FAIL("R holds request %d in state %d", id, s->state[id]);
+        if (v->held[id] != sched_ceil_div(stored, v->bs))
+            V1_FAIL("request %d holds %d blocks for %lld tokens", id, v->held[id],
+                    (long long)stored);
+        if (v->pfx && v->reg[id] != stored / v->bs)
+            V1_FAIL("request %d registered %d blocks for %lld tokens", id, v->reg[id],
+                    (long long)stored);
+        const int32_t *t = table_of(v, id);
+        for (int64_t j = 0; j < v->held[id]; j++) {
+            if (t[j] < 1 || t[j] > v->N)
+                V1_FAIL("request %d block %lld is %d", id, (long long)j, t[j]);
+            if (cnt[t[j]]++ == 0)
+                distinct++;
+        }
+    }
+    for (int64_t b = 1; b <= v->N; b++)
+        if (cnt[b] != v->pool.ref[b])
+            V1_FAIL("block %lld: count %d, held by %d requests", (long long)b, v->pool.ref[b],
+                    cnt[b]);
+    if (distinct + v->pool.F != v->N)
+        V1_FAIL("held %lld + free %lld != %lld blocks", (long long)distinct,
+                (long long)v->pool.F, (long long)v->N);
+    int64_t wn = 0;
+    for (int32_t id = v->whead; id >= 0; id = v->wnext[id]) {
+        if (++wn > s->n || s->state[id] != SCHED_REQ_WAITING || v->held[id] != 0 ||
+            v->slot[id] >= 0)
+            V1_FAIL("W: request %d (state %d) holds %d blocks", id, s->state[id], v->held[id]);
+        if (!v->fcfs && v->wnext[id] >= 0 && key_after(s->reqs, id, v->wnext[id]))
+            V1_FAIL("W: %d before %d out of priority order", id, v->wnext[id]);
+    }
+    if (wn != v->wn)
+        V1_FAIL("W lists %lld requests, counter %lld", (long long)wn, (long long)v->wn);
+    if (v->n_free_slots + v->nrun != v->slots)
+        V1_FAIL("%lld free slots with %lld running of %lld", (long long)v->n_free_slots,
+                (long long)v->nrun, (long long)v->slots);
+    rc = v1_pool_audit(&v->pool, why, n);
+done:
+    free(cnt);
+    return rc;
+}
+
+const sched_engine_vt sched_engine_v1 = {
+    "vllm-v1", v1_init,   v1_free,     v1_attach_prefixes, v1_arrive,
+    v1_plan,   v1_finish, v1_counters, v1_audit,
+};

@@ -1,0 +1,97 @@
+/* v1_internal.h — the vLLM V1 engine's state (docs/semantics-v1.md), shared
+ * by v1.c (the iteration) and v1_pool.c (the block pool) and nothing else.
+ */
+#ifndef V1_INTERNAL_H
+#define V1_INTERNAL_H
+
+#include "sched_internal.h"
+
+/* A block identity (rule 2.4): shared (chain hash of the segment ids
+ * h_0..h_s, e - s*S) or private (request id, j | 2^63). */
+typedef struct v1_key {
+    uint64_t a, b;
+} v1_key;
+
+/* The block pool: blocks 1..N (0 is "none"), the free queue Q (an LRU list
+ * of every block with count 0, least recently freed at the head) and the
+ * cache map M (identity -> its blocks in registration order, as a list
+ * threaded through the blocks; an open-addressing table keeps the list
+ * heads and tails). */
+typedef struct v1_pool {
+    int64_t N;
+    int32_t *ref;              /* [N + 1] reference counts */
+    int32_t *qprev, *qnext;    /* [N + 1] Q neighbours, 0 = none */
+    uint8_t *inq;              /* [N + 1] 1: in Q */
+    int32_t qhead, qtail;      /* 0 = empty */
+    int64_t F;                 /* |Q| */
+    uint8_t *has_id;           /* [N + 1] 1: registered in M */
+    v1_key *key;               /* [N + 1] its identity */
+    int32_t *mprev, *mnext;    /* [N + 1] neighbours under the same identity */
+    struct v1_slot {           /* [mask + 1] the table */
+        v1_key k;              /* identity */
+        int32_t head, tail;    /* earliest / latest block under it, 0 = slot empty */
+    } *tab;
+    uint64_t mask;
+    int64_t cached;            /* blocks in Q that carry an identity */
+    int64_t evictions;         /* identities removed by taking a block */
+    int64_t ids;               /* blocks carrying an identity */
+} v1_pool;
+
+int v1_pool_init(v1_pool *p, int64_t N, int with_cache);
+void v1_pool_free(v1_pool *p);
+/* Earliest registered block under k, or 0.  O(1) expected. */
+int32_t v1_pool_lookup(const v1_pool *p, v1_key k);
+/* Count + 1, leaving Q if it was there (a hit). */
+void v1_pool_hold(v1_pool *p, int32_t b);
+/* Take Q's head (F > 0): its identity, if any, leaves M; count becomes 1. */
+int32_t v1_pool_take(v1_pool *p);
+/* Register b (which carries no identity) under k, last in k's list. */
+void v1_pool_register(v1_pool *p, int32_t b, v1_key k);
+/* Count - 1; at 0 the block goes to Q's tail, keeping its identity. */
+void v1_pool_release(v1_pool *p, int32_t b);
+/* Recount Q and M against the flags; 0 or -1 with why.  For sched_audit. */
+int v1_pool_audit(const v1_pool *p, char *why, size_t n);
+
+/* One entry of the step's schedule list S. */
+typedef struct v1_sched_ent {
+    int32_t id;
+    int32_t kind;   /* sched_member_kind: PREFILL (a chunk) or DECODE */
+    int64_t q;      /* tokens scheduled */
+    int64_t c;      /* tokens stored before the step */
+} v1_sched_ent;
+
+struct sched_v1 {
+    v1_pool pool;
+    int64_t bs, S, thr, B, N;
+    int fcfs;                  /* 1: fcfs, 0: priority */
+    int pfx;                   /* prefix caching */
+    /* per request [n] */
+    int64_t *g;                /* tokens generated */
+    int64_t *C;                /* tokens stored */
+    int64_t *sq;               /* tokens scheduled in the step in flight */
+    int32_t *reg;              /* registered(r) */
+    int32_t *held;             /* blocks held */
+    int32_t *slot;             /* block table slot, -1 none */
+    int32_t *wprev, *wnext;    /* W as a list, -1 none */
+    int64_t *seg_len;          /* L = min(P, k*S), tokens covered by ids */
+    const int64_t *seg_off;    /* [n + 1] borrowed, or NULL */
+    uint64_t *chain;           /* [seg_off[n]] chain hash of ids 0..i */
+    /* W */
+    int32_t whead, wtail;
+    int64_t wn;
+    /* R, in admission order */
+    int32_t *run;              /* [slots] */
+    int64_t nrun;
+    /* block tables: slot k holds blocks tab[k * tcap ..] */
+    int32_t *tab;
+    int64_t tcap, slots;
+    int32_t *free_slots;       /* stack */
+    int64_t n_free_slots;
+    int32_t *hits;             /* [tcap] scratch */
+    /* the step */
+    v1_sched_ent *S_;          /* [slots] */
+    int64_t ns;
+    int active;                /* a step is in flight */
+};
+
+#endif
