@@ -31,6 +31,10 @@ typedef struct req_prefixes {
     const int64_t *off;    /* [n + 1] segment offsets, or NULL */
     const uint64_t *ids;   /* [off[n]] segment ids */
     const int32_t *tokens; /* [off[n]] tokens per segment */
+    int32_t grid;          /* tokens of every full segment when the source cuts
+                              prompts on a fixed grid (512 for Mooncake and the
+                              native CSV's hash_ids); 0 when segments vary
+                              (synthetic system prompts and turns) */
 } req_prefixes;
 
 #endif

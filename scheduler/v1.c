@@ -159,6 +159,7 @@ static void v1_free(sched *s)
     free(v->wnext);
     free(v->seg_len);
     free(v->chain);
+    free(v->seg_end);
     free(v->run);
     free(v->tab);
     free(v->free_slots);
@@ -167,13 +168,16 @@ static void v1_free(sched *s)
     free(v);
 }
 
-/* Segment ids as fixed S-token segments (rule 2.4): L = min(P, k*S) and the
- * chain hash of ids 0..i for every segment.  The per-segment token counts
- * of px only guard the reading: segment k must cover min(S, P - k*S) tokens
- * (true of Mooncake and CSV ids with S = 512).  A request whose segment k
- * does not (a synthetic trace's system prompt and turns have other
- * lengths) has L cut to k*S, so ids never claim equal content for tokens
- * they do not name; docs/semantics-v1.md, section 9. */
+/* Segment ids (rule 2.4).  A trace cut on a fixed grid (px->grid > 0:
+ * Mooncake, the native CSV's hash_ids) names S-token segments, S =
+ * --segment-tokens: L = min(P, k*S) and block j ending at e has the
+ * identity (chain(s), e - s*S), s = floor((e - 1) / S), exactly as the
+ * rule says.  A trace whose segments vary (synthetic system prompts and
+ * turns, px->grid == 0) is read with its own segment lengths: L = min(P,
+ * sum of lengths), s = the segment holding token e - 1 and the identity
+ * (chain(s), e - start(s)) — the same rule with the segment starts the
+ * trace gives, so ids never claim equal content for tokens they do not
+ * name (docs/semantics-v1.md, section 9). */
 static int v1_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err)
 {
     sched_v1 *v = s->v1;
@@ -182,28 +186,49 @@ static int v1_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err)
     if (!v->pfx || !px || !px->off || px->n != s->n)
         return KVS_OK;
     int64_t total = px->off[s->n];
-    v->chain = malloc((size_t)(total > 0 ? total : 1) * sizeof *v->chain);
-    if (!v->chain)
+    size_t nt = (size_t)(total > 0 ? total : 1);
+    v->chain = malloc(nt * sizeof *v->chain);
+    if (!v->chain || (px->grid == 0 && !(v->seg_end = malloc(nt * sizeof *v->seg_end))))
         return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for prefix ids");
     for (int64_t i = 0; i < s->n; i++) {
         uint64_t h = 0x243f6a8885a308d3ULL;
+        int64_t tok = 0;
         for (int64_t k = px->off[i]; k < px->off[i + 1]; k++) {
             h = mix64(h ^ mix64(px->ids[k] + 0x9e3779b97f4a7c15ULL));
             v->chain[k] = h;
+            tok += px->tokens ? px->tokens[k] : v->S;
+            if (v->seg_end)
+                v->seg_end[k] = tok;
         }
         int64_t k = px->off[i + 1] - px->off[i];
         const int64_t P = s->reqs[i].prompt_tokens;
-        for (int64_t j = 0; px->tokens && j < k; j++) {
-            int64_t left = P - j * v->S;
-            if (left < 1 || px->tokens[px->off[i] + j] != (left < v->S ? left : v->S)) {
-                k = j; /* off the S-token grid from here */
-                break;
-            }
-        }
-        v->seg_len[i] = k > 0 && k > (P - 1) / v->S ? P : k * v->S; /* min(P, k*S) */
+        int64_t covered = v->seg_end ? tok : k * v->S;
+        v->seg_len[i] = covered < P ? covered : P; /* min(P, k*S) on a grid */
     }
     v->seg_off = px->off;
     return KVS_OK;
+}
+
+/* The segment of request id holding token e - 1 (e <= seg_len[id]) and its
+ * first token.  Cost: O(1) on a grid, O(log segments) otherwise. */
+static int64_t segment_of(const sched_v1 *v, int32_t id, int64_t e, int64_t *start)
+{
+    if (!v->seg_end) {
+        int64_t sg = (e - 1) / v->S;
+        *start = sg * v->S;
+        return sg;
+    }
+    const int64_t *end = v->seg_end + v->seg_off[id];
+    int64_t lo = 0, hi = v->seg_off[id + 1] - v->seg_off[id] - 1;
+    while (lo < hi) { /* first segment whose end reaches e */
+        int64_t mid = lo + (hi - lo) / 2;
+        if (end[mid] >= e)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *start = lo > 0 ? end[lo - 1] : 0;
+    return lo;
 }
 
 /* Identity of block j of request id (rule 2.4). */
@@ -212,9 +237,9 @@ static v1_key block_key(const sched_v1 *v, int32_t id, int64_t j)
     v1_key k;
     int64_t e = (j + 1) * v->bs;
     if (v->seg_off && e <= v->seg_len[id]) {
-        int64_t sg = (e - 1) / v->S;
+        int64_t start, sg = segment_of(v, id, e, &start);
         k.a = v->chain[v->seg_off[id] + sg];
-        k.b = (uint64_t)(e - sg * v->S);
+        k.b = (uint64_t)(e - start);
     } else {
         k.a = (uint64_t)id;
         k.b = (uint64_t)j | V1_PRIVATE;

@@ -74,6 +74,8 @@ struct sched_v1 {
     int32_t *slot;             /* block table slot, -1 none */
     int32_t *wprev, *wnext;    /* W as a list, -1 none */
     int64_t *seg_len;          /* L = min(P, k*S), tokens covered by ids */
+    int64_t *seg_end;          /* [seg_off[n]] varying segments only (grid 0): tokens
+                                  of the request's segments 0..k; NULL on a grid */
     const int64_t *seg_off;    /* [n + 1] borrowed, or NULL */
     uint64_t *chain;           /* [seg_off[n]] chain hash of ids 0..i */
     /* W */

@@ -292,38 +292,44 @@ START_TEST(test_full_hit_recomputes_last_block)
 }
 END_TEST
 
-/* Segment ids off the S-token grid (a synthetic trace's system prompt of
- * 6 tokens, then a user part) are not read as S-token segments: two
- * requests with the same first id share nothing, while the same requests
- * with grid-aligned counts share their first segment.
+/* Segment ids on a grid and off it (docs/semantics-v1.md, section 9).
  *   r0 (t0, P10, O1, ids [5 6])   r1 (t20, P10, O1, ids [5 7]), S 4, bs 2.
- * With counts [4, 4] (on the grid, covering 8 of the 10 tokens) r1 hits
- * blocks 0 and 1 (tokens 0..3, segment 0 = id 5), then misses block
- * 2 (ids 5 7 differ from 5 6): 4 hit tokens.  With counts [6, 4] (off the
- * grid) L = 0: no shared block, 0 hit tokens. */
-START_TEST(test_ids_off_grid_not_shared)
+ * r1 runs alone after r0 finished, so its hits are blocks r0 left in Q.
+ * - A trace cut on a 4-token grid (hash_block 4): segment 0 is tokens 0..3
+ *   whatever the stored counts say, so r1 hits blocks 0 and 1 (ending at
+ *   e = 2, 4, in segment 0 = id 5) and misses block 2 (ending at 6, in
+ *   segment 1: ids 5 7 differ from 5 6): 4 hit tokens, for counts [4 4]
+ *   and [6 4] alike.
+ * - A trace whose segments vary (hash_block 0, a synthetic system prompt of
+ *   6 tokens then a user part of 4) is read with its own lengths: counts
+ *   [6 4] put blocks ending at 2, 4 and 6 in segment 0, so r1 hits 3
+ *   blocks = 6 tokens and misses block 3 (ending at 8, segment 1); counts
+ *   [4 4] give 4 hit tokens as on the grid. */
+START_TEST(test_ids_grid_and_varying)
 {
-    for (int aligned = 0; aligned <= 1; aligned++) {
-        const double rows[][4] = {{0, 10, 1, 0}, {20, 10, 1, 0}};
-        golden g;
-        v1_setup(&g, rows, 2);
-        g.cfg.sched.block_size = 2;
-        g.cfg.sched.max_batched_tokens = 16;
-        g.cfg.sched.prefix_caching = 1;
-        g.cfg.sched.segment_tokens = 4;
-        g.tr.hash_off = calloc(3, sizeof *g.tr.hash_off);
-        g.tr.hash_ids = calloc(4, sizeof *g.tr.hash_ids);
-        g.tr.hash_tokens = calloc(4, sizeof *g.tr.hash_tokens);
-        const int64_t off[3] = {0, 2, 4};
-        const uint64_t ids[4] = {5, 6, 5, 7};
-        const int32_t tok[2][4] = {{6, 4, 6, 4}, {4, 4, 4, 4}};
-        memcpy(g.tr.hash_off, off, sizeof off);
-        memcpy(g.tr.hash_ids, ids, sizeof ids);
-        memcpy(g.tr.hash_tokens, tok[aligned], sizeof tok[aligned]);
-        golden_run(&g);
-        ck_assert_int_eq(g.res.sum.prefix_hit_tokens, aligned ? 4 : 0);
-        golden_free(&g);
-    }
+    for (int grid = 0; grid <= 1; grid++)
+        for (int aligned = 0; aligned <= 1; aligned++) {
+            const double rows[][4] = {{0, 10, 1, 0}, {20, 10, 1, 0}};
+            golden g;
+            v1_setup(&g, rows, 2);
+            g.cfg.sched.block_size = 2;
+            g.cfg.sched.max_batched_tokens = 16;
+            g.cfg.sched.prefix_caching = 1;
+            g.cfg.sched.segment_tokens = 4;
+            g.tr.hash_off = calloc(3, sizeof *g.tr.hash_off);
+            g.tr.hash_ids = calloc(4, sizeof *g.tr.hash_ids);
+            g.tr.hash_tokens = calloc(4, sizeof *g.tr.hash_tokens);
+            g.tr.hash_block = grid ? 4 : 0;
+            const int64_t off[3] = {0, 2, 4};
+            const uint64_t ids[4] = {5, 6, 5, 7};
+            const int32_t tok[2][4] = {{6, 4, 6, 4}, {4, 4, 4, 4}};
+            memcpy(g.tr.hash_off, off, sizeof off);
+            memcpy(g.tr.hash_ids, ids, sizeof ids);
+            memcpy(g.tr.hash_tokens, tok[aligned], sizeof tok[aligned]);
+            golden_run(&g);
+            ck_assert_int_eq(g.res.sum.prefix_hit_tokens, grid || aligned ? 4 : 6);
+            golden_free(&g);
+        }
 }
 END_TEST
 
@@ -1202,7 +1208,7 @@ int main(void)
     tcase_add_test(g, test_preempting_step_admits_nobody);
     tcase_add_test(g, test_full_hit_recomputes_last_block);
     tcase_add_test(g, test_priority_victim_already_scheduled);
-    tcase_add_test(g, test_ids_off_grid_not_shared);
+    tcase_add_test(g, test_ids_grid_and_varying);
     tcase_add_test(g, test_rejection_rules);
     tcase_add_test(g, test_unchunked_skip_keeps_place);
     tcase_add_test(g, test_long_prefill_threshold);

@@ -68,7 +68,7 @@ typedef struct trace {
 /* The trace's prefix identities as the scheduler takes them (borrowed). */
 static inline req_prefixes trace_prefixes(const trace *t)
 {
-    req_prefixes p = {t->n, t->hash_off, t->hash_ids, t->hash_tokens};
+    req_prefixes p = {t->n, t->hash_off, t->hash_ids, t->hash_tokens, t->hash_block};
     return p;
 }
 
