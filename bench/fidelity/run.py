@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """kvsim's fidelity suite: published measurements of real engines vs kvsim.
 
-    bench/fidelity/run.py [KVSIM] [--list] [--only SUBSTR]
+    bench/fidelity/run.py [KVSIM] [--list] [--only SUBSTR] [--data DIR]
 
 KVSIM is the kvsim binary (default build/kvsim).  For every data file in
 bench/fidelity/data/ and every row, run kvsim on that row's conditions and
 print real vs simulated with the signed error, then median and worst |error|
 per table and one summary line per table.  --list prints the tables without
-running kvsim.  --only keeps the data files whose name contains SUBSTR.
+running kvsim.  --only keeps the data files whose name contains SUBSTR;
+--data reads the data files from DIR instead of bench/fidelity/data.
 
 How a row becomes a kvsim command is data, not code:
   - bench/fidelity/map.csv maps the source's model (+ precision), GPU and
@@ -50,6 +51,7 @@ def _ms(key):
 
 METRICS = {
     "output_tok_s": ("run", lambda j, r: j["throughput_tok_s"]),
+    "output_tok_s_per_gpu": ("run", lambda j, r: j["throughput_tok_s"] / int(r["tp"])),
     "req_s": ("run", lambda j, r: j["throughput_req_s"]),
     # input + output tokens per second; fixed-length rows only
     "total_tok_s": ("run", lambda j, r: j["throughput_req_s"] * (int(r["isl"]) + int(r["osl"]))),
@@ -316,7 +318,7 @@ def print_list(tables, m):
 
 
 def main(args):
-    kvsim, listing, only = "build/kvsim", False, None
+    kvsim, listing, only, data = "build/kvsim", False, None, DATA
     it = iter(args)
     for a in it:
         if a == "--list":
@@ -325,6 +327,11 @@ def main(args):
             only = next(it, None)
             if only is None:
                 print("run.py: --only needs a value", file=sys.stderr)
+                return 2
+        elif a == "--data":
+            data = next(it, None)
+            if data is None:
+                print("run.py: --data needs a directory", file=sys.stderr)
                 return 2
         elif a in ("-h", "--help"):
             print(__doc__.strip())
@@ -336,13 +343,15 @@ def main(args):
             kvsim = a
     try:
         m = load_map()
-        files = sorted(f for f in os.listdir(DATA) if f.endswith(".csv"))
-        # FIT tables first, then CHECK, each alphabetical
-        tables = [load_table(os.path.join(DATA, f)) for f in files if only is None or only in f]
+        files = sorted(f for f in os.listdir(data) if f.endswith(".csv"))
+        tables = [load_table(os.path.join(data, f)) for f in files if only is None or only in f]
+    except OSError as e:
+        print(f"run.py: {e}", file=sys.stderr)
+        return 2
     except Malformed as e:
         print(f"run.py: {e}", file=sys.stderr)
         return 2
-    tables.sort(key=lambda t: (t["role"] != "FIT", t["name"]))
+    tables.sort(key=lambda t: (t["role"] != "FIT", t["name"]))  # FIT first
     if listing:
         print_list(tables, m)
         return 0
