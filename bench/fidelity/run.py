@@ -388,7 +388,10 @@ def main(args):
                 sim = METRICS[r["metric"]][1](j, r)
                 err = (sim - real) / real * 100.0
                 errs.append((abs(err), err, r["id"]))
-                print(f"{head} {fmt(sim):>9} {err:>+7.1f}  {mapping}")
+                note = ""
+                if j.get("n_rejected"):
+                    note = f" [kvsim rejected {j['n_rejected']} of {j['n_requests']} requests]"
+                print(f"{head} {fmt(sim):>9} {err:>+7.1f}  {mapping}{note}")
             if errs:
                 med = statistics.median(e[0] for e in errs)
                 worst = max(errs)
