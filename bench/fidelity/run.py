@@ -1,0 +1,411 @@
+#!/usr/bin/env python3
+"""kvsim's fidelity suite: published measurements of real engines vs kvsim.
+
+    bench/fidelity/run.py [KVSIM] [--list] [--only SUBSTR] [--data DIR]
+
+KVSIM is the kvsim binary (default build/kvsim).  For every data file in
+bench/fidelity/data/ and every row, run kvsim on that row's conditions and
+print real vs simulated with the signed error, then median and worst |error|
+per table and one summary line per table.  --list prints the tables without
+running kvsim.  --only keeps the data files whose name contains SUBSTR;
+--data reads the data files from DIR instead of bench/fidelity/data.
+
+How a row becomes a kvsim command is data, not code:
+  - bench/fidelity/map.csv maps the source's model (+ precision), GPU and
+    dataset names to kvsim arguments, and may add flags to a whole table;
+  - the row's kvsim_flags column adds flags for that row (engine settings
+    the source gives, e.g. --max-seqs, --max-batched-tokens, --max-model-len).
+A row whose model, GPU or dataset has no kvsim counterpart is printed as
+"skipped: <reason>".  A row kvsim refuses (e.g. weights do not fit) is
+printed as "failed: <kvsim's message>".  Neither enters the error figures.
+
+Exit status: 0 whatever the errors are (this is a benchmark, not a test);
+2 with one line naming file and line when a data or map file is malformed
+(or the kvsim binary is missing).  Python 3 standard library only.
+"""
+
+import csv
+import io
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DATA = os.path.join(HERE, "data")
+MAP = os.path.join(HERE, "map.csv")
+
+COLUMNS = ["id", "model", "gpu", "tp", "precision", "isl", "osl", "n_requests",
+           "arrival", "rate", "metric", "value", "unit", "kvsim_flags", "notes"]
+ARRIVALS = ("burst", "poisson", "capacity")
+
+
+# metric name -> (kvsim subcommand, function of kvsim's JSON and the row)
+def _ms(key):
+    return lambda j, r: j[key] * 1000.0
+
+
+METRICS = {
+    "output_tok_s": ("run", lambda j, r: j["throughput_tok_s"]),
+    "output_tok_s_per_gpu": ("run", lambda j, r: j["throughput_tok_s"] / int(r["tp"])),
+    "req_s": ("run", lambda j, r: j["throughput_req_s"]),
+    # input + output tokens per second; fixed-length rows only
+    "total_tok_s": ("run", lambda j, r: j["throughput_req_s"] * (int(r["isl"]) + int(r["osl"]))),
+    "ttft_mean_ms": ("run", _ms("ttft_mean_s")),
+    "ttft_median_ms": ("run", _ms("ttft_p50_s")),
+    "tpot_mean_ms": ("run", _ms("tpot_mean_s")),
+    "tpot_median_ms": ("run", _ms("tpot_p50_s")),
+    # kvsim has no inter-token latency apart from TPOT
+    "itl_mean_ms": ("run", _ms("tpot_mean_s")),
+    "itl_median_ms": ("run", _ms("tpot_p50_s")),
+    "e2e_mean_ms": ("run", _ms("e2e_mean_s")),
+    "e2e_median_ms": ("run", _ms("e2e_p50_s")),
+    # one fixed batch run to completion: the makespan
+    "batch_latency_ms": ("run", _ms("makespan_s")),
+    "kv_blocks": ("capacity", lambda j, r: j["kv_blocks"]),
+}
+
+
+class Malformed(Exception):
+    pass
+
+
+def read_csv_with_comments(path):
+    """Return (comment lines, header, [(line number, row dict)])."""
+    comments, header, rows = [], None, []
+    with open(path, newline="", encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if line.lstrip().startswith("#"):
+            if header is None:
+                comments.append(line.lstrip()[1:].strip())
+                continue
+            raise Malformed(f"{path}:{no}: comment after the header")
+        try:
+            fields = next(csv.reader(io.StringIO(line)))
+        except csv.Error as e:
+            raise Malformed(f"{path}:{no}: {e}")
+        if header is None:
+            header = [h.strip() for h in fields]
+            continue
+        if len(fields) != len(header):
+            raise Malformed(f"{path}:{no}: {len(fields)} fields, the header has {len(header)}")
+        rows.append((no, dict(zip(header, (x.strip() for x in fields)))))
+    if header is None:
+        raise Malformed(f"{path}:1: no header line")
+    return comments, header, rows
+
+
+def load_map():
+    _, header, rows = read_csv_with_comments(MAP)
+    want = ["kind", "name", "precision", "kvsim", "note"]
+    if header != want:
+        raise Malformed(f"{MAP}:1: header must be {','.join(want)}")
+    m = {"model": {}, "gpu": {}, "dataset": {}, "table": {}}
+    for no, r in rows:
+        if r["kind"] not in m:
+            raise Malformed(f"{MAP}:{no}: kind must be one of {', '.join(m)}")
+        if not r["name"]:
+            raise Malformed(f"{MAP}:{no}: empty name")
+        key = (r["name"], r["precision"] or "*")
+        if key in m[r["kind"]]:
+            raise Malformed(f"{MAP}:{no}: {r['kind']} {r['name']} {key[1]} mapped twice")
+        if r["kind"] == "dataset" and r["kvsim"]:
+            for kv in r["kvsim"].split("|")[1:]:
+                k, _, v = kv.partition("=")
+                if k not in ("min_len", "max_prompt", "max_total") or not is_int(v):
+                    raise Malformed(f"{MAP}:{no}: bad dataset filter {kv!r} "
+                                    "(min_len=N, max_prompt=N, max_total=N)")
+        m[r["kind"]][key] = (r["kvsim"], r["note"])
+    return m
+
+
+def lookup(table, name, precision="*"):
+    return table.get((name, precision)) or table.get((name, "*"))
+
+
+def is_int(s):
+    try:
+        return int(s) > 0
+    except ValueError:
+        return False
+
+
+def is_num(s):
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+def load_table(path):
+    comments, header, rows = read_csv_with_comments(path)
+    if header != COLUMNS:
+        raise Malformed(f"{path}:{len(comments) + 1}: header must be {','.join(COLUMNS)}")
+    role = "CHECK"
+    for c in comments:
+        if c.lower().startswith("role:"):
+            role = "FIT" if c.split(":", 1)[1].strip().upper().startswith("FIT") else "CHECK"
+    seen = set()
+    for no, r in rows:
+        where = f"{path}:{no}"
+        if not r["id"] or r["id"] in seen:
+            raise Malformed(f"{where}: empty or repeated id {r['id']!r}")
+        seen.add(r["id"])
+        for col in ("model", "gpu", "precision", "metric", "unit"):
+            if not r[col]:
+                raise Malformed(f"{where}: empty {col}")
+        if not is_int(r["tp"]):
+            raise Malformed(f"{where}: tp must be a positive integer, not {r['tp']!r}")
+        if not is_num(r["value"]) or float(r["value"]) <= 0:
+            raise Malformed(f"{where}: value must be a positive number, not {r['value']!r}")
+        if r["metric"] not in METRICS:
+            raise Malformed(f"{where}: unknown metric {r['metric']!r} (known: {', '.join(METRICS)})")
+        if r["arrival"] not in ARRIVALS:
+            raise Malformed(f"{where}: arrival must be one of {', '.join(ARRIVALS)}")
+        cmd = METRICS[r["metric"]][0]
+        if (cmd == "capacity") != (r["arrival"] == "capacity"):
+            raise Malformed(f"{where}: metric {r['metric']} needs arrival "
+                            f"{'capacity' if cmd == 'capacity' else 'burst or poisson'}")
+        if cmd == "run":
+            if not is_int(r["n_requests"]):
+                raise Malformed(f"{where}: n_requests must be a positive integer")
+            fixed = [is_int(r["isl"]), is_int(r["osl"])]
+            if fixed[0] != fixed[1] or (not fixed[0] and (not r["isl"] or r["isl"] != r["osl"])):
+                raise Malformed(f"{where}: isl/osl must both be token counts or both one dataset name")
+            if r["metric"] == "total_tok_s" and not fixed[0]:
+                raise Malformed(f"{where}: total_tok_s needs fixed isl/osl")
+        if r["arrival"] == "poisson" and not (is_num(r["rate"]) and float(r["rate"]) > 0):
+            raise Malformed(f"{where}: poisson needs a positive rate")
+        try:
+            shlex.split(r["kvsim_flags"])
+        except ValueError as e:
+            raise Malformed(f"{where}: kvsim_flags: {e}")
+    name = os.path.basename(path)[:-4]
+    source = next((c for c in comments if c.lower().startswith(("source", "cited"))), "")
+    return {"path": path, "name": name, "role": role, "comments": comments,
+            "rows": [r for _, r in rows], "source": source}
+
+
+def plan_row(row, table, m):
+    """Return (argv after the binary, mapping text) or (None, skip reason)."""
+    mm = lookup(m["model"], row["model"], row["precision"])
+    if mm is None:
+        return None, f"model {row['model']} {row['precision']} not in map.csv"
+    if not mm[0]:
+        return None, mm[1] or f"no kvsim model for {row['model']} {row['precision']}"
+    gm = lookup(m["gpu"], row["gpu"])
+    if gm is None:
+        return None, f"GPU {row['gpu']} not in map.csv"
+    if not gm[0]:
+        return None, gm[1] or f"no kvsim GPU for {row['gpu']}"
+    model, gpu = mm[0], gm[0]
+    mapping = f"{row['model']} {row['precision']} -> {os.path.basename(model)}"
+    if mm[1]:
+        mapping += f" ({mm[1]})"
+    mapping += f"; {row['gpu']} -> {gpu}"
+    cmd = METRICS[row["metric"]][0]
+    argv = [cmd, "--model", model, "--gpu", gpu, "--tp", row["tp"]]
+    if cmd == "run":
+        if row["arrival"] == "burst":
+            spec = f"arrival=burst,n={row['n_requests']}"
+        else:
+            spec = f"arrival=poisson,rate={row['rate']},n={row['n_requests']}"
+        if is_int(row["isl"]):
+            spec += f",prompt={row['isl']},output={row['osl']}"
+        else:
+            dm = lookup(m["dataset"], row["isl"])
+            if dm is None:
+                return None, f"dataset {row['isl']} not in map.csv"
+            if not dm[0]:
+                return None, dm[1] or f"no kvsim lengths for dataset {row['isl']}"
+            spec += f",lengths={LENGTHS_MARK}{dm[0]}"
+            parts = dm[0].split("|")
+            mapping += f"; {row['isl']} -> {os.path.basename(parts[0])}"
+            if len(parts) > 1:
+                mapping += f" [{', '.join(parts[1:])}]"
+        argv += ["--synthetic", spec]
+    tm = lookup(m["table"], table["name"])
+    if tm and tm[0]:
+        argv += shlex.split(tm[0])
+    argv += shlex.split(row["kvsim_flags"])
+    return argv, mapping
+
+
+LENGTHS_MARK = "@"  # in a planned argv: a dataset spec still to be made into a file
+
+
+def lengths_file(spec, tmp, made):
+    """A dataset spec from map.csv: 'FILE' or 'FILE|key=value|...' with the filters
+    min_len (prompt and output >= N), max_prompt (prompt <= N), max_total (prompt +
+    output <= N).  A filtered copy of FILE is written under tmp; returns its path."""
+    if spec in made:
+        return made[spec]
+    parts = spec.split("|")
+    src = os.path.join(ROOT, parts[0])
+    lim = {}
+    for kv in parts[1:]:  # checked by load_map
+        k, _, v = kv.partition("=")
+        lim[k] = int(v)
+    if not lim:
+        made[spec] = src
+        return src
+    out = os.path.join(tmp, f"lengths-{len(made)}.csv")
+    with open(src, newline="") as f, open(out, "w", newline="") as g:
+        rd, wr = csv.reader(f), csv.writer(g)
+        head = next(rd)
+        wr.writerow(head)
+        ip, io_ = head.index("num_prefill_tokens"), head.index("num_decode_tokens")
+        for rec in rd:
+            p, o = int(rec[ip]), int(rec[io_])
+            if p < lim.get("min_len", 0) or o < lim.get("min_len", 0):
+                continue
+            if p > lim.get("max_prompt", p) or p + o > lim.get("max_total", p + o):
+                continue
+            wr.writerow(rec)
+    made[spec] = out
+    return out
+
+
+def run_kvsim(kvsim, argv, db, tmp, made):
+    argv = list(argv)
+    for i, a in enumerate(argv):
+        if f"lengths={LENGTHS_MARK}" in a:
+            head, _, spec = a.partition(f"lengths={LENGTHS_MARK}")
+            argv[i] = f"{head}lengths={lengths_file(spec, tmp, made)}"
+    full = [kvsim] + argv + ["--json"]
+    if argv[0] == "run":
+        full += ["--db", db]
+    p = subprocess.run(full, cwd=ROOT, capture_output=True, text=True)
+    if p.returncode != 0:
+        msg = (p.stderr.strip() or p.stdout.strip() or f"exit {p.returncode}").splitlines()[-1]
+        return None, msg
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1]), None
+    except (ValueError, IndexError):
+        return None, "kvsim printed no JSON"
+
+
+def fmt(v):
+    if v >= 1000:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+def print_list(tables, m):
+    for t in tables:
+        print(f"== {t['name']}  [{t['role']}]  {len(t['rows'])} rows")
+        for c in t["comments"][:6]:
+            print(f"   # {c}")
+        for r in t["rows"]:
+            argv, mapping = plan_row(r, t, m)
+            wl = ("capacity" if r["arrival"] == "capacity" else
+                  f"{r['isl']}/{r['osl']} n={r['n_requests']} {r['arrival']}"
+                  + (f" rate={r['rate']}" if r["rate"] else ""))
+            tail = mapping if argv else f"skipped: {mapping}"
+            print(f"   {r['id']:<44} {r['model']:<15} {r['gpu']:<15} tp{r['tp']} {r['precision']:<4} "
+                  f"{wl:<32} {r['metric']:<16} {r['value']:>9} {r['unit']:<7} {tail}")
+        print()
+
+
+def main(args):
+    kvsim, listing, only, data = "build/kvsim", False, None, DATA
+    it = iter(args)
+    for a in it:
+        if a == "--list":
+            listing = True
+        elif a == "--only":
+            only = next(it, None)
+            if only is None:
+                print("run.py: --only needs a value", file=sys.stderr)
+                return 2
+        elif a == "--data":
+            data = next(it, None)
+            if data is None:
+                print("run.py: --data needs a directory", file=sys.stderr)
+                return 2
+        elif a in ("-h", "--help"):
+            print(__doc__.strip())
+            return 0
+        elif a.startswith("-"):
+            print(f"run.py: unknown option {a}", file=sys.stderr)
+            return 2
+        else:
+            kvsim = a
+    try:
+        m = load_map()
+        files = sorted(f for f in os.listdir(data) if f.endswith(".csv"))
+        tables = [load_table(os.path.join(data, f)) for f in files if only is None or only in f]
+    except OSError as e:
+        print(f"run.py: {e}", file=sys.stderr)
+        return 2
+    except Malformed as e:
+        print(f"run.py: {e}", file=sys.stderr)
+        return 2
+    tables.sort(key=lambda t: (t["role"] != "FIT", t["name"]))  # FIT first
+    if listing:
+        print_list(tables, m)
+        return 0
+    kvsim = os.path.abspath(kvsim)
+    if not os.access(kvsim, os.X_OK):
+        print(f"run.py: {kvsim}: no kvsim binary (build it, or give its path)", file=sys.stderr)
+        return 2
+    summaries = []
+    cache, made = {}, {}
+    with tempfile.TemporaryDirectory(prefix="kvsim-fidelity-") as tmp:
+        db = os.path.join(tmp, "fidelity.db")
+        for t in tables:
+            print(f"== {t['name']}  [{t['role']}]")
+            if t["source"]:
+                print(f"   {t['source']}")
+            print(f"   {'id':<44} {'metric':<16} {'real':>9} {'sim':>9} {'err%':>7}  mapping")
+            errs, skipped, failed = [], 0, 0
+            for r in t["rows"]:
+                argv, mapping = plan_row(r, t, m)
+                real = float(r["value"])
+                head = f"   {r['id']:<44} {r['metric']:<16} {fmt(real):>9}"
+                if argv is None:
+                    skipped += 1
+                    print(f"{head} {'-':>9} {'-':>7}  skipped: {mapping}")
+                    continue
+                key = tuple(argv)
+                if key not in cache:
+                    cache[key] = run_kvsim(kvsim, argv, db, tmp, made)
+                j, msg = cache[key]
+                if j is None:
+                    failed += 1
+                    print(f"{head} {'-':>9} {'-':>7}  failed: {msg}  [{mapping}]")
+                    continue
+                sim = METRICS[r["metric"]][1](j, r)
+                err = (sim - real) / real * 100.0
+                errs.append((abs(err), err, r["id"]))
+                note = ""
+                if j.get("n_rejected"):
+                    note = f" [kvsim rejected {j['n_rejected']} of {j['n_requests']} requests]"
+                print(f"{head} {fmt(sim):>9} {err:>+7.1f}  {mapping}{note}")
+            if errs:
+                med = statistics.median(e[0] for e in errs)
+                worst = max(errs)
+                line = (f"{t['name']} [{t['role']}]: {len(errs)} simulated, {skipped} skipped, "
+                        f"{failed} failed; median |err| {med:.1f}%, worst {worst[1]:+.1f}% ({worst[2]})")
+            else:
+                line = (f"{t['name']} [{t['role']}]: 0 simulated, {skipped} skipped, {failed} failed")
+            print(f"   -- {line}\n")
+            summaries.append(line)
+    print("== summary")
+    for s in summaries:
+        print(s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
