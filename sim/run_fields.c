@@ -178,6 +178,16 @@ static const run_field fields[] = {
      "cached blocks evicted (least recently used) to make room"},
     {"prefill_chunks", "INTEGER", "chunks", I, METRIC, SUM(prefill_chunks), 0, 0,
      J | RUN_FIELD_IF_CHUNKED, 1, "prefill chunks run with chunked prefill (0 without)"},
+    /* schema version 2: engine profiles */
+    {"engine", "TEXT NOT NULL DEFAULT 'vllm-v0'", "", E, PARAM, SCH(engine), EN(engine), J, 2,
+     "engine profile: `'vllm-v1'` (docs/semantics-v1.md) or `'vllm-v0'` (docs/semantics.md); "
+     "runs stored before version 2 read `'vllm-v0'`"},
+    {"long_prefill_threshold", "INTEGER NOT NULL DEFAULT 0", "tokens", I, PARAM,
+     SCH(long_prefill_threshold), 0, 0, 0, 2,
+     "V1: most tokens of one request scheduled in a step (`--long-prefill-threshold`); 0 = no "
+     "limit"},
+    {"segment_tokens", "INTEGER NOT NULL DEFAULT 0", "tokens", I, PARAM, SCH(segment_tokens), 0,
+     0, 0, 2, "V1: tokens named by one prefix segment id (`--segment-tokens`); 0 = 512"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])

@@ -299,21 +299,50 @@ static size_t runs_ddl(char *buf, size_t cap)
     return len;
 }
 
-static char *schema_v1;
+static char *migrations[STORE_SCHEMA_VERSION];
 static pthread_once_t schema_once = PTHREAD_ONCE_INIT;
 
-/* Assemble version 1's script once (the table is constant, so is the text);
- * left NULL if memory runs out, which store_migration_sql reports. */
+/* Version v-1 -> v for v >= 2: one ALTER TABLE runs ADD COLUMN per field of
+ * the run_fields table that version added (a column added by ALTER carries
+ * a default, which the older rows read). */
+static char *runs_alter(int v)
+{
+    size_t nf, len = 0, cap = 1;
+    const run_field *f = run_fields(&nf);
+    for (int pass = 0; pass < 2; pass++) {
+        char *buf = pass ? malloc(cap) : NULL;
+        if (pass && !buf)
+            return NULL;
+        len = 0;
+        if (buf)
+            buf[0] = 0;
+        for (size_t i = 0; i < nf; i++)
+            if (f[i].since == v)
+                len += (size_t)snprintf(buf ? buf + len : NULL, buf ? cap - len : 0,
+                                        "ALTER TABLE runs ADD COLUMN %s %s;\n", f[i].name,
+                                        f[i].sql);
+        if (pass)
+            return buf;
+        cap = len + 1;
+    }
+    return NULL;
+}
+
+/* Assemble every migration once (the table is constant, so is the text);
+ * a script left NULL (out of memory) is reported by store_migration_sql's
+ * caller. */
 static void schema_build(void)
 {
     size_t a = strlen(schema_v1_head), r = runs_ddl(NULL, 0), b = strlen(schema_v1_tail);
     char *s = malloc(a + r + b + 1);
-    if (!s)
-        return;
-    memcpy(s, schema_v1_head, a);
-    runs_ddl(s + a, r + 1);
-    memcpy(s + a + r, schema_v1_tail, b + 1);
-    schema_v1 = s;
+    if (s) {
+        memcpy(s, schema_v1_head, a);
+        runs_ddl(s + a, r + 1);
+        memcpy(s + a + r, schema_v1_tail, b + 1);
+    }
+    migrations[0] = s;
+    for (int v = 2; v <= STORE_SCHEMA_VERSION; v++)
+        migrations[v - 1] = runs_alter(v);
 }
 
 const char *store_migration_sql(int from_version)
@@ -321,5 +350,5 @@ const char *store_migration_sql(int from_version)
     if (from_version < 0 || from_version >= STORE_SCHEMA_VERSION)
         return NULL;
     pthread_once(&schema_once, schema_build);
-    return schema_v1;
+    return migrations[from_version];
 }

@@ -188,6 +188,47 @@ START_TEST(test_json_has_every_json_field)
 }
 END_TEST
 
+/* A version-1 database (as kvsim 0.1.0 wrote it) opens, is upgraded to the
+ * current version in place, and its old run reads back with the columns
+ * added since at their defaults (engine 'vllm-v0'). */
+START_TEST(test_upgrade_from_version_1)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/v1.db", tu_tmpdir());
+    sqlite3 *db;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, store_migration_sql(0), NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db,
+                                  "INSERT INTO meta VALUES ('schema_version', '1');"
+                                  "INSERT INTO runs(status, kvsim_version, model, batching, "
+                                  "policy, alloc, preemption, block_size, n_requests) VALUES "
+                                  "('finished', '0.1.0', 'llama-2-7b', 'continuous', 'fcfs', "
+                                  "'paged', 'recompute', 16, 5)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    store *st = NULL;
+    kvs_err err;
+    ck_assert_msg(store_open(path, &st, &err) == KVS_OK, "%s", err.msg);
+    store_run_row *row = malloc(sizeof *row);
+    ck_assert_msg(store_read_run(store_db(st), 1, row, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_int_eq(row->cfg.sched.engine, SCHED_ENGINE_VLLM_V0);
+    ck_assert_int_eq(row->cfg.sched.segment_tokens, 0);
+    ck_assert_str_eq(row->cfg.model, "llama-2-7b");
+    ck_assert_int_eq(row->sum.n_requests, 5);
+    free(row);
+    sqlite3_stmt *q;
+    ck_assert_int_eq(sqlite3_prepare_v2(store_db(st),
+                                        "SELECT value FROM meta WHERE key = 'schema_version'", -1,
+                                        &q, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(q, 0), STORE_SCHEMA_VERSION);
+    sqlite3_finalize(q);
+    store_close(st);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fields");
@@ -196,6 +237,7 @@ int main(void)
     tcase_add_test(tc, test_docs_list_the_table);
     tcase_add_test(tc, test_write_then_read_every_field);
     tcase_add_test(tc, test_json_has_every_json_field);
+    tcase_add_test(tc, test_upgrade_from_version_1);
     suite_add_tcase(s, tc);
     return tu_run_suites(&s, 1);
 }
