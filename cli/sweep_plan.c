@@ -12,7 +12,7 @@
 #include <sqlite3.h>
 
 #include "cli.h"
-#include "cost_select.h"
+
 
 /* ------------------------------------------------------------ argv */
 
@@ -228,7 +228,7 @@ void sweep_point_simulate(const sweep_plan *p, int64_t index, store *cost_st, ru
                  o.cfg.cost);
         return;
     }
-    if (cost_select(&o.cfg, &m, &g, cost_st, o.force_profile, &cost, &err)) {
+    if (job_cost_select(&o.cfg, &m, &g, cost_st, o.force_profile, &cost, &err)) {
         snprintf(out->error, sizeof out->error, "--cost: %s", err.msg);
         return;
     }
