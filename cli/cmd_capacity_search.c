@@ -11,7 +11,6 @@
 #include "capacity_search.h"
 #include "cli.h"
 #include "run_opts.h"
-#include "sweep_grid.h"
 
 #define MAX_POLICIES 8
 #define MAX_TPS 16

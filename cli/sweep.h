@@ -15,8 +15,6 @@
 
 #include "../store/store.h"
 #include "run_opts.h"
-#include "run_pack.h"
-#include "sweep_grid.h"
 
 typedef struct sweep_cli {
     int jobs;           /* -j: worker processes (>= 1) */

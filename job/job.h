@@ -14,8 +14,10 @@
 #ifndef JOB_H
 #define JOB_H
 
+#include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../base/kvs.h"
 #include "../cost/cost.h"
@@ -58,9 +60,12 @@ typedef struct job_param {
     const char *section;  /* --help heading it is listed under: "workload" */
     const char *metavar;  /* value placeholder in --help ("N"), NULL for switches */
     const char *help;     /* --help text, continuation lines pre-indented */
-    int per_run;          /* 1 when it may differ between the runs of one
-                           * sweep or compare (0: db, quiet, json, label, ...) */
+    int vary;             /* JOB_VARY_* bits: where it may differ per run */
 } job_param;
+
+#define JOB_VARY_GRID 1    /* may be an axis of a sweep grid */
+#define JOB_VARY_VARIANT 2 /* may be set by a compare variant */
+#define JOB_VARY_ALL 3
 
 /* Defaults of every flag (run_config_defaults, db "kvsim.db").  Cost: O(1). */
 void job_opts_init(job_opts *o);
@@ -134,5 +139,232 @@ typedef struct job_run_info {
  * per-request rows).  KVS_EINVAL when there is no such run, KVS_EDB on a
  * database error.  Cost: one indexed row read. */
 int job_read_run(store *st, int64_t run_id, job_run_info *out, kvs_err *err);
+
+
+/* ------------------------------------------------------------ sweep grid (job_grid.c) */
+
+/* the parameter grid of `kvsim sweep`: axes of run flags with
+ * their values, read from `--grid 'flag=v1,v2,...'` arguments or a grid file
+ * (one axis per line, '#' comments), and the cartesian product of the axes
+ * in a fixed order: the first axis varies slowest, the last fastest, so point
+ * i is the same point for the same grid text on every machine.
+ *
+ * An axis key is a run flag without its dashes (checked against a getopt
+ * table the caller passes, minus the flags that make no sense per point); a
+ * switch (a flag without a value, e.g. priority-preemption) takes the values
+ * on and off; `rate` is the rate= key of the --synthetic spec and
+ * `synthetic.KEY` any key of the spec (judged by the spec's parser when the
+ * points are applied).  Values are
+ * separated by ',' or, when the list contains a '|', by '|' (for values that
+ * hold commas, such as a whole --synthetic spec); blanks around a value are
+ * dropped.  The grid module only
+ * parses and enumerates; applying a point's values to a run is the caller's.
+ * Also here: rewriting one key of a synthetic spec string.
+ */
+
+#define SWEEP_MAX_AXES 16
+#define SWEEP_MAX_POINTS 1000000
+
+typedef enum sweep_key_kind {
+    SWEEP_KEY_FLAG = 0,   /* a run flag taking a value: `flag` is its option entry */
+    SWEEP_KEY_SWITCH = 1, /* a flag without a value: values on | off */
+    SWEEP_KEY_SYNTH = 2   /* a key of the --synthetic spec: `synth_key` */
+} sweep_key_kind;
+
+typedef struct sweep_axis {
+    char key[64];             /* as written: "max-seqs", "rate", "synthetic.n" */
+    sweep_key_kind kind;      /* how a value is applied */
+    int opt_val;              /* getopt value of the flag (FLAG, SWITCH) */
+    char synth_key[32];       /* spec key (SYNTH): "rate", "n", ... */
+    char where[1100];         /* origin for errors: "FILE:LINE" or "--grid" */
+    int n_values;             /* >= 1 */
+    char **values;            /* [n_values] owned strings, distinct, non-empty */
+} sweep_axis;
+
+typedef struct sweep_grid {
+    sweep_axis axes[SWEEP_MAX_AXES]; /* [n_axes] in the order given */
+    int n_axes;
+    int64_t n_points;                /* product of n_values; 0 when no axis */
+} sweep_grid;
+
+void sweep_grid_init(sweep_grid *g);
+void sweep_grid_free(sweep_grid *g);
+
+/* Add one axis "key=v1,v2,..." (or "key=a|b").  `opts` is the getopt table
+ * of the run flags; `where` names the origin for errors ("--grid" or
+ * "FILE:LINE"); errors read "WHERE: ..." (KVS_EINVAL): no '=', an unknown or
+ * disallowed key (db, quiet, json, label, record-steps, force-profile),
+ * a key given twice, an empty value or value list, a value given twice, a
+ * switch value other than on/off, more than SWEEP_MAX_AXES axes or
+ * SWEEP_MAX_POINTS points.  Cost: O(length). */
+int sweep_grid_add(sweep_grid *g, const struct option *opts, const char *text,
+                   const char *where, kvs_err *err);
+
+/* Read a grid file: one axis per line as for sweep_grid_add, blank lines and
+ * '#' comments (to the end of a line) ignored, surrounding blanks trimmed.
+ * Errors name "PATH:LINE".  Cost: O(file size). */
+int sweep_grid_read_file(sweep_grid *g, const struct option *opts, const char *path,
+                         kvs_err *err);
+
+/* Parse canonical grid text (sweep_grid_text's output; lines as in a grid
+ * file) with `where` naming its origin ("sweep 3"). */
+int sweep_grid_read_text(sweep_grid *g, const struct option *opts, const char *text,
+                         const char *where, kvs_err *err);
+
+/* The canonical text of the grid: one "key=v1,v2" line per axis ('|'
+ * between values when one holds a comma), each ending in '\n'.  Returns a
+ * malloc'd string or NULL when out of memory. */
+char *sweep_grid_text(const sweep_grid *g);
+
+/* The value index of every axis at point `index` (0 <= index < n_points):
+ * choice[a] in [0, n_values of axis a).  Cost: O(n_axes). */
+void sweep_grid_choice(const sweep_grid *g, int64_t index, int choice[SWEEP_MAX_AXES]);
+
+/* The point's canonical key "key1=v1 key2=v2" (axis order, one space between
+ * pairs) into buf; KVS_EINVAL when it does not fit in n bytes. */
+int sweep_grid_point_key(const sweep_grid *g, int64_t index, char *buf, size_t n,
+                         kvs_err *err);
+
+/* Set `key` to `value` in the comma-separated key=value spec held in
+ * spec[cap] (replacing the key's item, or appending one).  KVS_EINVAL when
+ * the result does not fit or the spec has an item without '='. */
+int sweep_spec_set(char *spec, size_t cap, const char *key, const char *value,
+                   kvs_err *err);
+
+/* ------------------------------------------------------------ run buffers (job_pack.c) */
+
+/* one simulated run as a byte buffer and back: how an MPI rank
+ * ships a finished (or failed) sweep point to rank 0, which alone writes the
+ * database.  The buffer holds the run_config, the trace's requests and
+ * identity, and the run_result (per-request results, summary, and the steps
+ * and their members when recorded), or the error of a failed run.
+ *
+ * Format: a header (magic "KVSP", format version, the byte sizes of the
+ * structs it carries), then each struct's bytes and each array with its
+ * length.  Structs travel as their in-memory bytes, so both ends must be the
+ * same kvsim build on machines of the same architecture (an MPI job runs one
+ * binary); the header sizes catch a mismatch, and every length is checked
+ * against the buffer on the way in.
+ */
+
+typedef struct run_packed {
+    int64_t point_index;   /* the sweep point this run is */
+    int status;            /* 0 finished, 1 failed after it started (stored as
+                            * failed), 2 failed before it started (not stored) */
+    char error[1200];      /* why it failed, "" when finished */
+    run_config cfg;        /* the resolved configuration */
+    trace tr;              /* the requests (owned after unpack) */
+    run_result res;        /* status 0: the result (owned); res.tr points at tr */
+} run_packed;
+
+/* Serialize p (res.reqs over tr.n requests; steps and members when
+ * res.steps is non-NULL) into a malloc'd buffer *buf of *len bytes.
+ * Cost: O(requests + steps + members) copies. */
+int run_pack(const run_packed *p, unsigned char **buf, size_t *len, kvs_err *err);
+
+/* Parse a buffer made by run_pack into *out (owning its arrays; free with
+ * run_packed_free).  KVS_EINVAL on a truncated or foreign buffer. */
+int run_unpack(const unsigned char *buf, size_t len, run_packed *out, kvs_err *err);
+
+/* Free the arrays of an unpacked run (trace and result). */
+void run_packed_free(run_packed *p);
+
+/* ------------------------------------------------------------ capacity search (job_capacity.c) */
+
+/* the pure parts of `kvsim capacity --search`: service
+ * level objectives over a run's summary metrics (parse, check, how far a run
+ * is from meeting them) and the two searches over a probe callback:
+ *
+ *  - cap_search_rate: the highest value x (an arrival rate or rate scale) at
+ *    which the SLOs hold, by doubling or halving from x0 until one probe
+ *    holds and one fails, then geometric bisection until hi / lo <= stop
+ *    (1.05: the bracket is "holds at lo, fails 5% higher").
+ *  - cap_search_list: the first value of an ascending list (TP degrees) at
+ *    which the SLOs hold.
+ *
+ * The probe callback runs (and stores) one simulation; this module never
+ * touches a run or the database itself, so it is tested against a simple
+ * threshold model of a probe.  Bisection assumes nothing about
+ * monotonicity: it only keeps "lo held, hi failed" true.
+ */
+
+#define CAP_MAX_BOUNDS 24
+
+/* One bound on a summary metric. */
+typedef struct cap_bound {
+    char name[32];   /* metric as written: "ttft_p99", "throughput_tok_s", ... */
+    int metric;      /* index into the metric table (capacity_search.c) */
+    int is_min;      /* 1: value >= limit (throughputs, attainment); 0: value <= limit */
+    double limit;    /* seconds, s/token, tokens/s, requests/s or a fraction */
+} cap_bound;
+
+typedef struct cap_slo {
+    cap_bound b[CAP_MAX_BOUNDS]; /* [n] */
+    int n;
+    double req_ttft_s, req_tpot_s, req_e2e_s; /* per-request targets for attainment; 0 = none */
+    char text[512];                           /* the spec as given */
+} cap_slo;
+
+/* Parse "metric=limit,..." (docs/exploration.md): ttft_|tpot_|e2e_|
+ * norm_latency_ p50|p90|p99|mean (upper bounds, seconds), throughput
+ * (= throughput_tok_s), throughput_tok_s, throughput_req_s, goodput_req_s
+ * (lower bounds), attainment (lower bound, a fraction in (0, 1]) and the
+ * per-request targets ttft=S, tpot=S, e2e=S that attainment and goodput are
+ * measured against (which need attainment or goodput_req_s, and vice
+ * versa).  Errors (KVS_EINVAL) name the metric: "--slo: unknown metric
+ * 'foo' (...)".  Cost: O(length). */
+int cap_slo_parse(const char *text, cap_slo *out, kvs_err *err);
+
+/* Check a summary: returns 1 when every bound holds.  *ratio (may be NULL)
+ * is the worst bound's distance, value/limit for an upper bound and
+ * limit/value for a lower one (> 1 means violated; +inf for a missing
+ * value); verdict gets e.g. "ttft_p99 2.31 > 2" for the worst bound, or
+ * "ok" when all hold. */
+int cap_slo_check(const cap_slo *s, const run_summary *sum, double *ratio, char *verdict,
+                  size_t n);
+
+/* One probe's outcome, filled by the callback (x, holds, ratio, run_id,
+ * verdict). */
+typedef struct cap_probe {
+    double x;           /* the value probed */
+    int holds;          /* 1 if the SLOs held */
+    double ratio;       /* cap_slo_check's ratio */
+    int64_t run_id;     /* the stored run */
+    char verdict[256];  /* cap_slo_check's verdict */
+} cap_probe;
+
+/* Run one probe at x; returns 0 or a non-zero error that ends the search. */
+typedef int (*cap_probe_fn)(void *ctx, double x, cap_probe *out);
+
+typedef enum cap_status {
+    CAP_STATUS_BRACKETED = 0,   /* rate: lo holds, hi fails, hi/lo <= stop */
+    CAP_STATUS_FOUND = 1,       /* list: lo is the first value that holds */
+    CAP_STATUS_UNREACHABLE = 2, /* no probe held: best is the closest */
+    CAP_STATUS_UNBOUNDED = 3    /* rate: every probe held, lo is the highest */
+} cap_status;
+
+typedef struct cap_result {
+    cap_status status;
+    int have_lo, have_hi; /* whether lo / hi are set */
+    cap_probe lo;         /* highest (rate) / first (list) value that held */
+    cap_probe hi;         /* lowest value above lo that failed (list: the value before lo) */
+    cap_probe best;       /* probe with the smallest ratio (closest to holding) */
+    int probes;           /* probes run */
+} cap_result;
+
+/* Round x to 6 significant digits, the precision every probed value has
+ * (so a value prints, is stored and is simulated identically). */
+double cap_round(double x);
+
+/* The rate search described above, from x0 > 0, with at most max_steps
+ * doublings or halvings before giving up (UNBOUNDED / UNREACHABLE).
+ * Returns 0 or the callback's error. */
+int cap_search_rate(double x0, double stop, int max_steps, cap_probe_fn fn, void *ctx,
+                    cap_result *out);
+
+/* The list search: probe xs[0], xs[1], ... (ascending) until one holds. */
+int cap_search_list(const double *xs, int n, cap_probe_fn fn, void *ctx, cap_result *out);
+
+const char *cap_status_name(cap_status s);
 
 #endif

@@ -1,6 +1,6 @@
-/* capacity_search.c — SLOs over run summaries and the rate / list searches
- * (see capacity_search.h). */
-#include "capacity_search.h"
+/* job_capacity.c — SLOs over run summaries and the rate / list searches
+ * (see job.h). */
+#include "job.h"
 
 #include <math.h>
 #include <stdio.h>
