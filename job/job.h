@@ -367,4 +367,68 @@ int cap_search_list(const double *xs, int n, cap_probe_fn fn, void *ctx, cap_res
 
 const char *cap_status_name(cap_status s);
 
+/* ------------------------------------------------------------ sweep plan (job_sweep.c) */
+
+/* A sweep plan: the base run flags, the grid, the sweep's id in the
+ * database and the points still to run.  The CLI builds it (a new sweep
+ * from flags, or --resume from the `sweeps` row) and runs each point with
+ * the functions below, in one process, in forked workers or over MPI
+ * ranks. */
+typedef struct job_sweep {
+    job_opts base;       /* the base flags of every point */
+    sweep_grid grid;     /* the varied flags */
+    char *base_args;     /* base flags as stored: one argument per line (owned) */
+    char *grid_text;     /* canonical grid text (owned) */
+    int64_t sweep_id;    /* runs.sweep_id of every point */
+    int64_t *todo;       /* [n_todo] point indices without a run, ascending (owned) */
+    int64_t n_todo;      /* entries of todo */
+} job_sweep;
+
+/* Parse argv (argv[0] = the subcommand) with getopt_long over the run
+ * flags only into o; errors as job_param_set, or "unknown flag or missing
+ * value: '--x' (see kvsim CMD --help)", "unexpected argument 'x' (...)".
+ * Resets getopt's optind.  Cost: O(argc x table). */
+int job_opts_parse_argv(job_opts *o, int argc, char **argv, const char *cmd, kvs_err *err);
+
+/* Rebuild a plan's base flags and grid from stored texts (as in the sweeps
+ * row), `where` naming their origin for errors ("sweep 3: ..."), cmd the
+ * subcommand for help hints; no database access.  Free with job_sweep_free
+ * (also after a failure).  Cost: O(text length). */
+int job_sweep_from_texts(job_sweep *p, const char *base_args, const char *grid_text,
+                         const char *where, const char *cmd, kvs_err *err);
+void job_sweep_free(job_sweep *p);
+
+/* The run flags of point `index`: the base, the point's values, the sweep
+ * id and (without --label) a label "sweep ID #INDEX: KEY".  Errors name
+ * the axis's origin ("--grid: --max-seqs: ...").  Cost: O(axes x table). */
+int job_sweep_point_opts(const job_sweep *p, int64_t index, job_opts *o, kvs_err *err);
+
+/* What job_prepare would reject at point `index`, checked without loading
+ * the trace (job_check); errors read "point I (KEY): ...".  Cost: O(axes). */
+int job_sweep_point_check(const job_sweep *p, int64_t index, kvs_err *err);
+
+/* Create the sweep's `sweeps` row and its points in st, setting
+ * p->sweep_id; errors "--db: ...".  Cost: O(points) rows. */
+int job_sweep_create(job_sweep *p, store *st, kvs_err *err);
+
+/* Collect the points without a stored run (whose stored key matches) into
+ * p->todo / p->n_todo.  Cost: one query over the sweep's points. */
+int job_sweep_todo(job_sweep *p, store *st, kvs_err *err);
+
+/* Simulate point `index` without storing it: out gets the config, the
+ * trace and the result (status 0), or the error (status 1: failed after it
+ * started; 2: before).  For status 2 from a bad point or a failed
+ * job_prepare, err gets the details (else err->msg is "").  cost_st is the
+ * store for calibrated cost profiles (may be NULL otherwise).  out owns its
+ * arrays (run_packed_free); out->res.tr points at out->tr.  Cost: one
+ * simulation. */
+void job_sweep_simulate(const job_sweep *p, int64_t index, store *cost_st, run_packed *out,
+                        kvs_err *err);
+
+/* Store a simulated point (MPI rank 0): the run, or a failed run, tagged
+ * as its point (store_sweep_tag).  Fails (errors "point I (KEY): ...")
+ * when the point failed or could not be written.  Cost: the run's rows. */
+int job_sweep_store(const job_sweep *p, store *st, const run_packed *r, int64_t *run_id,
+                    kvs_err *err);
+
 #endif
