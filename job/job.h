@@ -431,4 +431,33 @@ void job_sweep_simulate(const job_sweep *p, int64_t index, store *cost_st, run_p
 int job_sweep_store(const job_sweep *p, store *st, const run_packed *r, int64_t *run_id,
                     kvs_err *err);
 
+/* ------------------------------------------------------------ compare variants (job_compare.c) */
+
+#define JOB_MAX_VARIANTS 32
+
+/* One engine configuration of `kvsim compare`. */
+typedef struct job_variant {
+    char name[64];    /* column label */
+    char flags[512];  /* "flag=value,switch,..." applied over the base flags */
+} job_variant;
+
+/* Parse "NAME:FLAG=VALUE,..." (or a bare NAME).  Errors "--variant: ...".
+ * Cost: O(length). */
+int job_variant_parse(const char *arg, job_variant *v, kvs_err *err);
+
+/* Apply v's flags to o (run flags by name, without dashes; a bare name for
+ * switches; not db, quiet or json).  Errors "--variant NAME: ...".
+ * Cost: O(flags x table). */
+int job_variant_apply(job_opts *o, const job_variant *v, kvs_err *err);
+
+/* The default variant set for base's workload into vs[JOB_MAX_VARIANTS]:
+ * continuous, static, reserved, then priority when the workload has
+ * priorities (*no_priorities = 1 when it was left out), then prefix-cache
+ * and lpm when it has prompt prefix hashes.  Reads the trace file once (a
+ * bad one is left to the runs to report).  Cost: one trace load. */
+int job_compare_defaults(const job_opts *base, job_variant *vs, int *n, int *no_priorities);
+
+/* The next free runs.compare_id of st (1 + the largest).  Cost: one query. */
+int job_compare_next_id(store *st, int64_t *id, kvs_err *err);
+
 #endif
