@@ -24,6 +24,7 @@
 #include "../models/model.h"
 #include "../sim/run.h"
 #include "../store/store.h"
+#include "../store/store_read.h"
 #include "../traces/trace.h"
 
 /* ------------------------------------------------------------ run flags */
@@ -124,16 +125,9 @@ int job_cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, sto
  * simulation plus its rows. */
 int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res, kvs_err *err);
 
-/* A stored run read back. */
-typedef struct job_run_info {
-    int64_t run_id;       /* runs.run_id */
-    int finished;         /* 1 'finished', 0 'failed' */
-    char error[1024];     /* why it failed; "" when finished */
-    char started_at[64];  /* ISO 8601 UTC start time */
-    double wall_s;        /* seconds of wall time the simulation took */
-    run_config cfg;       /* the stored configuration (sched.total_blocks resolved) */
-    run_summary sum;      /* the summary; NAN for NULL metrics, zeros when failed */
-} job_run_info;
+/* A stored run read back: the `runs` row's status, config and summary
+ * (store/store_read.h's store_run_row). */
+typedef store_run_row job_run_info;
 
 /* Read run `run_id` from st: its configuration and summary (not the
  * per-request rows).  KVS_EINVAL when there is no such run, KVS_EDB on a

@@ -128,3 +128,8 @@ done:
     trace_free(&tr);
     return rc;
 }
+
+int job_read_run(store *st, int64_t run_id, job_run_info *out, kvs_err *err)
+{
+    return store_read_run(st, run_id, out, err);
+}
