@@ -361,6 +361,54 @@ int cap_search_list(const double *xs, int n, cap_probe_fn fn, void *ctx, cap_res
 
 const char *cap_status_name(cap_status s);
 
+/* The probes of `kvsim capacity --search`: each is a stored run, a point
+ * of one sweep of kind 'search' (sweep_points, sweep_point_params), with
+ * its verdict in search_probes and the answer per policy in
+ * search_results.  The CLI runs a probe as job_search_point, job_execute,
+ * job_search_record (printing between the steps). */
+typedef struct job_search {
+    job_opts base;        /* base flags, with the policy being searched */
+    store *st;            /* where probes are stored (borrowed) */
+    int64_t sweep_id;     /* the search's sweeps row */
+    int64_t next_point;   /* probe counter over the whole search */
+    const char *param;    /* "rate", "rate-scale" or "tp" (static string) */
+    cap_slo slo;          /* the bounds; its per-request targets go into each run */
+} job_search;
+
+/* One probe's run, before it runs. */
+typedef struct job_probe_point {
+    job_opts opts;        /* the run flags of the probe */
+    int64_t index;        /* sweep point index */
+    char value[64];       /* the probed value as stored ("%.6g", or the TP degree) */
+    char key[128];        /* "policy=fcfs rate=4" */
+} job_probe_point;
+
+/* What a search varies and where it starts: "tp" (tp != 0), else "rate"
+ * (the --synthetic spec's rate=; not arrival=burst) or "rate-scale" (a
+ * trace file).  Cost: O(spec). */
+int job_search_param(const job_opts *base, int tp, const char **param, double *x0, kvs_err *err);
+
+/* Keep the TP degrees of tps[0..*n) valid for the model that fit in memory
+ * (skipped(ctx, tp, why) hears of each one dropped; may be NULL).  Fails on
+ * an unknown model or GPU, or when none is left.  Cost: O(n). */
+int job_search_tps(const job_opts *base, double *tps, int *n,
+                   void (*skipped)(void *ctx, int64_t tp, const char *why), void *ctx,
+                   kvs_err *err);
+
+/* The run flags, point index, value and key of the probe at x; adds the
+ * point to the search and tags the next stored run as it (the caller
+ * store_sweep_untag()s after the run).  Errors "--db: ...".  Cost: 2 rows. */
+int job_search_point(job_search *c, double x, job_probe_point *pt, kvs_err *err);
+
+/* Check the probe's run (run_id, summary) against the SLOs into out and
+ * store its verdict.  Cost: one row. */
+int job_search_record(job_search *c, const job_probe_point *pt, double x, int64_t run_id,
+                      const run_summary *sum, cap_probe *out, kvs_err *err);
+
+/* Store the answer of the search for c->base's policy.  Cost: one row. */
+int job_search_store_result(job_search *c, const char *slo_text, const cap_result *r,
+                            kvs_err *err);
+
 /* ------------------------------------------------------------ sweep plan (job_sweep.c) */
 
 /* A sweep plan: the base run flags, the grid, the sweep's id in the
