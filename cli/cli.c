@@ -69,4 +69,3 @@ int cli_take_value(int argc, char **argv, int *i, const char *flag, const char *
     return 1;
 }
 
-void cli_json_str(FILE *f, const char *s) { str_json_write(f, s); }
