@@ -21,6 +21,25 @@ void str_json_write(FILE *f, const char *s)
     fputc('"', f);
 }
 
+void str_json_escape(char *dst, size_t n, const char *src)
+{
+    size_t o = 0;
+    if (n == 0)
+        return;
+    for (; *src && o + 7 < n; src++) {
+        unsigned char ch = (unsigned char)*src;
+        if (ch == '"' || ch == '\\') {
+            dst[o++] = '\\';
+            dst[o++] = (char)ch;
+        } else if (ch < 0x20) {
+            o += (size_t)snprintf(dst + o, n - o, "\\u%04x", ch);
+        } else {
+            dst[o++] = (char)ch;
+        }
+    }
+    dst[o] = 0;
+}
+
 char *str_join(int n, char *const *args, const char *sep)
 {
     size_t ls = strlen(sep), len = 1;

@@ -14,6 +14,10 @@
  * characters (as \u00XX) escaped.  Cost: O(strlen(s)). */
 void str_json_write(FILE *f, const char *s);
 
+/* The same escaping into dst[n] as a string body (no quotes), always
+ * terminated; stops before an escape that would not fit.  Cost: O(n). */
+void str_json_escape(char *dst, size_t n, const char *src);
+
 /* Join args[0..n) into one malloc'd string with `sep` after EACH argument
  * (so "a\nb\n" for sep "\n"); "" for n == 0.  NULL when out of memory.
  * Cost: O(total length). */
@@ -21,7 +25,7 @@ char *str_join(int n, char *const *args, const char *sep);
 
 /* Copy src into dst[n] (always terminated, truncated to fit) with every
  * control character (< 0x20 or 0x7f) replaced by '?', so it prints on one
- * terminal line.  Returns dst.  Cost: O(n). */
+ * terminal line.  dst may be src (in place).  Returns dst.  Cost: O(n). */
 char *str_sanitize(char *dst, size_t n, const char *src);
 
 /* Strict number parsing of a flag's value: the whole string must be a

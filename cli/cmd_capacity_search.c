@@ -73,7 +73,7 @@ void capacity_search_usage(FILE *f)
             "search id).  Exit 0 when every policy has an answer; 2 (with the best point\n"
             "found) when an SLO holds at no rate or TP tried.\n\n"
             "run flags (as kvsim run; not --slo, which is the bound above):\n%s",
-            RATE_MAX_STEPS, (RATE_STOP - 1) * 100, run_opts_help);
+            RATE_MAX_STEPS, (RATE_STOP - 1) * 100, job_param_help());
 }
 
 

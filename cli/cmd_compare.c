@@ -28,7 +28,7 @@ static void usage(FILE *f)
             "without the leading dashes (a bare FLAG for switches), applied over the base\n"
             "flags, e.g. --variant 'static-8:batching=static,max-seqs=8'.\n\n"
             "base flags (as kvsim run):\n%s",
-            run_opts_help);
+            job_param_help());
 }
 
 static void print_table(FILE *f, const job_variant *vs, int nv, const run_result *res,

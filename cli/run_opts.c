@@ -6,10 +6,6 @@
 
 #include "cli.h"
 
-const struct option *run_opts_long_table(void) { return job_param_options(); }
-
-const char *run_opts_help_text(void) { return job_param_help(); }
-
 void run_opts_defaults(run_opts *o) { job_opts_init(o); }
 
 int run_opts_apply(const char *cmd, run_opts *o, int opt, const char *arg)
@@ -45,7 +41,7 @@ int run_opts_parse_argv(const char *cmd, run_opts *o, int argc, char **argv)
     int opt;
     optind = 1;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "", run_opts_long, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "", job_param_options(), NULL)) != -1) {
         if (opt == '?' || opt == ':')
             return cli_fail(cmd, "unknown flag or missing value: '%s' (see kvsim %s --help)",
                             argv[optind - 1], cmd);

@@ -11,12 +11,9 @@
 
 typedef job_opts run_opts;
 
-/* getopt_long table of the run flags (terminated by a zero entry) and their
- * help text, both generated from job/'s parameter table. */
-const struct option *run_opts_long_table(void);
-const char *run_opts_help_text(void);
-#define run_opts_long (run_opts_long_table())
-#define run_opts_help (run_opts_help_text())
+/* The getopt_long table of the run flags and their --help text are job/'s
+ * job_param_options() and job_param_help(), generated from its parameter
+ * table. */
 
 void run_opts_defaults(run_opts *o);
 /* Apply one parsed option (getopt_long's return value and optarg).

@@ -115,8 +115,8 @@ static int setup_new(const char *cmd, int nrest, char **rest, const grid_src *gs
     sweep_grid_init(&p->grid);
     for (int i = 0; i < ngs; i++) {
         int rc = gs[i].is_file
-                     ? sweep_grid_read_file(&p->grid, run_opts_long, gs[i].arg, &err)
-                     : sweep_grid_add(&p->grid, run_opts_long, gs[i].arg, "--grid", &err);
+                     ? sweep_grid_read_file(&p->grid, job_param_options(), gs[i].arg, &err)
+                     : sweep_grid_add(&p->grid, job_param_options(), gs[i].arg, "--grid", &err);
         if (rc)
             return cli_fail(cmd, "%s", err.msg);
     }

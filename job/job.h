@@ -86,9 +86,8 @@ int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err
 
 /* The getopt_long table of every parameter (has_arg, val = id), terminated
  * by a zero entry; built on first use from the parameter table, static
- * storage.  Returns a `const struct option *` (typed void to keep getopt.h
- * out of this header).  Cost: O(table) once. */
-const void *job_param_options(void);
+ * storage.  Cost: O(table) once. */
+const struct option *job_param_options(void);
 
 /* The --help text of every parameter, grouped by section ("workload:\n"
  * then "  --trace FILE  ...\n" lines); static storage.  Cost: O(table) once. */

@@ -290,7 +290,7 @@ int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err
 
 /* ------------------------------------------------------------ tables */
 
-const void *job_param_options(void)
+const struct option *job_param_options(void)
 {
     static struct option opts[N_PARAMS + 1];
     if (!opts[0].name)
