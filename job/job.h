@@ -4,6 +4,13 @@
  * and GPU lookup, the trace loaded or generated, rate scaling, resolving
  * the KV capacity, the checks a run needs before it starts), choosing its
  * cost model, simulating it and storing it, and reading a stored run back.
+ * Built on it, the pieces of the commands that run many: sweep grids and
+ * plans (job_grid.c, job_sweep.c), one run as a byte buffer for MPI
+ * (job_pack.c), SLOs and the rate / TP capacity searches (job_capacity.c),
+ * and compare's variants (job_compare.c).
+ *
+ * Layer: above store/ and validate/ (calibrated cost profiles are
+ * validate/profile.h's cost_calibrated_create), below cli/ and bench/.
  *
  * Every function returns a kvs_status (KVS_OK = 0) and on failure fills
  * `err` (may be NULL) with one line naming the flag, file or table at
