@@ -38,18 +38,8 @@ int run_opts_execute(const char *cmd, run_opts *o, store *st, int64_t *run_id,
 
 int run_opts_parse_argv(const char *cmd, run_opts *o, int argc, char **argv)
 {
-    int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "", job_param_options(), NULL)) != -1) {
-        if (opt == '?' || opt == ':')
-            return cli_fail(cmd, "unknown flag or missing value: '%s' (see kvsim %s --help)",
-                            argv[optind - 1], cmd);
-        int rc = run_opts_apply(cmd, o, opt, optarg);
-        if (rc)
-            return rc < 0 ? cli_fail(cmd, "internal: unhandled flag") : rc;
-    }
-    if (optind < argc)
-        return cli_fail(cmd, "unexpected argument '%s' (see kvsim %s --help)", argv[optind], cmd);
+    kvs_err err;
+    if (job_opts_parse_argv(o, argc, argv, cmd, &err))
+        return cli_fail(cmd, "%s", err.msg);
     return 0;
 }

@@ -91,6 +91,12 @@ const job_param *job_param_by_id(int id);
  * an unknown name gives "--NAME: not a run flag".  Cost: O(table + value). */
 int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err);
 
+/* Parse argv (argv[0] = the subcommand) with getopt_long over the run
+ * flags only into o; errors as job_param_set, or "unknown flag or missing
+ * value: '--x' (see kvsim CMD --help)", "unexpected argument 'x' (...)".
+ * Resets getopt's optind.  Cost: O(argc x table). */
+int job_opts_parse_argv(job_opts *o, int argc, char **argv, const char *cmd, kvs_err *err);
+
 /* The getopt_long table of every parameter (has_arg, val = id), terminated
  * by a zero entry; built on first use from the parameter table, static
  * storage.  Cost: O(table) once. */
@@ -431,12 +437,6 @@ typedef struct job_sweep {
     int64_t *todo;       /* [n_todo] point indices without a run, ascending (owned) */
     int64_t n_todo;      /* entries of todo */
 } job_sweep;
-
-/* Parse argv (argv[0] = the subcommand) with getopt_long over the run
- * flags only into o; errors as job_param_set, or "unknown flag or missing
- * value: '--x' (see kvsim CMD --help)", "unexpected argument 'x' (...)".
- * Resets getopt's optind.  Cost: O(argc x table). */
-int job_opts_parse_argv(job_opts *o, int argc, char **argv, const char *cmd, kvs_err *err);
 
 /* Rebuild a plan's base flags and grid from stored texts (as in the sweeps
  * row), `where` naming their origin for errors ("sweep 3: ..."), cmd the

@@ -288,6 +288,31 @@ int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err
     return kvs_errf(err, KVS_EINTERNAL, "%s: internal: no field", flag);
 }
 
+/* ------------------------------------------------------------ argv */
+
+int job_opts_parse_argv(job_opts *o, int argc, char **argv, const char *cmd, kvs_err *err)
+{
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "", job_param_options(), NULL)) != -1) {
+        if (opt == '?' || opt == ':')
+            return kvs_errf(err, KVS_EINVAL,
+                            "unknown flag or missing value: '%s' (see kvsim %s --help)",
+                            argv[optind - 1], cmd);
+        const job_param *p = job_param_by_id(opt);
+        if (!p)
+            return kvs_errf(err, KVS_EINTERNAL, "internal: unhandled flag");
+        int rc = job_param_set(o, p->name, optarg, err);
+        if (rc)
+            return rc;
+    }
+    if (optind < argc)
+        return kvs_errf(err, KVS_EINVAL, "unexpected argument '%s' (see kvsim %s --help)",
+                        argv[optind], cmd);
+    return KVS_OK;
+}
+
 /* ------------------------------------------------------------ tables */
 
 const struct option *job_param_options(void)

@@ -6,31 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------ argv */
-
-int job_opts_parse_argv(job_opts *o, int argc, char **argv, const char *cmd, kvs_err *err)
-{
-    int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "", job_param_options(), NULL)) != -1) {
-        if (opt == '?' || opt == ':')
-            return kvs_errf(err, KVS_EINVAL,
-                            "unknown flag or missing value: '%s' (see kvsim %s --help)",
-                            argv[optind - 1], cmd);
-        const job_param *p = job_param_by_id(opt);
-        if (!p)
-            return kvs_errf(err, KVS_EINTERNAL, "internal: unhandled flag");
-        int rc = job_param_set(o, p->name, optarg, err);
-        if (rc)
-            return rc;
-    }
-    if (optind < argc)
-        return kvs_errf(err, KVS_EINVAL, "unexpected argument '%s' (see kvsim %s --help)",
-                        argv[optind], cmd);
-    return KVS_OK;
-}
-
 /* ------------------------------------------------------------ plan */
 
 int job_sweep_from_texts(job_sweep *p, const char *base_args, const char *grid_text,
