@@ -82,12 +82,15 @@ static int apply_axis(const sweep_axis *a, const char *v, int pass, job_opts *o,
 {
     kvs_err e;
     int rc = KVS_OK;
+    const job_param *jp = a->kind == SWEEP_KEY_SYNTH ? NULL : job_param_by_id(a->opt_val);
+    if (a->kind != SWEEP_KEY_SYNTH && !jp) /* the grid was read with another table */
+        return kvs_errf(err, KVS_EINTERNAL, "%s: %s: not a run flag", a->where, a->key);
     if (pass == 0 && a->kind == SWEEP_KEY_FLAG) {
-        rc = job_param_set(o, job_param_by_id(a->opt_val)->name, v, &e);
+        rc = job_param_set(o, jp->name, v, &e);
     } else if (pass == 0 && a->kind == SWEEP_KEY_SWITCH) {
         /* off: the base does not give the switch (the CLI's setup checks) */
         if (!strcmp(v, "on"))
-            rc = job_param_set(o, job_param_by_id(a->opt_val)->name, NULL, &e);
+            rc = job_param_set(o, jp->name, NULL, &e);
     } else if (pass == 1 && a->kind == SWEEP_KEY_SYNTH) {
         if (!o->cfg.synthetic[0])
             return kvs_errf(err, KVS_EINVAL,
