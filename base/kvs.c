@@ -1,5 +1,7 @@
 #include "kvs.h"
 
+#include "str.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -12,9 +14,7 @@ int kvs_errf(kvs_err *err, int status, const char *fmt, ...)
         va_end(ap);
         /* One line whatever the input echoed: a control byte (a newline in a
          * quoted CSV field, a CR, ...) becomes '?'. */
-        for (char *p = err->msg; *p; p++)
-            if ((unsigned char)*p < 0x20 || *p == 0x7f)
-                *p = '?';
+        str_sanitize(err->msg, sizeof err->msg, err->msg);
     }
     return status;
 }

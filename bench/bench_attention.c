@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "../kernels/kernels.h"
 #include "../models/model.h"
@@ -166,25 +165,9 @@ static void bench_gemm(kernels_backend *be, const model_spec *m, int64_t tokens,
 /* Tensor peak of the built-in GPU whose family is in the device name. */
 static double tensor_peak(const kernels_device_info *info, char *which, size_t n)
 {
-    double best = -1, peak = 0;
-    snprintf(which, n, "unknown");
-    for (size_t i = 0; i < gpu_builtin_count(); i++) {
-        const gpu_spec *g = gpu_builtin_at(i);
-        char fam[32];
-        snprintf(fam, sizeof fam, "%s", g->name);
-        fam[strcspn(fam, "-")] = 0;
-        int hit = 0;
-        for (const char *s = info->name; *s && !hit; s++)
-            hit = !strncasecmp(s, fam, strlen(fam));
-        double d = (double)g->mem_bytes - (double)info->mem_total_bytes;
-        d = d < 0 ? -d : d;
-        if (hit && (best < 0 || d < best)) {
-            best = d;
-            peak = g->fp16_flops;
-            snprintf(which, n, "%s", g->name);
-        }
-    }
-    return peak;
+    const gpu_spec *g = gpu_builtin_guess(info->name, info->mem_total_bytes);
+    snprintf(which, n, "%s", g ? g->name : "unknown");
+    return g ? g->fp16_flops : 0;
 }
 
 int main(int argc, char **argv)

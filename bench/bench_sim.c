@@ -18,11 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "models/model.h"
-#include "cost/cost.h"
-#include "sim/run.h"
-#include "store/store.h"
-#include "traces/trace.h"
+#include "job/job.h"
 
 static double wall(void)
 {
@@ -70,31 +66,31 @@ int main(int argc, char **argv)
     kvs_err err;
     char spec[1000];
     snprintf(spec, sizeof spec, "arrival=poisson,rate=%g,n=%lld,lengths=%s", rate, n, lengths);
-    double t0 = wall();
-    trace_synth_spec sp;
+    /* the run pipeline of kvsim run (job.h): flags by name, prepare, cost */
+    job_opts jo;
+    job_opts_init(&jo);
+    const char *flags[][2] = {{"model", "llama-7b"}, {"gpu", "a100-80g"},
+                              {"max-model-len", "8192"}, {"synthetic", spec}, {"seed", "1"}};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (job_param_set(&jo, flags[i][0], flags[i][1], &err)) {
+            fprintf(stderr, "bench_sim: %s\n", err.msg);
+            return 2;
+        }
+    model_spec m;
+    gpu_spec g;
     trace tr;
-    if (trace_synth_parse(spec, &sp, &err) || trace_synth_gen(&sp, spec, 1, &tr, &err)) {
+    cost_model cost;
+    double t0 = wall();
+    if (job_prepare(&jo, &m, &g, &tr, &err)) {
         fprintf(stderr, "bench_sim: %s\n", err.msg);
         return 2;
     }
     double t_gen = wall() - t0;
-
-    run_config cfg;
-    run_config_defaults(&cfg);
-    strcpy(cfg.model, "llama-7b");
-    strcpy(cfg.gpu, "a100-80g");
-    cfg.sched.max_model_len = 8192;
-    snprintf(cfg.synthetic, sizeof cfg.synthetic, "%s", spec);
-    model_spec m;
-    gpu_spec g;
-    cost_model cost;
-    if (model_lookup(cfg.model, &m, &err) || gpu_lookup(cfg.gpu, &g, &err) ||
-        run_config_resolve(&cfg, &m, &g, &err) ||
-        cost_model_create(cfg.cost, &m, &g, cfg.tp, &cost, &err)) {
+    run_config cfg = jo.cfg;
+    if (job_cost_select(&cfg, &m, &g, NULL, 0, &cost, &err)) {
         fprintf(stderr, "bench_sim: %s\n", err.msg);
         return 2;
     }
-    cost_model_describe(&cost, cfg.cost_desc, sizeof cfg.cost_desc);
 
     /* 1: simulate only */
     run_result res;

@@ -1,7 +1,7 @@
 #include "cli.h"
 
-#include <errno.h>
-#include <math.h>
+#include "../base/str.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,50 +17,25 @@ int cli_fail(const char *cmd, const char *fmt, ...)
     return CLI_EXIT_ERR;
 }
 
+/* The parsers are base/str.h's; these print their error. */
 int cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo,
                   int64_t hi, int64_t *out)
 {
-    char *end;
-    if (!s || !*s)
-        return cli_fail(cmd, "%s: missing value", flag);
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end)
-        return cli_fail(cmd, "%s: '%s' is not an integer", flag, s);
-    if (v < lo || v > hi)
-        return cli_fail(cmd, "%s: %lld is out of range [%lld, %lld]", flag, v,
-                        (long long)lo, (long long)hi);
-    *out = v;
-    return 0;
+    kvs_err err;
+    return str_parse_i64(flag, s, lo, hi, out, &err) ? cli_fail(cmd, "%s", err.msg) : 0;
 }
 
 int cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *out)
 {
-    char *end;
-    if (!s || !*s || *s == '-')
-        return cli_fail(cmd, "%s: '%s' is not a non-negative integer", flag, s ? s : "");
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end)
-        return cli_fail(cmd, "%s: '%s' is not a non-negative integer", flag, s);
-    *out = v;
-    return 0;
+    kvs_err err;
+    return str_parse_u64(flag, s, out, &err) ? cli_fail(cmd, "%s", err.msg) : 0;
 }
 
 int cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo,
                   double hi, double *out)
 {
-    char *end;
-    if (!s || !*s)
-        return cli_fail(cmd, "%s: missing value", flag);
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v))
-        return cli_fail(cmd, "%s: '%s' is not a number", flag, s);
-    if (v < lo || v > hi)
-        return cli_fail(cmd, "%s: %g is out of range [%g, %g]", flag, v, lo, hi);
-    *out = v;
-    return 0;
+    kvs_err err;
+    return str_parse_f64(flag, s, lo, hi, out, &err) ? cli_fail(cmd, "%s", err.msg) : 0;
 }
 
 int cli_wants_help(int argc, char **argv)
@@ -94,17 +69,3 @@ int cli_take_value(int argc, char **argv, int *i, const char *flag, const char *
     return 1;
 }
 
-void cli_json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}

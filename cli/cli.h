@@ -49,10 +49,6 @@ int cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo,
 int cli_take_value(int argc, char **argv, int *i, const char *flag, const char **val,
                    int *missing);
 
-/* Print s as a JSON string literal (quotes, backslashes and control
- * characters escaped). */
-void cli_json_str(FILE *f, const char *s);
-
 /* True if argv holds -h or --help (before any "--"). */
 int cli_wants_help(int argc, char **argv);
 

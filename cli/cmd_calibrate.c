@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "../kernels/kernels.h"
 #include "../models/model.h"
@@ -106,29 +105,12 @@ static int parse(int argc, char **argv, calib_args *a)
     return 0;
 }
 
-/* The built-in GPU whose family (name before '-') appears in the device
- * name, nearest in memory; "" if none. */
+/* The built-in GPU whose family appears in the device name, nearest in
+ * memory; "" if none. */
 static void guess_gpu(const kernels_device_info *info, char *out, size_t n)
 {
-    double best = -1;
-    out[0] = 0;
-    for (size_t i = 0; i < gpu_builtin_count(); i++) {
-        const gpu_spec *g = gpu_builtin_at(i);
-        char fam[32];
-        snprintf(fam, sizeof fam, "%s", g->name);
-        fam[strcspn(fam, "-")] = 0;
-        int hit = 0;
-        for (const char *s = info->name; *s && !hit; s++)
-            hit = !strncasecmp(s, fam, strlen(fam));
-        if (!hit)
-            continue;
-        double d = (double)g->mem_bytes - (double)info->mem_total_bytes;
-        d = d < 0 ? -d : d;
-        if (best < 0 || d < best) {
-            best = d;
-            snprintf(out, n, "%s", g->name);
-        }
-    }
+    const gpu_spec *g = gpu_builtin_guess(info->name, info->mem_total_bytes);
+    snprintf(out, n, "%s", g ? g->name : "");
 }
 
 static double gib(int64_t b) { return (double)b / (double)((int64_t)1 << 30); }

@@ -2,16 +2,17 @@
  * hardware capacity planning against SLOs.  Every probe is a stored run,
  * grouped as one sweep of kind 'search' (sweep_points, sweep_point_params)
  * with its verdict in search_probes and the answer per policy in
- * search_results.  The search itself is capacity_search.c. */
+ * search_results.  The searches and the probes' bookkeeping are job/'s
+ * (job_capacity.c); this file parses the flags, runs the probes and prints. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/str.h"
 #include "../store/store.h"
 #include "capacity_search.h"
 #include "cli.h"
 #include "run_opts.h"
-#include "sweep_grid.h"
 
 #define MAX_POLICIES 8
 #define MAX_TPS 16
@@ -22,14 +23,22 @@ typedef enum search_kind { SEARCH_RATE = 0, SEARCH_TP = 1 } search_kind;
 
 typedef struct search_ctx {
     const char *cmd;
-    run_opts base;        /* base flags with this policy */
-    store *st;
-    int64_t sweep_id;
-    int64_t next_point;   /* probe counter over the whole search */
-    const char *param;    /* "rate", "rate-scale" or "tp" */
-    cap_slo slo;
+    job_search js;        /* base flags with this policy, store, sweep, SLO */
     int verbose;          /* one stderr line per probe */
 } search_ctx;
+
+/* The flags of the search itself and what it is set up with. */
+typedef struct search_args {
+    const char *search, *slo, *policies, *tps; /* --search, --slo, --policies, --tp-list */
+    char **rest;          /* argv minus the search flags: the run flags */
+    int nrest;
+    search_kind kind;
+    run_opts base;        /* the run flags */
+    int pols[MAX_POLICIES], npol;
+    double tps_v[MAX_TPS];
+    int ntp;
+    double x0;            /* the rate search's start */
+} search_args;
 
 void capacity_search_usage(FILE *f)
 {
@@ -64,7 +73,7 @@ void capacity_search_usage(FILE *f)
             "search id).  Exit 0 when every policy has an answer; 2 (with the best point\n"
             "found) when an SLO holds at no rate or TP tried.\n\n"
             "run flags (as kvsim run; not --slo, which is the bound above):\n%s",
-            RATE_MAX_STEPS, (RATE_STOP - 1) * 100, run_opts_help);
+            RATE_MAX_STEPS, (RATE_STOP - 1) * 100, job_param_help());
 }
 
 
@@ -72,53 +81,27 @@ void capacity_search_usage(FILE *f)
 static int probe_run(void *vctx, double x, cap_probe *out)
 {
     search_ctx *c = vctx;
-    run_opts o = c->base;
+    job_probe_point pt;
     kvs_err err;
-    char val[64], key[128], sub[256];
-    int64_t point = c->next_point++;
-    if (!strcmp(c->param, "tp")) {
-        o.cfg.tp = (int64_t)x;
-        snprintf(val, sizeof val, "%lld", (long long)o.cfg.tp);
-    } else {
-        snprintf(val, sizeof val, "%.6g", x);
-        if (!strcmp(c->param, "rate")) {
-            if (sweep_spec_set(o.cfg.synthetic, sizeof o.cfg.synthetic, "rate", val, &err))
-                return cli_fail(c->cmd, "%s", err.msg);
-        } else {
-            o.cfg.rate_scale = x;
-        }
-    }
-    const char *pol = sched_policy_name(o.cfg.sched.policy);
-    snprintf(key, sizeof key, "policy=%s %s=%s", pol, c->param, val);
-    o.cfg.sweep_id = c->sweep_id;
-    o.cfg.slo_ttft_s = c->slo.req_ttft_s;
-    o.cfg.slo_tpot_s = c->slo.req_tpot_s;
-    o.cfg.slo_e2e_s = c->slo.req_e2e_s;
-    if (!c->base.cfg.label[0])
-        snprintf(o.cfg.label, sizeof o.cfg.label, "search %lld #%lld: %s", (long long)c->sweep_id,
-                 (long long)point, key);
-    const char *params[2] = {"policy", c->param};
-    const char *values[2] = {pol, val};
-    if (store_sweep_add_point(c->st, c->sweep_id, point, 2, params, values, &err) ||
-        store_sweep_tag(c->st, c->sweep_id, point, key, &err))
-        return cli_fail(c->cmd, "--db: %s", err.msg);
+    char sub[256];
+    if (job_search_point(&c->js, x, &pt, &err))
+        return cli_fail(c->cmd, "%s", err.msg);
     run_result res = {0};
-    snprintf(sub, sizeof sub, "capacity (%s)", key);
-    int rc = run_opts_execute(sub, &o, c->st, &out->run_id, &res);
-    store_sweep_untag(c->st);
+    snprintf(sub, sizeof sub, "capacity (%s)", pt.key);
+    int rc = run_opts_execute(sub, &pt.opts, c->js.st, &out->run_id, &res);
+    store_sweep_untag(c->js.st);
     if (rc)
         return rc;
-    out->holds = cap_slo_check(&c->slo, &res.sum, &out->ratio, out->verdict, sizeof out->verdict);
+    rc = job_search_record(&c->js, &pt, x, out->run_id, &res.sum, out, &err);
     run_result_free(&res);
-    if (store_search_probe(c->st, c->sweep_id, point, out->run_id, pol, c->param, x, out->holds,
-                           out->verdict, &err))
-        return cli_fail(c->cmd, "--db: %s", err.msg);
+    if (rc)
+        return cli_fail(c->cmd, "%s", err.msg);
     if (c->verbose)
-        fprintf(stderr, "kvsim capacity: %s %s=%s: %s (run %lld)\n", pol, c->param, val,
+        fprintf(stderr, "kvsim capacity: %s %s=%s: %s (run %lld)\n",
+                sched_policy_name(pt.opts.cfg.sched.policy), c->js.param, pt.value,
                 out->holds ? "holds" : out->verdict, (long long)out->run_id);
     return 0;
 }
-
 
 static void json_probe(FILE *f, const char *name, int have, const cap_probe *p)
 {
@@ -129,7 +112,7 @@ static void json_probe(FILE *f, const char *name, int have, const cap_probe *p)
     }
     fprintf(f, "{\"value\": %.17g, \"run_id\": %lld, \"holds\": %s, \"verdict\": ", p->x,
             (long long)p->run_id, p->holds ? "true" : "false");
-    cli_json_str(f, p->verdict);
+    str_json_write(f, p->verdict);
     fprintf(f, "}");
 }
 
@@ -179,251 +162,212 @@ static int parse_tps(const char *cmd, const char *arg, double *tps, int *n)
     return 0;
 }
 
-/* Keep the TP degrees valid for the model that fit in memory. */
-static int filter_tps(const char *cmd, const run_opts *base, double *tps, int *n, int verbose)
+static void tp_skipped(void *ctx, int64_t tp, const char *why)
 {
-    model_spec m;
-    gpu_spec g;
-    kvs_err err;
-    if (model_lookup(base->cfg.model, &m, &err) || gpu_lookup(base->cfg.gpu, &g, &err))
-        return cli_fail(cmd, "%s", err.msg);
-    int k = 0;
-    for (int i = 0; i < *n; i++) {
-        run_config c = base->cfg;
-        c.tp = (int64_t)tps[i];
-        if (model_check_tp(&m, c.tp, &err) || run_config_resolve(&c, &m, &g, &err)) {
-            if (verbose)
-                fprintf(stderr, "kvsim capacity: tp %lld skipped: %s\n", (long long)c.tp, err.msg);
+    if (*(const int *)ctx)
+        fprintf(stderr, "kvsim capacity: tp %lld skipped: %s\n", (long long)tp, why);
+}
+
+/* Split argv into the search's own flags and the run flags (a->rest). */
+static int split_args(const char *cmd, int argc, char **argv, search_args *a)
+{
+    a->rest[a->nrest++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        int missing = 0;
+        const char *v = NULL;
+        const char **dst = NULL;
+        if (cli_take_value(argc, argv, &i, "--search", &v, &missing))
+            dst = &a->search;
+        else if (cli_take_value(argc, argv, &i, "--slo", &v, &missing))
+            dst = &a->slo;
+        else if (cli_take_value(argc, argv, &i, "--policies", &v, &missing))
+            dst = &a->policies;
+        else if (cli_take_value(argc, argv, &i, "--tp-list", &v, &missing))
+            dst = &a->tps;
+        if (!dst) {
+            a->rest[a->nrest++] = argv[i];
             continue;
         }
-        tps[k++] = tps[i];
+        if (missing)
+            return cli_fail(cmd, "%s: missing value", argv[i]);
+        *dst = v;
     }
-    *n = k;
-    if (k == 0)
-        return cli_fail(cmd, "--search tp: no degree of --tp-list is valid for %s on %s",
-                        base->cfg.model, base->cfg.gpu);
+    return 0;
+}
+
+/* Check the flags and set up the search: SLO, run flags, policies, TP
+ * degrees, the parameter and its start. */
+static int setup(const char *cmd, search_args *a, search_ctx *c)
+{
+    kvs_err err;
+    if (!a->search || (strcmp(a->search, "rate") && strcmp(a->search, "tp")))
+        return cli_fail(cmd, "--search: '%s' is not rate or tp", a->search ? a->search : "");
+    a->kind = !strcmp(a->search, "rate") ? SEARCH_RATE : SEARCH_TP;
+    if (!a->slo)
+        return cli_fail(cmd, "--search needs --slo, e.g. --slo ttft_p99=2,tpot_p99=0.1");
+    if (cap_slo_parse(a->slo, &c->js.slo, &err))
+        return cli_fail(cmd, "%s", err.msg);
+    run_opts_defaults(&a->base);
+    if (run_opts_parse_argv(cmd, &a->base, a->nrest, a->rest))
+        return CLI_EXIT_ERR;
+    a->npol = 1;
+    a->pols[0] = a->base.cfg.sched.policy;
+    if (a->policies && parse_policies(cmd, a->policies, a->pols, &a->npol))
+        return CLI_EXIT_ERR;
+    const double tps[] = {1, 2, 4, 8};
+    memcpy(a->tps_v, tps, sizeof tps);
+    a->ntp = 4;
+    if (a->tps && a->kind != SEARCH_TP)
+        return cli_fail(cmd, "--tp-list: only with --search tp");
+    if (a->tps && parse_tps(cmd, a->tps, a->tps_v, &a->ntp))
+        return CLI_EXIT_ERR;
+    c->verbose = !a->base.quiet && !a->base.json;
+    if (job_search_param(&a->base, a->kind == SEARCH_TP, &c->js.param, &a->x0, &err))
+        return cli_fail(cmd, "%s", err.msg);
+    if (a->kind == SEARCH_TP) {
+        for (int i = 1; i < a->nrest; i++)
+            if (!strcmp(a->rest[i], "--tp") || !strncmp(a->rest[i], "--tp=", 5))
+                return cli_fail(cmd, "--search tp: the TP degree is what is searched; drop --tp "
+                                     "(use --tp-list)");
+        if (job_search_tps(&a->base, a->tps_v, &a->ntp, tp_skipped, &c->verbose, &err))
+            return cli_fail(cmd, "%s", err.msg);
+    }
+    return 0;
+}
+
+/* Create the search's sweeps row (its description and base arguments). */
+static int create_search(const char *cmd, const search_args *a, search_ctx *c, store **st)
+{
+    kvs_err err;
+    char *base_args = str_join(a->nrest - 1, a->rest + 1, "\n");
+    if (!base_args)
+        return cli_fail(cmd, "out of memory");
+    int tp = a->kind == SEARCH_TP;
+    char desc[1024];
+    snprintf(desc, sizeof desc, "search=%s\nslo=%s\npolicies=%s\n%s%s%s", a->search, a->slo,
+             a->policies ? a->policies : sched_policy_name(a->pols[0]), tp ? "tp-list=" : "",
+             tp ? (a->tps ? a->tps : "1,2,4,8") : "", tp ? "\n" : "");
+    int rc = 0;
+    store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL};
+    if (store_open_writable(a->base.db, st, &err) ||
+        store_sweep_create(*st, &def, &c->js.sweep_id, &err))
+        rc = cli_fail(cmd, "--db: %s", err.msg);
+    free(base_args);
+    return rc;
+}
+
+static void print_json(const search_args *a, const search_ctx *c, const cap_result *res)
+{
+    printf("{\"search_id\": %lld, \"search\": \"%s\", \"param\": \"%s\", \"slo\": ",
+           (long long)c->js.sweep_id, a->search, c->js.param);
+    str_json_write(stdout, a->slo);
+    printf(", \"results\": [");
+    for (int k = 0; k < a->npol; k++) {
+        const cap_result *R = &res[k];
+        printf("%s\n  {\"policy\": \"%s\", \"status\": \"%s\", \"probes\": %d", k ? "," : "",
+               sched_policy_name(a->pols[k]), cap_status_name(R->status), R->probes);
+        json_probe(stdout, "holds", R->have_lo, &R->lo);
+        json_probe(stdout, "fails", R->have_hi, &R->hi);
+        json_probe(stdout, "best", 1, &R->best);
+        printf("}");
+    }
+    printf("\n]}\n");
+}
+
+static void print_text(const search_args *a, const search_ctx *c, const cap_result *res,
+                       const char *unit)
+{
+    const run_config *b = &a->base.cfg;
+    const char *param = c->js.param;
+    printf("kvsim capacity --search %s (search %lld): %s on %s, %s\nSLO: %s\n", a->search,
+           (long long)c->js.sweep_id, b->model, b->gpu,
+           b->synthetic[0] ? b->synthetic : (b->trace_path[0] ? b->trace_path : "the default trace"),
+           a->slo);
+    for (int k = 0; k < a->npol; k++) {
+        const cap_result *R = &res[k];
+        const char *pn = sched_policy_name(a->pols[k]);
+        if (R->status == CAP_STATUS_BRACKETED)
+            printf("  %-9s holds at %s %.6g%s (run %lld); fails at %.6g%s (run %lld: %s); "
+                   "%d probes\n",
+                   pn, param, R->lo.x, unit, (long long)R->lo.run_id, R->hi.x, unit,
+                   (long long)R->hi.run_id, R->hi.verdict, R->probes);
+        else if (R->status == CAP_STATUS_FOUND && R->have_hi)
+            printf("  %-9s smallest tp %g (run %lld); tp %g fails (run %lld: %s); "
+                   "%d probes\n",
+                   pn, R->lo.x, (long long)R->lo.run_id, R->hi.x, (long long)R->hi.run_id,
+                   R->hi.verdict, R->probes);
+        else if (R->status == CAP_STATUS_FOUND)
+            printf("  %-9s smallest tp %g (run %lld); %d probes\n", pn, R->lo.x,
+                   (long long)R->lo.run_id, R->probes);
+        else if (R->status == CAP_STATUS_UNBOUNDED)
+            printf("  %-9s holds at every %s tried, up to %.6g%s (run %lld); %d probes\n", pn,
+                   param, R->lo.x, unit, (long long)R->lo.run_id, R->probes);
+        else
+            printf("  %-9s unreachable: best %s %.6g%s (run %lld: %s); %d probes\n", pn, param,
+                   R->best.x, unit, (long long)R->best.run_id, R->best.verdict, R->probes);
+    }
+    printf("(probes: SELECT * FROM search_probes WHERE sweep_id = %lld)\n",
+           (long long)c->js.sweep_id);
+}
+
+/* Run the search for every policy and store each answer. */
+static int run_searches(const char *cmd, const search_args *a, search_ctx *c, cap_result *res)
+{
+    kvs_err err;
+    for (int k = 0; k < a->npol; k++) {
+        c->js.base = a->base;
+        c->js.base.cfg.sched.policy = a->pols[k];
+        int r = a->kind == SEARCH_RATE
+                    ? cap_search_rate(a->x0, RATE_STOP, RATE_MAX_STEPS, probe_run, c, &res[k])
+                    : cap_search_list(a->tps_v, a->ntp, probe_run, c, &res[k]);
+        if (r)
+            return cli_fail(cmd, "search %lld stopped: a probe failed (see above)",
+                            (long long)c->js.sweep_id);
+        if (job_search_store_result(&c->js, a->slo, &res[k], &err))
+            return cli_fail(cmd, "%s", err.msg);
+    }
     return 0;
 }
 
 int capacity_search_main(int argc, char **argv)
 {
     const char *cmd = "capacity";
-    const char *s_search = NULL, *s_slo = NULL, *s_pol = NULL, *s_tps = NULL;
-    char **rest = calloc((size_t)argc + 1, sizeof *rest);
-    int nrest = 0, rc = CLI_EXIT_ERR;
-    store *st = NULL;
-    char *base_args = NULL;
-    kvs_err err;
+    search_args a;
     search_ctx c;
-    memset(&c, 0, sizeof c);
-    if (!rest)
-        return cli_fail(cmd, "out of memory");
-    rest[nrest++] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        int missing = 0;
-        const char *v = NULL;
-        const char **dst = NULL;
-        if (cli_take_value(argc, argv, &i, "--search", &v, &missing))
-            dst = &s_search;
-        else if (cli_take_value(argc, argv, &i, "--slo", &v, &missing))
-            dst = &s_slo;
-        else if (cli_take_value(argc, argv, &i, "--policies", &v, &missing))
-            dst = &s_pol;
-        else if (cli_take_value(argc, argv, &i, "--tp-list", &v, &missing))
-            dst = &s_tps;
-        if (!dst) {
-            rest[nrest++] = argv[i];
-            continue;
-        }
-        if (missing) {
-            cli_fail(cmd, "%s: missing value", argv[i]);
-            goto out;
-        }
-        *dst = v;
-    }
-    search_kind kind;
-    if (!s_search || (strcmp(s_search, "rate") && strcmp(s_search, "tp"))) {
-        cli_fail(cmd, "--search: '%s' is not rate or tp", s_search ? s_search : "");
-        goto out;
-    }
-    kind = !strcmp(s_search, "rate") ? SEARCH_RATE : SEARCH_TP;
-    if (!s_slo) {
-        cli_fail(cmd, "--search needs --slo, e.g. --slo ttft_p99=2,tpot_p99=0.1");
-        goto out;
-    }
-    if (cap_slo_parse(s_slo, &c.slo, &err)) {
-        cli_fail(cmd, "%s", err.msg);
-        goto out;
-    }
-    run_opts_defaults(&c.base);
-    if (run_opts_parse_argv(cmd, &c.base, nrest, rest))
-        goto out;
-    int pols[MAX_POLICIES], npol = 1;
-    pols[0] = c.base.cfg.sched.policy;
-    if (s_pol && parse_policies(cmd, s_pol, pols, &npol))
-        goto out;
-    double tps[MAX_TPS] = {1, 2, 4, 8};
-    int ntp = 4;
-    if (s_tps && kind != SEARCH_TP) {
-        cli_fail(cmd, "--tp-list: only with --search tp");
-        goto out;
-    }
-    if (s_tps && parse_tps(cmd, s_tps, tps, &ntp))
-        goto out;
-    c.verbose = !c.base.quiet && !c.base.json;
-    double x0 = 0;
-    if (kind == SEARCH_RATE) {
-        if (c.base.cfg.synthetic[0]) {
-            trace_synth_spec spec;
-            if (trace_synth_parse(c.base.cfg.synthetic, &spec, &err)) {
-                cli_fail(cmd, "%s", err.msg);
-                goto out;
-            }
-            if (spec.arrival == TRACE_ARRIVAL_BURST) {
-                cli_fail(cmd, "--search rate: arrival=burst has no rate to search");
-                goto out;
-            }
-            c.param = "rate";
-            x0 = spec.rate;
-        } else {
-            c.param = "rate-scale";
-            x0 = c.base.cfg.rate_scale;
-        }
-    } else {
-        c.param = "tp";
-        for (int i = 1; i < nrest; i++)
-            if (!strcmp(rest[i], "--tp") || !strncmp(rest[i], "--tp=", 5)) {
-                cli_fail(cmd, "--search tp: the TP degree is what is searched; drop --tp "
-                              "(use --tp-list)");
-                goto out;
-            }
-        if (filter_tps(cmd, &c.base, tps, &ntp, c.verbose))
-            goto out;
-    }
-    /* the stored description and base arguments */
-    size_t blen = 1;
-    for (int i = 1; i < nrest; i++)
-        blen += strlen(rest[i]) + 1;
-    if (!(base_args = malloc(blen))) {
-        cli_fail(cmd, "out of memory");
-        goto out;
-    }
-    base_args[0] = 0;
-    for (int i = 1; i < nrest; i++) {
-        strcat(base_args, rest[i]);
-        strcat(base_args, "\n");
-    }
-    char desc[1024];
-    snprintf(desc, sizeof desc, "search=%s\nslo=%s\npolicies=%s\n%s%s%s", s_search, s_slo,
-             s_pol ? s_pol : sched_policy_name(pols[0]), kind == SEARCH_TP ? "tp-list=" : "",
-             kind == SEARCH_TP ? (s_tps ? s_tps : "1,2,4,8") : "", kind == SEARCH_TP ? "\n" : "");
-    if (store_open_writable(c.base.db, &st, &err)) {
-        cli_fail(cmd, "--db: %s", err.msg);
-        goto out;
-    }
-    store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL};
-    if (store_sweep_create(st, &def, &c.sweep_id, &err)) {
-        cli_fail(cmd, "--db: %s", err.msg);
-        goto out;
-    }
-    c.st = st;
-    c.cmd = cmd;
+    store *st = NULL;
     cap_result res[MAX_POLICIES];
-    run_opts base = c.base;
-    for (int k = 0; k < npol; k++) {
-        c.base = base;
-        c.base.cfg.sched.policy = pols[k];
-        int r = kind == SEARCH_RATE
-                    ? cap_search_rate(x0, RATE_STOP, RATE_MAX_STEPS, probe_run, &c, &res[k])
-                    : cap_search_list(tps, ntp, probe_run, &c, &res[k]);
-        if (r) {
-            cli_fail(cmd, "search %lld stopped: a probe failed (see above)", (long long)c.sweep_id);
-            goto out;
-        }
-        const cap_result *R = &res[k];
-        store_search_row row = {sched_policy_name(pols[k]),
-                                c.param,
-                                s_slo,
-                                cap_status_name(R->status),
-                                R->lo.x,
-                                R->hi.x,
-                                R->have_lo ? R->lo.run_id : 0,
-                                R->have_hi ? R->hi.run_id : 0,
-                                R->best.run_id,
-                                R->probes};
-        if (store_search_result(st, c.sweep_id, &row, &err)) {
-            cli_fail(cmd, "--db: %s", err.msg);
-            goto out;
-        }
-    }
-    /* report */
-    const char *unit = kind == SEARCH_TP ? "" : !strcmp(c.param, "rate") ? " req/s" : "x";
-    if (base.quiet) {
-        printf("%lld\n", (long long)c.sweep_id);
-    } else if (base.json) {
-        printf("{\"search_id\": %lld, \"search\": \"%s\", \"param\": \"%s\", \"slo\": ",
-               (long long)c.sweep_id, s_search, c.param);
-        cli_json_str(stdout, s_slo);
-        printf(", \"results\": [");
-        for (int k = 0; k < npol; k++) {
-            const cap_result *R = &res[k];
-            printf("%s\n  {\"policy\": \"%s\", \"status\": \"%s\", \"probes\": %d", k ? "," : "",
-                   sched_policy_name(pols[k]), cap_status_name(R->status), R->probes);
-            json_probe(stdout, "holds", R->have_lo, &R->lo);
-            json_probe(stdout, "fails", R->have_hi, &R->hi);
-            json_probe(stdout, "best", 1, &R->best);
-            printf("}");
-        }
-        printf("\n]}\n");
-    } else {
-        printf("kvsim capacity --search %s (search %lld): %s on %s, %s\nSLO: %s\n", s_search,
-               (long long)c.sweep_id, base.cfg.model, base.cfg.gpu,
-               base.cfg.synthetic[0] ? base.cfg.synthetic
-                                     : (base.cfg.trace_path[0] ? base.cfg.trace_path
-                                                               : "the default trace"),
-               s_slo);
-        for (int k = 0; k < npol; k++) {
-            const cap_result *R = &res[k];
-            const char *pn = sched_policy_name(pols[k]);
-            if (R->status == CAP_STATUS_BRACKETED)
-                printf("  %-9s holds at %s %.6g%s (run %lld); fails at %.6g%s (run %lld: %s); "
-                       "%d probes\n",
-                       pn, c.param, R->lo.x, unit, (long long)R->lo.run_id, R->hi.x, unit,
-                       (long long)R->hi.run_id, R->hi.verdict, R->probes);
-            else if (R->status == CAP_STATUS_FOUND && R->have_hi)
-                printf("  %-9s smallest tp %g (run %lld); tp %g fails (run %lld: %s); "
-                       "%d probes\n",
-                       pn, R->lo.x, (long long)R->lo.run_id, R->hi.x, (long long)R->hi.run_id,
-                       R->hi.verdict, R->probes);
-            else if (R->status == CAP_STATUS_FOUND)
-                printf("  %-9s smallest tp %g (run %lld); %d probes\n", pn, R->lo.x,
-                       (long long)R->lo.run_id, R->probes);
-            else if (R->status == CAP_STATUS_UNBOUNDED)
-                printf("  %-9s holds at every %s tried, up to %.6g%s (run %lld); %d probes\n", pn,
-                       c.param, R->lo.x, unit, (long long)R->lo.run_id, R->probes);
-            else
-                printf("  %-9s unreachable: best %s %.6g%s (run %lld: %s); %d probes\n", pn,
-                       c.param, R->best.x, unit, (long long)R->best.run_id, R->best.verdict,
-                       R->probes);
-        }
-        printf("(probes: SELECT * FROM search_probes WHERE sweep_id = %lld)\n",
-               (long long)c.sweep_id);
-    }
+    int rc = CLI_EXIT_ERR;
+    memset(&a, 0, sizeof a);
+    memset(&c, 0, sizeof c);
+    if (!(a.rest = calloc((size_t)argc + 1, sizeof *a.rest)))
+        return cli_fail(cmd, "out of memory");
+    if (split_args(cmd, argc, argv, &a) || setup(cmd, &a, &c) || create_search(cmd, &a, &c, &st))
+        goto out;
+    c.js.st = st;
+    c.cmd = cmd;
+    if (run_searches(cmd, &a, &c, res))
+        goto out;
+    const char *unit = a.kind == SEARCH_TP ? "" : !strcmp(c.js.param, "rate") ? " req/s" : "x";
+    if (a.base.quiet)
+        printf("%lld\n", (long long)c.js.sweep_id);
+    else if (a.base.json)
+        print_json(&a, &c, res);
+    else
+        print_text(&a, &c, res, unit);
     fflush(stdout);
     rc = 0;
-    for (int k = 0; k < npol; k++) {
+    for (int k = 0; k < a.npol; k++) {
         const cap_result *R = &res[k];
         if (R->status != CAP_STATUS_UNREACHABLE)
             continue;
         rc = cli_fail(cmd, "SLO unreachable for policy %s: it fails even at %s %.6g%s, the %s "
                            "tried; best point: %s %.6g (run %lld): %s",
-                      sched_policy_name(pols[k]), c.param, R->hi.x, unit,
-                      kind == SEARCH_TP ? "largest" : "lowest", c.param, R->best.x,
+                      sched_policy_name(a.pols[k]), c.js.param, R->hi.x, unit,
+                      a.kind == SEARCH_TP ? "largest" : "lowest", c.js.param, R->best.x,
                       (long long)R->best.run_id, R->best.verdict);
     }
 out:
     store_close(st);
-    free(base_args);
-    free(rest);
+    free(a.rest);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/str.h"
 #include "../models/model.h"
 #include "capacity_search.h"
 #include "cli.h"
@@ -53,7 +54,7 @@ int cmd_models(int argc, char **argv)
         for (size_t i = 0; i < n; i++) {
             const model_spec *m = model_builtin_at(i);
             printf("%s\n  {\"name\": ", i ? "," : "");
-            cli_json_str(stdout, m->name);
+            str_json_write(stdout, m->name);
             printf(", \"hidden\": %" PRId64 ", \"layers\": %" PRId64 ", \"heads\": %" PRId64
                    ", \"kv_heads\": %" PRId64 ", \"head_dim\": %" PRId64
                    ", \"intermediate\": %" PRId64 ", \"vocab\": %" PRId64
@@ -65,7 +66,7 @@ int cmd_models(int argc, char **argv)
                    m->intermediate, m->vocab, m->max_ctx, m->dtype_bytes, attn_kind(m),
                    model_param_count(m), model_weight_bytes(m, 1),
                    model_kv_bytes_per_token(m, 1));
-            cli_json_str(stdout, model_builtin_note(i));
+            str_json_write(stdout, model_builtin_note(i));
             printf("}");
         }
         printf("\n]}\n");
@@ -108,7 +109,7 @@ int cmd_gpus(int argc, char **argv)
         for (size_t i = 0; i < n; i++) {
             const gpu_spec *g = gpu_builtin_at(i);
             printf("%s\n  {\"name\": ", i ? "," : "");
-            cli_json_str(stdout, g->name);
+            str_json_write(stdout, g->name);
             printf(", \"mem_bytes\": %" PRId64 ", \"hbm_Bps\": %.17g, \"fp16_flops\": %.17g"
                    ", \"host_link_Bps\": %.17g, \"nvlink_Bps\": %.17g}",
                    g->mem_bytes, g->hbm_Bps, g->fp16_flops, g->host_link_Bps,
@@ -175,23 +176,6 @@ static void capacity_usage(void)
            "scheduler's watermark.\n");
 }
 
-/* Take the value of flag argv[*i] ("--f v" or "--f=v"); NULL if not flag. */
-static const char *flag_val(int argc, char **argv, int *i, const char *flag, int *missing)
-{
-    size_t n = strlen(flag);
-    if (strncmp(argv[*i], flag, n))
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n])
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 /* --compare-tp "1,2,4,8": distinct degrees in [1, 1024]. */
 static int parse_tp_list(const char *C, const char *arg, cap_args *a)
 {
@@ -242,7 +226,7 @@ static int capacity_parse(int argc, char **argv, cap_args *a, model_spec *m, gpu
         const char *v = NULL;
         int missing = 0;
         for (; k < sizeof flags / sizeof flags[0]; k++)
-            if ((v = flag_val(argc, argv, &i, flags[k].flag, &missing)) || missing)
+            if (cli_take_value(argc, argv, &i, flags[k].flag, &v, &missing))
                 break;
         if (missing)
             return cli_fail(C, "%s: missing value", argv[i]);
@@ -356,7 +340,7 @@ static void json_row(const cap_row *r, int attn, int64_t mha_bytes)
     printf("\"tp\": %" PRId64 ", \"fits\": %s", r->tp, r->ok ? "true" : "false");
     if (!r->ok) {
         printf(", \"error\": ");
-        cli_json_str(stdout, r->why);
+        str_json_write(stdout, r->why);
         printf("}");
         return;
     }
@@ -486,9 +470,9 @@ int cmd_capacity(int argc, char **argv)
 
     if (a.json) {
         printf("{\"model\": ");
-        cli_json_str(stdout, m.name);
+        str_json_write(stdout, m.name);
         printf(", \"gpu\": ");
-        cli_json_str(stdout, g.name);
+        str_json_write(stdout, g.name);
         printf(", \"tp\": %" PRId64 ", \"gpu_mem_util\": %.15g, \"block_size\": %" PRId64
                ", \"seq_len\": %" PRId64 ", \"batch\": %" PRId64
                ", \"max_batched_tokens\": %" PRId64 ", \"max_seqs\": %" PRId64

@@ -11,7 +11,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: kvsim run [options]\n\n"
                "Simulate one serving engine on a trace and store the run (config, per-request\n"
                "results, summary) in SQLite.  Prints a summary and the new run_id.\n\n%s",
-            run_opts_help);
+            job_param_help());
 }
 
 int cmd_run(int argc, char **argv)

@@ -68,7 +68,7 @@ static void usage(FILE *f)
             "stored).  Every stored point stays; --resume runs the others.\n"
             "Rows: SELECT * FROM sweep_runs WHERE sweep_id = ID (docs/exploration.md).\n\n"
             "base run flags (as kvsim run; not --json):\n%s",
-            run_opts_help);
+            job_param_help());
 }
 
 static void install_handlers(void)

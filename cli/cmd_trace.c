@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/str.h"
 #include "../traces/trace.h"
 #include "cli.h"
 
@@ -137,7 +138,7 @@ static void print_json(const trace *t, const trace_stats *s, int synthetic, uint
                        double scale)
 {
     printf("{\"source\": ");
-    cli_json_str(stdout, t->source);
+    str_json_write(stdout, t->source);
     printf(", \"format\": \"%s\", \"sha256\": \"%s\", ", format_name(t->format), t->sha256);
     if (synthetic)
         printf("\"seed\": %llu, ", (unsigned long long)seed);

@@ -2,8 +2,10 @@
  * single-machine one (cmd_sweep.c: in-process or forked worker processes)
  * and the MPI one (sweep_mpi.c: ranks simulate, rank 0 writes).
  *
- * A sweep plan is the base run flags, the grid, the sweep's id in the
- * database and the points still to run.  Both drivers build it with
+ * A sweep plan (job.h's job_sweep) is the base run flags, the grid, the
+ * sweep's id in the database and the points still to run.  The plan's
+ * logic is job/'s; the functions here print its errors and return 0 or
+ * CLI_EXIT_ERR.  Both drivers build it with
  * sweep_setup (a new sweep, or --resume ID reading the grid and the base
  * flags back from the `sweeps` row), run each point with the functions
  * below, and end with sweep_finish (table, resume hint, exit status).
@@ -15,8 +17,6 @@
 
 #include "../store/store.h"
 #include "run_opts.h"
-#include "run_pack.h"
-#include "sweep_grid.h"
 
 typedef struct sweep_cli {
     int jobs;           /* -j: worker processes (>= 1) */
@@ -26,15 +26,7 @@ typedef struct sweep_cli {
     char db[1024];      /* --db */
 } sweep_cli;
 
-typedef struct sweep_plan {
-    run_opts base;       /* the base flags of every point */
-    sweep_grid grid;     /* the varied flags */
-    char *base_args;     /* base flags as stored: one argument per line (owned) */
-    char *grid_text;     /* canonical grid text (owned) */
-    int64_t sweep_id;    /* runs.sweep_id of every point */
-    int64_t *todo;       /* [n_todo] point indices without a run, ascending (owned) */
-    int64_t n_todo;
-} sweep_plan;
+typedef job_sweep sweep_plan; /* job.h */
 
 /* Parse argv (argv[0] = "sweep"), then create the sweep in the database or
  * read back the one to resume; on success *st is the open store and the
@@ -60,12 +52,8 @@ int sweep_point_opts(const char *cmd, const sweep_plan *p, int64_t index, run_op
 int sweep_point_exec(const char *cmd, const sweep_plan *p, store *st, int64_t index,
                      int64_t *run_id);
 
-/* Simulate point `index` without storing it: out gets the config, the trace
- * and the result (status 0), or the error (status 1: failed after it
- * started; 2: before, with the details printed as run_opts_prepare does).
- * cost_st is the store for calibrated cost profiles (may be NULL
- * otherwise).  out owns its arrays (run_packed_free); out->res.tr points at
- * out->tr.  Cost: one simulation. */
+/* job_sweep_simulate, printing the details of a status-2 point (a bad
+ * point or a failed prepare) as "kvsim sweep: ...". */
 void sweep_point_simulate(const sweep_plan *p, int64_t index, store *cost_st, run_packed *out);
 
 /* Store a simulated point (rank 0 of MPI): the run, or a failed run, tagged

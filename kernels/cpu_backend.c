@@ -2,6 +2,7 @@
  * read/write are copies), device info from /proc, the thread's CPU clock as
  * timer, and the reference ops of cpu_ops.c.  Always available; it is what
  * tests and CPU calibration run. */
+#include "../base/str.h"
 #include "cpu_ops.h"
 
 #include <stdio.h>
@@ -43,24 +44,6 @@ float *cpu_scratch(void *self, int64_t n)
     return s->scratch;
 }
 
-/* Copy src into a JSON string body, escaping quotes, backslashes, controls. */
-static void json_escape(char *dst, size_t n, const char *src)
-{
-    size_t o = 0;
-    for (; *src && o + 7 < n; src++) {
-        unsigned char ch = (unsigned char)*src;
-        if (ch == '"' || ch == '\\') {
-            dst[o++] = '\\';
-            dst[o++] = (char)ch;
-        } else if (ch < 0x20) {
-            o += (size_t)snprintf(dst + o, n - o, "\\u%04x", ch);
-        } else {
-            dst[o++] = (char)ch;
-        }
-    }
-    dst[o] = 0;
-}
-
 /* Value of the first "key<spaces>: value" line of a /proc file, or "". */
 static void proc_field(const char *path, const char *key, char *out, size_t n)
 {
@@ -98,7 +81,7 @@ static int cpu_info(void *self, kernels_device_info *out, kvs_err *err)
     out->mem_free_bytes = strtoll(avail, NULL, 10) * 1024;
     out->peak_mem_Bps = 0.0;
     char esc[512];
-    json_escape(esc, sizeof esc, out->name);
+    str_json_escape(esc, sizeof esc, out->name);
     snprintf(out->props_json, sizeof out->props_json,
              "{\"cpu_model\":\"%s\",\"online_cpus\":%ld,\"threads_used\":1,"
              "\"mem_total_bytes\":%lld,\"storage\":\"fp32\"}",

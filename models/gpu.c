@@ -23,6 +23,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #define GIB ((int64_t)1 << 30)
 
@@ -39,6 +40,25 @@ static const gpu_spec gpus[] = {
 size_t gpu_builtin_count(void) { return N_GPU; }
 
 const gpu_spec *gpu_builtin_at(size_t i) { return i < N_GPU ? &gpus[i] : NULL; }
+
+const gpu_spec *gpu_builtin_guess(const char *device_name, int64_t mem_bytes)
+{
+    const gpu_spec *best = NULL;
+    double best_d = -1;
+    for (size_t i = 0; i < N_GPU; i++) {
+        size_t fl = strcspn(gpus[i].name, "-"); /* the family: "a100", "h100" */
+        int hit = 0;
+        for (const char *s = device_name; *s && !hit; s++)
+            hit = !strncasecmp(s, gpus[i].name, fl);
+        double d = (double)gpus[i].mem_bytes - (double)mem_bytes;
+        d = d < 0 ? -d : d;
+        if (hit && (best_d < 0 || d < best_d)) {
+            best_d = d;
+            best = &gpus[i];
+        }
+    }
+    return best;
+}
 
 int gpu_lookup(const char *name, gpu_spec *out, kvs_err *err)
 {

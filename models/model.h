@@ -67,6 +67,10 @@ const model_spec *model_builtin_at(size_t i);
 const char *model_builtin_note(size_t i);
 size_t gpu_builtin_count(void);
 const gpu_spec *gpu_builtin_at(size_t i);
+/* The built-in GPU whose family (its name before '-', e.g. "h100") appears
+ * in a device name such as "NVIDIA H100 80GB HBM3" (case-insensitive),
+ * nearest to mem_bytes in memory; NULL if none.  Cost: O(built-ins). */
+const gpu_spec *gpu_builtin_guess(const char *device_name, int64_t mem_bytes);
 
 /* Validate tp against the model: 1 <= tp <= 1024, heads % tp == 0,
  * intermediate % tp == 0 (the MLP is split by columns), and

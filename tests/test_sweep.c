@@ -4,17 +4,14 @@
  * parsing and checking, the rate and list searches (against a threshold
  * model of a probe, with the probe sequence worked out by hand), the MPI run
  * buffer round trip, and the store's sweep tables (points tagged atomically
- * with their run, views).  The cli/ sources are compiled in directly: they
- * are part of the kvsim binary, not of kvsim_lib. */
+ * with their run, views).  All of it is job/ (kvsim_lib). */
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/capacity_search.c"
-#include "cli/run_pack.c"
-#include "cli/sweep_grid.c"
+#include "job/job.h"
 #include "store/store.h"
 #include "testutil.h"
 

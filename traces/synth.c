@@ -130,11 +130,92 @@ static int check_spec(const trace_synth_spec *s, int given_rate, int given_cv, k
     return KVS_OK;
 }
 
+/* Set key k (K_*) of the spec from its value text v (non-empty; v lies in
+ * a scratch copy of the spec). */
+static int set_key(int k, char *v, trace_synth_spec *out, kvs_err *err)
+{
+    const char *why;
+    switch (k) {
+    case K_ARRIVAL:
+        if (!strcmp(v, "poisson"))
+            out->arrival = TRACE_ARRIVAL_POISSON;
+        else if (!strcmp(v, "gamma"))
+            out->arrival = TRACE_ARRIVAL_GAMMA;
+        else if (!strcmp(v, "burst"))
+            out->arrival = TRACE_ARRIVAL_BURST;
+        else
+            return kvs_errf(err, KVS_EINVAL, PFX "arrival: '%s' is not poisson, gamma or burst",
+                            v);
+        return KVS_OK;
+    case K_RATE:
+        if (trace_parse_f64(v, &out->rate, &why))
+            return kvs_errf(err, KVS_EINVAL, PFX "rate: '%s' %s", v, why);
+        if (!(out->rate > 0))
+            return kvs_errf(err, KVS_EINVAL, PFX "rate: must be > 0");
+        return KVS_OK;
+    case K_CV:
+        if (trace_parse_f64(v, &out->cv, &why))
+            return kvs_errf(err, KVS_EINVAL, PFX "cv: '%s' %s", v, why);
+        return KVS_OK;
+    case K_N:
+        if (trace_parse_i64(v, &out->n, &why))
+            return kvs_errf(err, KVS_EINVAL, PFX "n: '%s' %s", v, why);
+        if (out->n < 1)
+            return kvs_errf(err, KVS_EINVAL, PFX "n: must be >= 1");
+        return KVS_OK;
+    case K_PROMPT:
+        return parse_len("prompt", v, &out->prompt_kind, &out->prompt_a, &out->prompt_b, err);
+    case K_OUTPUT:
+        return parse_len("output", v, &out->output_kind, &out->output_a, &out->output_b, err);
+    case K_LENGTHS:
+        out->prompt_kind = out->output_kind = TRACE_LEN_FILE;
+        if (strlen(v) >= sizeof out->lengths_path)
+            return kvs_errf(err, KVS_EINVAL, PFX "lengths: path longer than %zu bytes",
+                            sizeof out->lengths_path - 1);
+        snprintf(out->lengths_path, sizeof out->lengths_path, "%s", v);
+        return KVS_OK;
+    case K_PRIORITIES:
+        return parse_classes(v, out, err);
+    case K_SYSTEM:
+        if (trace_parse_i64(v, &out->system_prompt, &why))
+            return kvs_errf(err, KVS_EINVAL, PFX "system_prompt: '%s' %s", v, why);
+        if (out->system_prompt < 0 || out->system_prompt > TRACE_MAX_TOKENS)
+            return kvs_errf(err, KVS_EINVAL, PFX "system_prompt: must be in [0, %lld] tokens",
+                            (long long)TRACE_MAX_TOKENS);
+        return KVS_OK;
+    case K_TURNS:
+        if (trace_parse_i64(v, &out->turns, &why))
+            return kvs_errf(err, KVS_EINVAL, PFX "turns: '%s' %s", v, why);
+        if (out->turns < 1 || out->turns > MAX_TURNS)
+            return kvs_errf(err, KVS_EINVAL, PFX "turns: must be in [1, %d]", MAX_TURNS);
+        return KVS_OK;
+    }
+    return KVS_OK;
+}
+
+/* After every item: the keys each arrival and length kind needs. */
+static int check_required(const int *seen, const trace_synth_spec *out, kvs_err *err)
+{
+    if (!seen[K_N])
+        return kvs_errf(err, KVS_EINVAL, PFX "n: required (number of requests)");
+    if (!seen[K_RATE] && out->arrival != TRACE_ARRIVAL_BURST)
+        return kvs_errf(err, KVS_EINVAL, PFX "rate: required unless arrival=burst");
+    if (!seen[K_CV] && out->arrival == TRACE_ARRIVAL_GAMMA)
+        return kvs_errf(err, KVS_EINVAL, PFX "cv: required with arrival=gamma");
+    if (seen[K_LENGTHS] && (seen[K_PROMPT] || seen[K_OUTPUT]))
+        return kvs_errf(err, KVS_EINVAL, PFX "lengths: cannot be combined with %s",
+                        seen[K_PROMPT] ? "prompt" : "output");
+    if (!seen[K_LENGTHS] && !seen[K_PROMPT])
+        return kvs_errf(err, KVS_EINVAL, PFX "prompt: required (or lengths=FILE)");
+    if (!seen[K_LENGTHS] && !seen[K_OUTPUT])
+        return kvs_errf(err, KVS_EINVAL, PFX "output: required (or lengths=FILE)");
+    return KVS_OK;
+}
+
 int trace_synth_parse(const char *spec, trace_synth_spec *out, kvs_err *err)
 {
     int seen[K_COUNT] = {0};
     int st = KVS_OK;
-    const char *why;
     memset(out, 0, sizeof *out);
     out->arrival = TRACE_ARRIVAL_POISSON;
     out->cv = 1.0;
@@ -156,7 +237,7 @@ int trace_synth_parse(const char *spec, trace_synth_spec *out, kvs_err *err)
             goto done;
         }
         *eq = '\0';
-        const char *v = eq + 1;
+        char *v = eq + 1;
         int k = 0;
         while (k < K_COUNT && strcmp(item, key_names[k]))
             k++;
@@ -173,84 +254,11 @@ int trace_synth_parse(const char *spec, trace_synth_spec *out, kvs_err *err)
             st = kvs_errf(err, KVS_EINVAL, PFX "%s: missing value", item);
             goto done;
         }
-        switch (k) {
-        case K_ARRIVAL:
-            if (!strcmp(v, "poisson"))
-                out->arrival = TRACE_ARRIVAL_POISSON;
-            else if (!strcmp(v, "gamma"))
-                out->arrival = TRACE_ARRIVAL_GAMMA;
-            else if (!strcmp(v, "burst"))
-                out->arrival = TRACE_ARRIVAL_BURST;
-            else
-                st = kvs_errf(err, KVS_EINVAL, PFX "arrival: '%s' is not poisson, gamma or burst",
-                              v);
-            break;
-        case K_RATE:
-            if (trace_parse_f64(v, &out->rate, &why))
-                st = kvs_errf(err, KVS_EINVAL, PFX "rate: '%s' %s", v, why);
-            else if (!(out->rate > 0))
-                st = kvs_errf(err, KVS_EINVAL, PFX "rate: must be > 0");
-            break;
-        case K_CV:
-            if (trace_parse_f64(v, &out->cv, &why))
-                st = kvs_errf(err, KVS_EINVAL, PFX "cv: '%s' %s", v, why);
-            break;
-        case K_N:
-            if (trace_parse_i64(v, &out->n, &why))
-                st = kvs_errf(err, KVS_EINVAL, PFX "n: '%s' %s", v, why);
-            else if (out->n < 1)
-                st = kvs_errf(err, KVS_EINVAL, PFX "n: must be >= 1");
-            break;
-        case K_PROMPT:
-            st = parse_len("prompt", v, &out->prompt_kind, &out->prompt_a, &out->prompt_b, err);
-            break;
-        case K_OUTPUT:
-            st = parse_len("output", v, &out->output_kind, &out->output_a, &out->output_b, err);
-            break;
-        case K_LENGTHS:
-            if (strlen(v) >= sizeof out->lengths_path)
-                st = kvs_errf(err, KVS_EINVAL, PFX "lengths: path longer than %zu bytes",
-                              sizeof out->lengths_path - 1);
-            else
-                snprintf(out->lengths_path, sizeof out->lengths_path, "%s", v);
-            out->prompt_kind = out->output_kind = TRACE_LEN_FILE;
-            break;
-        case K_PRIORITIES:
-            st = parse_classes((char *)v, out, err);
-            break;
-        case K_SYSTEM:
-            if (trace_parse_i64(v, &out->system_prompt, &why))
-                st = kvs_errf(err, KVS_EINVAL, PFX "system_prompt: '%s' %s", v, why);
-            else if (out->system_prompt < 0 || out->system_prompt > TRACE_MAX_TOKENS)
-                st = kvs_errf(err, KVS_EINVAL, PFX "system_prompt: must be in [0, %lld] tokens",
-                              (long long)TRACE_MAX_TOKENS);
-            break;
-        case K_TURNS:
-            if (trace_parse_i64(v, &out->turns, &why))
-                st = kvs_errf(err, KVS_EINVAL, PFX "turns: '%s' %s", v, why);
-            else if (out->turns < 1 || out->turns > MAX_TURNS)
-                st = kvs_errf(err, KVS_EINVAL, PFX "turns: must be in [1, %d]", MAX_TURNS);
-            break;
-        }
-        if (st != KVS_OK)
+        if ((st = set_key(k, v, out, err)) != KVS_OK)
             goto done;
     }
-    if (!seen[K_N]) {
-        st = kvs_errf(err, KVS_EINVAL, PFX "n: required (number of requests)");
-    } else if (!seen[K_RATE] && out->arrival != TRACE_ARRIVAL_BURST) {
-        st = kvs_errf(err, KVS_EINVAL, PFX "rate: required unless arrival=burst");
-    } else if (!seen[K_CV] && out->arrival == TRACE_ARRIVAL_GAMMA) {
-        st = kvs_errf(err, KVS_EINVAL, PFX "cv: required with arrival=gamma");
-    } else if (seen[K_LENGTHS] && (seen[K_PROMPT] || seen[K_OUTPUT])) {
-        st = kvs_errf(err, KVS_EINVAL, PFX "lengths: cannot be combined with %s",
-                      seen[K_PROMPT] ? "prompt" : "output");
-    } else if (!seen[K_LENGTHS] && !seen[K_PROMPT]) {
-        st = kvs_errf(err, KVS_EINVAL, PFX "prompt: required (or lengths=FILE)");
-    } else if (!seen[K_LENGTHS] && !seen[K_OUTPUT]) {
-        st = kvs_errf(err, KVS_EINVAL, PFX "output: required (or lengths=FILE)");
-    } else {
+    if ((st = check_required(seen, out, err)) == KVS_OK)
         st = check_spec(out, seen[K_RATE], seen[K_CV], err);
-    }
 done:
     free(buf);
     return st;

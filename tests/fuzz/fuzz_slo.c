@@ -1,6 +1,6 @@
 /* fuzz_slo.c — libFuzzer target for SLO specs of `kvsim capacity --search`
  * (cap_slo_parse, and cap_slo_check on summaries from empty to extreme;
- * cli/capacity_search.c is compiled in).
+ * job/job_capacity.c, in the library).
  *
  * On success: at most CAP_MAX_BOUNDS bounds, each naming a metric and a
  * limit that is a number; checking any summary (NaN metrics of an empty
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cli/capacity_search.h"
+#include "../../job/job.h"
 #include "fuzz_util.h"
 
 static void fill(run_summary *s, double v)

@@ -1,6 +1,5 @@
 /* fuzz_sweep_grid.c — libFuzzer target for `kvsim sweep` grids
- * (cli/sweep_grid.c, compiled in with the run flags table of
- * cli/run_opts.c): axes given as --grid arguments, as a grid file and as
+ * (job/job_grid.c, with the run flags table of job/job_param.c): axes given as --grid arguments, as a grid file and as
  * the canonical text a sweep stores.
  *
  * Input: the first byte picks the entry point (0: each line is one --grid
@@ -13,8 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cli/run_opts.h"
-#include "../../cli/sweep_grid.h"
+#include "../../job/job.h"
 #include "fuzz_util.h"
 
 static fuzz_file grid_file;
@@ -118,13 +116,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             next = strchr(line, '\n');
             if (next)
                 *next++ = '\0';
-            rc = sweep_grid_add(&g, run_opts_long, line, "--grid", &err);
+            rc = sweep_grid_add(&g, job_param_options(), line, "--grid", &err);
         }
     } else if (mode == 1) {
         fuzz_file_set(&grid_file, data + 1, size - 1);
-        rc = sweep_grid_read_file(&g, run_opts_long, grid_file.path, &err);
+        rc = sweep_grid_read_file(&g, job_param_options(), grid_file.path, &err);
     } else {
-        rc = sweep_grid_read_text(&g, run_opts_long, text, "sweep 1", &err);
+        rc = sweep_grid_read_text(&g, job_param_options(), text, "sweep 1", &err);
     }
     if (rc != KVS_OK) {
         check_error(rc, &err, origin);
@@ -136,7 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *canon = sweep_grid_text(&g);
     if (!canon)
         fuzz_fail("sweep_grid_text out of memory", NULL);
-    rc = sweep_grid_read_text(&h, run_opts_long, canon, "sweep 1", &err);
+    rc = sweep_grid_read_text(&h, job_param_options(), canon, "sweep 1", &err);
     if (rc != KVS_OK)
         fuzz_fail("the canonical grid text does not read back", &err);
     if (!same_grid(&g, &h))

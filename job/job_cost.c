@@ -1,11 +1,14 @@
-#include "cost_select.h"
+/* job_cost.c — the cost model named by --cost (see job.h), including
+ * calibrated profiles that live in the store.  Calibrated profiles are
+ * validate/'s (cost_calibrated_create), so job/ sits above validate/. */
+#include "job.h"
 
 #include <string.h>
 
 #include "../store/store_calib.h"
 
-int cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, store *st, int force,
-                cost_model *out, kvs_err *err)
+int job_cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, store *st,
+                    int force, cost_model *out, kvs_err *err)
 {
     int rc;
     if (!strncmp(cfg->cost, "calibrated", 10))

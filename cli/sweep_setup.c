@@ -1,6 +1,6 @@
-/* sweep_plan.c — building a sweep plan (new or resumed), running, simulating
- * and storing its points, the progress line and the final report (see
- * sweep.h). */
+/* sweep_setup.c — `kvsim sweep`'s flags (a new sweep or --resume ID), the
+ * plan's steps printing job/'s errors, the progress line and the final
+ * report (see sweep.h). */
 #include "sweep.h"
 
 #include <math.h>
@@ -11,179 +11,28 @@
 
 #include <sqlite3.h>
 
+#include "../base/str.h"
 #include "cli.h"
-#include "cost_select.h"
 
-/* ------------------------------------------------------------ argv */
-
-/* Join args with a '\n' after each; NULL (after printing) if an argument
- * holds a newline or memory runs out. */
-static char *join_args(const char *cmd, int n, char **args)
-{
-    size_t len = 1;
-    for (int i = 0; i < n; i++) {
-        if (strchr(args[i], '\n')) {
-            cli_fail(cmd, "argument '%s' holds a newline, which a sweep cannot store", args[i]);
-            return NULL;
-        }
-        len += strlen(args[i]) + 1;
-    }
-    char *s = malloc(len), *q = s;
-    if (!s) {
-        cli_fail(cmd, "out of memory");
-        return NULL;
-    }
-    for (int i = 0; i < n; i++) {
-        size_t k = strlen(args[i]);
-        memcpy(q, args[i], k);
-        q[k] = '\n';
-        q += k + 1;
-    }
-    *q = 0;
-    return s;
-}
+/* ------------------------------------------------------------ plan steps */
 
 int sweep_plan_from_texts(const char *cmd, const char *base_args, const char *grid_text,
                           const char *where, sweep_plan *p)
 {
-    int rc = CLI_EXIT_ERR;
     kvs_err err;
-    char *copy = strdup(base_args);
-    int n = 1;
-    for (const char *c = base_args; *c; c++)
-        n += *c == '\n';
-    char **argv = calloc((size_t)n + 1, sizeof *argv);
-    if (!copy || !argv) {
-        cli_fail(cmd, "out of memory");
-        goto out;
-    }
-    int argc = 0;
-    argv[argc++] = (char *)"sweep";
-    for (char *s = copy; *s;) {
-        char *nl = strchr(s, '\n');
-        if (!nl) {
-            cli_fail(cmd, "%s: stored arguments do not end in a newline", where);
-            goto out;
-        }
-        *nl = 0;
-        argv[argc++] = s;
-        s = nl + 1;
-    }
-    run_opts_defaults(&p->base);
-    char sub[1200];
-    snprintf(sub, sizeof sub, "%s: %s", cmd, where);
-    if (run_opts_parse_argv(sub, &p->base, argc, argv))
-        goto out;
-    sweep_grid_init(&p->grid);
-    if (sweep_grid_read_text(&p->grid, run_opts_long, grid_text, where, &err)) {
-        cli_fail(cmd, "%s", err.msg);
-        goto out;
-    }
-    if (p->grid.n_axes == 0) {
-        cli_fail(cmd, "%s: empty grid", where);
-        goto out;
-    }
-    free(p->base_args);
-    free(p->grid_text);
-    p->base_args = strdup(base_args);
-    p->grid_text = sweep_grid_text(&p->grid);
-    if (!p->base_args || !p->grid_text) {
-        cli_fail(cmd, "out of memory");
-        goto out;
-    }
-    rc = 0;
-out:
-    free(argv);
-    free(copy);
-    return rc;
+    if (job_sweep_from_texts(p, base_args, grid_text, where, cmd, &err))
+        return cli_fail(cmd, "%s", err.msg);
+    return 0;
 }
 
-void sweep_plan_free(sweep_plan *p)
-{
-    sweep_grid_free(&p->grid);
-    free(p->base_args);
-    free(p->grid_text);
-    free(p->todo);
-    p->base_args = p->grid_text = NULL;
-    p->todo = NULL;
-    p->n_todo = 0;
-}
-
-/* ------------------------------------------------------------ points */
+void sweep_plan_free(sweep_plan *p) { job_sweep_free(p); }
 
 int sweep_point_opts(const char *cmd, const sweep_plan *p, int64_t index, run_opts *o)
 {
-    const sweep_grid *g = &p->grid;
-    int choice[SWEEP_MAX_AXES];
-    char sub[1200];
     kvs_err err;
-    *o = p->base;
-    sweep_grid_choice(g, index, choice);
-    for (int pass = 0; pass < 2; pass++) { /* flags first, then spec keys */
-        for (int i = 0; i < g->n_axes; i++) {
-            const sweep_axis *a = &g->axes[i];
-            const char *v = a->values[choice[i]];
-            snprintf(sub, sizeof sub, "%s: %s", cmd, a->where);
-            if (pass == 0 && a->kind == SWEEP_KEY_FLAG) {
-                if (run_opts_apply(sub, o, a->opt_val, v))
-                    return CLI_EXIT_ERR;
-            } else if (pass == 0 && a->kind == SWEEP_KEY_SWITCH) {
-                /* off: the base does not give the switch (sweep_setup checks) */
-                if (!strcmp(v, "on") && run_opts_apply(sub, o, a->opt_val, NULL))
-                    return CLI_EXIT_ERR;
-            } else if (pass == 1 && a->kind == SWEEP_KEY_SYNTH) {
-                if (!o->cfg.synthetic[0])
-                    return cli_fail(sub, "%s: sets a key of the --synthetic spec, but the runs "
-                                         "have no --synthetic workload%s",
-                                    a->key,
-                                    strcmp(a->key, "rate") ? ""
-                                                           : " (vary rate-scale for a trace file)");
-                if (sweep_spec_set(o->cfg.synthetic, sizeof o->cfg.synthetic, a->synth_key, v,
-                                   &err))
-                    return cli_fail(sub, "%s", err.msg);
-            }
-        }
-    }
-    o->cfg.sweep_id = p->sweep_id;
-    if (!p->base.cfg.label[0]) {
-        char key[1024];
-        if (sweep_grid_point_key(g, index, key, sizeof key, &err))
-            return cli_fail(cmd, "%s", err.msg);
-        snprintf(o->cfg.label, sizeof o->cfg.label, "sweep %lld #%lld: %.200s",
-                 (long long)p->sweep_id, (long long)index, key);
-    }
+    if (job_sweep_point_opts(p, index, o, &err))
+        return cli_fail(cmd, "%s", err.msg);
     return 0;
-}
-
-/* What run_opts_prepare would reject, checked without loading the trace. */
-static int point_check(const char *cmd, int64_t index, const char *key, const run_opts *o)
-{
-    run_config c = o->cfg;
-    model_spec m;
-    gpu_spec g;
-    trace_synth_spec spec;
-    kvs_err err;
-    if (model_lookup(c.model, &m, &err) || gpu_lookup(c.gpu, &g, &err) ||
-        model_check_tp(&m, c.tp, &err))
-        goto fail;
-    if (c.trace_path[0] && c.synthetic[0])
-        return cli_fail(cmd, "point %lld (%s): --trace and --synthetic: give one workload",
-                        (long long)index, key);
-    if (c.synthetic[0] && trace_synth_parse(c.synthetic, &spec, &err))
-        goto fail;
-    if (c.trace_path[0] && access(c.trace_path, R_OK) != 0)
-        return cli_fail(cmd, "point %lld (%s): --trace %s: cannot read it", (long long)index, key,
-                        c.trace_path);
-    if (c.sched.policy == SCHED_POLICY_PRIORITY && c.sched.batching == SCHED_BATCHING_STATIC &&
-        c.sched.priority_preemption)
-        return cli_fail(cmd, "point %lld (%s): --priority-preemption: static batches are never "
-                             "preempted",
-                        (long long)index, key);
-    if (run_config_resolve(&c, &m, &g, &err))
-        goto fail;
-    return 0;
-fail:
-    return cli_fail(cmd, "point %lld (%s): %s", (long long)index, key, err.msg);
 }
 
 int sweep_point_exec(const char *cmd, const sweep_plan *p, store *st, int64_t index,
@@ -206,122 +55,27 @@ int sweep_point_exec(const char *cmd, const sweep_plan *p, store *st, int64_t in
 
 void sweep_point_simulate(const sweep_plan *p, int64_t index, store *cost_st, run_packed *out)
 {
-    const char *cmd = "sweep";
-    run_opts o;
-    model_spec m;
-    gpu_spec g;
-    cost_model cost = {0};
     kvs_err err;
-    memset(out, 0, sizeof *out);
-    out->point_index = index;
-    out->status = 2;
-    if (sweep_point_opts(cmd, p, index, &o)) {
-        snprintf(out->error, sizeof out->error, "invalid point (see the rank's error)");
-        return;
-    }
-    if (run_opts_prepare(cmd, &o, &m, &g, &out->tr)) {
-        snprintf(out->error, sizeof out->error, "could not prepare the run (see the rank's error)");
-        return;
-    }
-    if (!strncmp(o.cfg.cost, "calibrated", 10) && !cost_st) {
-        snprintf(out->error, sizeof out->error, "--cost %s needs the database on every rank",
-                 o.cfg.cost);
-        return;
-    }
-    if (cost_select(&o.cfg, &m, &g, cost_st, o.force_profile, &cost, &err)) {
-        snprintf(out->error, sizeof out->error, "--cost: %s", err.msg);
-        return;
-    }
-    out->cfg = o.cfg;
-    if (run_execute(&o.cfg, &out->tr, &cost, &out->res, &err)) {
-        out->status = 1;
-        snprintf(out->error, sizeof out->error, "%s", err.msg);
-        run_result_free(&out->res);
-    } else {
-        out->status = 0;
-        out->res.tr = &out->tr;
-    }
-    cost_model_free(&cost);
+    job_sweep_simulate(p, index, cost_st, out, &err);
+    if (out->status == 2 && err.msg[0])
+        cli_fail("sweep", "%s", err.msg);
 }
 
 int sweep_point_store(const char *cmd, const sweep_plan *p, store *st, const run_packed *r,
                       int64_t *run_id)
 {
-    char key[1024];
     kvs_err err;
-    int64_t idx = r->point_index;
-    if (sweep_grid_point_key(&p->grid, idx, key, sizeof key, &err))
+    if (job_sweep_store(p, st, r, run_id, &err))
         return cli_fail(cmd, "%s", err.msg);
-    if (r->status == 2)
-        return cli_fail(cmd, "point %lld (%s): not run: %s", (long long)idx, key, r->error);
-    if (store_sweep_tag(st, p->sweep_id, idx, key, &err))
-        return cli_fail(cmd, "--db: %s", err.msg);
-    int rc = 0;
-    if (r->status == 0) {
-        run_result res = r->res;
-        res.tr = &r->tr;
-        if (store_write_run(st, &r->cfg, &res, run_id, &err))
-            rc = cli_fail(cmd, "point %lld (%s): --db: %s", (long long)idx, key, err.msg);
-    } else {
-        int64_t id = 0;
-        if (store_write_failed_run(st, &r->cfg, &r->tr, r->error, r->res.started_at,
-                                   r->res.wall_s, &id, &err) == 0)
-            rc = cli_fail(cmd, "point %lld (%s): %s (recorded as failed run %lld)", (long long)idx,
-                          key, r->error, (long long)id);
-        else
-            rc = cli_fail(cmd, "point %lld (%s): %s", (long long)idx, key, r->error);
-    }
-    store_sweep_untag(st);
-    return rc;
+    return 0;
 }
 
 /* ------------------------------------------------------------ setup */
-
-static int check_key(void *ctx, int64_t point, const char *key)
-{
-    const sweep_plan *p = ctx;
-    char want[1024];
-    kvs_err err;
-    return sweep_grid_point_key(&p->grid, point, want, sizeof want, &err) || strcmp(want, key);
-}
-
-static const char *param_value(void *ctx, int64_t point, int i)
-{
-    const sweep_grid *g = ctx;
-    int choice[SWEEP_MAX_AXES];
-    sweep_grid_choice(g, point, choice);
-    return g->axes[i].values[choice[i]];
-}
-
-/* Collect the points without a run into p->todo. */
-static int plan_todo(const char *cmd, sweep_plan *p, store *st)
-{
-    kvs_err err;
-    int64_t n = p->grid.n_points;
-    int64_t *ids = calloc((size_t)n, sizeof *ids);
-    free(p->todo);
-    p->todo = calloc((size_t)n, sizeof *p->todo);
-    if (!ids || !p->todo) {
-        free(ids);
-        return cli_fail(cmd, "out of memory");
-    }
-    if (store_sweep_done(st, p->sweep_id, n, ids, check_key, p, &err)) {
-        free(ids);
-        return cli_fail(cmd, "--db: %s", err.msg);
-    }
-    p->n_todo = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (!ids[i])
-            p->todo[p->n_todo++] = i;
-    free(ids);
-    return 0;
-}
 
 typedef struct grid_src {
     int is_file;      /* --grid-file */
     const char *arg;  /* its value */
 } grid_src;
-
 
 /* Resume: only --db and --quiet may come with --resume. */
 static int resume_args(const char *cmd, int n, char **rest, sweep_cli *cli)
@@ -361,8 +115,8 @@ static int setup_new(const char *cmd, int nrest, char **rest, const grid_src *gs
     sweep_grid_init(&p->grid);
     for (int i = 0; i < ngs; i++) {
         int rc = gs[i].is_file
-                     ? sweep_grid_read_file(&p->grid, run_opts_long, gs[i].arg, &err)
-                     : sweep_grid_add(&p->grid, run_opts_long, gs[i].arg, "--grid", &err);
+                     ? sweep_grid_read_file(&p->grid, job_param_options(), gs[i].arg, &err)
+                     : sweep_grid_add(&p->grid, job_param_options(), gs[i].arg, "--grid", &err);
         if (rc)
             return cli_fail(cmd, "%s", err.msg);
     }
@@ -380,33 +134,27 @@ static int setup_new(const char *cmd, int nrest, char **rest, const grid_src *gs
                                      "--%s",
                                 a->where, a->key, a->key);
     }
-    if (!(p->base_args = join_args(cmd, nrest - 1, rest + 1)))
-        return CLI_EXIT_ERR;
+    for (int i = 1; i < nrest; i++)
+        if (strchr(rest[i], '\n'))
+            return cli_fail(cmd, "argument '%s' holds a newline, which a sweep cannot store",
+                            rest[i]);
+    if (!(p->base_args = str_join(nrest - 1, rest + 1, "\n")))
+        return cli_fail(cmd, "out of memory");
     if (!(p->grid_text = sweep_grid_text(&p->grid)))
         return cli_fail(cmd, "out of memory");
     /* every value of every axis, then every point, before running anything */
-    run_opts o;
-    char key[1024];
-    for (int64_t i = 0; i < p->grid.n_points; i++) {
-        if (sweep_point_opts(cmd, p, i, &o))
-            return CLI_EXIT_ERR;
-        if (sweep_grid_point_key(&p->grid, i, key, sizeof key, &err))
+    for (int64_t i = 0; i < p->grid.n_points; i++)
+        if (job_sweep_point_check(p, i, &err))
             return cli_fail(cmd, "%s", err.msg);
-        if (point_check(cmd, i, key, &o))
-            return CLI_EXIT_ERR;
-    }
     if (store_open(p->base.db, st, &err))
         return cli_fail(cmd, "--db: %s", err.msg);
-    const char *params[SWEEP_MAX_AXES];
-    for (int i = 0; i < p->grid.n_axes; i++)
-        params[i] = p->grid.axes[i].key;
-    store_sweep_def def = {"grid",           p->grid_text, p->base_args, p->grid.n_points,
-                           p->grid.n_axes, params,       param_value,  &p->grid};
-    if (store_sweep_create(*st, &def, &p->sweep_id, &err))
-        return cli_fail(cmd, "--db: %s", err.msg);
+    if (job_sweep_create(p, *st, &err))
+        return cli_fail(cmd, "%s", err.msg);
     strcpy(cli->db, p->base.db);
     cli->quiet = p->base.quiet;
-    return plan_todo(cmd, p, *st);
+    if (job_sweep_todo(p, *st, &err))
+        return cli_fail(cmd, "%s", err.msg);
+    return 0;
 }
 
 static int setup_resume(const char *cmd, int nrest, char **rest, sweep_cli *cli, sweep_plan *p,
@@ -441,7 +189,7 @@ static int setup_resume(const char *cmd, int nrest, char **rest, sweep_cli *cli,
     strcpy(p->base.db, cli->db);
     p->base.quiet = cli->quiet;
     p->sweep_id = cli->resume_id;
-    rc = plan_todo(cmd, p, *st);
+    rc = job_sweep_todo(p, *st, &err) ? cli_fail(cmd, "%s", err.msg) : 0;
 out:
     store_sweep_info_free(&info);
     return rc;

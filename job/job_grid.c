@@ -1,6 +1,6 @@
-/* sweep_grid.c — parsing grid axes and enumerating their cartesian product
- * (see sweep_grid.h). */
-#include "sweep_grid.h"
+/* job_grid.c — parsing grid axes and enumerating their cartesian product
+ * (see job.h). */
+#include "job.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -8,10 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Run flags that cannot vary per point: where results go, how they print,
- * and switches other than priority-preemption. */
-static const char *const disallowed[] = {"db", "quiet", "json", "label", "record-steps",
-                                         "force-profile"};
 
 void sweep_grid_init(sweep_grid *g) { memset(g, 0, sizeof *g); }
 
@@ -47,9 +43,11 @@ static int axis_key(sweep_axis *a, const struct option *opts, kvs_err *err)
         snprintf(a->synth_key, sizeof a->synth_key, "%s", sk);
         return KVS_OK;
     }
-    for (size_t i = 0; i < sizeof disallowed / sizeof disallowed[0]; i++)
-        if (!strcmp(k, disallowed[i]))
-            return kvs_errf(err, KVS_EINVAL, "%s: '%s' cannot vary in a grid", a->where, k);
+    /* run flags that cannot vary per point (job_param's vary): where
+     * results go and how they print */
+    const job_param *jp = job_param_find(k);
+    if (jp && !(jp->vary & JOB_VARY_GRID))
+        return kvs_errf(err, KVS_EINVAL, "%s: '%s' cannot vary in a grid", a->where, k);
     for (const struct option *o = opts; o->name; o++) {
         if (strcmp(o->name, k))
             continue;

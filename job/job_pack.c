@@ -1,5 +1,5 @@
-/* run_pack.c — (de)serializing one run for MPI transport (see run_pack.h). */
-#include "run_pack.h"
+/* job_pack.c — (de)serializing one run for MPI transport (see job.h). */
+#include "job.h"
 
 #include <stdlib.h>
 #include <string.h>

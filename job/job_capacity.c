@@ -1,6 +1,6 @@
-/* capacity_search.c — SLOs over run summaries and the rate / list searches
- * (see capacity_search.h). */
-#include "capacity_search.h"
+/* job_capacity.c — SLOs over run summaries and the rate / list searches
+ * (see job.h). */
+#include "job.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -282,4 +282,124 @@ int cap_search_list(const double *xs, int n, cap_probe_fn fn, void *ctx, cap_res
     }
     out->status = CAP_STATUS_UNREACHABLE;
     return 0;
+}
+
+/* ------------------------------------------------------------ probes */
+
+int job_search_param(const job_opts *base, int tp, const char **param, double *x0, kvs_err *err)
+{
+    *x0 = 0;
+    if (tp) {
+        *param = "tp";
+        return KVS_OK;
+    }
+    if (!base->cfg.synthetic[0]) {
+        *param = "rate-scale";
+        *x0 = base->cfg.rate_scale;
+        return KVS_OK;
+    }
+    trace_synth_spec spec;
+    int rc = trace_synth_parse(base->cfg.synthetic, &spec, err);
+    if (rc)
+        return rc;
+    if (spec.arrival == TRACE_ARRIVAL_BURST)
+        return kvs_errf(err, KVS_EINVAL, "--search rate: arrival=burst has no rate to search");
+    *param = "rate";
+    *x0 = spec.rate;
+    return KVS_OK;
+}
+
+int job_search_tps(const job_opts *base, double *tps, int *n,
+                   void (*skipped)(void *ctx, int64_t tp, const char *why), void *ctx,
+                   kvs_err *err)
+{
+    model_spec m;
+    gpu_spec g;
+    kvs_err e;
+    int rc;
+    if ((rc = model_lookup(base->cfg.model, &m, err)) || (rc = gpu_lookup(base->cfg.gpu, &g, err)))
+        return rc;
+    int k = 0;
+    for (int i = 0; i < *n; i++) {
+        run_config c = base->cfg;
+        c.tp = (int64_t)tps[i];
+        if (model_check_tp(&m, c.tp, &e) || run_config_resolve(&c, &m, &g, &e)) {
+            if (skipped)
+                skipped(ctx, c.tp, e.msg);
+            continue;
+        }
+        tps[k++] = tps[i];
+    }
+    *n = k;
+    if (k == 0)
+        return kvs_errf(err, KVS_EINVAL, "--search tp: no degree of --tp-list is valid for %s on %s",
+                        base->cfg.model, base->cfg.gpu);
+    return KVS_OK;
+}
+
+int job_search_point(job_search *c, double x, job_probe_point *pt, kvs_err *err)
+{
+    job_opts *o = &pt->opts;
+    kvs_err e;
+    int rc;
+    *o = c->base;
+    pt->index = c->next_point++;
+    if (!strcmp(c->param, "tp")) {
+        o->cfg.tp = (int64_t)x;
+        snprintf(pt->value, sizeof pt->value, "%lld", (long long)o->cfg.tp);
+    } else {
+        snprintf(pt->value, sizeof pt->value, "%.6g", x);
+        if (!strcmp(c->param, "rate")) {
+            if ((rc = sweep_spec_set(o->cfg.synthetic, sizeof o->cfg.synthetic, "rate", pt->value,
+                                     err)))
+                return rc;
+        } else {
+            o->cfg.rate_scale = x;
+        }
+    }
+    const char *pol = sched_policy_name(o->cfg.sched.policy);
+    snprintf(pt->key, sizeof pt->key, "policy=%s %s=%s", pol, c->param, pt->value);
+    o->cfg.sweep_id = c->sweep_id;
+    o->cfg.slo_ttft_s = c->slo.req_ttft_s;
+    o->cfg.slo_tpot_s = c->slo.req_tpot_s;
+    o->cfg.slo_e2e_s = c->slo.req_e2e_s;
+    if (!c->base.cfg.label[0])
+        snprintf(o->cfg.label, sizeof o->cfg.label, "search %lld #%lld: %s",
+                 (long long)c->sweep_id, (long long)pt->index, pt->key);
+    const char *params[2] = {"policy", c->param};
+    const char *values[2] = {pol, pt->value};
+    if ((rc = store_sweep_add_point(c->st, c->sweep_id, pt->index, 2, params, values, &e)) ||
+        (rc = store_sweep_tag(c->st, c->sweep_id, pt->index, pt->key, &e)))
+        return kvs_errf(err, rc, "--db: %s", e.msg);
+    return KVS_OK;
+}
+
+int job_search_record(job_search *c, const job_probe_point *pt, double x, int64_t run_id,
+                      const run_summary *sum, cap_probe *out, kvs_err *err)
+{
+    kvs_err e;
+    out->run_id = run_id;
+    out->holds = cap_slo_check(&c->slo, sum, &out->ratio, out->verdict, sizeof out->verdict);
+    int rc = store_search_probe(c->st, c->sweep_id, pt->index, run_id,
+                                sched_policy_name(pt->opts.cfg.sched.policy), c->param, x,
+                                out->holds, out->verdict, &e);
+    return rc ? kvs_errf(err, rc, "--db: %s", e.msg) : KVS_OK;
+}
+
+int job_search_store_result(job_search *c, const char *slo_text, const cap_result *r,
+                            kvs_err *err)
+{
+    kvs_err e;
+    store_search_row row = {sched_policy_name(c->base.cfg.sched.policy),
+                            c->param,
+                            slo_text,
+                            cap_status_name(r->status),
+                            r->lo.x,
+                            r->hi.x,
+                            r->have_lo ? r->lo.run_id : 0,
+                            r->have_hi ? r->hi.run_id : 0,
+                            r->best.run_id,
+                            r->probes};
+    int rc = store_search_result(c->st, c->sweep_id, &row, &e);
+    return rc ? kvs_errf(err, rc, "--db: %s", e.msg) : KVS_OK;
 }

@@ -1,0 +1,119 @@
+/* str.c — string helpers (see str.h). */
+#include "str.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void str_json_write(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+void str_json_escape(char *dst, size_t n, const char *src)
+{
+    size_t o = 0;
+    if (n == 0)
+        return;
+    for (; *src && o + 7 < n; src++) {
+        unsigned char ch = (unsigned char)*src;
+        if (ch == '"' || ch == '\\') {
+            dst[o++] = '\\';
+            dst[o++] = (char)ch;
+        } else if (ch < 0x20) {
+            o += (size_t)snprintf(dst + o, n - o, "\\u%04x", ch);
+        } else {
+            dst[o++] = (char)ch;
+        }
+    }
+    dst[o] = 0;
+}
+
+char *str_join(int n, char *const *args, const char *sep)
+{
+    size_t ls = strlen(sep), len = 1;
+    for (int i = 0; i < n; i++)
+        len += strlen(args[i]) + ls;
+    char *s = malloc(len), *q = s;
+    if (!s)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        size_t k = strlen(args[i]);
+        memcpy(q, args[i], k);
+        memcpy(q + k, sep, ls);
+        q += k + ls;
+    }
+    *q = 0;
+    return s;
+}
+
+char *str_sanitize(char *dst, size_t n, const char *src)
+{
+    if (n == 0)
+        return dst;
+    size_t i = 0;
+    for (; i + 1 < n && src[i]; i++) {
+        unsigned char ch = (unsigned char)src[i];
+        dst[i] = (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch;
+    }
+    dst[i] = 0;
+    return dst;
+}
+
+int str_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out,
+                  kvs_err *err)
+{
+    char *end;
+    if (!s || !*s)
+        return kvs_errf(err, KVS_EINVAL, "%s: missing value", flag);
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end)
+        return kvs_errf(err, KVS_EINVAL, "%s: '%s' is not an integer", flag, s);
+    if (v < lo || v > hi)
+        return kvs_errf(err, KVS_EINVAL, "%s: %lld is out of range [%lld, %lld]", flag, v,
+                        (long long)lo, (long long)hi);
+    *out = v;
+    return KVS_OK;
+}
+
+int str_parse_u64(const char *flag, const char *s, uint64_t *out, kvs_err *err)
+{
+    char *end;
+    if (!s || !*s || *s == '-')
+        return kvs_errf(err, KVS_EINVAL, "%s: '%s' is not a non-negative integer", flag,
+                        s ? s : "");
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return kvs_errf(err, KVS_EINVAL, "%s: '%s' is not a non-negative integer", flag, s);
+    *out = v;
+    return KVS_OK;
+}
+
+int str_parse_f64(const char *flag, const char *s, double lo, double hi, double *out,
+                  kvs_err *err)
+{
+    char *end;
+    if (!s || !*s)
+        return kvs_errf(err, KVS_EINVAL, "%s: missing value", flag);
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v))
+        return kvs_errf(err, KVS_EINVAL, "%s: '%s' is not a number", flag, s);
+    if (v < lo || v > hi)
+        return kvs_errf(err, KVS_EINVAL, "%s: %g is out of range [%g, %g]", flag, v, lo, hi);
+    *out = v;
+    return KVS_OK;
+}

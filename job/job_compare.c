@@ -1,0 +1,119 @@
+/* job_compare.c — the variants of `kvsim compare` (see job.h): parsing
+ * and applying one, the default set for a workload, the next compare id. */
+#include "job.h"
+
+#include <string.h>
+
+#include <sqlite3.h>
+
+static const job_variant default_variants[] = {
+    {"continuous", ""},
+    {"static", "batching=static"},
+    {"reserved", "alloc=reserved"},
+    {"priority", "policy=priority,priority-preemption"},
+};
+
+/* Added to the default set when the workload has prompt prefix hashes (a
+ * Mooncake .jsonl trace, or --synthetic with system_prompt= or turns=). */
+static const job_variant prefix_variants[] = {
+    {"prefix-cache", "prefix-caching"},
+    {"lpm", "policy=lpm,prefix-caching"},
+};
+
+/* What the base workload carries: prompt prefix hashes, priorities.
+ * Loads the trace once (a bad one is reported by the runs themselves). */
+static void workload_features(const job_opts *o, int *prefixes, int *priorities)
+{
+    const run_config *c = &o->cfg;
+    kvs_err err;
+    *prefixes = *priorities = 0;
+    if (c->synthetic[0]) {
+        trace_synth_spec sp;
+        if (trace_synth_parse(c->synthetic, &sp, &err) == 0) {
+            *prefixes = sp.system_prompt > 0 || sp.turns > 1;
+            *priorities = sp.n_classes > 0;
+        }
+        return;
+    }
+    trace t;
+    if (!c->trace_path[0] || trace_load(c->trace_path, &t, &err) != 0)
+        return; /* the default trace has neither */
+    *prefixes = t.hash_off != NULL;
+    *priorities = t.has_priority;
+    trace_free(&t);
+}
+
+int job_compare_defaults(const job_opts *base, job_variant *vs, int *n, int *no_priorities)
+{
+    int nv = (int)(sizeof default_variants / sizeof default_variants[0]);
+    memcpy(vs, default_variants, sizeof default_variants);
+    int has_prefixes = 0, has_priorities = 0;
+    workload_features(base, &has_prefixes, &has_priorities);
+    *no_priorities = !has_priorities;
+    if (!has_priorities)
+        nv--; /* the priority variant is last: it needs priorities */
+    if (has_prefixes)
+        for (size_t i = 0; i < sizeof prefix_variants / sizeof prefix_variants[0]; i++)
+            vs[nv++] = prefix_variants[i];
+    *n = nv;
+    return KVS_OK;
+}
+
+int job_variant_apply(job_opts *o, const job_variant *v, kvs_err *err)
+{
+    char buf[512];
+    kvs_err e;
+    strcpy(buf, v->flags);
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        const char *val = "";
+        if (eq) {
+            *eq = 0;
+            val = eq + 1;
+        }
+        const job_param *p = job_param_find(tok);
+        if (!p || !(p->vary & JOB_VARY_VARIANT))
+            return kvs_errf(err, KVS_EINVAL, "--variant %s: unknown or disallowed flag '%s'",
+                            v->name, tok);
+        if (p->kind != JOB_PARAM_SWITCH && !eq)
+            return kvs_errf(err, KVS_EINVAL, "--variant %s: flag '%s' needs a value", v->name,
+                            tok);
+        if (p->kind == JOB_PARAM_SWITCH && eq)
+            return kvs_errf(err, KVS_EINVAL, "--variant %s: flag '%s' takes no value", v->name,
+                            tok);
+        int rc = job_param_set(o, p->name, val, &e);
+        if (rc)
+            return kvs_errf(err, rc, "--variant %s: %s", v->name, e.msg);
+    }
+    return KVS_OK;
+}
+
+int job_variant_parse(const char *arg, job_variant *v, kvs_err *err)
+{
+    const char *colon = strchr(arg, ':');
+    size_t nlen = colon ? (size_t)(colon - arg) : strlen(arg);
+    if (nlen == 0 || nlen >= sizeof v->name)
+        return kvs_errf(err, KVS_EINVAL, "--variant: '%s' needs a name of 1 to %zu characters",
+                        arg, sizeof v->name - 1);
+    memcpy(v->name, arg, nlen);
+    v->name[nlen] = 0;
+    const char *flags = colon ? colon + 1 : "";
+    if (strlen(flags) >= sizeof v->flags)
+        return kvs_errf(err, KVS_EINVAL, "--variant %s: flags too long", v->name);
+    strcpy(v->flags, flags);
+    return KVS_OK;
+}
+
+int job_compare_next_id(store *st, int64_t *id, kvs_err *err)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(store_db(st),
+                                "SELECT COALESCE(MAX(compare_id), 0) + 1 FROM runs", -1, &q, NULL);
+    if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) {
+        *id = sqlite3_column_int64(q, 0);
+        sqlite3_finalize(q);
+        return KVS_OK;
+    }
+    sqlite3_finalize(q);
+    return kvs_errf(err, KVS_EDB, "%s: %s", store_path(st), sqlite3_errmsg(store_db(st)));
+}

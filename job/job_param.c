@@ -1,0 +1,350 @@
+/* job_param.c — the table of run flags (see job.h): parsing one by name,
+ * the getopt table and the --help text generated from it. */
+#include "job.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/str.h"
+
+#define DEFAULT_TRACE "traces/azure_llm_2023_conv.csv"
+
+enum {
+    P_MODEL = 1000, P_GPU, P_TP, P_TRACE, P_SYNTH, P_RATE, P_KVB, P_BLOCK, P_SEQS, P_MBT, P_WM,
+    P_MML, P_UTIL, P_COST, P_SEED, P_DB, P_REC, P_LABEL, P_QUIET, P_BATCHING, P_POLICY, P_PPRE,
+    P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX
+};
+
+#define I64MAX40 1099511627776.0 /* 2^40 */
+#define IND "\n                          "
+
+static const job_param params[] = {
+    {"trace", P_TRACE, JOB_PARAM_STR, 0, 0, "workload", "FILE",
+     "CSV trace: native arrival_s,prompt_tokens,output_tokens[,priority]" IND
+     "or Azure TIMESTAMP,ContextTokens,GeneratedTokens, or a" IND
+     "Mooncake .jsonl trace (with prompt prefix hashes)" IND "(default " DEFAULT_TRACE ")", JOB_VARY_ALL},
+    {"synthetic", P_SYNTH, JOB_PARAM_STR, 0, 0, "workload", "SPEC",
+     "synthetic workload instead of a file, e.g." IND
+     "'arrival=poisson,rate=8,n=1000,prompt=512,output=128'" IND
+     "(keys: arrival=poisson|gamma|burst rate cv n prompt output" IND
+     "lengths=FILE priorities=P:SHARE/... system_prompt=TOKENS" IND "turns=K)", JOB_VARY_ALL},
+    {"rate-scale", P_RATE, JOB_PARAM_F64, 1e-6, 1e6, "workload", "K",
+     "multiply the arrival rate by K (times divided by K; default 1)", JOB_VARY_ALL},
+    {"seed", P_SEED, JOB_PARAM_U64, 0, 0, "workload", "N",
+     "seed of the synthetic generator (default 0)", JOB_VARY_ALL},
+    {"model", P_MODEL, JOB_PARAM_STR, 0, 0, "hardware and model", "NAME|FILE",
+     "llama-7b llama-13b llama-65b llama-2-7b llama-2-13b" IND
+     "llama-2-70b llama-3-8b llama-3-70b llama-7b-mqa, or a .conf" IND
+     "file (default llama-3-8b: its 8K context fits the Azure traces)", JOB_VARY_ALL},
+    {"gpu", P_GPU, JOB_PARAM_STR, 0, 0, "hardware and model", "NAME",
+     "a100-40g a100-80g h100-sxm h200 (default a100-80g)", JOB_VARY_ALL},
+    {"tp", P_TP, JOB_PARAM_I64, 1, 1024, "hardware and model", "N",
+     "tensor-parallel degree (default 1)", JOB_VARY_ALL},
+    {"gpu-mem-util", P_UTIL, JOB_PARAM_F64, 0.01, 1.0, "hardware and model", "F",
+     "fraction of GPU memory kvsim may use (default 0.9)", JOB_VARY_ALL},
+    {"kv-blocks", P_KVB, JOB_PARAM_I64, 1, I64MAX40, "hardware and model", "N",
+     "KV blocks per GPU, replacing the computed capacity", JOB_VARY_ALL},
+    {"batching", P_BATCHING, JOB_PARAM_ENUM, 0, 0, "engine", "MODE",
+     "continuous | static (default continuous)", JOB_VARY_ALL},
+    {"policy", P_POLICY, JOB_PARAM_ENUM, 0, 0, "engine", "P",
+     "fcfs | priority | lpm (default fcfs; lpm = longest cached" IND
+     "prefix first, needs --prefix-caching)", JOB_VARY_ALL},
+    {"priority-preemption", P_PPRE, JOB_PARAM_SWITCH, 0, 0, "engine", NULL,
+     "preempt worse-priority running requests for the queue head", JOB_VARY_ALL},
+    {"alloc", P_ALLOC, JOB_PARAM_ENUM, 0, 0, "engine", "A",
+     "paged | reserved | reserved-oracle (default paged)", JOB_VARY_ALL},
+    {"preemption", P_PREEMPT, JOB_PARAM_ENUM, 0, 0, "engine", "P",
+     "recompute | swap | off (default recompute)", JOB_VARY_ALL},
+    {"swap-gib", P_SWAP, JOB_PARAM_F64, 0.0, 1e6, "engine", "G",
+     "host swap space for --preemption swap (default 4)", JOB_VARY_ALL},
+    {"batch-timeout", P_BTO, JOB_PARAM_F64, 0.0, 1e9, "engine", "S",
+     "static batching: wait up to S s for a full batch (default 0)", JOB_VARY_ALL},
+    {"block-size", P_BLOCK, JOB_PARAM_I64, 1, 1 << 20, "engine", "N",
+     "tokens per KV block (default 16)", JOB_VARY_ALL},
+    {"max-seqs", P_SEQS, JOB_PARAM_I64, 1, 1 << 30, "engine", "N",
+     "max running requests (default 256)", JOB_VARY_ALL},
+    {"max-batched-tokens", P_MBT, JOB_PARAM_I64, 1, I64MAX40, "engine", "N",
+     "token budget per step (default max(2048, max-model-len);" IND
+     "2048 with --chunked-prefill)", JOB_VARY_ALL},
+    {"chunked-prefill", P_CHUNKED, JOB_PARAM_SWITCH, 0, 0, "engine", NULL,
+     "split prompts into chunks that run beside decodes (default off)", JOB_VARY_ALL},
+    {"prefix-caching", P_PREFIX, JOB_PARAM_SWITCH, 0, 0, "engine", NULL,
+     "share KV blocks of equal prompt prefixes (needs a trace with" IND
+     "prefix hashes: Mooncake .jsonl, or --synthetic with" IND
+     "system_prompt= or turns=; default off)", JOB_VARY_ALL},
+    {"watermark", P_WM, JOB_PARAM_F64, 0.0, 0.99, "engine", "F",
+     "fraction of KV blocks kept free at admission (default 0.01)", JOB_VARY_ALL},
+    {"max-model-len", P_MML, JOB_PARAM_I64, 1, I64MAX40, "engine", "N",
+     "max prompt + output tokens (default: the model's context)", JOB_VARY_ALL},
+    {"cost", P_COST, JOB_PARAM_STR, 0, 0, "engine", "MODEL",
+     "roofline | affine:c0,c1,c2,c3 | calibrated[:ID] (default roofline)", JOB_VARY_ALL},
+    {"force-profile", P_FORCE, JOB_PARAM_SWITCH, 0, 0, "engine", NULL,
+     "use a calibrated profile measured on another GPU/model", JOB_VARY_VARIANT},
+    {"slo", P_SLO, JOB_PARAM_SLO, 0, 0, "results", "ttft=S,tpot=S,e2e=S",
+     "per-request SLOs for attainment and goodput", JOB_VARY_ALL},
+    {"db", P_DB, JOB_PARAM_STR, 0, 0, "results", "FILE",
+     "SQLite results database (default kvsim.db)", 0},
+    {"record-steps", P_REC, JOB_PARAM_SWITCH, 0, 0, "results", NULL,
+     "store every step in the steps table", JOB_VARY_VARIANT},
+    {"label", P_LABEL, JOB_PARAM_STR, 0, 0, "results", "TEXT", "free text stored with the run",
+     JOB_VARY_VARIANT},
+    {"quiet", P_QUIET, JOB_PARAM_SWITCH, 0, 0, "results", NULL, "print only the run id", 0},
+    {"json", P_JSON, JOB_PARAM_SWITCH, 0, 0, "results", NULL,
+     "print the summary as one JSON object", 0},
+};
+
+#define N_PARAMS (sizeof params / sizeof params[0])
+
+size_t job_param_count(void) { return N_PARAMS; }
+
+const job_param *job_param_at(size_t i) { return i < N_PARAMS ? &params[i] : NULL; }
+
+const job_param *job_param_find(const char *name)
+{
+    for (size_t i = 0; i < N_PARAMS; i++)
+        if (!strcmp(params[i].name, name))
+            return &params[i];
+    return NULL;
+}
+
+const job_param *job_param_by_id(int id)
+{
+    for (size_t i = 0; i < N_PARAMS; i++)
+        if (params[i].id == id)
+            return &params[i];
+    return NULL;
+}
+
+void job_opts_init(job_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    run_config_defaults(&o->cfg);
+    strcpy(o->db, "kvsim.db");
+}
+
+/* ------------------------------------------------------------ setting */
+
+static int copy_str(const char *flag, char *dst, size_t n, const char *src, kvs_err *err)
+{
+    if (strlen(src) >= n)
+        return kvs_errf(err, KVS_EINVAL, "%s: value longer than %zu characters", flag, n - 1);
+    strcpy(dst, src);
+    return KVS_OK;
+}
+
+static int parse_slo(run_config *c, const char *arg, kvs_err *err)
+{
+    char buf[256];
+    if (strlen(arg) >= sizeof buf)
+        return kvs_errf(err, KVS_EINVAL, "--slo: too long");
+    strcpy(buf, arg);
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq)
+            return kvs_errf(err, KVS_EINVAL, "--slo: '%s' is not key=seconds", tok);
+        *eq = 0;
+        double *dst = !strcmp(tok, "ttft") ? &c->slo_ttft_s
+                      : !strcmp(tok, "tpot") ? &c->slo_tpot_s
+                      : !strcmp(tok, "e2e")  ? &c->slo_e2e_s
+                                             : NULL;
+        if (!dst)
+            return kvs_errf(err, KVS_EINVAL, "--slo: unknown metric '%s' (ttft, tpot, e2e)", tok);
+        int rc = str_parse_f64("--slo", eq + 1, 1e-9, 1e9, dst, err);
+        if (rc)
+            return rc;
+    }
+    return KVS_OK;
+}
+
+/* A string parameter's buffer. */
+static char *str_field(job_opts *o, int id, size_t *n)
+{
+    run_config *c = &o->cfg;
+    switch (id) {
+    case P_MODEL: *n = sizeof c->model; return c->model;
+    case P_GPU: *n = sizeof c->gpu; return c->gpu;
+    case P_TRACE: *n = sizeof c->trace_path; return c->trace_path;
+    case P_SYNTH: *n = sizeof c->synthetic; return c->synthetic;
+    case P_COST: *n = sizeof c->cost; return c->cost;
+    case P_DB: *n = sizeof o->db; return o->db;
+    case P_LABEL: *n = sizeof c->label; return c->label;
+    default: return NULL;
+    }
+}
+
+static int64_t *i64_field(job_opts *o, int id)
+{
+    run_config *c = &o->cfg;
+    sched_config *s = &c->sched;
+    switch (id) {
+    case P_TP: return &c->tp;
+    case P_KVB: return &c->kv_blocks_flag;
+    case P_BLOCK: return &s->block_size;
+    case P_SEQS: return &s->max_seqs;
+    case P_MBT: return &s->max_batched_tokens;
+    case P_MML: return &s->max_model_len;
+    default: return NULL;
+    }
+}
+
+static double *f64_field(job_opts *o, int id)
+{
+    run_config *c = &o->cfg;
+    switch (id) {
+    case P_RATE: return &c->rate_scale;
+    case P_WM: return &c->sched.watermark;
+    case P_UTIL: return &c->gpu_mem_util;
+    case P_SWAP: return &c->swap_gib;
+    case P_BTO: return &c->sched.batch_timeout_s;
+    default: return NULL;
+    }
+}
+
+static int *switch_field(job_opts *o, int id)
+{
+    run_config *c = &o->cfg;
+    switch (id) {
+    case P_REC: return &c->record_steps;
+    case P_QUIET: return &o->quiet;
+    case P_JSON: return &o->json;
+    case P_FORCE: return &o->force_profile;
+    case P_CHUNKED: return &c->sched.chunked_prefill;
+    case P_PREFIX: return &c->sched.prefix_caching;
+    case P_PPRE: return &c->sched.priority_preemption;
+    default: return NULL;
+    }
+}
+
+static int set_enum(job_opts *o, const job_param *p, const char *arg, kvs_err *err)
+{
+    sched_config *s = &o->cfg.sched;
+    const char *choices;
+    int v;
+    switch (p->id) {
+    case P_BATCHING:
+        v = s->batching = sched_batching_parse(arg);
+        o->batching_set = 1;
+        choices = "continuous, static";
+        break;
+    case P_POLICY:
+        v = s->policy = sched_policy_parse(arg);
+        choices = "fcfs, priority, lpm";
+        break;
+    case P_ALLOC:
+        v = s->alloc = sched_alloc_parse(arg);
+        o->alloc_set = 1;
+        choices = "paged, reserved, reserved-oracle";
+        break;
+    case P_PREEMPT:
+        v = s->preemption = sched_preempt_parse(arg);
+        choices = "recompute, swap, off";
+        break;
+    default:
+        return kvs_errf(err, KVS_EINTERNAL, "--%s: internal: not an enum", p->name);
+    }
+    if (v < 0)
+        return kvs_errf(err, KVS_EINVAL, "--%s: unknown value '%s' (%s)", p->name, arg, choices);
+    return KVS_OK;
+}
+
+int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err)
+{
+    const job_param *p = job_param_find(name);
+    if (!p)
+        return kvs_errf(err, KVS_EINVAL, "--%s: not a run flag", name);
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", p->name);
+    if (!value && p->kind != JOB_PARAM_SWITCH)
+        return kvs_errf(err, KVS_EINVAL, "%s: missing value", flag);
+    size_t n;
+    char *s;
+    int64_t *i;
+    double *d;
+    int *sw;
+    switch (p->kind) {
+    case JOB_PARAM_STR:
+        if (!(s = str_field(o, p->id, &n)))
+            break;
+        return copy_str(flag, s, n, value, err);
+    case JOB_PARAM_I64:
+        if (!(i = i64_field(o, p->id)))
+            break;
+        return str_parse_i64(flag, value, (int64_t)p->lo, (int64_t)p->hi, i, err);
+    case JOB_PARAM_U64: /* --seed only */
+        return str_parse_u64(flag, value, &o->cfg.seed, err);
+    case JOB_PARAM_F64:
+        if (!(d = f64_field(o, p->id)))
+            break;
+        return str_parse_f64(flag, value, p->lo, p->hi, d, err);
+    case JOB_PARAM_ENUM: return set_enum(o, p, value, err);
+    case JOB_PARAM_SWITCH:
+        if (!(sw = switch_field(o, p->id)))
+            break;
+        *sw = 1;
+        return KVS_OK;
+    case JOB_PARAM_SLO: return parse_slo(&o->cfg, value, err);
+    }
+    return kvs_errf(err, KVS_EINTERNAL, "%s: internal: no field", flag);
+}
+
+/* ------------------------------------------------------------ argv */
+
+int job_opts_parse_argv(job_opts *o, int argc, char **argv, const char *cmd, kvs_err *err)
+{
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "", job_param_options(), NULL)) != -1) {
+        if (opt == '?' || opt == ':')
+            return kvs_errf(err, KVS_EINVAL,
+                            "unknown flag or missing value: '%s' (see kvsim %s --help)",
+                            argv[optind - 1], cmd);
+        const job_param *p = job_param_by_id(opt);
+        if (!p)
+            return kvs_errf(err, KVS_EINTERNAL, "internal: unhandled flag");
+        int rc = job_param_set(o, p->name, optarg, err);
+        if (rc)
+            return rc;
+    }
+    if (optind < argc)
+        return kvs_errf(err, KVS_EINVAL, "unexpected argument '%s' (see kvsim %s --help)",
+                        argv[optind], cmd);
+    return KVS_OK;
+}
+
+/* ------------------------------------------------------------ tables */
+
+const struct option *job_param_options(void)
+{
+    static struct option opts[N_PARAMS + 1];
+    if (!opts[0].name)
+        for (size_t i = 0; i < N_PARAMS; i++)
+            opts[i] = (struct option){params[i].name,
+                                      params[i].kind == JOB_PARAM_SWITCH ? no_argument
+                                                                         : required_argument,
+                                      0, params[i].id};
+    return opts;
+}
+
+const char *job_param_help(void)
+{
+    static char text[8192];
+    if (text[0])
+        return text;
+    size_t len = 0;
+    const char *section = NULL;
+    for (size_t i = 0; i < N_PARAMS; i++) {
+        const job_param *p = &params[i];
+        if (!section || strcmp(section, p->section))
+            len += (size_t)snprintf(text + len, sizeof text - len, "%s:\n", p->section);
+        section = p->section;
+        char left[64];
+        snprintf(left, sizeof left, "  --%s%s%s", p->name, p->metavar ? " " : "",
+                 p->metavar ? p->metavar : "");
+        len += (size_t)snprintf(text + len, sizeof text - len, "%-24s  %s\n", left, p->help);
+        if (len >= sizeof text)
+            break; /* cannot happen: the table is fixed */
+    }
+    return text;
+}

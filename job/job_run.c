@@ -1,0 +1,135 @@
+/* job_run.c — preparing, simulating and storing one run (see job.h). */
+#include "job.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_TRACE "traces/azure_llm_2023_conv.csv"
+
+static int fail_static_preempt(const job_opts *o, kvs_err *err)
+{
+    const sched_config *s = &o->cfg.sched;
+    if (s->policy == SCHED_POLICY_PRIORITY && s->batching == SCHED_BATCHING_STATIC &&
+        s->priority_preemption)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--priority-preemption: static batches are never preempted");
+    return KVS_OK;
+}
+
+int job_check(const job_opts *o, kvs_err *err)
+{
+    run_config c = o->cfg;
+    model_spec m;
+    gpu_spec g;
+    trace_synth_spec spec;
+    int rc;
+    if ((rc = model_lookup(c.model, &m, err)) || (rc = gpu_lookup(c.gpu, &g, err)) ||
+        (rc = model_check_tp(&m, c.tp, err)))
+        return rc;
+    if (c.trace_path[0] && c.synthetic[0])
+        return kvs_errf(err, KVS_EINVAL, "--trace and --synthetic: give one workload");
+    if (c.synthetic[0] && (rc = trace_synth_parse(c.synthetic, &spec, err)))
+        return rc;
+    if (c.trace_path[0] && access(c.trace_path, R_OK) != 0)
+        return kvs_errf(err, KVS_EIO, "--trace %s: cannot read it", c.trace_path);
+    if ((rc = fail_static_preempt(o, err)))
+        return rc;
+    return run_config_resolve(&c, &m, &g, err);
+}
+
+/* Load the trace file (the default one when none is named) or generate the
+ * synthetic workload. */
+static int load_workload(run_config *c, trace *tr, kvs_err *err)
+{
+    if (c->synthetic[0]) {
+        trace_synth_spec spec;
+        int rc = trace_synth_parse(c->synthetic, &spec, err);
+        return rc ? rc : trace_synth_gen(&spec, c->synthetic, c->seed, tr, err);
+    }
+    if (!c->trace_path[0]) {
+        strcpy(c->trace_path, DEFAULT_TRACE);
+#ifdef KVSIM_SOURCE_DIR
+        /* run from anywhere: fall back to the source tree's copy */
+        if (access(c->trace_path, R_OK) != 0)
+            snprintf(c->trace_path, sizeof c->trace_path, "%s/%s", KVSIM_SOURCE_DIR,
+                     DEFAULT_TRACE);
+#endif
+    }
+    return trace_load(c->trace_path, tr, err);
+}
+
+int job_prepare(job_opts *o, model_spec *m, gpu_spec *g, trace *tr, kvs_err *err)
+{
+    run_config *c = &o->cfg;
+    int rc;
+    memset(tr, 0, sizeof *tr);
+    if ((rc = model_lookup(c->model, m, err)) || (rc = gpu_lookup(c->gpu, g, err)) ||
+        (rc = model_check_tp(m, c->tp, err)))
+        return rc;
+    if (c->trace_path[0] && c->synthetic[0])
+        return kvs_errf(err, KVS_EINVAL, "--trace and --synthetic: give one workload, not both");
+    if ((rc = fail_static_preempt(o, err)) || (rc = load_workload(c, tr, err)))
+        return rc;
+    if (c->rate_scale != 1.0)
+        trace_scale_rate(tr, c->rate_scale);
+    if ((rc = run_config_resolve(c, m, g, err)) ||
+        (rc = sched_config_check(&c->sched, tr->n, err))) {
+        trace_free(tr);
+        return rc;
+    }
+    if (c->sched.policy == SCHED_POLICY_PRIORITY && !tr->has_priority) {
+        trace_free(tr);
+        return kvs_errf(err, KVS_EINVAL,
+                        "--policy priority: %s has no priorities (give the native CSV a "
+                        "priority column, or the synthetic spec priorities=P:SHARE/...)",
+                        c->synthetic[0] ? "the synthetic workload" : c->trace_path);
+    }
+    return KVS_OK;
+}
+
+int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kvs_err *err)
+{
+    model_spec m;
+    gpu_spec g;
+    trace tr;
+    int rc = job_prepare(o, &m, &g, &tr, err);
+    if (rc)
+        return rc;
+    cost_model cost = {0};
+    run_result res = {0};
+    kvs_err e;
+    if ((rc = job_cost_select(&o->cfg, &m, &g, st, o->force_profile, &cost, &e))) {
+        kvs_errf(err, rc, "--cost: %s", e.msg);
+        goto done;
+    }
+    if ((rc = run_execute(&o->cfg, &tr, &cost, &res, &e))) {
+        kvs_err e2;
+        int64_t failed_id = 0;
+        if (store_write_failed_run(st, &o->cfg, &tr, e.msg, res.started_at, res.wall_s,
+                                   &failed_id, &e2) == 0)
+            kvs_errf(err, rc, "%s (recorded as failed run %lld)", e.msg, (long long)failed_id);
+        else
+            kvs_errf(err, rc, "%s", e.msg);
+        goto done;
+    }
+    if ((rc = store_write_run(st, &o->cfg, &res, run_id, &e))) {
+        kvs_errf(err, rc, "--db: %s", e.msg);
+        goto done;
+    }
+    if (res_out) {
+        *res_out = res;
+        res_out->tr = NULL; /* the trace is freed below */
+        memset(&res, 0, sizeof res);
+    }
+done:
+    run_result_free(&res);
+    if (cost.vt)
+        cost_model_free(&cost);
+    trace_free(&tr);
+    return rc;
+}
+
+int job_read_run(store *st, int64_t run_id, job_run_info *out, kvs_err *err)
+{
+    return store_read_run(st, run_id, out, err);
+}
