@@ -31,7 +31,6 @@
 #include "../models/model.h"
 #include "../sim/run.h"
 #include "../store/store.h"
-#include "../store/store_read.h"
 #include "../traces/trace.h"
 
 /* ------------------------------------------------------------ run flags */
@@ -138,7 +137,7 @@ int job_cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, sto
 int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res, kvs_err *err);
 
 /* A stored run read back: the `runs` row's status, config and summary
- * (store/store_read.h's store_run_row). */
+ * (store/store.h's store_run_row). */
 typedef store_run_row job_run_info;
 
 /* Read run `run_id` from st: its configuration and summary (not the

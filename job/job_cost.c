@@ -1,6 +1,5 @@
 /* job_cost.c — the cost model named by --cost (see job.h), including
- * calibrated profiles that live in the store.  Calibrated profiles are
- * validate/'s (cost_calibrated_create), so job/ sits above validate/. */
+ * calibrated profiles that live in the store (store/store_calib.h). */
 #include "job.h"
 
 #include <string.h>

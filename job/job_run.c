@@ -131,5 +131,5 @@ done:
 
 int job_read_run(store *st, int64_t run_id, job_run_info *out, kvs_err *err)
 {
-    return store_read_run(st, run_id, out, err);
+    return store_read_run(store_db(st), run_id, out, err);
 }

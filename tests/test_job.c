@@ -98,7 +98,7 @@ START_TEST(test_execute_and_read)
 
     job_run_info info;
     ck_assert_msg(job_read_run(st, id, &info, &err) == KVS_OK, "%s", err.msg);
-    ck_assert_int_eq(info.finished, 1);
+    ck_assert_str_eq(info.status, "finished");
     ck_assert_str_eq(info.cfg.model, "llama-7b");
     ck_assert_str_eq(info.cfg.label, "test_job");
     ck_assert_str_eq(info.cfg.synthetic, o.cfg.synthetic);
