@@ -3,7 +3,10 @@
 #include "run_opts.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "../sim/run_fields.h"
 
 static void print_dist(FILE *f, const char *name, const run_dist *d)
 {
@@ -24,9 +27,16 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
             (long long)c->tp, c->synthetic[0] ? c->synthetic : c->trace_path);
     if (c->rate_scale != 1.0)
         fprintf(f, " at rate x%g", c->rate_scale);
-    fprintf(f, "\n  engine           %s batching, %s, %s KV, %s preemption; cost %s\n",
-            sched_batching_name(k->batching), sched_policy_name(k->policy),
-            sched_alloc_name(k->alloc), sched_preempt_name(k->preemption), c->cost);
+    if (k->engine == SCHED_ENGINE_VLLM_V1)
+        fprintf(f, "\n  engine           vllm-v1: %s, chunked prefill %s, prefix caching %s%s; "
+                   "cost %s\n",
+                sched_policy_name(k->policy), k->chunked_prefill ? "on" : "off",
+                k->prefix_caching ? "on" : "off",
+                k->long_prefill_threshold ? ", long-prefill threshold set" : "", c->cost);
+    else
+        fprintf(f, "\n  engine           vllm-v0: %s batching, %s, %s KV, %s preemption; cost %s\n",
+                sched_batching_name(k->batching), sched_policy_name(k->policy),
+                sched_alloc_name(k->alloc), sched_preempt_name(k->preemption), c->cost);
     fprintf(f, "  KV cache         %lld blocks x %lld tokens; max-seqs %lld, "
                "max-batched-tokens %lld, max-model-len %lld\n",
             (long long)k->total_blocks, (long long)k->block_size, (long long)k->max_seqs,
@@ -79,54 +89,18 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
     fprintf(f, "run_id %lld\n", (long long)run_id);
 }
 
-static void json_num(FILE *f, const char *k, double v, int last)
-{
-    if (isnan(v) || isinf(v))
-        fprintf(f, "\"%s\": null%s", k, last ? "" : ", ");
-    else
-        fprintf(f, "\"%s\": %.17g%s", k, v, last ? "" : ", ");
-}
-
+/* The JSON summary: run_id, every JSON field of the run_fields table
+ * (sim/run_fields.h) that applies to the run, and the wall time. */
 void run_opts_print_json(FILE *f, const run_config *c, const run_result *res, int64_t run_id)
 {
-    const run_summary *s = &res->sum;
-    fprintf(f, "{\"run_id\": %lld, \"n_requests\": %lld, \"n_finished\": %lld, "
-               "\"n_rejected\": %lld, ",
-            (long long)run_id, (long long)s->n_requests, (long long)s->n_finished,
-            (long long)s->n_rejected);
-    const struct { const char *name; const run_dist *d; } ds[] = {
-        {"ttft", &s->ttft}, {"tpot", &s->tpot}, {"e2e", &s->e2e}, {"norm_latency", &s->norm_latency}};
-    char key[64];
-    for (size_t i = 0; i < 4; i++) {
-        snprintf(key, sizeof key, "%s_p50_s", ds[i].name);
-        json_num(f, key, ds[i].d->p50, 0);
-        snprintf(key, sizeof key, "%s_p90_s", ds[i].name);
-        json_num(f, key, ds[i].d->p90, 0);
-        snprintf(key, sizeof key, "%s_p99_s", ds[i].name);
-        json_num(f, key, ds[i].d->p99, 0);
-        snprintf(key, sizeof key, "%s_mean_s", ds[i].name);
-        json_num(f, key, ds[i].d->mean, 0);
-    }
-    json_num(f, "throughput_tok_s", s->throughput_tok_s, 0);
-    json_num(f, "throughput_req_s", s->throughput_req_s, 0);
-    fprintf(f, "\"preemptions\": %lld, \"peak_kv_blocks\": %lld, \"kv_blocks\": %lld, ",
-            (long long)s->preemptions, (long long)s->peak_kv_blocks, (long long)s->total_kv_blocks);
-    json_num(f, "mean_kv_blocks", s->mean_kv_blocks, 0);
-    json_num(f, "mean_batch", s->mean_batch, 0);
-    json_num(f, "makespan_s", s->makespan_s, 0);
-    fprintf(f, "\"n_steps\": %lld, ", (long long)s->n_steps);
-    json_num(f, "slo_attainment", s->slo_attainment, 0);
-    json_num(f, "goodput_req_s", s->goodput_req_s, 0);
-    if (c->sched.chunked_prefill)
-        fprintf(f, "\"prefill_chunks\": %lld, ", (long long)s->prefill_chunks);
-    if (c->sched.prefix_caching) {
-        json_num(f, "prefix_hit_rate", s->prefix_hit_rate, 0);
-        json_num(f, "prefix_block_hit_rate", s->prefix_block_hit_rate, 0);
-        fprintf(f, "\"prefix_hit_tokens\": %lld, \"prefix_saved_tokens\": %lld, "
-                   "\"prefix_evictions\": %lld, ",
-                (long long)s->prefix_hit_tokens, (long long)s->prefix_saved_tokens,
-                (long long)s->prefix_evictions);
-    }
-    json_num(f, "wall_s", res->wall_s, 1);
-    fprintf(f, "}\n");
+    size_t need = run_fields_json(c, &res->sum, NULL, 0);
+    char *body = malloc(need + 1);
+    if (body)
+        run_fields_json(c, &res->sum, body, need + 1);
+    fprintf(f, "{\"run_id\": %lld, %s", (long long)run_id, body ? body : "");
+    if (isfinite(res->wall_s))
+        fprintf(f, "\"wall_s\": %.17g}\n", res->wall_s);
+    else
+        fprintf(f, "\"wall_s\": null}\n");
+    free(body);
 }

@@ -37,6 +37,8 @@
 
 /* The flags of one run: the simulated configuration plus where and how the
  * result goes. */
+#define JOB_MAX_PARAMS 64 /* size of job_opts.given; the table is shorter */
+
 typedef struct job_opts {
     run_config cfg;      /* filled from flags and defaults */
     char db[1024];       /* --db: SQLite results database path */
@@ -45,6 +47,9 @@ typedef struct job_opts {
     int force_profile;   /* --force-profile: 1 = accept a profile of another GPU/model */
     int batching_set;    /* 1 when --batching was given (not the default) */
     int alloc_set;       /* 1 when --alloc was given */
+    unsigned char given[JOB_MAX_PARAMS]; /* [param index] 1 = set by name (flag,
+                                            grid, variant); the engine profile
+                                            fills the others */
 } job_opts;
 
 /* How a parameter's value is read. */
@@ -55,7 +60,8 @@ typedef enum job_param_kind {
     JOB_PARAM_F64 = 3,    /* a strict finite number within [lo, hi] */
     JOB_PARAM_ENUM = 4,   /* one of a fixed set of names */
     JOB_PARAM_SWITCH = 5, /* no value: sets a flag to 1 */
-    JOB_PARAM_SLO = 6     /* ttft=S,tpot=S,e2e=S */
+    JOB_PARAM_SLO = 6,    /* ttft=S,tpot=S,e2e=S */
+    JOB_PARAM_OFF = 7     /* no value: sets a flag to 0 (--no-prefix-caching) */
 } job_param_kind;
 
 /* One run parameter (the table is static, see job_param_at). */
@@ -89,6 +95,39 @@ const job_param *job_param_by_id(int id);
  * for switches).  Errors (KVS_EINVAL) name the flag as "--name: ...";
  * an unknown name gives "--NAME: not a run flag".  Cost: O(table + value). */
 int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err);
+
+/* The switch that undoes switch `name` ("no-prefix-caching" for
+ * "prefix-caching" and back), or NULL. */
+const char *job_param_negation(const char *name);
+/* 1 if parameter `name` was set on o by name. */
+int job_param_given(const job_opts *o, const char *name);
+
+/* An engine profile: which scheduler rules a run follows (sched_engine)
+ * and the defaults a real deployment of that engine has.  Chosen with
+ * --engine NAME (job/job_engine.c; one line each in its table):
+ *   vllm-v1  (the default) vLLM's V1 scheduler, docs/semantics-v1.md, with
+ *            vLLM 0.11.0's defaults: chunked prefill and prefix caching on;
+ *            token budget 8192 and 1024 sequences on a GPU of >= 70 GiB
+ *            that is not an A100, else 2048 and 256; with chunked prefill
+ *            off the budget is max-model-len.
+ *   vllm-v0  vLLM's V0 engine as docs/semantics.md, with its defaults.
+ * Every flag given overrides the profile; a flag the profile lacks
+ * (--watermark, --swap-gib under vllm-v1; --segment-tokens under vllm-v0)
+ * is an error naming the flag and the profile. */
+typedef struct job_engine {
+    const char *name;     /* --engine value, e.g. "vllm-v1" */
+    sched_engine engine;  /* the scheduler rules */
+    const char *doc;      /* one line for --help and kvsim run's summary */
+    /* Required: fill the defaults o's flags left open for model m on GPU g
+     * (before run_config_resolve); refuse flags the profile lacks. */
+    int (*apply)(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_err *err);
+} job_engine;
+
+size_t job_engine_count(void);
+const job_engine *job_engine_at(size_t i);            /* NULL past the end */
+const job_engine *job_engine_of(sched_engine e);      /* NULL if none */
+/* Apply o's engine profile (o->cfg.sched.engine).  Cost: O(1). */
+int job_engine_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_err *err);
 
 /* Parse argv (argv[0] = the subcommand) with getopt_long over the run
  * flags only into o; errors as job_param_set, or "unknown flag or missing

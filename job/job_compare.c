@@ -6,18 +6,31 @@
 
 #include <sqlite3.h>
 
-static const job_variant default_variants[] = {
+/* The default sets, per the base's engine profile; a set's priority
+ * variant is its last (it needs a workload with priorities). */
+static const job_variant v0_variants[] = {
     {"continuous", ""},
     {"static", "batching=static"},
     {"reserved", "alloc=reserved"},
     {"priority", "policy=priority,priority-preemption"},
 };
+static const job_variant v1_variants[] = {
+    {"vllm-v1", ""},
+    {"no-chunked-prefill", "no-chunked-prefill"},
+    {"vllm-v0", "engine=vllm-v0"},
+    {"vllm-v0-static", "engine=vllm-v0,batching=static"},
+    {"priority", "policy=priority"},
+};
 
 /* Added to the default set when the workload has prompt prefix hashes (a
- * Mooncake .jsonl trace, or --synthetic with system_prompt= or turns=). */
-static const job_variant prefix_variants[] = {
+ * Mooncake .jsonl trace, a CSV hash_ids column, or --synthetic with
+ * system_prompt= or turns=). */
+static const job_variant v0_prefix_variants[] = {
     {"prefix-cache", "prefix-caching"},
     {"lpm", "policy=lpm,prefix-caching"},
+};
+static const job_variant v1_prefix_variants[] = {
+    {"no-prefix-cache", "no-prefix-caching"},
 };
 
 /* What the base workload carries: prompt prefix hashes, priorities.
@@ -45,16 +58,22 @@ static void workload_features(const job_opts *o, int *prefixes, int *priorities)
 
 int job_compare_defaults(const job_opts *base, job_variant *vs, int *n, int *no_priorities)
 {
-    int nv = (int)(sizeof default_variants / sizeof default_variants[0]);
-    memcpy(vs, default_variants, sizeof default_variants);
+    int v1 = base->cfg.sched.engine == SCHED_ENGINE_VLLM_V1;
+    const job_variant *set = v1 ? v1_variants : v0_variants;
+    const job_variant *pfx = v1 ? v1_prefix_variants : v0_prefix_variants;
+    int nv = v1 ? (int)(sizeof v1_variants / sizeof *v1_variants)
+                : (int)(sizeof v0_variants / sizeof *v0_variants);
+    int np = v1 ? (int)(sizeof v1_prefix_variants / sizeof *v1_prefix_variants)
+                : (int)(sizeof v0_prefix_variants / sizeof *v0_prefix_variants);
+    memcpy(vs, set, (size_t)nv * sizeof *vs);
     int has_prefixes = 0, has_priorities = 0;
     workload_features(base, &has_prefixes, &has_priorities);
     *no_priorities = !has_priorities;
     if (!has_priorities)
         nv--; /* the priority variant is last: it needs priorities */
     if (has_prefixes)
-        for (size_t i = 0; i < sizeof prefix_variants / sizeof prefix_variants[0]; i++)
-            vs[nv++] = prefix_variants[i];
+        for (int i = 0; i < np; i++)
+            vs[nv++] = pfx[i];
     *n = nv;
     return KVS_OK;
 }
@@ -75,10 +94,11 @@ int job_variant_apply(job_opts *o, const job_variant *v, kvs_err *err)
         if (!p || !(p->vary & JOB_VARY_VARIANT))
             return kvs_errf(err, KVS_EINVAL, "--variant %s: unknown or disallowed flag '%s'",
                             v->name, tok);
-        if (p->kind != JOB_PARAM_SWITCH && !eq)
+        int sw = p->kind == JOB_PARAM_SWITCH || p->kind == JOB_PARAM_OFF;
+        if (!sw && !eq)
             return kvs_errf(err, KVS_EINVAL, "--variant %s: flag '%s' needs a value", v->name,
                             tok);
-        if (p->kind == JOB_PARAM_SWITCH && eq)
+        if (sw && eq)
             return kvs_errf(err, KVS_EINVAL, "--variant %s: flag '%s' takes no value", v->name,
                             tok);
         int rc = job_param_set(o, p->name, val, &e);

@@ -13,7 +13,8 @@
 enum {
     P_MODEL = 1000, P_GPU, P_TP, P_TRACE, P_SYNTH, P_RATE, P_KVB, P_BLOCK, P_SEQS, P_MBT, P_WM,
     P_MML, P_UTIL, P_COST, P_SEED, P_DB, P_REC, P_LABEL, P_QUIET, P_BATCHING, P_POLICY, P_PPRE,
-    P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX
+    P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX, P_ENGINE,
+    P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG
 };
 
 #define I64MAX40 1099511627776.0 /* 2^40 */
@@ -45,6 +46,10 @@ static const job_param params[] = {
      "fraction of GPU memory kvsim may use (default 0.9)", JOB_VARY_ALL},
     {"kv-blocks", P_KVB, JOB_PARAM_I64, 1, I64MAX40, "hardware and model", "N",
      "KV blocks per GPU, replacing the computed capacity", JOB_VARY_ALL},
+    {"engine", P_ENGINE, JOB_PARAM_ENUM, 0, 0, "engine", "NAME",
+     "engine profile: vllm-v1 (default: vLLM's V1 scheduler and" IND
+     "defaults, docs/semantics-v1.md) | vllm-v0 (vLLM's V0 engine," IND
+     "docs/semantics.md); flags given override the profile", JOB_VARY_ALL},
     {"batching", P_BATCHING, JOB_PARAM_ENUM, 0, 0, "engine", "MODE",
      "continuous | static (default continuous)", JOB_VARY_ALL},
     {"policy", P_POLICY, JOB_PARAM_ENUM, 0, 0, "engine", "P",
@@ -63,18 +68,33 @@ static const job_param params[] = {
     {"block-size", P_BLOCK, JOB_PARAM_I64, 1, 1 << 20, "engine", "N",
      "tokens per KV block (default 16)", JOB_VARY_ALL},
     {"max-seqs", P_SEQS, JOB_PARAM_I64, 1, 1 << 30, "engine", "N",
-     "max running requests (default 256)", JOB_VARY_ALL},
+     "max running requests (default: vllm-v1 1024 on a GPU of" IND
+     ">= 70 GiB that is not an A100, else 256; vllm-v0 256)", JOB_VARY_ALL},
     {"max-batched-tokens", P_MBT, JOB_PARAM_I64, 1, I64MAX40, "engine", "N",
-     "token budget per step (default max(2048, max-model-len);" IND
+     "token budget per step (default: vllm-v1 8192 on a GPU of" IND
+     ">= 70 GiB that is not an A100, else 2048, max-model-len" IND
+     "without chunked prefill; vllm-v0 max(2048, max-model-len)," IND
      "2048 with --chunked-prefill)", JOB_VARY_ALL},
     {"chunked-prefill", P_CHUNKED, JOB_PARAM_SWITCH, 0, 0, "engine", NULL,
-     "split prompts into chunks that run beside decodes (default off)", JOB_VARY_ALL},
+     "split prompts into chunks that run beside decodes" IND
+     "(default: on under vllm-v1, off under vllm-v0)", JOB_VARY_ALL},
+    {"no-chunked-prefill", P_NO_CHUNKED, JOB_PARAM_OFF, 0, 0, "engine", NULL,
+     "turn chunked prefill off", JOB_VARY_ALL},
     {"prefix-caching", P_PREFIX, JOB_PARAM_SWITCH, 0, 0, "engine", NULL,
-     "share KV blocks of equal prompt prefixes (needs a trace with" IND
-     "prefix hashes: Mooncake .jsonl, or --synthetic with" IND
-     "system_prompt= or turns=; default off)", JOB_VARY_ALL},
+     "share KV blocks of equal prompt prefixes (a trace with" IND
+     "prefix hashes: Mooncake .jsonl, a CSV hash_ids column, or" IND
+     "--synthetic with system_prompt= or turns=; default: on under" IND
+     "vllm-v1, off under vllm-v0)", JOB_VARY_ALL},
+    {"no-prefix-caching", P_NO_PREFIX, JOB_PARAM_OFF, 0, 0, "engine", NULL,
+     "turn prefix caching off", JOB_VARY_ALL},
+    {"long-prefill-threshold", P_LPT, JOB_PARAM_I64, 0, I64MAX40, "engine", "N",
+     "vllm-v1: at most N tokens of one request per step (0 = off," IND "the default)",
+     JOB_VARY_ALL},
+    {"segment-tokens", P_SEG, JOB_PARAM_I64, 1, 1 << 20, "engine", "N",
+     "vllm-v1: tokens named by one prefix segment id (default 512," IND
+     "the Mooncake segment)", JOB_VARY_ALL},
     {"watermark", P_WM, JOB_PARAM_F64, 0.0, 0.99, "engine", "F",
-     "fraction of KV blocks kept free at admission (default 0.01)", JOB_VARY_ALL},
+     "vllm-v0: fraction of KV blocks kept free at admission" IND "(default 0.01)", JOB_VARY_ALL},
     {"max-model-len", P_MML, JOB_PARAM_I64, 1, I64MAX40, "engine", "N",
      "max prompt + output tokens (default: the model's context)", JOB_VARY_ALL},
     {"cost", P_COST, JOB_PARAM_STR, 0, 0, "engine", "MODEL",
@@ -108,6 +128,23 @@ const job_param *job_param_find(const char *name)
     return NULL;
 }
 
+const char *job_param_negation(const char *name)
+{
+    static const char *const pairs[][2] = {{"chunked-prefill", "no-chunked-prefill"},
+                                           {"prefix-caching", "no-prefix-caching"}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        for (int k = 0; k < 2; k++)
+            if (!strcmp(name, pairs[i][k]))
+                return pairs[i][1 - k];
+    return NULL;
+}
+
+int job_param_given(const job_opts *o, const char *name)
+{
+    const job_param *p = job_param_find(name);
+    return p && o->given[p - params];
+}
+
 const job_param *job_param_by_id(int id)
 {
     for (size_t i = 0; i < N_PARAMS; i++)
@@ -120,6 +157,7 @@ void job_opts_init(job_opts *o)
 {
     memset(o, 0, sizeof *o);
     run_config_defaults(&o->cfg);
+    o->cfg.sched.engine = SCHED_ENGINE_VLLM_V1; /* the default profile (job_engine.c) */
     strcpy(o->db, "kvsim.db");
 }
 
@@ -184,6 +222,8 @@ static int64_t *i64_field(job_opts *o, int id)
     case P_SEQS: return &s->max_seqs;
     case P_MBT: return &s->max_batched_tokens;
     case P_MML: return &s->max_model_len;
+    case P_LPT: return &s->long_prefill_threshold;
+    case P_SEG: return &s->segment_tokens;
     default: return NULL;
     }
 }
@@ -212,6 +252,8 @@ static int *switch_field(job_opts *o, int id)
     case P_CHUNKED: return &c->sched.chunked_prefill;
     case P_PREFIX: return &c->sched.prefix_caching;
     case P_PPRE: return &c->sched.priority_preemption;
+    case P_NO_CHUNKED: return &c->sched.chunked_prefill;
+    case P_NO_PREFIX: return &c->sched.prefix_caching;
     default: return NULL;
     }
 }
@@ -240,6 +282,10 @@ static int set_enum(job_opts *o, const job_param *p, const char *arg, kvs_err *e
         v = s->preemption = sched_preempt_parse(arg);
         choices = "recompute, swap, off";
         break;
+    case P_ENGINE:
+        v = s->engine = sched_engine_parse(arg);
+        choices = "vllm-v1, vllm-v0";
+        break;
     default:
         return kvs_errf(err, KVS_EINTERNAL, "--%s: internal: not an enum", p->name);
     }
@@ -255,7 +301,11 @@ int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err
         return kvs_errf(err, KVS_EINVAL, "--%s: not a run flag", name);
     char flag[64];
     snprintf(flag, sizeof flag, "--%s", p->name);
-    if (!value && p->kind != JOB_PARAM_SWITCH)
+    const char *twin = job_param_negation(p->name);
+    if (twin && job_param_given(o, twin))
+        return kvs_errf(err, KVS_EINVAL, "%s and --%s: give one of them", flag, twin);
+    o->given[p - params] = 1;
+    if (!value && p->kind != JOB_PARAM_SWITCH && p->kind != JOB_PARAM_OFF)
         return kvs_errf(err, KVS_EINVAL, "%s: missing value", flag);
     size_t n;
     char *s;
@@ -279,9 +329,10 @@ int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err
         return str_parse_f64(flag, value, p->lo, p->hi, d, err);
     case JOB_PARAM_ENUM: return set_enum(o, p, value, err);
     case JOB_PARAM_SWITCH:
+    case JOB_PARAM_OFF:
         if (!(sw = switch_field(o, p->id)))
             break;
-        *sw = 1;
+        *sw = p->kind == JOB_PARAM_SWITCH;
         return KVS_OK;
     case JOB_PARAM_SLO: return parse_slo(&o->cfg, value, err);
     }
@@ -321,7 +372,8 @@ const struct option *job_param_options(void)
     if (!opts[0].name)
         for (size_t i = 0; i < N_PARAMS; i++)
             opts[i] = (struct option){params[i].name,
-                                      params[i].kind == JOB_PARAM_SWITCH ? no_argument
+                                      params[i].kind == JOB_PARAM_SWITCH ||
+                                              params[i].kind == JOB_PARAM_OFF ? no_argument
                                                                          : required_argument,
                                       0, params[i].id};
     return opts;

@@ -18,14 +18,16 @@ static int fail_static_preempt(const job_opts *o, kvs_err *err)
 
 int job_check(const job_opts *o, kvs_err *err)
 {
-    run_config c = o->cfg;
+    job_opts oc = *o; /* the profile's defaults land in this copy */
+    run_config c;
     model_spec m;
     gpu_spec g;
     trace_synth_spec spec;
     int rc;
-    if ((rc = model_lookup(c.model, &m, err)) || (rc = gpu_lookup(c.gpu, &g, err)) ||
-        (rc = model_check_tp(&m, c.tp, err)))
+    if ((rc = model_lookup(oc.cfg.model, &m, err)) || (rc = gpu_lookup(oc.cfg.gpu, &g, err)) ||
+        (rc = model_check_tp(&m, oc.cfg.tp, err)) || (rc = job_engine_apply(&oc, &m, &g, err)))
         return rc;
+    c = oc.cfg;
     if (c.trace_path[0] && c.synthetic[0])
         return kvs_errf(err, KVS_EINVAL, "--trace and --synthetic: give one workload");
     if (c.synthetic[0] && (rc = trace_synth_parse(c.synthetic, &spec, err)))
@@ -34,7 +36,9 @@ int job_check(const job_opts *o, kvs_err *err)
         return kvs_errf(err, KVS_EIO, "--trace %s: cannot read it", c.trace_path);
     if ((rc = fail_static_preempt(o, err)))
         return rc;
-    return run_config_resolve(&c, &m, &g, err);
+    if ((rc = run_config_resolve(&c, &m, &g, err)))
+        return rc;
+    return sched_config_check(&c.sched, 1, err);
 }
 
 /* Load the trace file (the default one when none is named) or generate the
@@ -64,7 +68,7 @@ int job_prepare(job_opts *o, model_spec *m, gpu_spec *g, trace *tr, kvs_err *err
     int rc;
     memset(tr, 0, sizeof *tr);
     if ((rc = model_lookup(c->model, m, err)) || (rc = gpu_lookup(c->gpu, g, err)) ||
-        (rc = model_check_tp(m, c->tp, err)))
+        (rc = model_check_tp(m, c->tp, err)) || (rc = job_engine_apply(o, m, g, err)))
         return rc;
     if (c->trace_path[0] && c->synthetic[0])
         return kvs_errf(err, KVS_EINVAL, "--trace and --synthetic: give one workload, not both");

@@ -88,9 +88,14 @@ static int apply_axis(const sweep_axis *a, const char *v, int pass, job_opts *o,
     if (pass == 0 && a->kind == SWEEP_KEY_FLAG) {
         rc = job_param_set(o, jp->name, v, &e);
     } else if (pass == 0 && a->kind == SWEEP_KEY_SWITCH) {
-        /* off: the base does not give the switch (the CLI's setup checks) */
+        /* off: the switch's negation where it has one (a profile may turn
+         * it on by default), else the base does not give it (the CLI's
+         * setup checks) */
+        const char *neg = job_param_negation(jp->name);
         if (!strcmp(v, "on"))
             rc = job_param_set(o, jp->name, NULL, &e);
+        else if (neg)
+            rc = job_param_set(o, neg, NULL, &e);
     } else if (pass == 1 && a->kind == SWEEP_KEY_SYNTH) {
         if (!o->cfg.synthetic[0])
             return kvs_errf(err, KVS_EINVAL,

@@ -53,20 +53,21 @@ if [ -z "$db" ]; then
   : > "$log"
   say() { echo "notebooks.sh: $*" >&2; }
   say "building $db (log: $log)"
+  # static vs continuous batching is the V0 engine's comparison
   "$kvsim" compare --db "$db" --trace traces/azure_llm_2023_conv.csv --model llama-3-8b \
-    --variant continuous: --variant static:batching=static --quiet >> "$log"
+    --engine vllm-v0 --variant continuous: --variant static:batching=static --quiet >> "$log"
   syn='arrival=poisson,rate=1,n=600,lengths=traces/lengths_sharegpt_8k_llama2tok.csv,priorities=0:0.2/1:0.8'
-  "$kvsim" sweep --db "$db" --model llama-2-7b --synthetic "$syn" --seed 1 \
+  "$kvsim" sweep --db "$db" --model llama-2-7b --synthetic "$syn" --seed 1 --engine vllm-v0 \
     --grid 'batching=continuous,static' --grid 'policy=fcfs,priority' \
     --grid 'rate=0.5,1,2,3,4,5,6,7,8,10' -j 2 --quiet --no-progress >> "$log"
   "$kvsim" capacity --search rate --slo ttft_p99=1,tpot_p99=0.08 --policies fcfs,priority \
-    --db "$db" --model llama-2-7b --synthetic "$syn" --seed 1 --quiet >> "$log" 2>&1
+    --db "$db" --model llama-2-7b --synthetic "$syn" --seed 1 --engine vllm-v0 --quiet >> "$log" 2>&1
   # calibration and validation on the CPU kernels, when this build has them
   if [ $calibrate = 0 ]; then
     say "note: --no-calibrate: the calibration and validation notebooks show a note"
   elif "$kvsim" calibrate --device cpu --model models/tiny.conf --db "$db" --quiet >> "$log" 2>&1; then
     pid=$(sqlite3 "$db" "select max(profile_id) from profiles")
-    rid=$("$kvsim" run --db "$db" --model models/tiny.conf --cost "calibrated:$pid" --force-profile \
+    rid=$("$kvsim" run --engine vllm-v0 --db "$db" --model models/tiny.conf --cost "calibrated:$pid" --force-profile \
             --kv-blocks 256 --record-steps --quiet \
             --synthetic 'rate=50,n=32,prompt=uniform:8:128,output=uniform:4:32' 2>> "$log")
     "$kvsim" validate --run "$rid" --device cpu --db "$db" --max-steps 32 --quiet >> "$log" 2>&1 ||

@@ -63,15 +63,15 @@ d3=$(q "$DB" "select req_id,arrival_s,prompt_tokens,output_tokens,status,first_t
 # several-fold gains; we assert at least 2x, well inside the ~4x measured.
 for mode in continuous static; do
   "$KVSIM" run --model llama-2-7b --gpu a100-80g --trace traces/azure_llm_2023_conv.csv \
-    --rate-scale 2 --batching $mode --db "$DB" --label classic-$mode --quiet > /dev/null ||
+    --rate-scale 2 --engine vllm-v0 --batching $mode --db "$DB" --label classic-$mode --quiet > /dev/null ||
     bad "classic $mode run failed"
 done
 ratio=$(q "$DB" "select (select throughput_tok_s from runs where label='classic-continuous') / (select throughput_tok_s from runs where label='classic-static')")
 awk -v r="$ratio" 'BEGIN { exit !(r >= 2.0) }' && ok || bad "continuous/static throughput ratio $ratio < 2"
 
-# --- compare: four variants under one compare_id
+# --- compare under the V0 profile: four variants under one compare_id
 "$KVSIM" compare --synthetic 'arrival=poisson,rate=30,n=300,prompt=uniform:16:500,output=uniform:1:200,priorities=0:0.3/1:0.7' \
-  --model llama-2-7b --db "$DB" > "$T/cmp.txt" 2>/dev/null && ok || bad "compare failed"
+  --model llama-2-7b --engine vllm-v0 --db "$DB" > "$T/cmp.txt" 2>/dev/null && ok || bad "compare failed"
 c=$(q "$DB" "select count(*) || ' ' || count(distinct batching||alloc||policy) from runs where compare_id = (select max(compare_id) from runs)")
 [ "$c" = "4 4" ] && ok || bad "compare stored '$c', want 4 distinct runs"
 grep -q "^static " "$T/cmp.txt" && ok || bad "compare table lacks the static row"
@@ -80,9 +80,16 @@ c=$(q "$DB" "select count(*) || ' ' || sum(n_requests) from class_metrics where 
 [ "$c" = "2 300" ] && ok || bad "class_metrics of the priority run: '$c'"
 # without priorities the priority variant is left out, with a note
 "$KVSIM" compare --synthetic 'arrival=poisson,rate=30,n=100,prompt=64,output=8' \
-  --model llama-2-7b --db "$DB" > /dev/null 2> "$T/cmp.err" && ok || bad "compare without priorities failed"
+  --model llama-2-7b --engine vllm-v0 --db "$DB" > /dev/null 2> "$T/cmp.err" && ok || bad "compare without priorities failed"
 c=$(q "$DB" "select count(*) from runs where compare_id = (select max(compare_id) from runs)")
 [ "$c" = 3 ] && ok || bad "compare without priorities stored $c runs, want 3"
+# --- compare under the default profile (vllm-v1): V1 with and without
+# chunked prefill, V0 continuous and static, and priority
+"$KVSIM" compare --synthetic 'arrival=poisson,rate=30,n=200,prompt=uniform:16:500,output=uniform:1:100,priorities=0:0.3/1:0.7' \
+  --model llama-2-7b --db "$DB" > "$T/cmp1.txt" 2>/dev/null && ok || bad "compare (vllm-v1) failed"
+c=$(q "$DB" "select group_concat(engine || '/' || batching || '/' || chunked_prefill || '/' || policy, ' ') from (select * from runs where compare_id = (select max(compare_id) from runs) order by run_id)")
+[ "$c" = "vllm-v1/continuous/1/fcfs vllm-v1/continuous/0/fcfs vllm-v0/continuous/0/fcfs vllm-v0/static/0/fcfs vllm-v1/continuous/1/priority" ] &&
+  ok || bad "compare (vllm-v1) stored '$c'"
 grep -q "no priorities" "$T/cmp.err" && ok || bad "compare did not say why priority was left out"
 
 # --- bad input: one line, exit 2, nothing stored
@@ -122,7 +129,14 @@ expect_err bad-enum "--batching" --batching eager
 expect_err both-workloads "--synthetic" --trace traces/azure_llm_2023_conv.csv --synthetic n=1,rate=1
 expect_err bad-cost "--cost" --cost affine:1,2
 expect_err bad-slo "--slo" --slo ttfb=2
-expect_err static-swap "--preemption swap" --batching static --preemption swap
+expect_err static-swap "--preemption swap" --engine vllm-v0 --batching static --preemption swap
+expect_err v1-watermark "--watermark: not available under --engine vllm-v1" --watermark 0.05
+expect_err v1-swap "--preemption swap: not available under --engine vllm-v1" --preemption swap
+expect_err v1-static "--batching static: not available under --engine vllm-v1" --batching static
+expect_err v1-lpm "--policy lpm: not available under --engine vllm-v1" --policy lpm
+expect_err v0-segments "--segment-tokens: not available under --engine vllm-v0" --engine vllm-v0 --segment-tokens 64
+expect_err bad-engine "--engine: unknown value 'vllm-v2'" --engine vllm-v2
+expect_err both-prefix "give one of them" --prefix-caching --no-prefix-caching
 expect_err timeout-continuous "--batch-timeout" --batch-timeout 2
 expect_err prio-needs-policy "--priority-preemption" --priority-preemption
 expect_err prio-missing "has no priorities" --policy priority --trace traces/azure_llm_2023_conv.csv

@@ -23,7 +23,8 @@ q() { sqlite3 "$1" "$2" 2>> "$T/sqlerr"; }
 
 # ------------------------------------------------ 1. -j 2 == one by one
 S1='arrival=poisson,rate=RATE,n=300,prompt=uniform:32:600,output=uniform:1:200,priorities=0:0.5/1:0.5'
-base=(--model llama-2-7b --gpu a100-80g --synthetic "${S1/RATE/10}" --seed 3)
+# static batching is a V0 mode: the grids below run the vllm-v0 profile
+base=(--engine vllm-v0 --model llama-2-7b --gpu a100-80g --synthetic "${S1/RATE/10}" --seed 3)
 "$KVSIM" sweep "${base[@]}" --db "$T/sweep.db" -j 2 --quiet \
   --grid 'max-seqs=8,64,256' --grid 'batching=static,continuous' --grid 'rate=5,40' \
   --grid 'policy=fcfs,priority' > "$T/id.txt" 2> "$T/err.txt"
@@ -44,7 +45,7 @@ k=$(q "$T/sweep.db" "select point_key from sweep_points where sweep_id=1 and poi
 
 i=0
 for ms in 8 64 256; do for b in static continuous; do for r in 5 40; do for p in fcfs priority; do
-  "$KVSIM" run --model llama-2-7b --gpu a100-80g --synthetic "${S1/RATE/$r}" --seed 3 \
+  "$KVSIM" run --engine vllm-v0 --model llama-2-7b --gpu a100-80g --synthetic "${S1/RATE/$r}" --seed 3 \
     --max-seqs $ms --batching $b --policy $p --db "$T/one.db" --label "p$i" --quiet > /dev/null ||
     bad "kvsim run of point $i failed"
   i=$((i + 1))
@@ -83,7 +84,7 @@ synthetic=arrival=poisson,rate=5,n=50,prompt=64,output=8,priorities=0:0.5/1:0.5|
   seed=1,2      # trailing comment
 priority-preemption=off,on
 EOF
-"$KVSIM" sweep --db "$T/file.db" --model llama-2-7b --policy priority --grid-file "$T/ok.grid" \
+"$KVSIM" sweep --db "$T/file.db" --engine vllm-v0 --model llama-2-7b --policy priority --grid-file "$T/ok.grid" \
   --quiet > /dev/null 2> "$T/err.txt" && ok || bad "grid file sweep: $(cat "$T/err.txt")"
 r=$(q "$T/file.db" "select group_concat(substr(synthetic, 9, 7) || ':' || seed || ':' || priority_preemption, ' ')
                       from (select r.* from sweep_points sp join runs r using (run_id) order by point_index)")
@@ -95,7 +96,7 @@ g=$(q "$T/file.db" "select grid from sweeps")
 
 # ------------------------------------------------ 2. SIGKILL midway, --resume
 S2='arrival=poisson,rate=30,n=8000,prompt=uniform:64:512,output=uniform:16:256'
-grid2=(--grid 'max-seqs=16,64,256' --grid 'batching=static,continuous' --grid 'seed=1,2,3,4,5,6,7,8')
+grid2=(--engine vllm-v0 --grid 'max-seqs=16,64,256' --grid 'batching=static,continuous' --grid 'seed=1,2,3,4,5,6,7,8')
 DB=$T/kill.db
 setsid "$KVSIM" sweep --model llama-2-7b --synthetic "$S2" "${grid2[@]}" --db "$DB" -j 2 \
   --quiet > /dev/null 2> "$T/kill.err" &
@@ -169,7 +170,7 @@ E=$T/bad.db
 expect_fail() { # expect_fail PATTERN ARGS...: exit 2, stderr matches, nothing stored
   local pat=$1
   shift
-  "$KVSIM" sweep --db "$E" --model llama-2-7b --synthetic 'rate=5,n=10,prompt=8,output=8' "$@" \
+  "$KVSIM" sweep --db "$E" --engine vllm-v0 --model llama-2-7b --synthetic 'rate=5,n=10,prompt=8,output=8' "$@" \
     > "$T/o.txt" 2> "$T/e.txt"
   local rc=$?
   [ $rc -eq 2 ] && ok || bad "sweep $* exit $rc, want 2"

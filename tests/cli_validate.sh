@@ -14,7 +14,7 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 q() { sqlite3 "$DB" "$1"; }
 DB=$T/v.db
 SPEC='arrival=poisson,rate=200,n=30,prompt=uniform:8:64,output=uniform:2:12'
-RUN=(run --model models/tiny.conf --synthetic "$SPEC" --seed 3 --block-size 8 --db "$DB" --quiet)
+RUN=(run --engine vllm-v0 --model models/tiny.conf --synthetic "$SPEC" --seed 3 --block-size 8 --db "$DB" --quiet)
 
 # --- a recorded run that preempts: 12 blocks of 8 tokens for 30 requests
 id=$("$KVSIM" "${RUN[@]}" --kv-blocks 12 --record-steps)
@@ -127,7 +127,7 @@ if "$KVSIM" run --help | grep -q -- --chunked-prefill; then
   [ "$(js '$.checks.kv_ok' "$vid")" = 1 ] && ok || bad "chunked: KV contents differ or unchecked"
 fi
 if "$KVSIM" run --help | grep -q -- --prefix-caching; then
-  pid=$("$KVSIM" run --model models/tiny.conf --block-size 8 --db "$DB" --quiet --kv-blocks 40 \
+  pid=$("$KVSIM" run --engine vllm-v0 --model models/tiny.conf --block-size 8 --db "$DB" --quiet --kv-blocks 40 \
     --synthetic "$SPEC,system_prompt=32" --seed 1 --record-steps --prefix-caching)
   vid=$("$KVSIM" validate --run "$pid" --device cpu --db "$DB" --max-steps 20 --quiet)
   [ -n "$vid" ] && ok || bad "prefix-caching validate failed"

@@ -445,7 +445,9 @@ static void expect_cli_error(const char *flags, const char *needle)
 {
     char cmd[2048], *out = NULL;
     const char *dir = tu_tmpdir();
-    snprintf(cmd, sizeof cmd, "%s run --synthetic 'n=10,rate=1,prompt=10,output=5' --db %s/x.db %s",
+    /* the V0 engine's rules for chunked prefill and prefix caching */
+    snprintf(cmd, sizeof cmd,
+             "%s run --engine vllm-v0 --synthetic 'n=10,rate=1,prompt=10,output=5' --db %s/x.db %s",
              tu_kvsim(), dir, flags);
     int rc = tu_run(cmd, &out);
     ck_assert_msg(rc == 2, "%s: exit %d\n%s", flags, rc, out);

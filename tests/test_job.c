@@ -52,7 +52,9 @@ START_TEST(test_param_tables)
         ck_assert_ptr_nonnull(p);
         ck_assert_int_eq(p->id, opts[n].val);
         ck_assert_int_eq(opts[n].has_arg,
-                         p->kind == JOB_PARAM_SWITCH ? no_argument : required_argument);
+                         p->kind == JOB_PARAM_SWITCH || p->kind == JOB_PARAM_OFF
+                             ? no_argument
+                             : required_argument);
         ck_assert_ptr_eq(job_param_by_id(p->id), p);
     }
     ck_assert_uint_eq(n, job_param_count());

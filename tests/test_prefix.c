@@ -668,7 +668,7 @@ START_TEST(test_cli)
     char cmd[2048], *out = NULL;
     const char *dir = tu_tmpdir();
     snprintf(cmd, sizeof cmd,
-             "%s run --synthetic 'arrival=poisson,rate=5,n=200,prompt=uniform:20:200,"
+             "%s run --engine vllm-v0 --synthetic 'arrival=poisson,rate=5,n=200,prompt=uniform:20:200,"
              "output=uniform:5:50,system_prompt=600,turns=3' --db %s/a.db --prefix-caching "
              "--policy lpm --cost affine:0.01,0.0001,0,0",
              tu_kvsim(), dir);
@@ -684,7 +684,7 @@ START_TEST(test_cli)
     ck_assert_int_eq(tu_run(cmd, &out), 0);
     ck_assert_msg(!strcmp(out, "0,1,lpm,1,1,1,0\n"), "%s", out);
     free(out);
-    snprintf(cmd, sizeof cmd, "%s run --synthetic 'n=10,rate=1,prompt=10,output=5' --db %s/b.db "
+    snprintf(cmd, sizeof cmd, "%s run --engine vllm-v0 --synthetic 'n=10,rate=1,prompt=10,output=5' --db %s/b.db "
              "--policy lpm", tu_kvsim(), dir);
     ck_assert_int_eq(tu_run(cmd, &out), 2);
     ck_assert_msg(strstr(out, "--policy lpm") && strchr(out, '\n') == strrchr(out, '\n'), "%s",
