@@ -15,21 +15,28 @@ typedef struct model_builtin {
     const char *note; /* shown by `kvsim models`; "" if none */
 } model_builtin;
 
+/* Designated fields: the 2026 additions of model_spec stay 0 (LLaMA). */
+#define LLAMA(n, h, l, hd_, kv, d, i, v, ctx, b)                                        \
+    {                                                                                  \
+        .name = n, .hidden = h, .layers = l, .heads = hd_, .kv_heads = kv, .head_dim = d, \
+        .intermediate = i, .vocab = v, .max_ctx = ctx, .dtype_bytes = b                \
+    }
+
 static const model_builtin builtins[] = {
     /* name          hidden layers heads kv  hd   inter  vocab  ctx  dtype */
-    {{"llama-7b", 4096, 32, 32, 32, 128, 11008, 32000, 2048, 2}, ""},
-    {{"llama-13b", 5120, 40, 40, 40, 128, 13824, 32000, 2048, 2}, ""},
-    {{"llama-65b", 8192, 80, 64, 64, 128, 22016, 32000, 2048, 2}, ""},
-    {{"llama-2-7b", 4096, 32, 32, 32, 128, 11008, 32000, 4096, 2}, ""},
-    {{"llama-2-13b", 5120, 40, 40, 40, 128, 13824, 32000, 4096, 2}, ""},
-    {{"llama-2-70b", 8192, 80, 64, 8, 128, 28672, 32000, 4096, 2}, ""},
+    {LLAMA("llama-7b", 4096, 32, 32, 32, 128, 11008, 32000, 2048, 2), ""},
+    {LLAMA("llama-13b", 5120, 40, 40, 40, 128, 13824, 32000, 2048, 2), ""},
+    {LLAMA("llama-65b", 8192, 80, 64, 64, 128, 22016, 32000, 2048, 2), ""},
+    {LLAMA("llama-2-7b", 4096, 32, 32, 32, 128, 11008, 32000, 4096, 2), ""},
+    {LLAMA("llama-2-13b", 5120, 40, 40, 40, 128, 13824, 32000, 4096, 2), ""},
+    {LLAMA("llama-2-70b", 8192, 80, 64, 8, 128, 28672, 32000, 4096, 2), ""},
     /* Llama 3 (Meta-Llama-3-8B / -70B config.json): GQA with 8 KV heads, a
      * 128,256-token vocabulary and an 8,192-token context. */
-    {{"llama-3-8b", 4096, 32, 32, 8, 128, 14336, 128256, 8192, 2}, ""},
-    {{"llama-3-70b", 8192, 80, 64, 8, 128, 28672, 128256, 8192, 2}, ""},
+    {LLAMA("llama-3-8b", 4096, 32, 32, 8, 128, 14336, 128256, 8192, 2), ""},
+    {LLAMA("llama-3-70b", 8192, 80, 64, 8, 128, 28672, 128256, 8192, 2), ""},
     /* Not a released model: llama-7b with a single KV head, to show what
      * multi-query attention saves (32x less KV, slightly fewer weights). */
-    {{"llama-7b-mqa", 4096, 32, 32, 1, 128, 11008, 32000, 2048, 2},
+    {LLAMA("llama-7b-mqa", 4096, 32, 32, 1, 128, 11008, 32000, 2048, 2),
      "hypothetical: llama-7b with 1 KV head (MQA), no released checkpoint"},
 };
 

@@ -240,7 +240,9 @@ START_TEST(test_check_tp)
     /* 12 heads, 6 KV heads: tp 4 divides the heads but 4 neither divides 6
      * nor is a multiple of it; tp 3 (shard 2 each) and tp 12 (replicate
      * each KV head twice) are fine. */
-    model_spec h = {"h12", 768, 2, 12, 6, 64, 3072, 1000, 512, 2};
+    model_spec h = {.name = "h12", .hidden = 768, .layers = 2, .heads = 12, .kv_heads = 6,
+                    .head_dim = 64, .intermediate = 3072, .vocab = 1000, .max_ctx = 512,
+                    .dtype_bytes = 2};
     ck_assert_int_eq(model_check_tp(&h, 4, &err), KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "KV heads"));
     ck_assert_int_eq(model_check_tp(&h, 3, &err), KVS_OK);
@@ -252,7 +254,9 @@ START_TEST(test_check_tp)
     ck_assert_int_eq(model_check_tp(&m, 8, &err), KVS_OK);
     ck_assert_int_eq(model_kv_heads_per_gpu(&m, 8), 1);
     /* The MLP must split evenly: 1000 % 16 != 0. */
-    model_spec odd = {"odd", 1024, 2, 16, 16, 64, 1000, 1000, 512, 2};
+    model_spec odd = {.name = "odd", .hidden = 1024, .layers = 2, .heads = 16, .kv_heads = 16,
+                      .head_dim = 64, .intermediate = 1000, .vocab = 1000, .max_ctx = 512,
+                      .dtype_bytes = 2};
     ck_assert_int_eq(model_check_tp(&odd, 16, &err), KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "MLP"));
 }
