@@ -1,9 +1,15 @@
 /* model.h — model shapes, GPU datasheet figures, and the arithmetic on them:
  * parameter and weight bytes, KV bytes per token, KV capacity in blocks,
- * FLOPs and bytes of each operation of a LLaMA decoder layer.
+ * FLOPs and bytes of each operation of a decoder layer.  Beside the LLaMA
+ * shapes it knows (since 2026) Hugging Face config.json imports, separate
+ * weight and KV-cache precisions with quantization overheads, mixtures of
+ * experts, DeepSeek's MLA, sliding-window layers, OPT's LayerNorm and plain
+ * MLP, expert and context parallelism, and GPU peaks per precision
+ * (docs/models.md gives every rule, formula and figure source).
  *
- * Pure data and arithmetic: no I/O except model_lookup reading a model config
- * file when given a path.  Every size is int64_t bytes or tokens.
+ * Pure data and arithmetic: no I/O except model_lookup and gpu_lookup
+ * reading a config file when given a path or a shipped alias.  Every size
+ * is int64_t bytes or tokens.
  *
  * Conventions (docs/cost-models.md explains each rule and its source):
  * - Tensor parallelism (tp) shards query heads, the MLP inner width and the
