@@ -443,6 +443,26 @@ const char *model_attn_kind(const model_spec *m)
     return m->kv_heads == 1 ? "mqa" : "gqa";
 }
 
+int64_t model_kv_request_block_bytes(const model_spec *m, const model_par *p, int64_t ctx,
+                                     int64_t block_size)
+{
+    int64_t tp = p && p->tp > 1 ? p->tp : 1, cp = p && p->cp > 1 ? p->cp : 1;
+    if (ctx <= 0 || block_size < 1)
+        return 0;
+    model_kv_groups g;
+    model_kv_layer_groups(m, tp, &g);
+    int64_t wctx = ctx < g.window ? ctx : g.window;
+    int64_t full_blocks = ceil_div(ceil_div(ctx, cp), block_size);
+    int64_t win_blocks = g.window_layers ? ceil_div(ceil_div(wctx, cp), block_size) : 0;
+    return sat_add(sat_mul(sat_mul(g.full_bytes_per_token, block_size), full_blocks),
+                   sat_mul(sat_mul(g.window_bytes_per_token, block_size), win_blocks));
+}
+
+int64_t model_context_limit(const model_spec *m)
+{
+    return m->max_ctx_scaled > m->max_ctx ? m->max_ctx_scaled : m->max_ctx;
+}
+
 int model_check_par(const model_spec *m, const model_par *p, kvs_err *err)
 {
     int rc = model_check_tp(m, p->tp, err);

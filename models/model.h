@@ -348,6 +348,19 @@ void model_kv_layer_groups(const model_spec *m, int64_t tp, model_kv_groups *g);
  * Saturates at INT64_MAX.  Cost: O(1). */
 int64_t model_kv_request_bytes(const model_spec *m, const model_par *p, int64_t ctx);
 
+/* Paged KV bytes one GPU holds for a request of ctx tokens: each layer group
+ * pages its own blocks of block_size tokens (vLLM's hybrid allocator):
+ *   full_bytes_per_token * block_size * ceil(ceil(ctx/cp) / block_size)
+ *   + window_bytes_per_token * block_size
+ *     * ceil(ceil(min(ctx, window)/cp) / block_size).
+ * block_size >= 1.  Saturates at INT64_MAX.  Cost: O(1). */
+int64_t model_kv_request_block_bytes(const model_spec *m, const model_par *p, int64_t ctx,
+                                     int64_t block_size);
+/* The longest context the model takes: max_ctx_scaled when rope scaling
+ * allows more than max_position_embeddings, else max_ctx (the rule for
+ * --max-model-len).  Cost: O(1). */
+int64_t model_context_limit(const model_spec *m);
+
 /* Whether the model's weights and activation reserve fit on one GPU of g
  * under p at mem_util, and by how much they do not. */
 typedef struct model_fit {

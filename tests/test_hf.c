@@ -202,6 +202,20 @@ START_TEST(test_kv_formulas)
         ck_assert_int_eq(model_kv_request_bytes(&m, &p, ctx),
                          full * 2500 + (k->window ? win * ((wctx + 3) / 4) : win * 2500));
     }
+    /* Paged per group: Gemma-2, 10,000 tokens in blocks of 16: 625 blocks
+     * of the full layers (172,032 B/token), 256 of the window layers. */
+    model_spec g2 = M("gemma-2-9b");
+    model_par p1 = {1, 1, 1};
+    ck_assert_int_eq(model_kv_request_block_bytes(&g2, &p1, 10000, 16),
+                     172032LL * 16 * 625 + 172032LL * 16 * 256);
+    /* 10,001 tokens: one more full-layer block, the window stays 256 */
+    ck_assert_int_eq(model_kv_request_block_bytes(&g2, &p1, 10001, 16),
+                     172032LL * 16 * 626 + 172032LL * 16 * 256);
+    model_spec l1 = M("llama-3-8b");
+    ck_assert_int_eq(model_kv_request_block_bytes(&l1, &p1, 100, 16), 131072LL * 16 * 7);
+    /* the context limit: rope scaling may raise it */
+    ck_assert_int_eq(model_context_limit(&l1), 8192);
+    ck_assert_int_eq(model_context_limit(&g2), 8192);
     /* MLA is held whole on every TP rank; GQA splits by KV head. */
     model_spec d = M("deepseek-v3");
     ck_assert_int_eq(model_kv_bytes_per_token(&d, 8), 61 * 576 * 2);
@@ -425,6 +439,7 @@ START_TEST(test_shapes_read)
     m = M(p);
     ck_assert_int_eq(m.max_ctx, 40960);
     ck_assert_int_eq(m.max_ctx_scaled, 131072);
+    ck_assert_int_eq(model_context_limit(&m), 131072);
     ck_assert_str_eq(m.name, "qwen-yarn");
     free(p);
     /* Qwen2 sliding window over the layers past max_window_layers */
