@@ -142,6 +142,12 @@ size_t cost_roofline_consts_show(const cost_roofline_consts *k,
 int cost_roofline_create_with(const model_spec *m, const gpu_spec *g, int64_t tp,
                               const cost_roofline_consts *k, cost_model *out,
                               kvs_err *err);
+/* As cost_roofline_create_with under tensor, expert and context
+ * parallelism p (model_check_par; model.h, model_op_cost_par, says what
+ * ep and cp change).  p = {tp, 1, 1} is cost_roofline_create_with. */
+int cost_roofline_create_par(const model_spec *m, const gpu_spec *g, const model_par *p,
+                             const cost_roofline_consts *k, cost_model *out,
+                             kvs_err *err);
 /* Seconds each op of the step takes, summed over its repeats, as the
  * compute bound (FLOPs / (peak*eff)) and the memory bound (bytes /
  * (bandwidth*eff), plus latency for collectives); the step's time is

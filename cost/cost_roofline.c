@@ -3,6 +3,12 @@
  * step_s = step_overhead_s + sum over the ops of model.h (each times its
  * repeats) of max(FLOPs / (peak_flops * eff), bytes / (hbm_Bps * eff_hbm));
  * collectives take collective_lat_s + bytes / (nvlink_Bps * eff_nvlink).
+ * peak_flops is the GPU's peak for the weights' precision (gpu_peak_flops:
+ * FP8 weights on an FP8 GPU take its FP8 peak; fp16/bf16 and LLaMA-style
+ * shapes take fp16_flops, as before), for GEMMs and attention alike; with
+ * quant_experts_only only the expert GEMMs do, the rest take the FP16 peak.
+ * Ops whose bytes are not affine in the batch sums (MoE experts touched,
+ * sliding-window caps; model_op_is_nonlinear) are evaluated per step.
  * Every constant lives in cost_roofline_consts_default below, with its
  * source; docs/cost-models.md explains them.  O(MODEL_OP_COUNT) per step.
  */
@@ -50,18 +56,25 @@ typedef struct roofline {
     model_spec m;
     gpu_spec g;
     int64_t tp;
+    model_par p;                     /* tp, ep, cp */
+    double peak[MODEL_OP_COUNT];     /* FLOP/s each op's compute runs at */
     cost_roofline_consts k;
     int64_t repeats[MODEL_OP_COUNT]; /* instances of each op per step */
     double cs[MODEL_OP_COUNT][RF_NFEAT]; /* compute seconds per feature unit */
     double ms[MODEL_OP_COUNT][RF_NFEAT]; /* memory/link seconds per feature unit */
     double cached_kv_s; /* ATTN_PREFILL memory seconds per token of stored KV
                            a prefill chunk reads (cost_batch.prefill_cached) */
+    int nonlinear[MODEL_OP_COUNT]; /* 1: evaluated per step (repeats > 0 and
+                                      model_op_is_nonlinear) */
+    int any_nonlinear;             /* some op is */
 } roofline;
 
 static double op_eff_flops(const roofline *r, model_op op)
 {
-    return op == MODEL_OP_ATTN_PREFILL || op == MODEL_OP_ATTN_DECODE ? r->k.eff_attn
-                                                                      : r->k.eff_gemm;
+    return op == MODEL_OP_ATTN_PREFILL || op == MODEL_OP_ATTN_DECODE ||
+                   op == MODEL_OP_ATTN_PREFILL_SWA || op == MODEL_OP_ATTN_DECODE_SWA
+               ? r->k.eff_attn
+               : r->k.eff_gemm;
 }
 
 /* Fill per-op compute and memory seconds (summed over repeats).  A prefill
@@ -78,11 +91,11 @@ static void roofline_ops(const roofline *r, const cost_batch *b, double *cs, dou
         cs[i] = ms[i] = 0;
         if (n == 0)
             continue;
-        model_op_cost(&r->m, r->tp, op, &c, &flops, &bytes);
+        model_op_cost_par(&r->m, &r->p, op, &c, &flops, &bytes);
         if (model_op_is_collective(op)) {
             ms[i] = n * (r->k.collective_lat_s + bytes / (r->g.nvlink_Bps * r->k.eff_nvlink));
         } else {
-            cs[i] = n * flops / (r->g.fp16_flops * op_eff_flops(r, op));
+            cs[i] = n * flops / (r->peak[i] * op_eff_flops(r, op));
             ms[i] = n * bytes / (r->g.hbm_Bps * r->k.eff_hbm);
         }
     }
@@ -127,6 +140,8 @@ static double roofline_step_s(void *self, const cost_batch *b)
     double s = r->k.step_overhead_s;
     for (int i = 0; i < MODEL_OP_COUNT; i++) {
         double c = 0.0, m = 0.0;
+        if (r->nonlinear[i])
+            continue; /* below */
         for (int f = 0; f < RF_NFEAT; f++) {
             c += r->cs[i][f] * x[f];
             m += r->ms[i][f] * x[f];
@@ -144,16 +159,26 @@ static double roofline_step_s(void *self, const cost_batch *b)
         }
         s += fmax(c, m) - fmax(c, m - r->cached_kv_s * (double)b->prefill_cached);
     }
+    if (r->any_nonlinear) {
+        double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
+        roofline_ops(r, b, cs, ms);
+        for (int i = 0; i < MODEL_OP_COUNT; i++)
+            if (r->nonlinear[i])
+                s += fmax(cs[i], ms[i]);
+    }
     return s;
 }
 
 static void roofline_describe(void *self, char *buf, size_t n)
 {
     const roofline *r = self;
+    char par[64] = ""; /* only when used: LLaMA runs keep their description */
+    if (r->p.ep > 1 || r->p.cp > 1)
+        snprintf(par, sizeof par, " ep=%lld cp=%lld", (long long)r->p.ep, (long long)r->p.cp);
     snprintf(buf, n,
-             "roofline model=%s gpu=%s tp=%lld eff_gemm=%g eff_attn=%g eff_hbm=%g "
+             "roofline model=%s gpu=%s tp=%lld%s eff_gemm=%g eff_attn=%g eff_hbm=%g "
              "eff_nvlink=%g collective_lat_s=%g step_overhead_s=%g",
-             r->m.name, r->g.name, (long long)r->tp, r->k.eff_gemm, r->k.eff_attn,
+             r->m.name, r->g.name, (long long)r->tp, par, r->k.eff_gemm, r->k.eff_attn,
              r->k.eff_hbm, r->k.eff_nvlink, r->k.collective_lat_s, r->k.step_overhead_s);
 }
 
@@ -169,13 +194,13 @@ static const cost_model_vt roofline_vt = {
 static int eff_ok(double e) { return isfinite(e) && e > 0 && e <= 1; }
 static int time_ok(double t) { return isfinite(t) && t >= 0; }
 
-int cost_roofline_create_with(const model_spec *m, const gpu_spec *g, int64_t tp,
-                              const cost_roofline_consts *k, cost_model *out,
-                              kvs_err *err)
+int cost_roofline_create_par(const model_spec *m, const gpu_spec *g, const model_par *p,
+                             const cost_roofline_consts *k, cost_model *out, kvs_err *err)
 {
-    int rc = model_check_tp(m, tp, err);
+    int rc = model_check_par(m, p, err);
     if (rc)
         return rc;
+    const int64_t tp = p->tp;
     if (!eff_ok(k->eff_gemm) || !eff_ok(k->eff_attn) || !eff_ok(k->eff_hbm) ||
         !eff_ok(k->eff_nvlink) || !time_ok(k->collective_lat_s) ||
         !time_ok(k->step_overhead_s))
@@ -190,18 +215,45 @@ int cost_roofline_create_with(const model_spec *m, const gpu_spec *g, int64_t tp
     r->m = *m;
     r->g = *g;
     r->tp = tp;
+    r->p = *p;
     r->k = *k;
-    for (int i = 0; i < MODEL_OP_COUNT; i++)
-        r->repeats[i] = model_op_repeats(m, tp, (model_op)i);
-    /* K and V of one stored token in one layer: 2 * kv heads * head_dim */
+    /* the weights' precision sets the peak (AUTO: fp16_flops) */
+    const double peak_w = gpu_peak_flops(g, (model_dtype)m->weight_dtype);
+    r->any_nonlinear = 0;
+    for (int i = 0; i < MODEL_OP_COUNT; i++) {
+        model_op op = (model_op)i;
+        int expert = op == MODEL_OP_MOE_GATE_UP || op == MODEL_OP_MOE_DOWN;
+        r->peak[i] = m->quant_experts_only && !expert ? g->fp16_flops : peak_w;
+        r->repeats[i] = model_op_repeats_par(m, p, op);
+        r->nonlinear[i] = r->repeats[i] > 0 && model_op_is_nonlinear(op);
+        r->any_nonlinear |= r->nonlinear[i];
+    }
+    /* K and V of one stored token in one layer: 2 * kv heads * head_dim
+     * (MLA: the latent and its rotary key), on this cp rank's share */
     double kv_layer_bytes =
         2.0 * (double)model_kv_heads_per_gpu(m, tp) * (double)m->head_dim * (double)m->dtype_bytes;
+    if (m->attn_type == MODEL_ATTN_MLA || m->kv_bits || p->cp > 1) {
+        double kvb = m->kv_bits ? (double)m->kv_bits / 8.0 : (double)m->dtype_bytes;
+        kv_layer_bytes = m->attn_type == MODEL_ATTN_MLA
+                             ? (double)(m->kv_lora_rank + m->qk_rope_head_dim) * kvb
+                             : 2.0 * (double)model_kv_heads_per_gpu(m, tp) *
+                                   (double)m->head_dim * kvb;
+        kv_layer_bytes /= (double)p->cp;
+    }
     r->cached_kv_s = (double)r->repeats[MODEL_OP_ATTN_PREFILL] * kv_layer_bytes /
                      (g->hbm_Bps * k->eff_hbm);
     roofline_precompute(r);
     out->vt = &roofline_vt;
     out->self = r;
     return KVS_OK;
+}
+
+int cost_roofline_create_with(const model_spec *m, const gpu_spec *g, int64_t tp,
+                              const cost_roofline_consts *k, cost_model *out,
+                              kvs_err *err)
+{
+    model_par p = {tp, 1, 1};
+    return cost_roofline_create_par(m, g, &p, k, out, err);
 }
 
 int cost_roofline_create(const model_spec *m, const gpu_spec *g, int64_t tp,

@@ -240,7 +240,9 @@ START_TEST(test_check_tp)
     /* 12 heads, 6 KV heads: tp 4 divides the heads but 4 neither divides 6
      * nor is a multiple of it; tp 3 (shard 2 each) and tp 12 (replicate
      * each KV head twice) are fine. */
-    model_spec h = {"h12", 768, 2, 12, 6, 64, 3072, 1000, 512, 2};
+    model_spec h = {.name = "h12", .hidden = 768, .layers = 2, .heads = 12, .kv_heads = 6,
+                    .head_dim = 64, .intermediate = 3072, .vocab = 1000, .max_ctx = 512,
+                    .dtype_bytes = 2};
     ck_assert_int_eq(model_check_tp(&h, 4, &err), KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "KV heads"));
     ck_assert_int_eq(model_check_tp(&h, 3, &err), KVS_OK);
@@ -252,7 +254,9 @@ START_TEST(test_check_tp)
     ck_assert_int_eq(model_check_tp(&m, 8, &err), KVS_OK);
     ck_assert_int_eq(model_kv_heads_per_gpu(&m, 8), 1);
     /* The MLP must split evenly: 1000 % 16 != 0. */
-    model_spec odd = {"odd", 1024, 2, 16, 16, 64, 1000, 1000, 512, 2};
+    model_spec odd = {.name = "odd", .hidden = 1024, .layers = 2, .heads = 16, .kv_heads = 16,
+                      .head_dim = 64, .intermediate = 1000, .vocab = 1000, .max_ctx = 512,
+                      .dtype_bytes = 2};
     ck_assert_int_eq(model_check_tp(&odd, 16, &err), KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "MLP"));
 }
@@ -642,6 +646,136 @@ START_TEST(test_cli_lists_and_help)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------ 2026 */
+
+START_TEST(test_gpus_2026)
+{
+    /* The four original parts keep their figures (test_gpu_figures) and
+     * gain per-precision peaks: A100 has no FP8 units, Hopper 2x FP16. */
+    ck_assert(G("a100-80g").fp8_flops == 0 && G("a100-80g").int8_ops == 624e12);
+    ck_assert(G("h100-sxm").fp8_flops == 1979e12 && G("h200").fp8_flops == 1979e12);
+    ck_assert_int_eq(G("h100-sxm").mem_runtime_bytes, 81559LL << 20);
+    /* The ten added: every figure positive, bf16 = fp16, FP4 on Blackwell only. */
+    const char *added[] = {"h100-pcie", "h100-nvl", "h20", "l40s", "l4", "a10g",
+                           "b200", "gb200", "mi300x", "mi325x"};
+    for (size_t i = 0; i < sizeof added / sizeof added[0]; i++) {
+        gpu_spec g = G(added[i]);
+        ck_assert(g.mem_bytes > 0 && g.hbm_Bps > 0 && g.fp16_flops > 0 && g.nvlink_Bps > 0 &&
+                  g.host_link_Bps > 0 && g.int8_ops > 0);
+        ck_assert(g.bf16_flops == g.fp16_flops);
+        int blackwell = !strcmp(added[i], "b200") || !strcmp(added[i], "gb200");
+        ck_assert(blackwell ? g.fp4_flops == 2 * g.fp8_flops : g.fp4_flops == 0);
+        ck_assert(strcmp(added[i], "a10g") ? g.fp8_flops > 0 : g.fp8_flops == 0);
+        ck_assert(g.mem_runtime_bytes == 0 || g.mem_runtime_bytes == g.mem_bytes);
+    }
+    /* Datasheet figures (models/gpu.c cites each source). */
+    ck_assert(G("b200").fp8_flops == 4500e12 && G("b200").hbm_Bps == 8e12);
+    ck_assert(G("mi300x").fp16_flops == 1307.4e12 && G("mi300x").mem_bytes == 192000000000LL);
+    ck_assert(G("mi325x").mem_bytes == 256000000000LL && G("mi325x").hbm_Bps == 6.0e12);
+    ck_assert(G("l40s").fp8_flops == 733e12 && G("l4").hbm_Bps == 300e9);
+    ck_assert(G("h20").fp16_flops == 148e12 && G("h100-nvl").hbm_Bps == 3.9e12);
+    ck_assert_uint_eq(gpu_builtin_count(), 14);
+}
+END_TEST
+
+START_TEST(test_dtypes)
+{
+    kvs_err err;
+    ck_assert_int_eq(model_dtype_parse("bfloat16"), MODEL_DTYPE_BF16);
+    ck_assert_int_eq(model_dtype_parse("fp8"), MODEL_DTYPE_FP8);
+    ck_assert_int_eq(model_dtype_parse("mxfp4"), MODEL_DTYPE_FP4);
+    ck_assert_int_eq(model_dtype_parse("fp6"), -1);
+    ck_assert_str_eq(model_dtype_name(MODEL_DTYPE_INT4), "int4");
+    ck_assert_int_eq(model_dtype_bits(MODEL_DTYPE_FP8), 8);
+    model_spec m = M("llama-7b");
+    ck_assert_int_eq(model_weight_dtype(&m), MODEL_DTYPE_FP16);
+    ck_assert_int_eq(model_kv_dtype(&m), MODEL_DTYPE_FP16);
+    /* fp32 weights: 4 bytes of everything (activations follow) */
+    ck_assert_int_eq(model_set_weight_dtype(&m, MODEL_DTYPE_FP32, &err), KVS_OK);
+    ck_assert_int_eq(model_weight_bytes(&m, 1), 4 * model_param_count(&m));
+    /* fp8 weights: 1 byte per linear weight, embeddings and norms 2 */
+    m = M("llama-7b");
+    ck_assert_int_eq(model_set_weight_dtype(&m, MODEL_DTYPE_FP8, &err), KVS_OK);
+    int64_t linear = 32LL * (4 * 4096 * 4096 + 3 * 4096 * 11008);
+    ck_assert_int_eq(model_weight_bytes(&m, 1), linear + 2 * (model_param_count(&m) - linear));
+    ck_assert_int_eq(model_kv_bytes_per_token(&m, 1), 524288);
+    ck_assert_int_eq(model_set_weight_dtype(&m, MODEL_DTYPE_AUTO, &err), KVS_OK);
+    ck_assert_int_eq(model_weight_bytes(&m, 1), 2 * model_param_count(&m));
+}
+END_TEST
+
+START_TEST(test_fit_and_min_tp)
+{
+    kvs_err err;
+    gpu_spec h = G("h100-sxm");
+    model_spec m = M("llama-3.1-70b");
+    model_par p = {1, 1, 1}, best;
+    model_fit f;
+    /* does not fit on one H100: fits 0, KVS_OK, the shortfall in bytes */
+    ck_assert_int_eq(model_fit_check(&m, &h, &p, 0.9, 2048, 256, &f, &err), KVS_OK);
+    ck_assert_int_eq(f.fits, 0);
+    ck_assert_int_eq(f.free_bytes, 0);
+    ck_assert_int_eq(f.missing_bytes, f.weight_bytes + f.activation_bytes - f.usable_bytes);
+    ck_assert_int_eq(f.weight_bytes, model_weight_bytes(&m, 1));
+    /* 141 GB of bf16 weights: tp 2 (70.6 GB + reserve in 72 GiB) fits */
+    ck_assert_int_eq(model_fit_min_par(&m, &h, &p, 0.9, 2048, 256, 8, &best, &f, &err), KVS_OK);
+    ck_assert_int_eq(best.tp, 2);
+    ck_assert_int_eq(best.ep, 1);
+    ck_assert_int_eq(f.fits, 1);
+    ck_assert_int_eq(f.free_bytes, f.usable_bytes - f.weight_bytes - f.activation_bytes);
+    /* DeepSeek-V3 in FP8 (~673 GB) needs 16 H100s; up to 8: none, and
+     * the shortfall at tp 8 */
+    model_spec d = M("deepseek-v3");
+    ck_assert_int_eq(model_fit_min_par(&d, &h, &p, 0.9, 2048, 256, 8, &best, &f, &err), KVS_OK);
+    ck_assert_int_eq(best.tp, 0);
+    ck_assert_int_eq(f.fits, 0);
+    ck_assert_int_gt(f.missing_bytes, 0);
+    ck_assert_int_eq(model_fit_min_par(&d, &h, &p, 0.9, 2048, 256, 16, &best, &f, &err), KVS_OK);
+    ck_assert_int_eq(best.tp, 16);
+    /* eight H200s hold it */
+    gpu_spec h2 = G("h200");
+    ck_assert_int_eq(model_fit_min_par(&d, &h2, &p, 0.9, 2048, 256, 8, &best, &f, &err), KVS_OK);
+    ck_assert_int_eq(best.tp, 8);
+    /* errors stay errors */
+    ck_assert_int_eq(model_fit_check(&m, &h, &p, 1.5, 2048, 256, &f, &err), KVS_EINVAL);
+    model_par bad = {3, 1, 1};
+    ck_assert_int_eq(model_fit_check(&m, &h, &bad, 0.9, 2048, 256, &f, &err), KVS_EINVAL);
+}
+END_TEST
+
+START_TEST(test_expert_parallel)
+{
+    kvs_err err;
+    model_spec q = M("qwen3-235b-a22b");
+    model_par p1 = {8, 1, 1}, p2 = {8, 2, 1};
+    /* ep 2 halves the routed experts on each GPU: 94 layers * 64 experts *
+     * 3*4096*1536 weights / tp 8 fewer, * 2 bytes (to a byte of rounding) */
+    int64_t saved = model_weight_bytes_par(&q, &p1) - model_weight_bytes_par(&q, &p2);
+    int64_t want = 94LL * 64 * 3 * 4096 * 1536 / 8 * 2;
+    ck_assert_int_le(llabs(saved - want), 2);
+    ck_assert_int_eq(model_weight_bytes_par(&q, &p1), model_weight_bytes(&q, 8));
+    /* capacity under ep: more room for KV than at ep 1 */
+    gpu_spec h = G("h200");
+    kv_capacity a, b;
+    ck_assert_int_eq(model_kv_capacity_par(&q, &h, &p1, 0.9, 16, 2048, 256, &a, &err), KVS_OK);
+    ck_assert_int_eq(model_kv_capacity_par(&q, &h, &p2, 0.9, 16, 2048, 256, &b, &err), KVS_OK);
+    ck_assert_int_gt(b.kv_blocks, a.kv_blocks);
+    ck_assert_int_eq(b.kv_bytes, b.usable_bytes - b.weight_bytes - b.activation_bytes);
+    /* ep needs experts; at most one per ep rank */
+    model_spec l = M("llama-3-8b");
+    model_par bad = {1, 2, 1};
+    ck_assert_int_eq(model_check_par(&l, &bad, &err), KVS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "--ep"));
+    model_spec mx = M("mixtral-8x7b");
+    model_par many = {1, 16, 1};
+    ck_assert_int_eq(model_check_par(&mx, &many, &err), KVS_EINVAL);
+    model_par cp0 = {1, 1, 0};
+    ck_assert_int_eq(model_check_par(&mx, &cp0, &err), KVS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "--cp"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("models");
@@ -665,6 +799,10 @@ int main(void)
     tcase_add_test(t, test_cli_capacity_json);
     tcase_add_test(t, test_cli_bad_flags);
     tcase_add_test(t, test_cli_lists_and_help);
+    tcase_add_test(t, test_gpus_2026);
+    tcase_add_test(t, test_dtypes);
+    tcase_add_test(t, test_fit_and_min_tp);
+    tcase_add_test(t, test_expert_parallel);
     suite_add_tcase(s, t);
     return tu_run_suites(&s, 1);
 }
