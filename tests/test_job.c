@@ -139,9 +139,16 @@ START_TEST(test_compare_defaults)
     int n = 0, no_prio = 0;
     kvs_err err;
     small_run(&o);
+    /* the default profile (vllm-v1): V1, V1 without chunks, V0, V0 static */
+    ck_assert_int_eq(job_compare_defaults(&o, vs, &n, &no_prio), KVS_OK);
+    ck_assert_int_eq(n, 4);
+    ck_assert_int_eq(no_prio, 1);
+    ck_assert_str_eq(vs[1].name, "no-chunked-prefill");
+    ck_assert_str_eq(vs[3].flags, "engine=vllm-v0,batching=static");
+    /* the V0 profile keeps its classic set */
+    ck_assert_int_eq(job_param_set(&o, "engine", "vllm-v0", &err), KVS_OK);
     ck_assert_int_eq(job_compare_defaults(&o, vs, &n, &no_prio), KVS_OK);
     ck_assert_int_eq(n, 3);
-    ck_assert_int_eq(no_prio, 1);
     ck_assert_str_eq(vs[1].name, "static");
     ck_assert_int_eq(job_param_set(&o, "synthetic", "rate=4,n=40,prompt=64,output=16,system_prompt=64,"
                                                    "priorities=0:0.5/1:0.5", &err), KVS_OK);
