@@ -21,7 +21,8 @@ static int roofline_family_create(const char *params, const cost_env *env, cost_
         return rc;
     if (!env->m || !env->g)
         return kvs_errf(err, KVS_EINVAL, "--cost: roofline needs a model and a GPU");
-    return cost_roofline_create_with(env->m, env->g, env->tp, &k, out, err);
+    model_par par = {env->tp, env->ep > 0 ? env->ep : 1, 1};
+    return cost_roofline_create_par(env->m, env->g, &par, &k, out, err);
 }
 
 /* The built-in families: one line each. */
@@ -54,9 +55,15 @@ int cost_family_register(const cost_family *f, kvs_err *err)
 int cost_model_create(const char *spec, const model_spec *m, const gpu_spec *g,
                       int64_t tp, cost_model *out, kvs_err *err)
 {
+    cost_env env = {m, g, tp, 1};
+    return cost_model_create_env(spec, &env, out, err);
+}
+
+int cost_model_create_env(const char *spec, const cost_env *envp, cost_model *out, kvs_err *err)
+{
     if (!spec)
         spec = "";
-    cost_env env = {m, g, tp};
+    cost_env env = *envp;
     for (int i = 0; i < n_families; i++) {
         const cost_family *f = families[i];
         size_t k = strlen(f->name);

@@ -58,6 +58,7 @@ typedef struct cost_env {
     const model_spec *m;  /* borrowed, may be NULL */
     const gpu_spec *g;    /* borrowed, may be NULL */
     int64_t tp;           /* tensor-parallel degree, >= 1 */
+    int64_t ep;           /* expert-parallel degree, >= 1 */
 } cost_env;
 
 /* A family of cost models in the registry: the spec "NAME" (params 0) or
@@ -82,6 +83,8 @@ int cost_family_register(const cost_family *f, kvs_err *err);
  * family's create. */
 int cost_model_create(const char *spec, const model_spec *m, const gpu_spec *g,
                       int64_t tp, cost_model *out, kvs_err *err);
+/* As cost_model_create with the whole environment (expert parallelism). */
+int cost_model_create_env(const char *spec, const cost_env *env, cost_model *out, kvs_err *err);
 int cost_affine_create(const char *params, cost_model *out, kvs_err *err);
 int cost_roofline_create(const model_spec *m, const gpu_spec *g, int64_t tp,
                          cost_model *out, kvs_err *err);

@@ -99,6 +99,14 @@ int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err
 /* The switch that undoes switch `name` ("no-prefix-caching" for
  * "prefix-caching" and back), or NULL. */
 const char *job_param_negation(const char *name);
+/* Look up c's model and GPU and apply --dtype / --kv-cache-dtype. */
+int job_model_lookup(const run_config *c, model_spec *m, gpu_spec *g, kvs_err *err);
+/* The model and GPU of o, as the run sees them: looked up, --dtype and
+ * --kv-cache-dtype applied, the parallel layout checked (model_check_par)
+ * and the engine profile's defaults filled into o.  Errors name the flag.
+ * Cost: a lookup (a config file read for a path). */
+int job_model_setup(job_opts *o, model_spec *m, gpu_spec *g, kvs_err *err);
+
 /* 1 if parameter `name` was set on o by name. */
 int job_param_given(const job_opts *o, const char *name);
 

@@ -316,16 +316,19 @@ int job_search_tps(const job_opts *base, double *tps, int *n,
     model_spec m;
     gpu_spec g;
     kvs_err e;
-    int rc;
-    if ((rc = model_lookup(base->cfg.model, &m, err)) || (rc = gpu_lookup(base->cfg.gpu, &g, err)))
+    int rc = job_model_lookup(&base->cfg, &m, &g, err);
+    if (rc)
         return rc;
     int k = 0;
     for (int i = 0; i < *n; i++) {
-        run_config c = base->cfg;
-        c.tp = (int64_t)tps[i];
-        if (model_check_tp(&m, c.tp, &e) || run_config_resolve(&c, &m, &g, &e)) {
+        job_opts o = *base;
+        o.cfg.tp = (int64_t)tps[i];
+        model_par par = {o.cfg.tp, o.cfg.ep, 1};
+        run_config *c = &o.cfg;
+        if (model_check_par(&m, &par, &e) || job_engine_apply(&o, &m, &g, &e) ||
+            run_config_resolve(c, &m, &g, &e)) {
             if (skipped)
-                skipped(ctx, c.tp, e.msg);
+                skipped(ctx, c->tp, e.msg);
             continue;
         }
         tps[k++] = tps[i];

@@ -13,7 +13,7 @@ int job_cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, sto
     if (!strncmp(cfg->cost, "calibrated", 10))
         rc = store_calibrated_cost_create(store_db(st), cfg->cost, m, g->name, force, out, err);
     else
-        rc = cost_model_create(cfg->cost, m, g, cfg->tp, out, err);
+        rc = cost_model_create_env(cfg->cost, &(cost_env){m, g, cfg->tp, cfg->ep}, out, err);
     if (rc)
         return rc;
     cost_model_describe(out, cfg->cost_desc, sizeof cfg->cost_desc);

@@ -14,7 +14,7 @@ enum {
     P_MODEL = 1000, P_GPU, P_TP, P_TRACE, P_SYNTH, P_RATE, P_KVB, P_BLOCK, P_SEQS, P_MBT, P_WM,
     P_MML, P_UTIL, P_COST, P_SEED, P_DB, P_REC, P_LABEL, P_QUIET, P_BATCHING, P_POLICY, P_PPRE,
     P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX, P_ENGINE,
-    P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG
+    P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP
 };
 
 #define I64MAX40 1099511627776.0 /* 2^40 */
@@ -42,6 +42,13 @@ static const job_param params[] = {
      "a100-40g a100-80g h100-sxm h200 (default a100-80g)", JOB_VARY_ALL},
     {"tp", P_TP, JOB_PARAM_I64, 1, 1024, "hardware and model", "N",
      "tensor-parallel degree (default 1)", JOB_VARY_ALL},
+    {"ep", P_EP, JOB_PARAM_I64, 1, 1024, "hardware and model", "N",
+     "expert-parallel degree of a MoE model (default 1)", JOB_VARY_ALL},
+    {"dtype", P_DTYPE, JOB_PARAM_STR, 0, 0, "hardware and model", "D",
+     "weights: fp16 bf16 fp8 int8 int4 (AWQ g128) (default: the" IND "model's own)",
+     JOB_VARY_ALL},
+    {"kv-cache-dtype", P_KVDTYPE, JOB_PARAM_STR, 0, 0, "hardware and model", "D",
+     "KV cache: fp16 bf16 fp8 (default: as the weights)", JOB_VARY_ALL},
     {"gpu-mem-util", P_UTIL, JOB_PARAM_F64, 0.01, 1.0, "hardware and model", "F",
      "fraction of GPU memory kvsim may use (default 0.9)", JOB_VARY_ALL},
     {"kv-blocks", P_KVB, JOB_PARAM_I64, 1, I64MAX40, "hardware and model", "N",
@@ -207,6 +214,8 @@ static char *str_field(job_opts *o, int id, size_t *n)
     case P_COST: *n = sizeof c->cost; return c->cost;
     case P_DB: *n = sizeof o->db; return o->db;
     case P_LABEL: *n = sizeof c->label; return c->label;
+    case P_DTYPE: *n = sizeof c->dtype; return c->dtype;
+    case P_KVDTYPE: *n = sizeof c->kv_cache_dtype; return c->kv_cache_dtype;
     default: return NULL;
     }
 }
@@ -217,6 +226,7 @@ static int64_t *i64_field(job_opts *o, int id)
     sched_config *s = &c->sched;
     switch (id) {
     case P_TP: return &c->tp;
+    case P_EP: return &c->ep;
     case P_KVB: return &c->kv_blocks_flag;
     case P_BLOCK: return &s->block_size;
     case P_SEQS: return &s->max_seqs;

@@ -16,6 +16,23 @@ static int fail_static_preempt(const job_opts *o, kvs_err *err)
     return KVS_OK;
 }
 
+int job_model_lookup(const run_config *c, model_spec *m, gpu_spec *g, kvs_err *err)
+{
+    int rc;
+    if ((rc = model_lookup(c->model, m, err)) || (rc = gpu_lookup(c->gpu, g, err)))
+        return rc;
+    return run_config_apply_dtypes(c, m, err);
+}
+
+int job_model_setup(job_opts *o, model_spec *m, gpu_spec *g, kvs_err *err)
+{
+    model_par par = {o->cfg.tp, o->cfg.ep, 1};
+    int rc;
+    if ((rc = job_model_lookup(&o->cfg, m, g, err)) || (rc = model_check_par(m, &par, err)))
+        return rc;
+    return job_engine_apply(o, m, g, err);
+}
+
 int job_check(const job_opts *o, kvs_err *err)
 {
     job_opts oc = *o; /* the profile's defaults land in this copy */
@@ -24,8 +41,7 @@ int job_check(const job_opts *o, kvs_err *err)
     gpu_spec g;
     trace_synth_spec spec;
     int rc;
-    if ((rc = model_lookup(oc.cfg.model, &m, err)) || (rc = gpu_lookup(oc.cfg.gpu, &g, err)) ||
-        (rc = model_check_tp(&m, oc.cfg.tp, err)) || (rc = job_engine_apply(&oc, &m, &g, err)))
+    if ((rc = job_model_setup(&oc, &m, &g, err)))
         return rc;
     c = oc.cfg;
     if (c.trace_path[0] && c.synthetic[0])
@@ -67,8 +83,7 @@ int job_prepare(job_opts *o, model_spec *m, gpu_spec *g, trace *tr, kvs_err *err
     run_config *c = &o->cfg;
     int rc;
     memset(tr, 0, sizeof *tr);
-    if ((rc = model_lookup(c->model, m, err)) || (rc = gpu_lookup(c->gpu, g, err)) ||
-        (rc = model_check_tp(m, c->tp, err)) || (rc = job_engine_apply(o, m, g, err)))
+    if ((rc = job_model_setup(o, m, g, err)))
         return rc;
     if (c->trace_path[0] && c->synthetic[0])
         return kvs_errf(err, KVS_EINVAL, "--trace and --synthetic: give one workload, not both");

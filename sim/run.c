@@ -15,6 +15,7 @@ void run_config_defaults(run_config *cfg)
     strcpy(cfg->model, "llama-3-8b");
     strcpy(cfg->gpu, "a100-80g");
     cfg->tp = 1;
+    cfg->ep = 1;
     cfg->rate_scale = 1.0;
     cfg->seed = 0;
     cfg->sched.batching = SCHED_BATCHING_CONTINUOUS;
@@ -29,6 +30,25 @@ void run_config_defaults(run_config *cfg)
     cfg->gpu_mem_util = 0.9;
     cfg->swap_gib = 4.0;
     strcpy(cfg->cost, "roofline");
+}
+
+static int apply_dtype(const char *flag, const char *name, model_spec *m, int kv, kvs_err *err)
+{
+    if (!name[0])
+        return KVS_OK;
+    int dt = model_dtype_parse(name);
+    if (dt < 0)
+        return kvs_errf(err, KVS_EINVAL, "%s: unknown dtype '%s' (fp32, fp16, bf16, fp8, int8, int4)",
+                        flag, name);
+    kvs_err e;
+    int rc = kv ? model_set_kv_dtype(m, (model_dtype)dt, &e) : model_set_weight_dtype(m, (model_dtype)dt, &e);
+    return rc ? kvs_errf(err, rc, "%s %s: %s", flag, name, e.msg) : KVS_OK;
+}
+
+int run_config_apply_dtypes(const run_config *cfg, model_spec *m, kvs_err *err)
+{
+    int rc = apply_dtype("--dtype", cfg->dtype, m, 0, err);
+    return rc ? rc : apply_dtype("--kv-cache-dtype", cfg->kv_cache_dtype, m, 1, err);
 }
 
 int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
@@ -50,7 +70,8 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
         sc->total_blocks = cfg->kv_blocks_flag;
     } else {
         kv_capacity cap;
-        int rc = model_kv_capacity(m, g, cfg->tp, cfg->gpu_mem_util, sc->block_size,
+        model_par par = {cfg->tp, cfg->ep > 0 ? cfg->ep : 1, 1};
+        int rc = model_kv_capacity_par(m, g, &par, cfg->gpu_mem_util, sc->block_size,
                                    sc->max_batched_tokens, sc->max_seqs, &cap, err);
         if (rc)
             return rc;

@@ -20,6 +20,9 @@ typedef struct run_config {
     char model[256];          /* model name or config path */
     char gpu[32];             /* GPU name */
     int64_t tp;               /* tensor-parallel degree */
+    int64_t ep;               /* expert-parallel degree (MoE models), >= 1 */
+    char dtype[16];           /* weight dtype (--dtype), "" = the model's own */
+    char kv_cache_dtype[16];  /* KV-cache dtype (--kv-cache-dtype), "" = the weights' */
     char trace_path[1024];    /* "" when synthetic */
     char synthetic[1024];     /* synthetic spec, "" when a file */
     double rate_scale;        /* arrival rate multiplier (> 0) */
@@ -102,6 +105,11 @@ typedef struct run_result {
 
 /* Fill a config with defaults (llama-3-8b, a100-80g, tp 1, block 16, ...). */
 void run_config_defaults(run_config *cfg);
+
+/* Apply cfg's --dtype and --kv-cache-dtype to the model shape *m (names as
+ * model_dtype_parse reads them; "" keeps the model's own).  Errors name the
+ * flag.  Cost: O(1). */
+int run_config_apply_dtypes(const run_config *cfg, model_spec *m, kvs_err *err);
 
 /* Resolve what the flags leave implicit, for model m on GPU g:
  * max_model_len (0 = the model's context), max_batched_tokens (0 =

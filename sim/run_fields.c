@@ -188,6 +188,12 @@ static const run_field fields[] = {
      "limit"},
     {"segment_tokens", "INTEGER NOT NULL DEFAULT 0", "tokens", I, PARAM, SCH(segment_tokens), 0,
      0, 0, 2, "V1: tokens named by one prefix segment id (`--segment-tokens`); 0 = 512"},
+    {"ep", "INTEGER NOT NULL DEFAULT 1", "GPUs", I, PARAM, CFG(ep), 0, 0, 0, 2,
+     "expert-parallel degree (`--ep`; MoE models)"},
+    {"dtype", "TEXT", "", T, PARAM, CFG_TEXT(dtype), 0, 0, 0, 2,
+     "weight dtype (`--dtype`); NULL = the model's own"},
+    {"kv_cache_dtype", "TEXT", "", T, PARAM, CFG_TEXT(kv_cache_dtype), 0, 0, 0, 2,
+     "KV-cache dtype (`--kv-cache-dtype`); NULL = the weights'"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])

@@ -64,6 +64,32 @@ static char *docs_block(const char *doc, const char *name)
     return strndup(a, (size_t)(b - a));
 }
 
+/* KVSIM_WRITE_DOCS=1 build/test_fields rewrites the three blocks of
+ * docs/schema.md from the table (after a change to sim/run_fields.c). */
+static void write_docs(char *doc, const char *const names[3])
+{
+    static char out[1 << 20], want[1 << 16];
+    size_t len = 0;
+    const char *p = doc;
+    for (int g = 0; g < 3; g++) {
+        char open[64];
+        snprintf(open, sizeof open, "<!-- run_fields:%s ", names[g]);
+        const char *a = strstr(p, open);
+        ck_assert_ptr_nonnull(a);
+        a = strchr(a, '\n') + 1;
+        const char *b = strstr(a, "<!-- /run_fields -->");
+        ck_assert_ptr_nonnull(b);
+        run_fields_markdown((run_field_group)g, want, sizeof want);
+        len += (size_t)snprintf(out + len, sizeof out - len, "%.*s%s", (int)(a - p), p, want);
+        p = b;
+    }
+    snprintf(out + len, sizeof out - len, "%s", p);
+    FILE *f = fopen("docs/schema.md", "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(out, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
 START_TEST(test_docs_list_the_table)
 {
     FILE *f = fopen("docs/schema.md", "r");
@@ -72,13 +98,18 @@ START_TEST(test_docs_list_the_table)
     size_t n = fread(doc, 1, sizeof doc - 1, f);
     fclose(f);
     doc[n] = 0;
-    const char *names[] = {"prov", "param", "metric"};
+    const char *const names[] = {"prov", "param", "metric"};
+    if (getenv("KVSIM_WRITE_DOCS"))
+        write_docs(doc, names);
     for (int g = 0; g < 3; g++) {
         static char want[1 << 16];
         run_fields_markdown((run_field_group)g, want, sizeof want);
+        if (getenv("KVSIM_WRITE_DOCS"))
+            break;
         char *got = docs_block(doc, names[g]);
         ck_assert_msg(!strcmp(got, want),
-                      "docs/schema.md's %s table differs from sim/run_fields.c; it should read:\n%s",
+                      "docs/schema.md's %s table differs from sim/run_fields.c (rewrite it with "
+                      "KVSIM_WRITE_DOCS=1 build/test_fields); it should read:\n%s",
                       names[g], want);
         free(got);
     }
