@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cost/cost.h"
+#include "job/job.h"
 #include "models/model.h"
 #include "testutil.h"
 
@@ -131,6 +132,34 @@ START_TEST(test_registry)
     ck_assert(cost_step_s(&c, &b) == 0.5);
     cost_model_free(&c);
     ck_assert_int_eq(cost_model_create("flat:-1", NULL, NULL, 1, &c, &err), KVS_EINVAL);
+
+    /* End to end through the job pipeline into the store, as `kvsim run
+     * --cost flat:0.5` would (the default vllm-v1 profile).  One request,
+     * P 100, O 3, at t 0: step 1 computes the 100 prompt tokens (within
+     * the 2048 budget) and gives token 1 at 0.5 s; steps 2 and 3 decode
+     * tokens 2 and 3 at 1.0 and 1.5 s.  TTFT 0.5, E2E 1.5, TPOT 0.5. */
+    job_opts o;
+    job_opts_init(&o);
+    ck_assert_int_eq(job_param_set(&o, "synthetic", "arrival=burst,n=1,prompt=100,output=3", &err),
+                     KVS_OK);
+    ck_assert_int_eq(job_param_set(&o, "cost", "flat:0.5", &err), KVS_OK);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/flat.db", tu_tmpdir());
+    store *st = NULL;
+    ck_assert_int_eq(store_open(path, &st, &err), KVS_OK);
+    int64_t id = 0;
+    run_result res = {0};
+    ck_assert_msg(job_execute(&o, st, &id, &res, &err) == KVS_OK, "%s", err.msg);
+    ck_assert(res.sum.ttft.p50 == 0.5 && res.sum.e2e.p50 == 1.5 && res.sum.tpot.p50 == 0.5);
+    ck_assert_int_eq(res.sum.n_steps, 3);
+    run_result_free(&res);
+    job_run_info *info = malloc(sizeof *info);
+    ck_assert_int_eq(job_read_run(st, id, info, &err), KVS_OK);
+    ck_assert_str_eq(info->cfg.cost, "flat:0.5");
+    ck_assert_str_eq(info->cfg.cost_desc, "flat");
+    ck_assert(info->sum.e2e.p99 == 1.5);
+    free(info);
+    store_close(st);
 }
 END_TEST
 
