@@ -6,8 +6,8 @@
  * request holds stay in memory, counted as free (F), on an LRU list, and are
  * evicted least recent first when a fresh block is needed.
  *
- * Block identity: the prompt of a request is a sequence of segments (trace.h:
- * hash_ids, hash_tokens).  chain(s) folds the ids of segments 0..s into one
+ * Block identity: the prompt of a request is a sequence of segments
+ * (base/request.h's req_prefixes: ids, tokens).  chain(s) folds the ids of segments 0..s into one
  * hash (precomputed for every segment of the trace).  Block j covers tokens
  * [j*bs, (j+1)*bs); its last token lies in some segment s starting at token
  * a; its identity is hash(chain(s), (j+1)*bs - a).  Two requests whose ids

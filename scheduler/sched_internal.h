@@ -1,7 +1,7 @@
 /* sched_internal.h — the engine's state, shared by the scheduler's .c files
- * (sched.c, continuous.c, chunked.c, pcache.c, static_batch.c, policy.c,
- * alloc.c, waitq.c; v1.c and v1_pool.c through v1_internal.h) and by
- * nothing else.  Callers use sched.h.
+ * (sched.c, continuous.c, chunked.c, pcache.c, lpm.c, static_batch.c,
+ * policy.c, alloc.c, waitq.c; v1.c and v1_pool.c through v1_internal.h) and
+ * by nothing else.  Callers use sched.h.
  */
 #ifndef SCHED_INTERNAL_H
 #define SCHED_INTERNAL_H
