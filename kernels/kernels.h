@@ -133,8 +133,9 @@ typedef struct kernels_backend_vt {
      * clock_gettime(CLOCK_MONOTONIC). */
     int (*timer_start)(void *self, kvs_err *err);
     int (*timer_stop)(void *self, double *seconds, kvs_err *err);
-    /* Optional: scratch bytes the attention calls need for this shape
-     * (allocated lazily inside the backend).  NULL: 0. */
+    /* Optional: scratch bytes the attention calls need for this shape (the
+     * backend grows its workspace when a call needs more than was reserved
+     * with reserve_workspace).  NULL: 0. */
     int64_t (*attn_workspace_bytes)(void *self, int64_t n_decode,
                                     int64_t max_ctx, int64_t max_prefill_q,
                                     int64_t heads, int64_t kv_heads,
