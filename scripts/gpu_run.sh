@@ -31,6 +31,7 @@
 # Environment (defaults in brackets):
 #   OUT [mktemp -d]  BUILD_DIR [build-gpu]  JOBS [nproc]  TOTAL_S [480]
 #   MODEL [llama-7b]  DEVICE [cuda]  WORKLOAD [see below]  MAX_STEPS [4000]
+#   KV_BLOCKS [6144]: the simulated (and replayed) KV pool, blocks
 #   DEVICE=cpu MODEL=models/tiny.conf runs the same stages on the CPU backend
 #   (a dry run of this script without a GPU; figures are then meaningless).
 set -uo pipefail
@@ -271,7 +272,10 @@ fi
 simulate() {
     local common=(--model "$model" --gpu "$gpu" --synthetic "$workload" --seed 7 --record-steps
                   --db "$db" --quiet)
-    [ "$device" = cpu ] && common+=(--kv-blocks 4096)
+    # a KV pool the replay can hold: 6144 blocks of llama-7b are 48 GiB (fits
+    # 90% of an 80 GB part beside one layer's weights), ~98K tokens (the
+    # window never preempts); the CPU run keeps 4096 small blocks
+    if [ "$device" = cpu ]; then common+=(--kv-blocks 4096); else common+=(--kv-blocks "${KV_BLOCKS:-6144}"); fi
     # shellcheck disable=SC2086 # $force is one flag or none
     cal=$("$kvsim" run "${common[@]}" --cost "calibrated:$profile" $force \
           --label gpu-run-calibrated) || return 1
