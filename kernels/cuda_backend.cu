@@ -148,7 +148,11 @@ static int cuda_open(void **self, kvs_err *err)
         (void)cudaDriverGetVersion(&drv);
         (void)cudaRuntimeGetVersion(&rt);
         (void)cudaGetLastError();
-        if (e == cudaErrorInsufficientDriver || (drv > 0 && drv < rt))
+        if (drv == 0) /* cudaDriverGetVersion gives 0 when no libcuda is loaded */
+            return cu_errf(err, KVS_EDEVICE,
+                           "no CUDA device: no NVIDIA driver is installed (libcuda.so not found; "
+                           "%s)", cudaGetErrorString(e));
+        if (e == cudaErrorInsufficientDriver || drv < rt)
             return cu_errf(err, KVS_EDEVICE,
                            "no CUDA device: the driver supports CUDA %d.%d but kvsim was built "
                            "with the CUDA %d.%d runtime (%s); install a newer driver (CUDA 13 "
