@@ -108,9 +108,9 @@ __global__ static void probe_k(int *p)
 
 /* The build carries sm_80 and sm_90 code plus compute_90 PTX (CMake's
  * CUDA_ARCHITECTURES "80-real;90"): sm_8x runs the sm_80 code, sm_9x the
- * sm_90 code, and newer parts JIT the PTX.  Below sm_80 nothing can run
- * (cp.async, the WMMA tiles and the fp16 paths need Ampere), so say so
- * instead of failing later with "no kernel image". */
+ * sm_90 code, and newer parts JIT the PTX.  Below sm_80 there is no image
+ * (and the kernels are written and checked for sm_80+: cp.async pipelines,
+ * WMMA tiles), so say so instead of failing later with "no kernel image". */
 static int check_capability(cuda_state *st, kvs_err *err)
 {
     int rc;
@@ -122,8 +122,9 @@ static int check_capability(cuda_state *st, kvs_err *err)
     if (st->cc_major < 8)
         return cu_errf(err, KVS_EDEVICE,
                        "no CUDA device: compute capability %d.%d (sm_%d%d) is not supported: "
-                       "kvsim's kernels are built for sm_80 (A100) and sm_90 (H100/H200), "
-                       "with PTX for newer parts; they need sm_80 or later",
+                       "this build carries sm_80 (A100) and sm_90 (H100/H200) code with "
+                       "compute_90 PTX for newer parts, and the kernels are checked on sm_80 "
+                       "or later only",
                        st->cc_major, st->cc_minor, st->cc_major, st->cc_minor);
     cudaFuncAttributes fa;
     cudaError_t e = cudaFuncGetAttributes(&fa, probe_k);

@@ -152,19 +152,19 @@ preflight() {
                      "($drv) supports CUDA $drv_cuda: every CUDA call would fail with" \
                      "'driver version is insufficient'.  Use the toolkit matching the driver" \
                      "(PATH=/usr/local/cuda-$drv_cuda/bin:\$PATH) or a newer driver."
-                bad=1
+                bad=2
             fi
         fi
-        if [ "$tk_major" = 13 ] && [ -n "$drv_major" ] && ((drv_major < 580)); then
+        if ((bad != 2)) && [ "$tk_major" = 13 ] && [ -n "$drv_major" ] && ((drv_major < 580)); then
             echo "CAUSE: CUDA 13 needs an R580+ driver; this one is $drv"
             bad=1
         fi
         if [ -n "$cc" ]; then
             ccn=${cc/./}
             if ((ccn < 80)); then
-                echo "CAUSE: compute capability $cc (sm_$ccn): kvsim's kernels are built for sm_80" \
-                     "and sm_90 (+ compute_90 PTX) and need sm_80 or later (cp.async, WMMA fp16);" \
-                     "sm_70/75 parts cannot run them"
+                echo "CAUSE: compute capability $cc (sm_$ccn) is not built: kvsim carries sm_80 and" \
+                     "sm_90 code (+ compute_90 PTX, which older parts cannot run), and its kernels" \
+                     "are checked on sm_80 or later only (cp.async pipelines, WMMA tiles)"
                 bad=1
             elif ((ccn >= 100)); then
                 echo "note: sm_$ccn is newer than the built sm_80/sm_90: the compute_90 PTX is" \
