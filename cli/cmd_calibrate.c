@@ -170,7 +170,8 @@ static void print_summary(const profile *prof, int64_t calib_id, int64_t profile
         printf("  %-13s %-11s %5lld %9.1f%% %9.1f%%\n", e->op, e->method, (long long)e->n,
                100 * e->median_rel, 100 * e->max_rel);
     }
-    printf("  per-step overhead %.3f us\n", profile_overhead_s(prof) * 1e6);
+    printf("  per-step overhead %.3f us %+.3f us per sequence (fitted, unclamped)\n",
+           profile_overhead_s(prof) * 1e6, profile_overhead_per_seq_s(prof) * 1e6);
     printf("\nstored calibration %lld and profile %lld in %s\n", (long long)calib_id,
            (long long)profile_id, db);
     if (gpu_lookup(gpu, &(gpu_spec){0}, NULL) == KVS_OK)
@@ -225,12 +226,12 @@ int cmd_calibrate(int argc, char **argv)
                        .repeats = a.repeats >= 0 ? a.repeats : cpu ? 5 : 10,
                        .seed = a.seed,
                        .progress = a.quiet ? NULL : progress};
-    steps = calloc(4, sizeof *steps);
+    steps = calloc(CALIB_MAX_STEPS, sizeof *steps);
     if (!steps) {
         rc = kvs_errf(&err, KVS_ENOMEM, "out of memory");
         goto done;
     }
-    size_t n_steps = calib_default_steps(&g, steps, 4);
+    size_t n_steps = calib_default_steps(&g, steps, CALIB_MAX_STEPS);
     printf("kvsim calibrate: %s on %s (%s backend, %s storage)", m.name, info.name, a.device,
            kernels_backend_vtable(be)->storage);
     if (info.driver_version[0])

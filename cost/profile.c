@@ -24,6 +24,7 @@ static const profile_op_info ops[PROFILE_OP_COUNT] = {
     {"prefill_attn", PROFILE_OP_KIND_PREFILL, 1},
     {"lm_head", PROFILE_OP_KIND_SEQS, 0},
     {"step", PROFILE_OP_KIND_STEP, 0},
+    {"layer", PROFILE_OP_KIND_LAYER, 0},
 };
 
 size_t profile_op_count(void) { return PROFILE_OP_COUNT; }
@@ -122,7 +123,18 @@ double profile_step_s(const profile *p, const cost_batch *b)
 {
     if (b->tokens <= 0 && b->n_prefill + b->n_decode <= 0)
         return 0.0; /* a step with no request takes no time */
-    return p->overhead_s + profile_ops_s(p, b);
+    double s = p->overhead_s + p->overhead_per_seq_s * (double)(b->n_prefill + b->n_decode) +
+               profile_ops_s(p, b);
+    return s > 0 ? s : 0.0; /* a time, whatever the fitted overhead's sign */
+}
+
+double profile_layer_s(const profile *p, const cost_batch *b)
+{
+    double s = 0;
+    for (size_t i = 0; i < p->n_ops; i++)
+        if (p->ops[i].per_layer)
+            s += (double)p->ops[i].per_layer * op_s(&p->ops[i], b);
+    return s;
 }
 
 double profile_op_s(const profile *p, const char *op, const cost_batch *b)
@@ -135,6 +147,7 @@ double profile_op_s(const profile *p, const char *op, const cost_batch *b)
 }
 
 double profile_overhead_s(const profile *p) { return p->overhead_s; }
+double profile_overhead_per_seq_s(const profile *p) { return p->overhead_per_seq_s; }
 size_t profile_error_count(const profile *p) { return p->n_errs; }
 const profile_op_error *profile_error_at(const profile *p, size_t i)
 {

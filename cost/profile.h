@@ -19,9 +19,14 @@
  *                  + c3 prefill_cached + c4 prefill_sq + c5 prefill_ctx
  *                  (prefill_tokens = tokens - n_decode; a chunk of q tokens
  *                  over c cached ones adds q^2 and q c: see cost/cost.h)
- * The overhead is the median of (measured - summed ops) over whole steps,
- * clipped at 0.  Fit errors: leave-one-out for tables, in-sample for
- * least squares and steps; relative |pred - meas| / meas.
+ * The per-step overhead is a line in the step's sequences, o0 + o1 n_seqs,
+ * fitted by least squares (relative error) to (measured - summed ops) over
+ * whole steps across the batch range; neither term is clamped (a negative
+ * o0 says the isolated ops overstate what a step pays), and the fit's error
+ * is reported instead.  A predicted step is never below 0 s.
+ * Fit errors: leave-one-out for tables, in-sample for least squares and
+ * steps; "layer" compares whole measured layers with the sum of their ops;
+ * relative |pred - meas| / meas.
  */
 #ifndef COST_PROFILE_H
 #define COST_PROFILE_H
@@ -43,7 +48,8 @@ typedef enum profile_op_kind {
     PROFILE_OP_KIND_DECODE,  /* decode attention: decode batch x contexts */
     PROFILE_OP_KIND_PREFILL, /* prefill attention: prefill batch x lengths */
     PROFILE_OP_KIND_SEQS,    /* LM head: sequences in the step */
-    PROFILE_OP_KIND_STEP     /* a whole step (overhead fit only) */
+    PROFILE_OP_KIND_STEP,    /* a whole step (overhead fit only) */
+    PROFILE_OP_KIND_LAYER    /* one decoder layer (a check of the per-op sum only) */
 } profile_op_kind;
 
 typedef struct profile_op_info {
@@ -57,7 +63,7 @@ typedef enum profile_op {
     PROFILE_OP_RMSNORM, PROFILE_OP_QKV, PROFILE_OP_ROPE, PROFILE_OP_KV_APPEND,
     PROFILE_OP_O_PROJ, PROFILE_OP_GATE_UP, PROFILE_OP_SWIGLU, PROFILE_OP_DOWN,
     PROFILE_OP_DECODE_ATTN, PROFILE_OP_PREFILL_ATTN, PROFILE_OP_LM_HEAD, PROFILE_OP_STEP,
-    PROFILE_OP_COUNT
+    PROFILE_OP_LAYER, PROFILE_OP_COUNT
 } profile_op;
 
 size_t profile_op_count(void);
@@ -69,7 +75,7 @@ const profile_op_info *profile_op_find(const char *name); /* NULL if unknown */
  * validate/profile.h's profile_fit). */
 typedef struct profile_op_error {
     char op[24];          /* op name, or "step" */
-    const char *method;   /* "interp-loo", "nnls", "overhead" */
+    const char *method;   /* "interp-loo", "nnls", "overhead", "sum-of-ops" */
     int64_t n;            /* points */
     double median_rel;    /* median relative error */
     double max_rel;       /* largest relative error */
@@ -81,7 +87,10 @@ void profile_free(profile *p);
 double profile_step_s(const profile *p, const cost_batch *b);
 /* NAN if op is unknown. */
 double profile_op_s(const profile *p, const char *op, const cost_batch *b);
-double profile_overhead_s(const profile *p);
+double profile_overhead_s(const profile *p);         /* o0, seconds */
+double profile_overhead_per_seq_s(const profile *p); /* o1, seconds per sequence */
+/* Predicted seconds of one decoder layer (the per-layer ops once each). */
+double profile_layer_s(const profile *p, const cost_batch *b);
 
 size_t profile_error_count(const profile *p);
 const profile_op_error *profile_error_at(const profile *p, size_t i);

@@ -32,10 +32,11 @@ typedef struct prof_op {
 
 struct profile {
     model_spec m;                   /* fitted for */
-    double overhead_s;              /* per step, seconds */
+    double overhead_s;              /* per step, seconds (may be < 0) */
+    double overhead_per_seq_s;      /* per sequence of the step, seconds */
     prof_op ops[PROFILE_MAX_OPS];   /* every non-step op of calibrate.h */
     size_t n_ops;
-    profile_op_error errs[PROFILE_MAX_OPS + 1]; /* per op, then "step" */
+    profile_op_error errs[PROFILE_MAX_OPS + 2]; /* per op, then "step", "layer" */
     size_t n_errs;
 };
 

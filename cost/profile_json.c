@@ -73,10 +73,10 @@ int profile_to_json(const profile *p, char **params_json, char **fit_error_json,
     sb_str(&a, m->name);
     sb_printf(&a, ",\"hidden\":%lld,\"layers\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
                   "\"head_dim\":%lld,\"intermediate\":%lld,\"vocab\":%lld},"
-                  "\"overhead_s\":%.17g,\"ops\":[",
+                  "\"overhead_s\":%.17g,\"overhead_per_seq_s\":%.17g,\"ops\":[",
               (long long)m->hidden, (long long)m->layers, (long long)m->heads,
               (long long)m->kv_heads, (long long)m->head_dim, (long long)m->intermediate,
-              (long long)m->vocab, p->overhead_s);
+              (long long)m->vocab, p->overhead_s, p->overhead_per_seq_s);
     for (size_t i = 0; i < p->n_ops; i++) {
         const prof_op *o = &p->ops[i];
         sb_printf(&a, "%s{\"op\":\"%s\",\"per_layer\":%d,", i ? "," : "", o->info->name,
@@ -158,7 +158,7 @@ static int parse_head(sqlite3 *db, const char *js, profile *p, kvs_err *err)
               "json_extract(?1,'$.model.hidden'), json_extract(?1,'$.model.layers'), "
               "json_extract(?1,'$.model.heads'), json_extract(?1,'$.model.kv_heads'), "
               "json_extract(?1,'$.model.head_dim'), json_extract(?1,'$.model.intermediate'), "
-              "json_extract(?1,'$.model.vocab')",
+              "json_extract(?1,'$.model.vocab'), json_extract(?1,'$.overhead_per_seq_s')",
               js, &st, err);
     if (rc != KVS_OK)
         return rc;
@@ -166,12 +166,17 @@ static int parse_head(sqlite3 *db, const char *js, profile *p, kvs_err *err)
         rc = kvs_errf(err, KVS_EDB, "reading profile JSON: %s", sqlite3_errmsg(db));
     } else if (sqlite3_column_type(st, 1) != SQLITE_INTEGER || sqlite3_column_int(st, 1) != 1) {
         rc = kvs_errf(err, KVS_EINVAL, "profile params: version must be 1");
-    } else if (!is_num(st, 2) || sqlite3_column_double(st, 2) < 0) {
-        rc = kvs_errf(err, KVS_EINVAL, "profile params: overhead_s must be a number >= 0");
+    } else if (!is_num(st, 2)) {
+        rc = kvs_errf(err, KVS_EINVAL, "profile params: overhead_s must be a number");
+    } else if (sqlite3_column_type(st, 11) != SQLITE_NULL && !is_num(st, 11)) {
+        /* absent in profiles fitted before the per-sequence term: 0 */
+        rc = kvs_errf(err, KVS_EINVAL, "profile params: overhead_per_seq_s must be a number");
     } else if (sqlite3_column_type(st, 3) != SQLITE_TEXT) {
         rc = kvs_errf(err, KVS_EINVAL, "profile params: model.name missing");
     } else {
         p->overhead_s = sqlite3_column_double(st, 2);
+        p->overhead_per_seq_s =
+            sqlite3_column_type(st, 11) == SQLITE_NULL ? 0.0 : sqlite3_column_double(st, 11);
         snprintf(p->m.name, sizeof p->m.name, "%s", (const char *)sqlite3_column_text(st, 3));
         for (int i = 0; i < 7 && rc == KVS_OK; i++) {
             if (sqlite3_column_type(st, 4 + i) != SQLITE_INTEGER || sqlite3_column_int64(st, 4 + i) < 1)
@@ -268,7 +273,7 @@ static int parse_op(sqlite3 *db, sqlite3_stmt *st, profile *p, kvs_err *err)
     const char *method = (const char *)sqlite3_column_text(st, 3);
     snprintf(where, sizeof where, "profile params: ops[%d] (%s)", idx, name ? name : "?");
     const profile_op_info *info = name ? profile_op_find(name) : NULL;
-    if (!info || info->kind == PROFILE_OP_KIND_STEP)
+    if (!info || info->kind == PROFILE_OP_KIND_STEP || info->kind == PROFILE_OP_KIND_LAYER)
         return kvs_errf(err, KVS_EINVAL, "%s: unknown op", where);
     for (size_t i = 0; i < p->n_ops; i++)
         if (p->ops[i].info == info)
@@ -311,7 +316,7 @@ int profile_from_json(sqlite3 *db, const char *js, profile **out, kvs_err *err)
     sqlite3_finalize(st);
     for (size_t i = 0; rc == KVS_OK && i < profile_op_count(); i++) {
         const profile_op_info *info = profile_op_at(i);
-        int found = info->kind == PROFILE_OP_KIND_STEP;
+        int found = info->kind == PROFILE_OP_KIND_STEP || info->kind == PROFILE_OP_KIND_LAYER;
         for (size_t j = 0; j < p->n_ops; j++)
             found |= p->ops[j].info == info;
         if (!found)

@@ -1,173 +1,210 @@
 /* cuda_attention.cu — attention over the paged KV cache on CUDA.
  *
- * Decode (q == 1) is written for memory bandwidth: a block serves one
- * sequence, one KV head and up to 8 of the query heads that share it (GQA:
- * the KV row is read once for the whole group), and one split-KV partition
- * of the context (flash-decoding: partitions are added when sequences are
- * few, so the GPU has enough blocks in flight; a second kernel merges the
- * partitions' softmax states).  head_dim / 8 threads read one token's K row
- * with 16-byte loads (8 fp16), so a row is one contiguous segment; each token
- * group keeps a one-pass online softmax (running max, sum, and the weighted
- * V accumulator), two tokens per iteration to keep loads in flight.
+ * Decode (q == 1) is written for memory bandwidth.  A block (4 warps) serves
+ * one sequence, one KV head, up to 8 of the query heads that share it, and
+ * one split-KV partition of the context:
+ *   - the partition length comes from the TOTAL decode tokens of the batch
+ *     (FlashInfer's load-balanced plan): every block reads about the same
+ *     number of tokens, so a long sequence gets more partitions instead of
+ *     straggling; a second kernel merges the partitions' softmax states;
+ *   - K/V tiles of 32 tokens are copied into shared memory with cp.async,
+ *     double buffered (the next tile's block-table lookups and loads are in
+ *     flight while the current tile is computed), so each KV row is read
+ *     from HBM once for all the query heads of the block;
+ *   - query heads are spread across warps (head slot = warp % HS), and when
+ *     the block has fewer heads than warps the warps split the tile's tokens
+ *     instead (token slice = warp / HS), merged through shared memory at the
+ *     end; each lane owns head_dim / 32 dimensions, so a thread holds at
+ *     most 2 heads x head_dim/32 accumulators (no register spills at 8
+ *     heads per block, see docs/kernels.md for the counts).
  *
- * Prefill (q > 1) uses cuBLAS: gather the sequence's K and V from the pools
- * into contiguous scratch, S = scale Q K^T (strided-batched over KV heads,
- * one call per query head of a group), a causal row softmax into fp16 P,
- * O = P V written straight into the output rows.  Scores stay fp32. */
+ * Prefill (q >= 1, causal over c cached + q new tokens, all read from the
+ * pools) is a FlashAttention-style kernel on tensor cores (WMMA, fp16 in,
+ * fp32 accumulate): a block takes 64 query rows of one head (16 per warp),
+ * walks the KV tiles of 32 tokens up to its last row's position (tiles past
+ * the causal limit are skipped; the diagonal tile is masked), keeps an online
+ * softmax per row, and accumulates O in shared memory.  No score matrix is
+ * materialised, so any prompt length runs in the same ~80 KiB of shared
+ * memory and no workspace. */
 #include "cuda_internal.cuh"
 
 #include <math.h>
+#include <mma.h>
 
-#define DEC_THREADS 128
-#define PART_MIN 256                      /* tokens per split-KV partition, at least */
-#define PREFILL_BUDGET ((int64_t)256 << 20) /* bytes of S + P per pass */
+#define DEC_WARPS 4
+#define DEC_THREADS (32 * DEC_WARPS)
+#define DEC_TILE 32          /* tokens per shared-memory KV tile */
+#define DEC_MAX_HEADS 8      /* query heads per block */
+#define PART_MIN 256         /* tokens per split-KV partition, at least */
+#define PART_MAX_SPLIT 64    /* partitions per sequence, at most */
 
-union pack8 {
-    uint4 u;
-    __half2 h[4];
-};
+/* ------------------------------------------------------------ cp.async */
 
-template <int GCM>
-__device__ static inline void dot8(const float (&q)[GCM][8], const pack8 &k, float (&s)[GCM])
+__device__ static inline void cp_async16(void *smem, const void *gmem, bool valid)
 {
-    float kf[8];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float2 f = __half22float2(k.h[i]);
-        kf[2 * i] = f.x;
-        kf[2 * i + 1] = f.y;
-    }
-#pragma unroll
-    for (int g = 0; g < GCM; g++) {
-        float a = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            a += q[g][i] * kf[i];
-        s[g] = a;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    int n = valid ? 16 : 0; /* src-size 0: zero-fill, nothing read */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+#else
+    *(uint4 *)smem = valid ? *(const uint4 *)gmem : make_uint4(0, 0, 0, 0);
+#endif
+}
+
+__device__ static inline void cp_async_commit()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+/* Wait until at most N committed groups are still in flight. */
+template <int N> __device__ static inline void cp_async_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+/* ------------------------------------------------------------ decode */
+
+/* Copy tokens [t0, t0 + DEC_TILE) of K and V (kv head kvh) into the stage;
+ * tokens at or past t_end are zero-filled. */
+template <int HD>
+__device__ static inline void dec_load_tile(__half (*ks)[HD], __half (*vs)[HD],
+                                            const __half *__restrict__ kp,
+                                            const __half *__restrict__ vp,
+                                            const int32_t *__restrict__ bt, int bs, size_t row,
+                                            int kvh, int t0, int t_end)
+{
+    constexpr int CPR = HD / 8; /* 16-byte chunks per token row */
+    for (int e = (int)threadIdx.x; e < DEC_TILE * CPR; e += DEC_THREADS) {
+        const int t = e / CPR, part = e % CPR, tok = t0 + t;
+        const bool ok = tok < t_end;
+        size_t off = 0;
+        if (ok)
+            off = ((size_t)bt[tok / bs] * bs + tok % bs) * row + (size_t)kvh * HD + part * 8;
+        cp_async16(&ks[t][part * 8], kp + off, ok);
+        cp_async16(&vs[t][part * 8], vp + off, ok);
     }
 }
 
-template <int HD, int GCM>
+/* HS head slots x (DEC_WARPS / HS) token slices; HPW heads per warp. */
+template <int HD, int HS, int HPW>
 __global__ static void __launch_bounds__(DEC_THREADS)
 decode_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
          const __half *__restrict__ vp, __half *__restrict__ out, const int32_t *seq_idx,
          const int32_t *qstart, const int32_t *ctx_a, const int32_t *bt_off,
          const int32_t *tables, int z0, int64_t width, int heads, int kv_heads, int group,
-         int chunks, int bs, int part_len, int parts, float scale, float *ws_acc, float *ws_ml)
+         int chunks, int bs, int part_len, int max_parts, float scale, float *ws_acc,
+         float *ws_ml)
 {
-    constexpr int TPT = HD / 8;           /* threads per token row */
-    constexpr int NG = DEC_THREADS / TPT; /* tokens in flight per block step */
-    __shared__ float sm_ml[NG][GCM][2];
-    __shared__ float sm_acc[NG][GCM][HD];
+    constexpr int TS = DEC_WARPS / HS; /* token slices */
+    constexpr int DPL = HD / 32;       /* dimensions per lane */
+    constexpr int NH = HS * HPW;       /* head capacity of the block */
+    __shared__ __align__(16) __half ks[2][DEC_TILE][HD];
+    __shared__ __align__(16) __half vs[2][DEC_TILE][HD];
+    __shared__ float sm_ml[DEC_WARPS][HPW][2];
+    __shared__ float sm_acc[DEC_WARPS][HPW][HD];
 
     const int si = (int)blockIdx.z + z0, s = seq_idx[si], ctx = ctx_a[s];
     const int p = (int)blockIdx.x, t_begin = p * part_len;
     if (t_begin >= ctx)
-        return; /* this sequence has fewer partitions */
+        return; /* this sequence has fewer partitions (uniform per block) */
     const int t_end = min(ctx, t_begin + part_len);
     const int kvh = (int)blockIdx.y / chunks, chunk = (int)blockIdx.y % chunks;
-    const int h0 = kvh * group + chunk * GCM, gc = min(GCM, group - chunk * GCM);
-    const int lane = (int)threadIdx.x % TPT, grp = (int)threadIdx.x / TPT;
+    const int h0 = kvh * group + chunk * NH, gc = min(NH, group - chunk * NH);
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+    const int hs = warp % HS, ts = warp / HS;
     const int tok = qstart[s];
     const int32_t *bt = tables + bt_off[s];
     const size_t row = (size_t)kv_heads * HD;
 
-    float q[GCM][8], m[GCM], l[GCM], acc[GCM][8];
+    /* this warp's heads: slot hs + HS k, k < HPW (a head past gc is idle) */
+    float q[HPW][DPL], m[HPW], l[HPW], acc[HPW][DPL];
 #pragma unroll
-    for (int g = 0; g < GCM; g++) {
-        pack8 qv;
-        qv.u = make_uint4(0, 0, 0, 0);
-        if (g < gc)
-            qv.u = *(const uint4 *)(qkv + (size_t)tok * width + (size_t)(h0 + g) * HD + lane * 8);
+    for (int k = 0; k < HPW; k++) {
+        const int g = hs + HS * k;
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            float2 f = __half22float2(qv.h[i]);
-            q[g][2 * i] = f.x * scale;
-            q[g][2 * i + 1] = f.y * scale;
+        for (int i = 0; i < DPL; i++) {
+            q[k][i] = g < gc ? __half2float(qkv[(size_t)tok * width + (size_t)(h0 + g) * HD +
+                                                lane * DPL + i]) * scale
+                             : 0.0f;
+            acc[k][i] = 0.0f;
         }
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            acc[g][i] = 0.0f;
+        m[k] = -INFINITY;
+        l[k] = 0.0f;
     }
 
-    /* Every lane runs the same iterations (the shuffles need the whole
-     * warp); out-of-range tokens load nothing and update nothing. */
-    for (int base = t_begin; base < t_end; base += 2 * NG) {
-        const int ta = base + grp, tb = base + NG + grp;
-        const bool va = ta < t_end, vb = tb < t_end;
-        pack8 ka, kb, xa, xb;
-        ka.u = kb.u = xa.u = xb.u = make_uint4(0, 0, 0, 0);
-        if (va) {
-            size_t off = ((size_t)bt[ta / bs] * bs + ta % bs) * row + (size_t)kvh * HD + lane * 8;
-            ka.u = __ldg((const uint4 *)(kp + off));
-            xa.u = __ldg((const uint4 *)(vp + off));
-        }
-        if (vb) {
-            size_t off = ((size_t)bt[tb / bs] * bs + tb % bs) * row + (size_t)kvh * HD + lane * 8;
-            kb.u = __ldg((const uint4 *)(kp + off));
-            xb.u = __ldg((const uint4 *)(vp + off));
-        }
-        float sa[GCM], sb[GCM];
-        dot8<GCM>(q, ka, sa);
-        dot8<GCM>(q, kb, sb);
+    const int n_tiles = (t_end - t_begin + DEC_TILE - 1) / DEC_TILE;
+    dec_load_tile<HD>(ks[0], vs[0], kp, vp, bt, bs, row, kvh, t_begin, t_end);
+    cp_async_commit();
+    for (int it = 0; it < n_tiles; it++) {
+        const int cur = it & 1, t0 = t_begin + it * DEC_TILE;
+        if (it + 1 < n_tiles) /* the other stage was released by the barrier below */
+            dec_load_tile<HD>(ks[cur ^ 1], vs[cur ^ 1], kp, vp, bt, bs, row, kvh,
+                              t0 + DEC_TILE, t_end);
+        cp_async_commit(); /* possibly empty: keeps the group count uniform */
+        cp_async_wait<1>(); /* the current tile has landed (this thread's part) */
+        __syncthreads();    /* ... and every thread's part */
+        const int nt = min(DEC_TILE, t_end - t0);
+        for (int t = ts; t < nt; t += TS) {
+            float kf[DPL], vf[DPL];
 #pragma unroll
-        for (int o = TPT / 2; o > 0; o >>= 1)
-#pragma unroll
-            for (int g = 0; g < GCM; g++) {
-                sa[g] += __shfl_xor_sync(0xffffffffu, sa[g], o, TPT);
-                sb[g] += __shfl_xor_sync(0xffffffffu, sb[g], o, TPT);
+            for (int i = 0; i < DPL; i++) {
+                kf[i] = __half2float(ks[cur][t][lane * DPL + i]);
+                vf[i] = __half2float(vs[cur][t][lane * DPL + i]);
             }
-        if (!va)
-            continue; /* vb implies va */
-        float fa[8], fb[8];
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            float2 x = __half22float2(xa.h[i]), y = __half22float2(xb.h[i]);
-            fa[2 * i] = x.x, fa[2 * i + 1] = x.y, fb[2 * i] = y.x, fb[2 * i + 1] = y.y;
+            for (int k = 0; k < HPW; k++) {
+                float sc = 0.0f;
+#pragma unroll
+                for (int i = 0; i < DPL; i++)
+                    sc += q[k][i] * kf[i];
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1)
+                    sc += __shfl_xor_sync(0xffffffffu, sc, o);
+                const float mx = fmaxf(m[k], sc);
+                const float corr = __expf(m[k] - mx), pr = __expf(sc - mx);
+                l[k] = l[k] * corr + pr;
+#pragma unroll
+                for (int i = 0; i < DPL; i++)
+                    acc[k][i] = acc[k][i] * corr + pr * vf[i];
+                m[k] = mx;
+            }
         }
-#pragma unroll
-        for (int g = 0; g < GCM; g++) {
-            float mx = fmaxf(m[g], vb ? fmaxf(sa[g], sb[g]) : sa[g]);
-            float corr = __expf(m[g] - mx), pa = __expf(sa[g] - mx);
-            float pb = vb ? __expf(sb[g] - mx) : 0.0f;
-            l[g] = l[g] * corr + pa + pb;
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                acc[g][i] = acc[g][i] * corr + pa * fa[i] + pb * fb[i];
-            m[g] = mx;
-        }
+        __syncthreads(); /* everyone is done with stage cur before it is refilled */
     }
 
-    /* Merge the NG token groups of the block. */
+    /* Merge the token slices (warps hs, hs + HS, ...) of each head. */
 #pragma unroll
-    for (int g = 0; g < GCM; g++) {
+    for (int k = 0; k < HPW; k++) {
         if (lane == 0) {
-            sm_ml[grp][g][0] = m[g];
-            sm_ml[grp][g][1] = l[g];
+            sm_ml[warp][k][0] = m[k];
+            sm_ml[warp][k][1] = l[k];
         }
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-            sm_acc[grp][g][lane * 8 + i] = acc[g][i];
+        for (int i = 0; i < DPL; i++)
+            sm_acc[warp][k][lane * DPL + i] = acc[k][i];
     }
     __syncthreads();
     for (int e = (int)threadIdx.x; e < gc * HD; e += DEC_THREADS) {
-        const int g = e / HD, d = e % HD, h = h0 + g;
+        const int g = e / HD, d = e % HD, k = g / HS, slot = g % HS, h = h0 + g;
         float M = -INFINITY, L = 0.0f, A = 0.0f;
-        for (int k = 0; k < NG; k++)
-            M = fmaxf(M, sm_ml[k][g][0]);
-        for (int k = 0; k < NG; k++) {
-            if (sm_ml[k][g][0] == -INFINITY)
-                continue; /* group saw no token */
-            float f = __expf(sm_ml[k][g][0] - M);
-            L += sm_ml[k][g][1] * f;
-            A += sm_acc[k][g][d] * f;
+        for (int j = 0; j < TS; j++)
+            M = fmaxf(M, sm_ml[slot + HS * j][k][0]);
+        for (int j = 0; j < TS; j++) {
+            const int w = slot + HS * j;
+            if (sm_ml[w][k][0] == -INFINITY)
+                continue; /* this slice saw no token */
+            const float f = __expf(sm_ml[w][k][0] - M);
+            L += sm_ml[w][k][1] * f;
+            A += sm_acc[w][k][d] * f;
         }
-        if (parts == 1) {
+        if (max_parts == 1) {
             out[(size_t)tok * heads * HD + (size_t)h * HD + d] = __float2half(A / L);
         } else {
-            size_t b = ((size_t)si * heads + h) * parts + p;
+            const size_t b = ((size_t)si * heads + h) * max_parts + p;
             ws_acc[b * HD + d] = A;
             if (d == 0) {
                 ws_ml[2 * b] = M;
@@ -181,11 +218,11 @@ decode_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
 __global__ static void decode_reduce_k(const float *ws_acc, const float *ws_ml, __half *out,
                                        const int32_t *seq_idx, const int32_t *qstart,
                                        const int32_t *ctx_a, int heads, int hd, int part_len,
-                                       int parts, int z0)
+                                       int max_parts, int z0)
 {
     const int si = (int)blockIdx.x + z0, h = (int)blockIdx.y, s = seq_idx[si];
     const int np = (ctx_a[s] + part_len - 1) / part_len;
-    const size_t b = ((size_t)si * heads + h) * parts;
+    const size_t b = ((size_t)si * heads + h) * max_parts;
     float M = -INFINITY;
     for (int k = 0; k < np; k++)
         M = fmaxf(M, ws_ml[2 * (b + k)]);
@@ -201,23 +238,46 @@ __global__ static void decode_reduce_k(const float *ws_acc, const float *ws_ml, 
 }
 
 typedef struct decode_plan {
-    int gcm, chunks, parts, part_len;
+    int hs, hpw;      /* head slots, heads per warp */
+    int chunks;       /* blocks per KV head (groups above 8 heads) */
+    int part_len;     /* tokens per partition, a multiple of DEC_TILE */
+    int max_parts;    /* partitions of the longest sequence */
 } decode_plan;
 
-static decode_plan plan_decode(const cuda_state *st, int64_t n, int64_t max_ctx,
-                               int64_t heads, int64_t kv_heads)
+static int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* total_ctx: sum of the decode contexts (the load to spread); max_ctx: the
+ * longest.  Blocks: n x kv_heads x chunks per partition index; the plan aims
+ * at 4 blocks per SM (resident: 4 x 128 threads, ~36 KiB shared each). */
+static decode_plan plan_decode(const cuda_state *st, int64_t total_ctx,
+                               int64_t max_ctx, int64_t heads, int64_t kv_heads)
 {
     decode_plan pl;
-    int64_t group = heads / kv_heads, g = group < 8 ? group : 8;
-    pl.gcm = g <= 1 ? 1 : g <= 2 ? 2 : g <= 4 ? 4 : 8;
-    pl.chunks = (int)((group + pl.gcm - 1) / pl.gcm);
-    int64_t blocks = n * kv_heads * pl.chunks, target = 4 * (int64_t)(st ? st->sm_count : 132);
-    int64_t max_parts = (max_ctx + PART_MIN - 1) / PART_MIN;
-    int64_t parts = (target + blocks - 1) / blocks;
-    parts = parts < 1 ? 1 : parts > max_parts ? max_parts : parts;
-    pl.part_len = (int)((max_ctx + parts - 1) / parts);
-    pl.parts = (int)((max_ctx + pl.part_len - 1) / pl.part_len);
+    const int64_t group = heads / kv_heads, nh = group < DEC_MAX_HEADS ? group : DEC_MAX_HEADS;
+    pl.hs = nh >= 4 ? 4 : nh >= 2 ? 2 : 1;
+    pl.hpw = (int)ceil_div64(nh, pl.hs); /* 1 or 2 */
+    pl.chunks = (int)ceil_div64(group, (int64_t)pl.hs * pl.hpw);
+    const int64_t target = 4 * (int64_t)(st ? st->sm_count : 132);
+    const int64_t per_tok = kv_heads * pl.chunks; /* blocks a token's partition spans */
+    int64_t len = ceil_div64(total_ctx * per_tok, target);
+    if (len < PART_MIN)
+        len = PART_MIN;
+    if (len < ceil_div64(max_ctx, PART_MAX_SPLIT))
+        len = ceil_div64(max_ctx, PART_MAX_SPLIT);
+    len = ceil_div64(len, DEC_TILE) * DEC_TILE;
+    if (len >= max_ctx) /* one partition for everyone: no merge pass */
+        len = ceil_div64(max_ctx > 0 ? max_ctx : 1, DEC_TILE) * DEC_TILE;
+    pl.part_len = (int)len;
+    pl.max_parts = (int)ceil_div64(max_ctx > 0 ? max_ctx : 1, len);
     return pl;
+}
+
+/* Workspace of a decode call: the partitions' accumulators and (max, sum). */
+static size_t decode_ws_bytes(const decode_plan *pl, int64_t n, int64_t heads, int64_t hd)
+{
+    if (pl->max_parts <= 1)
+        return 0;
+    return (size_t)n * heads * pl->max_parts * (hd + 2) * sizeof(float);
 }
 
 int cu_decode_attention(void *self, const kernels_attn_args *a, kvs_err *err)
@@ -227,15 +287,18 @@ int cu_decode_attention(void *self, const kernels_attn_args *a, kvs_err *err)
     if (hd != 32 && hd != 64 && hd != 128)
         return cu_errf(err, KVS_EINVAL, "cuda decode attention: head_dim %d not supported "
                                         "(32, 64 or 128)", hd);
-    decode_plan pl = plan_decode(st, a->n, a->max_ctx, a->heads, a->kv_heads);
+    int64_t total = 0;
+    for (int64_t i = 0; i < a->n; i++)
+        total += a->host_seq_ctx[a->host_seq_idx[i]];
+    decode_plan pl = plan_decode(st, total, a->max_ctx, a->heads, a->kv_heads);
     if (a->kv_heads * pl.chunks > 65535 || a->heads > 65535)
         return cu_errf(err, KVS_EINVAL, "cuda decode attention: %lld heads exceed the grid",
                        (long long)a->heads);
     float *ws_acc = NULL, *ws_ml = NULL;
-    if (pl.parts > 1) {
-        size_t cells = (size_t)a->n * a->heads * pl.parts;
+    if (pl.max_parts > 1) {
+        const size_t cells = (size_t)a->n * a->heads * pl.max_parts;
         void *ws;
-        int rc = cu_scratch(st, cells * (hd + 2) * sizeof(float), &ws, err);
+        int rc = cu_scratch(st, decode_ws_bytes(&pl, a->n, a->heads, hd), &ws, err);
         if (rc != KVS_OK)
             return rc;
         ws_acc = (float *)ws;
@@ -246,24 +309,29 @@ int cu_decode_attention(void *self, const kernels_attn_args *a, kvs_err *err)
                  *vp = (const __half *)a->v_pool;
     __half *out = (__half *)a->out;
     for (int64_t z0 = 0; z0 < a->n; z0 += 65535) {
-        int64_t nz = a->n - z0 < 65535 ? a->n - z0 : 65535;
-        dim3 grid((unsigned)pl.parts, (unsigned)(a->kv_heads * pl.chunks), (unsigned)nz);
-#define DEC_CASE(HD_, G_)                                                                     \
-    else if (hd == HD_ && pl.gcm == G_) decode_k<HD_, G_><<<grid, DEC_THREADS, 0, st->stream>>>( \
-        qkv, kp, vp, out, a->seq_idx, a->seq_qstart, a->seq_ctx, a->seq_bt, a->block_tables,  \
-        (int)z0, width, (int)a->heads, (int)a->kv_heads, (int)(a->heads / a->kv_heads),       \
-        pl.chunks, (int)a->block_size, pl.part_len, pl.parts, a->scale, ws_acc, ws_ml);
+        const int64_t nz = a->n - z0 < 65535 ? a->n - z0 : 65535;
+        dim3 grid((unsigned)pl.max_parts, (unsigned)(a->kv_heads * pl.chunks), (unsigned)nz);
+#define DEC_CASE(HD_, HS_, HPW_)                                                              \
+    else if (hd == HD_ && pl.hs == HS_ && pl.hpw == HPW_)                                     \
+        decode_k<HD_, HS_, HPW_><<<grid, DEC_THREADS, 0, st->stream>>>(                       \
+            qkv, kp, vp, out, a->seq_idx, a->seq_qstart, a->seq_ctx, a->seq_bt,               \
+            a->block_tables, (int)z0, width, (int)a->heads, (int)a->kv_heads,                 \
+            (int)(a->heads / a->kv_heads), pl.chunks, (int)a->block_size, pl.part_len,        \
+            pl.max_parts, a->scale, ws_acc, ws_ml);
+#define DEC_HD(HD_) DEC_CASE(HD_, 1, 1) DEC_CASE(HD_, 2, 1) DEC_CASE(HD_, 2, 2)               \
+                    DEC_CASE(HD_, 4, 1) DEC_CASE(HD_, 4, 2)
         if (0) {
         }
-        DEC_CASE(32, 1) DEC_CASE(32, 2) DEC_CASE(32, 4) DEC_CASE(32, 8)
-        DEC_CASE(64, 1) DEC_CASE(64, 2) DEC_CASE(64, 4) DEC_CASE(64, 8)
-        DEC_CASE(128, 1) DEC_CASE(128, 2) DEC_CASE(128, 4) DEC_CASE(128, 8)
+        DEC_HD(32) DEC_HD(64) DEC_HD(128)
+        else return cu_errf(err, KVS_EINVAL, "cuda decode attention: no kernel for plan "
+                                             "hs=%d hpw=%d", pl.hs, pl.hpw);
+#undef DEC_HD
 #undef DEC_CASE
         int rc = cu_check_launch("decode attention kernel", err);
-        if (rc == KVS_OK && pl.parts > 1) {
+        if (rc == KVS_OK && pl.max_parts > 1) {
             decode_reduce_k<<<dim3((unsigned)nz, (unsigned)a->heads), 128, 0, st->stream>>>(
                 ws_acc, ws_ml, out, a->seq_idx, a->seq_qstart, a->seq_ctx, (int)a->heads, hd,
-                pl.part_len, pl.parts, (int)z0);
+                pl.part_len, pl.max_parts, (int)z0);
             rc = cu_check_launch("decode reduce kernel", err);
         }
         if (rc != KVS_OK)
@@ -274,150 +342,244 @@ int cu_decode_attention(void *self, const kernels_attn_args *a, kvs_err *err)
 
 /* ------------------------------------------------------------ prefill */
 
-/* Contiguous copy of a sequence's first ctx tokens of K and V. */
-__global__ static void gather_kv_k(const __half *kp, const __half *vp, const int32_t *tables,
-                                   const int32_t *bt_off, int s, int bs, int64_t row, int64_t n,
-                                   __half *kc, __half *vc)
+#define PF_BQ 64      /* query rows per block (16 per warp) */
+#define PF_BK 32      /* keys per tile */
+#define PF_WARPS 4
+#define PF_THREADS (32 * PF_WARPS)
+#define PF_PAD_H 8    /* halves of padding per row (16 bytes: no bank conflicts) */
+#define PF_PAD_F 4    /* floats of padding per row */
+
+static size_t round128(size_t x) { return (x + 127) & ~(size_t)127; }
+
+/* Shared-memory layout of the prefill kernel for head_dim hd (bytes). */
+typedef struct pf_layout {
+    size_t q, k, v, s, p, o, total;
+} pf_layout;
+
+static pf_layout pf_layout_for(int hd)
 {
-    int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= n)
-        return;
-    int64_t t = idx / row, e = idx % row;
-    int64_t src = ((int64_t)tables[bt_off[s] + t / bs] * bs + t % bs) * row + e;
-    kc[idx] = kp[src];
-    vc[idx] = vp[src];
+    pf_layout L;
+    size_t lh = (size_t)hd + PF_PAD_H, lo = (size_t)hd + PF_PAD_F;
+    L.q = 0;
+    L.k = L.q + round128(PF_BQ * lh * sizeof(__half));
+    L.v = L.k + round128(PF_BK * lh * sizeof(__half));
+    L.s = L.v + round128(PF_BK * lh * sizeof(__half));
+    L.p = L.s + round128(PF_BQ * (PF_BK + PF_PAD_F) * sizeof(float));
+    L.o = L.p + round128(PF_BQ * (PF_BK + PF_PAD_H) * sizeof(__half));
+    L.total = L.o + round128(PF_BQ * lo * sizeof(float));
+    return L;
 }
 
-__device__ static float block_reduce(float v, bool is_max)
+/* grid (query tiles, heads, prefill sequences); smem laid out as pf_layout. */
+template <int HD>
+__global__ static void __launch_bounds__(PF_THREADS)
+prefill_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
+          const __half *__restrict__ vp, __half *__restrict__ out, const int32_t *seq_idx,
+          const int32_t *qstart, const int32_t *ctx_a, const int32_t *bt_off,
+          const int32_t *tables, int z0, int64_t width, int heads, int kv_heads, int bs,
+          float scale, size_t off_k, size_t off_v, size_t off_s, size_t off_p, size_t off_o)
 {
-    __shared__ float part[32];
-    __syncthreads(); /* part[] may still be read by a previous call */
-    for (int o = 16; o > 0; o >>= 1) {
-        float w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = is_max ? fmaxf(v, w) : v + w;
+    using namespace nvcuda;
+    constexpr int LH = HD + PF_PAD_H, LO = HD + PF_PAD_F, LS = PF_BK + PF_PAD_F,
+                  LP = PF_BK + PF_PAD_H, CPR = HD / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    __half *Qs = (__half *)smem, *Ks = (__half *)(smem + off_k), *Vs = (__half *)(smem + off_v);
+    float *S = (float *)(smem + off_s), *O = (float *)(smem + off_o);
+    __half *P = (__half *)(smem + off_p);
+
+    const int s = seq_idx[(int)blockIdx.z + z0], q0 = qstart[s], q = qstart[s + 1] - q0;
+    const int ctx = ctx_a[s], c = ctx - q, r0 = (int)blockIdx.x * PF_BQ;
+    if (r0 >= q)
+        return; /* uniform per block */
+    const int h = (int)blockIdx.y, kvh = h / (heads / kv_heads);
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+    const int32_t *bt = tables + bt_off[s];
+    const size_t row = (size_t)kv_heads * HD;
+
+    /* Q rows of the tile (zero past q), O = 0 */
+    for (int e = (int)threadIdx.x; e < PF_BQ * CPR; e += PF_THREADS) {
+        const int r = e / CPR, part = e % CPR;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r0 + r < q)
+            v = *(const uint4 *)(qkv + (size_t)(q0 + r0 + r) * width + (size_t)h * HD + part * 8);
+        *(uint4 *)(Qs + r * LH + part * 8) = v;
     }
-    if ((threadIdx.x & 31) == 0)
-        part[threadIdx.x >> 5] = v;
-    __syncthreads();
-    float r = part[0];
-    for (int i = 1; i < (int)(blockDim.x >> 5); i++)
-        r = is_max ? fmaxf(r, part[i]) : r + part[i];
-    return r;
-}
+    for (int e = (int)threadIdx.x; e < PF_BQ * LO; e += PF_THREADS)
+        O[e] = 0.0f;
 
-/* Row r of S (query i = r % q at position c + i) keeps keys 0 .. c + i. */
-__global__ static void causal_softmax_k(const float *S, __half *P, int q, int ctx, int c)
-{
-    const int64_t r = blockIdx.x;
-    const int valid = min(ctx, c + (int)(r % q) + 1);
-    const float *sr = S + r * ctx;
-    __half *pr = P + r * ctx;
-    float mx = -INFINITY;
-    for (int t = (int)threadIdx.x; t < valid; t += (int)blockDim.x)
-        mx = fmaxf(mx, sr[t]);
-    mx = block_reduce(mx, true);
-    float sum = 0.0f;
-    for (int t = (int)threadIdx.x; t < valid; t += (int)blockDim.x)
-        sum += __expf(sr[t] - mx);
-    float inv = 1.0f / block_reduce(sum, false);
-    for (int t = (int)threadIdx.x; t < ctx; t += (int)blockDim.x)
-        pr[t] = __float2half(t < valid ? __expf(sr[t] - mx) * inv : 0.0f);
-}
+    /* lanes 2i and 2i+1 own row wr = 16 warp + i: half of its keys and of
+     * its output columns each; (m, l) are kept by both */
+    const int wr = warp * 16 + lane / 2, half_ = lane & 1;
+    const int qi = min(r0 + wr, q - 1); /* rows past q mirror the last row */
+    const int limit = c + qi;           /* last key position this row sees */
+    const int warp_last = c + min(r0 + warp * 16 + 15, q - 1);
+    float m = -INFINITY, l = 0.0f;
 
-static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
-
-/* KV heads per pass so that S (fp32) + P (fp16) fit the budget. */
-static int64_t prefill_kv_chunk(int64_t q, int64_t ctx, int64_t kv_heads)
-{
-    int64_t per = q * ctx * 6, kb = PREFILL_BUDGET / (per > 0 ? per : 1);
-    return kb < 1 ? 1 : kb > kv_heads ? kv_heads : kb;
-}
-
-static size_t prefill_bytes(int64_t q, int64_t ctx, int64_t kv_heads, int64_t hd)
-{
-    size_t kvc = align256((size_t)ctx * kv_heads * hd * sizeof(__half));
-    size_t sp = (size_t)prefill_kv_chunk(q, ctx, kv_heads) * q * ctx;
-    return 2 * kvc + align256(sp * sizeof(float)) + align256(sp * sizeof(__half));
-}
-
-int64_t cu_attn_workspace_bytes(void *self, int64_t n_decode, int64_t max_ctx,
-                                int64_t max_prefill_q, int64_t heads, int64_t kv_heads,
-                                int64_t head_dim)
-{
-    decode_plan pl = plan_decode((const cuda_state *)self, n_decode > 0 ? n_decode : 1,
-                                 max_ctx > 0 ? max_ctx : 1, heads, kv_heads);
-    int64_t dec = pl.parts > 1 ? n_decode * heads * pl.parts * (head_dim + 2) * 4 : 0;
-    int64_t pre = max_prefill_q > 0
-                      ? (int64_t)prefill_bytes(max_prefill_q, max_ctx, kv_heads, head_dim)
-                      : 0;
-    return dec > pre ? dec : pre;
-}
-
-static int prefill_one(cuda_state *st, const kernels_attn_args *a, int s, kvs_err *err)
-{
-    const int64_t hd = a->head_dim, nh = a->heads, kvh = a->kv_heads, G = nh / kvh;
-    const int64_t width = (nh + 2 * kvh) * hd, row = kvh * hd;
-    const int64_t q0 = a->host_seq_qstart[s], q = a->host_seq_qstart[s + 1] - q0;
-    const int64_t ctx = a->host_seq_ctx[s], c = ctx - q;
-    const int64_t kb = prefill_kv_chunk(q, ctx, kvh);
-    void *ws;
-    int rc = cu_scratch(st, prefill_bytes(q, ctx, kvh, hd), &ws, err);
-    if (rc != KVS_OK)
-        return rc;
-    size_t kvc = align256((size_t)ctx * row * sizeof(__half));
-    __half *kc = (__half *)ws, *vc = (__half *)((char *)ws + kvc);
-    float *S = (float *)((char *)ws + 2 * kvc);
-    __half *P = (__half *)((char *)S + align256((size_t)kb * q * ctx * sizeof(float)));
-
-    int64_t n = ctx * row;
-    gather_kv_k<<<(unsigned)((n + CU_THREADS - 1) / CU_THREADS), CU_THREADS, 0, st->stream>>>(
-        (const __half *)a->k_pool, (const __half *)a->v_pool, a->block_tables, a->seq_bt, s,
-        (int)a->block_size, row, n, kc, vc);
-    if ((rc = cu_check_launch("prefill gather kernel", err)) != KVS_OK)
-        return rc;
-    const __half *qkv = (const __half *)a->qkv;
-    __half *out = (__half *)a->out;
-    const float scale = a->scale, one = 1.0f, zero = 0.0f;
-    for (int64_t j0 = 0; j0 < kvh; j0 += kb) {
-        const int64_t nb = kvh - j0 < kb ? kvh - j0 : kb;
-        for (int64_t g = 0; g < G; g++) {
-            const int64_t h = j0 * G + g; /* first query head of the pass */
-            /* S^T (ctx x q, col-major) = K_j (ctx x hd) * Q_h^T (hd x q) */
-            rc = cu_check_blas(cublasGemmStridedBatchedEx(
-                                   st->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)ctx, (int)q, (int)hd,
-                                   &scale, kc + j0 * hd, CUDA_R_16F, (int)row, hd,
-                                   qkv + q0 * width + h * hd, CUDA_R_16F, (int)width, G * hd,
-                                   &zero, S, CUDA_R_32F, (int)ctx, q * ctx, (int)nb,
-                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                               "prefill QK^T", err);
-            if (rc != KVS_OK)
-                return rc;
-            causal_softmax_k<<<(unsigned)(nb * q), CU_THREADS, 0, st->stream>>>(S, P, (int)q,
-                                                                               (int)ctx, (int)c);
-            if ((rc = cu_check_launch("prefill softmax kernel", err)) != KVS_OK)
-                return rc;
-            /* O^T (hd x q) = V_j^T (hd x ctx) * P^T (ctx x q) */
-            rc = cu_check_blas(cublasGemmStridedBatchedEx(
-                                   st->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)hd, (int)q, (int)ctx,
-                                   &one, vc + j0 * hd, CUDA_R_16F, (int)row, hd, P, CUDA_R_16F,
-                                   (int)ctx, q * ctx, &zero, out + q0 * nh * hd + h * hd,
-                                   CUDA_R_16F, (int)(nh * hd), G * hd, (int)nb,
-                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                               "prefill PV", err);
-            if (rc != KVS_OK)
-                return rc;
+    const int block_last = c + min(r0 + PF_BQ - 1, q - 1);
+    const int n_tiles = block_last / PF_BK + 1; /* tiles past it: causally masked, skipped */
+    for (int kt = 0; kt < n_tiles; kt++) {
+        const int k0 = kt * PF_BK;
+        __syncthreads(); /* previous tile fully consumed (and Q/O ready at kt = 0) */
+        for (int e = (int)threadIdx.x; e < PF_BK * CPR; e += PF_THREADS) {
+            const int t = e / CPR, part = e % CPR, tok = k0 + t;
+            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+            if (tok < ctx) {
+                size_t off = ((size_t)bt[tok / bs] * bs + tok % bs) * row + (size_t)kvh * HD +
+                             part * 8;
+                kv = *(const uint4 *)(kp + off);
+                vv = *(const uint4 *)(vp + off);
+            }
+            *(uint4 *)(Ks + t * LH + part * 8) = kv;
+            *(uint4 *)(Vs + t * LH + part * 8) = vv;
         }
+        __syncthreads();
+        if (k0 > warp_last)
+            continue; /* the whole tile is after this warp's rows */
+
+        /* S[16 rows][32 keys] = Q K^T */
+        float *Sw = S + warp * 16 * LS;
+#pragma unroll
+        for (int j = 0; j < PF_BK / 16; j++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
+            wmma::fill_fragment(sf, 0.0f);
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> af;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> bf;
+                wmma::load_matrix_sync(af, Qs + warp * 16 * LH + kk * 16, LH);
+                wmma::load_matrix_sync(bf, Ks + j * 16 * LH + kk * 16, LH);
+                wmma::mma_sync(sf, af, bf, sf);
+            }
+            wmma::store_matrix_sync(Sw + j * 16, sf, LS, wmma::mem_row_major);
+        }
+        __syncwarp();
+
+        /* online softmax of row wr over this tile (16 keys per lane) */
+        const float *sr = Sw + (lane / 2) * LS + half_ * 16;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+            if (k0 + half_ * 16 + j <= limit)
+                mx = fmaxf(mx, sr[j] * scale);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        const float mn = fmaxf(m, mx); /* finite: key 0 <= limit is in tile 0 */
+        const float corr = __expf(m - mn);
+        float sum = 0.0f;
+        __half *pr = P + wr * LP + half_ * 16;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            float pv = k0 + half_ * 16 + j <= limit ? __expf(sr[j] * scale - mn) : 0.0f;
+            __half ph = __float2half(pv);
+            pr[j] = ph;
+            sum += __half2float(ph); /* the sum of what P V adds */
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        l = l * corr + sum;
+        m = mn;
+        float *orow = O + wr * LO + half_ * (HD / 2);
+#pragma unroll 8
+        for (int d = 0; d < HD / 2; d++)
+            orow[d] *= corr;
+        __syncwarp();
+
+        /* O[16 rows][HD] += P[16][32] V[32][HD] */
+#pragma unroll
+        for (int j = 0; j < HD / 16; j++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
+            wmma::load_matrix_sync(of, O + warp * 16 * LO + j * 16, LO, wmma::mem_row_major);
+#pragma unroll
+            for (int kk = 0; kk < PF_BK / 16; kk++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> af;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> bf;
+                wmma::load_matrix_sync(af, P + warp * 16 * LP + kk * 16, LP);
+                wmma::load_matrix_sync(bf, Vs + kk * 16 * LH + j * 16, LH);
+                wmma::mma_sync(of, af, bf, of);
+            }
+            wmma::store_matrix_sync(O + warp * 16 * LO + j * 16, of, LO, wmma::mem_row_major);
+        }
+        __syncwarp();
     }
+    __syncwarp();
+    if (r0 + wr < q) {
+        const float inv = 1.0f / l;
+        const float *orow = O + wr * LO + half_ * (HD / 2);
+        __half *dst = out + (size_t)(q0 + r0 + wr) * heads * HD + (size_t)h * HD + half_ * (HD / 2);
+        for (int d = 0; d < HD / 2; d++)
+            dst[d] = __float2half(orow[d] * inv);
+    }
+}
+
+/* Opt the prefill kernels into more than 48 KiB of shared memory (once). */
+static int prefill_setup(cuda_state *st, kvs_err *err)
+{
+    if (st->prefill_ready)
+        return KVS_OK;
+    int rc;
+    if ((rc = cu_check(cudaFuncSetAttribute(prefill_k<32>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)pf_layout_for(32).total),
+                       "cudaFuncSetAttribute(prefill 32)", err)) != KVS_OK ||
+        (rc = cu_check(cudaFuncSetAttribute(prefill_k<64>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)pf_layout_for(64).total),
+                       "cudaFuncSetAttribute(prefill 64)", err)) != KVS_OK ||
+        (rc = cu_check(cudaFuncSetAttribute(prefill_k<128>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)pf_layout_for(128).total),
+                       "cudaFuncSetAttribute(prefill 128)", err)) != KVS_OK)
+        return rc;
+    st->prefill_ready = 1;
     return KVS_OK;
 }
 
 int cu_prefill_attention(void *self, const kernels_attn_args *a, kvs_err *err)
 {
     cuda_state *st = (cuda_state *)self;
-    for (int64_t i = 0; i < a->n; i++) {
-        int rc = prefill_one(st, a, a->host_seq_idx[i], err);
-        if (rc != KVS_OK)
+    const int hd = (int)a->head_dim;
+    if (hd != 32 && hd != 64 && hd != 128)
+        return cu_errf(err, KVS_EINVAL, "cuda prefill attention: head_dim %d not supported "
+                                        "(32, 64 or 128)", hd);
+    if (a->heads > 65535)
+        return cu_errf(err, KVS_EINVAL, "cuda prefill attention: %lld heads exceed the grid",
+                       (long long)a->heads);
+    int rc = prefill_setup(st, err);
+    if (rc != KVS_OK)
+        return rc;
+    const pf_layout L = pf_layout_for(hd);
+    const int64_t width = (a->heads + 2 * a->kv_heads) * hd;
+    const unsigned qtiles = (unsigned)ceil_div64(a->max_q > 0 ? a->max_q : 1, PF_BQ);
+    for (int64_t z0 = 0; z0 < a->n; z0 += 65535) {
+        const int64_t nz = a->n - z0 < 65535 ? a->n - z0 : 65535;
+        dim3 grid(qtiles, (unsigned)a->heads, (unsigned)nz);
+#define PF_CASE(HD_)                                                                          \
+    else if (hd == HD_) prefill_k<HD_><<<grid, PF_THREADS, L.total, st->stream>>>(             \
+        (const __half *)a->qkv, (const __half *)a->k_pool, (const __half *)a->v_pool,          \
+        (__half *)a->out, a->seq_idx, a->seq_qstart, a->seq_ctx, a->seq_bt, a->block_tables,   \
+        (int)z0, width, (int)a->heads, (int)a->kv_heads, (int)a->block_size, a->scale, L.k,    \
+        L.v, L.s, L.p, L.o);
+        if (0) {
+        }
+        PF_CASE(32) PF_CASE(64) PF_CASE(128)
+#undef PF_CASE
+        if ((rc = cu_check_launch("prefill attention kernel", err)) != KVS_OK)
             return rc;
     }
     return KVS_OK;
+}
+
+/* ------------------------------------------------------------ planning */
+
+int64_t cu_attn_workspace_bytes(void *self, int64_t n_decode, int64_t max_ctx,
+                                int64_t max_prefill_q, int64_t heads, int64_t kv_heads,
+                                int64_t head_dim)
+{
+    (void)max_prefill_q; /* the prefill kernel needs no workspace */
+    if (n_decode <= 0)
+        return 0;
+    /* The worst case over batches of n_decode contexts <= max_ctx: the most
+     * partitions per sequence come with the shortest partitions, i.e. the
+     * least total load (PART_MIN or max_ctx / PART_MAX_SPLIT). */
+    const cuda_state *st = (const cuda_state *)self;
+    decode_plan pl = plan_decode(st, 1, max_ctx > 0 ? max_ctx : 1, heads, kv_heads);
+    return (int64_t)decode_ws_bytes(&pl, n_decode, heads, head_dim);
 }

@@ -39,6 +39,22 @@ int cu_check_launch(const char *what, kvs_err *err)
     return cu_check(cudaGetLastError(), what, err);
 }
 
+/* A failed allocation sets the runtime's last error too: clear it, so the
+ * next cu_check_launch does not blame a kernel for it. */
+static int cu_malloc(void **ptr, size_t bytes, const char *what, kvs_err *err)
+{
+    cudaError_t e = cudaMalloc(ptr, bytes);
+    if (e == cudaSuccess)
+        return KVS_OK;
+    (void)cudaGetLastError();
+    *ptr = NULL;
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+        (void)cudaGetLastError();
+    return cu_errf(err, KVS_EDEVICE, "cuda: cudaMalloc(%s, %zu bytes) failed: %s (%zu of %zu "
+                   "bytes free)", what, bytes, cudaGetErrorString(e), free_b, total_b);
+}
+
 int cu_scratch(cuda_state *st, size_t bytes, void **out, kvs_err *err)
 {
     if (bytes > st->scratch_bytes) {
@@ -49,15 +65,19 @@ int cu_scratch(cuda_state *st, size_t bytes, void **out, kvs_err *err)
             if (rc != KVS_OK)
                 return rc;
         }
-        int rc = cu_check(cudaMalloc(&st->scratch, bytes), "cudaMalloc(attention scratch)", err);
-        if (rc != KVS_OK) {
-            st->scratch = NULL;
+        int rc = cu_malloc(&st->scratch, bytes, "attention workspace", err);
+        if (rc != KVS_OK)
             return rc;
-        }
         st->scratch_bytes = bytes;
     }
     *out = st->scratch;
     return KVS_OK;
+}
+
+static int cuda_reserve(void *self, size_t bytes, kvs_err *err)
+{
+    void *ws;
+    return cu_scratch((cuda_state *)self, bytes, &ws, err);
 }
 
 static void cuda_close(void *self)
@@ -80,13 +100,70 @@ static void cuda_close(void *self)
     free(st);
 }
 
+__global__ static void probe_k(int *p)
+{
+    if (p)
+        *p = 0;
+}
+
+/* The build carries sm_80 and sm_90 code plus compute_90 PTX (CMake's
+ * CUDA_ARCHITECTURES "80-real;90"): sm_8x runs the sm_80 code, sm_9x the
+ * sm_90 code, and newer parts JIT the PTX.  Below sm_80 there is no image
+ * (and the kernels are written and checked for sm_80+: cp.async pipelines,
+ * WMMA tiles), so say so instead of failing later with "no kernel image". */
+static int check_capability(cuda_state *st, kvs_err *err)
+{
+    int rc;
+    if ((rc = cu_check(cudaDeviceGetAttribute(&st->cc_major, cudaDevAttrComputeCapabilityMajor, 0),
+                       "cudaDeviceGetAttribute(capability)", err)) != KVS_OK ||
+        (rc = cu_check(cudaDeviceGetAttribute(&st->cc_minor, cudaDevAttrComputeCapabilityMinor, 0),
+                       "cudaDeviceGetAttribute(capability)", err)) != KVS_OK)
+        return rc;
+    if (st->cc_major < 8)
+        return cu_errf(err, KVS_EDEVICE,
+                       "no CUDA device: compute capability %d.%d (sm_%d%d) is not supported: "
+                       "this build carries sm_80 (A100) and sm_90 (H100/H200) code with "
+                       "compute_90 PTX for newer parts, and the kernels are checked on sm_80 "
+                       "or later only",
+                       st->cc_major, st->cc_minor, st->cc_major, st->cc_minor);
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, probe_k);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return cu_errf(err, KVS_EDEVICE,
+                       "no CUDA device: no kernel image for compute capability %d.%d in this "
+                       "build (%s); rebuild with -DCMAKE_CUDA_ARCHITECTURES=%d%d",
+                       st->cc_major, st->cc_minor, cudaGetErrorString(e), st->cc_major,
+                       st->cc_minor);
+    }
+    return KVS_OK;
+}
+
 static int cuda_open(void **self, kvs_err *err)
 {
     *self = NULL;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess)
-        return cu_errf(err, KVS_EDEVICE, "no CUDA device: %s", cudaGetErrorString(e));
+    if (e != cudaSuccess) {
+        int drv = 0, rt = 0;
+        (void)cudaDriverGetVersion(&drv);
+        (void)cudaRuntimeGetVersion(&rt);
+        (void)cudaGetLastError();
+        if (drv == 0) /* cudaDriverGetVersion gives 0 when no libcuda is loaded */
+            return cu_errf(err, KVS_EDEVICE,
+                           "no CUDA device: no NVIDIA driver is installed (libcuda.so not found; "
+                           "%s)", cudaGetErrorString(e));
+        if (e == cudaErrorInsufficientDriver || drv < rt)
+            return cu_errf(err, KVS_EDEVICE,
+                           "no CUDA device: the driver supports CUDA %d.%d but kvsim was built "
+                           "with the CUDA %d.%d runtime (%s); install a newer driver (CUDA 13 "
+                           "needs R580 or later) or build with an older toolkit",
+                           drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10,
+                           cudaGetErrorString(e));
+        return cu_errf(err, KVS_EDEVICE, "no CUDA device: %s (driver CUDA %d.%d, runtime %d.%d)",
+                       cudaGetErrorString(e), drv / 1000, drv % 1000 / 10, rt / 1000,
+                       rt % 1000 / 10);
+    }
     if (count < 1)
         return cu_errf(err, KVS_EDEVICE, "no CUDA device: %s",
                        cudaGetErrorString(cudaErrorNoDevice));
@@ -109,6 +186,8 @@ static int cuda_open(void **self, kvs_err *err)
         (rc = cu_check_blas(cublasCreate(&st->blas), "cublasCreate", err)) != KVS_OK ||
         (rc = cu_check_blas(cublasSetStream(st->blas, st->stream), "cublasSetStream", err)) !=
             KVS_OK)
+        goto fail;
+    if ((rc = check_capability(st, err)) != KVS_OK)
         goto fail;
     *self = st;
     return KVS_OK;
@@ -157,14 +236,12 @@ static int cuda_info(void *self, kernels_device_info *out, kvs_err *err)
 static int cuda_alloc(void *self, size_t bytes, void **ptr, kvs_err *err)
 {
     cuda_state *st = (cuda_state *)self;
-    cudaError_t e = cudaMalloc(ptr, bytes);
+    int rc = cu_malloc(ptr, bytes, "buffer", err);
+    if (rc != KVS_OK)
+        return rc;
+    cudaError_t e = cudaMemsetAsync(*ptr, 0, bytes, st->stream);
     if (e != cudaSuccess) {
-        *ptr = NULL;
-        return cu_errf(err, KVS_EDEVICE, "cuda: cudaMalloc(%zu bytes): %s", bytes,
-                       cudaGetErrorString(e));
-    }
-    e = cudaMemsetAsync(*ptr, 0, bytes, st->stream);
-    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
         (void)cudaFree(*ptr);
         *ptr = NULL;
         return cu_errf(err, KVS_EDEVICE, "cuda: cudaMemset(%zu bytes): %s", bytes,
@@ -299,4 +376,5 @@ extern "C" const kernels_backend_vt kernels_cuda_vt = {
     cuda_timer_start,     /* timer_start */
     cuda_timer_stop,      /* timer_stop */
     cu_attn_workspace_bytes, /* attn_workspace_bytes */
+    cuda_reserve,         /* reserve_workspace */
 };

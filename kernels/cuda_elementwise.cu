@@ -19,6 +19,7 @@ static int check_grid(int64_t n, const char *what, kvs_err *err)
 __device__ static float block_sum(float v)
 {
     __shared__ float part[32];
+    __syncthreads(); /* part[] may still be read by a previous call */
     for (int o = 16; o > 0; o >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, o);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

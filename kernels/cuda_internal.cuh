@@ -16,6 +16,8 @@ extern "C" {
 typedef struct cuda_state {
     int device;             /* CUDA ordinal (0) */
     int sm_count;           /* streaming multiprocessors */
+    int cc_major, cc_minor; /* compute capability */
+    int prefill_ready;      /* prefill kernels opted into large shared memory */
     cudaStream_t stream;    /* every op is enqueued here */
     cublasHandle_t blas;    /* bound to stream */
     cudaEvent_t ev_start, ev_stop; /* timer */
@@ -34,7 +36,10 @@ int cu_check(cudaError_t e, const char *what, kvs_err *err);
 int cu_check_blas(cublasStatus_t s, const char *what, kvs_err *err);
 /* Check the last kernel launch. */
 int cu_check_launch(const char *what, kvs_err *err);
-/* Workspace of at least `bytes` (reallocates, synchronising the device). */
+/* Workspace of at least `bytes`: grows it (a cudaFree + cudaMalloc, which
+ * synchronise the device) only when a call needs more than was reserved by
+ * kernels_reserve_workspace; a failed allocation is reported as one (and
+ * cleared, so no later launch is blamed for it). */
 int cu_scratch(cuda_state *st, size_t bytes, void **out, kvs_err *err);
 
 /* cuda_elementwise.cu */

@@ -133,12 +133,16 @@ typedef struct kernels_backend_vt {
      * clock_gettime(CLOCK_MONOTONIC). */
     int (*timer_start)(void *self, kvs_err *err);
     int (*timer_stop)(void *self, double *seconds, kvs_err *err);
-    /* Optional: scratch bytes the attention calls need for this shape
-     * (allocated lazily inside the backend).  NULL: 0. */
+    /* Optional: scratch bytes the attention calls need for this shape (the
+     * backend grows its workspace when a call needs more than was reserved
+     * with reserve_workspace).  NULL: 0. */
     int64_t (*attn_workspace_bytes)(void *self, int64_t n_decode,
                                     int64_t max_ctx, int64_t max_prefill_q,
                                     int64_t heads, int64_t kv_heads,
                                     int64_t head_dim);
+    /* Optional: allocate the attention workspace now (at least `bytes`), so
+     * timed regions never reallocate it.  NULL: nothing to reserve. */
+    int (*reserve_workspace)(void *self, size_t bytes, kvs_err *err);
 } kernels_backend_vt;
 
 typedef struct kernels_backend kernels_backend; /* an opened backend */
@@ -273,6 +277,11 @@ int64_t kernels_acts_bytes(const kernels_backend *be, const model_spec *m,
 int64_t kernels_attn_workspace_bytes(const kernels_backend *be, const model_spec *m,
                                      int64_t n_decode, int64_t max_ctx,
                                      int64_t max_prefill_q);
+
+/* Reserve the attention workspace of a shape up front (benches and
+ * replays call it once when they open, with their plan's largest
+ * kernels_attn_workspace_bytes).  0 bytes or no such slot: nothing to do. */
+int kernels_reserve_workspace(kernels_backend *be, int64_t bytes, kvs_err *err);
 
 /* ----------------------------------------------------- per-op entry points
  * Each checks buffer kinds and lengths against the shapes (KVS_EINVAL naming

@@ -184,3 +184,10 @@ int64_t kernels_attn_workspace_bytes(const kernels_backend *be, const model_spec
     return be->vt->attn_workspace_bytes(be->self, n_decode, max_ctx, max_prefill_q,
                                         m->heads, m->kv_heads, m->head_dim);
 }
+
+int kernels_reserve_workspace(kernels_backend *be, int64_t bytes, kvs_err *err)
+{
+    if (bytes <= 0 || !be->vt->reserve_workspace)
+        return KVS_OK;
+    return be->vt->reserve_workspace(be->self, (size_t)bytes, err);
+}

@@ -17,7 +17,7 @@
 # what earlier runs found in BUILD/fuzz-corpus/<target>/.  Prints one line
 # per target: inputs executed, seconds, new coverage, and a summary table
 # (docs/hardening.md records one).  Needs clang and libFuzzer (Debian:
-# clang libclang-rt-14-dev; scripts/setup.sh installs them).
+# clang libclang-rt-14-dev; scripts/setup.sh full installs them).
 # Reproduce a failure: BUILD/tests/fuzz/TARGET BUILD/fuzz-artifacts/TARGET-crash-...
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -20,7 +20,7 @@
 # search, and — when `kvsim calibrate --device cpu` works in this build — a
 # CPU calibration of models/tiny.conf, a calibrated run and its validation
 # (skipped with a note otherwise).  Needs jupyter-nbconvert, python3-pandas
-# and python3-matplotlib (scripts/setup.sh installs them).
+# and python3-matplotlib (scripts/setup.sh full installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

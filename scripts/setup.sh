@@ -1,34 +1,84 @@
 #!/usr/bin/env bash
-# setup.sh — install what is missing (Debian packages only) and build kvsim.
+# setup.sh — install what the requested build is missing (Debian packages)
+# and build kvsim.
 #
-#   scripts/setup.sh [BUILD_DIR] [extra cmake args...]
+#   scripts/setup.sh [build|tests|full] [BUILD_DIR] [extra cmake args...]
+#   scripts/setup.sh [BUILD_DIR] [extra cmake args...]        (= tests)
 #
-# Installs the build dependencies with apt-get when any is missing, finds
-# nvcc (the CUDA backend is compiled when the CUDA toolkit is installed; no
-# GPU is needed to build), configures with CMake and builds with all cores.
+#   build  kvsim and the benchmarks: compiler, cmake, pkg-config, SQLite,
+#          libcsv, json-c (configured with -DKVSIM_TESTS=OFF)
+#   tests  the above + Check and the sqlite3 shell, for the test suite (the
+#          default; the tests that need more skip visibly)
+#   full   the above + what the whole suite exercises: MPI (kvsim sweep under
+#          mpirun), Jupyter/ipykernel/matplotlib/pandas (the notebooks),
+#          clang + libFuzzer (the fuzz targets), python3
+#
+# Only what is missing is installed, with apt-get; when nothing the level
+# needs is missing, apt-get is never run, so the script works offline (a GPU
+# machine without network) once the packages are there.  When a package is
+# missing and cannot be installed it names it and stops.  nvcc is found
+# (/usr/local/cuda*/bin) and the CUDA backend built when a toolkit is there;
+# no GPU is needed to build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+level=tests
+case "${1:-}" in
+build | tests | full) level=$1; shift ;;
+esac
 build=${1:-build}
 shift || true
 
-pkgs=(build-essential cmake pkg-config libsqlite3-dev libcsv-dev libjson-c-dev check sqlite3 python3)
-# kvsim sweep under mpirun (optional at build time); the notebooks, run headless
-# by scripts/notebooks.sh and tests/cli_notebooks.sh
-pkgs+=(libopenmpi-dev openmpi-bin jupyter-nbconvert python3-ipykernel python3-matplotlib
-       python3-pandas)
-# clang and libFuzzer (libclang-rt-dev: libclang-rt-14-dev on Debian 12) for
-# the fuzz targets the test suite runs (tests/cli_fuzz_short.sh)
-pkgs+=(clang libclang-rt-dev)
+# need PACKAGE TEST...: PACKAGE is missing when TEST fails.
 missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
+need() {
+  local pkg=$1
+  shift
+  "$@" >/dev/null 2>&1 || missing+=("$pkg")
+}
+has_pc() { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$1"; }
+has_header() { printf '#include <%s>\n' "$1" | cc -E -x c - >/dev/null 2>&1; }
+has_pydeb() { python3 -c "import $1" 2>/dev/null; }
+has_deb() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+need build-essential command -v cc
+need build-essential command -v make
+need cmake command -v cmake
+need pkg-config command -v pkg-config
+need libsqlite3-dev has_pc sqlite3
+need libjson-c-dev has_pc json-c
+need libcsv-dev has_header csv.h
+if [ "$level" != build ]; then
+  need check has_pc check
+  need sqlite3 command -v sqlite3
+fi
+if [ "$level" = full ]; then
+  need python3 command -v python3
+  need libopenmpi-dev command -v mpicc
+  need openmpi-bin command -v mpirun
+  need jupyter-nbconvert command -v jupyter-nbconvert
+  need python3-ipykernel has_pydeb ipykernel
+  need python3-matplotlib has_pydeb matplotlib
+  need python3-pandas has_pydeb pandas
+  need clang command -v clang
+  # libFuzzer's runtime (libclang-rt-14-dev on Debian 12)
+  if ! has_deb libclang-rt-dev && ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer*.a \
+      >/dev/null 2>&1; then
+    missing+=(libclang-rt-dev)
+  fi
+fi
 if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}" >&2
+  # unique, in order
+  mapfile -t missing < <(printf '%s\n' "${missing[@]}" | awk '!seen[$0]++')
+  echo "setup ($level): installing ${missing[*]}" >&2
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  if ! command -v apt-get >/dev/null 2>&1 ||
+     ! $sudo apt-get update -qq ||
+     ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null; then
+    echo "setup ($level): could not install ${missing[*]} (no network or no apt-get?);" \
+         "install them, or ask for less: scripts/setup.sh build" >&2
+    exit 1
+  fi
 fi
 
 # The CUDA toolkit is optional: use it when present.
@@ -41,6 +91,8 @@ if command -v nvcc >/dev/null 2>&1; then
   export CUDACXX=${CUDACXX:-$(command -v nvcc)}
 fi
 
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+tests=ON
+[ "$level" = build ] && tests=OFF
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSIM_TESTS=$tests "$@" >/dev/null
 cmake --build "$build" -j"$(nproc)"
-echo "setup: built $build/kvsim" >&2
+echo "setup ($level): built $build/kvsim" >&2

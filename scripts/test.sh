@@ -16,14 +16,15 @@ show_skips() {
 
 count() { (cd "$1" && ctest -N | sed -n 's/^Total Tests: //p'); }
 
-scripts/setup.sh build
+# the full set of dependencies: MPI, Jupyter, clang + libFuzzer too
+scripts/setup.sh full build
 (cd build && ctest --output-on-failure -j"$jobs")
 show_skips build
 total=$(count build)
 
 if [ "${KVSIM_SKIP_SANITIZE:-0}" != 1 ]; then
   # optimised (-O2 -g): the sanitizers keep their checks, the suite its speed
-  scripts/setup.sh build-asan -DKVSIM_SANITIZE=ON -DKVSIM_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  scripts/setup.sh tests build-asan -DKVSIM_SANITIZE=ON -DKVSIM_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   # instrumented code runs a few times slower: scale Check's per-test timeouts

@@ -7,7 +7,7 @@
 # Fails on any crash, sanitizer report or broken invariant.
 #
 # Skips, visibly, where clang or its libFuzzer runtime is missing
-# (scripts/setup.sh installs clang and libclang-rt-14-dev), and in the
+# (scripts/setup.sh full installs clang and libclang-rt-14-dev), and in the
 # sanitizer build's pass of the suite: the fuzz targets are sanitizer builds
 # already, so running them twice would only double the time.
 #
@@ -23,14 +23,14 @@ if grep -q __asan_init "$KVSIM" 2>/dev/null; then
 fi
 cc=$(command -v clang || command -v clang-14 || true)
 if [ -z "$cc" ]; then
-  echo "SKIP: cli_fuzz_short: clang not found (scripts/setup.sh installs clang and libclang-rt-14-dev)"
+  echo "SKIP: cli_fuzz_short: clang not found (scripts/setup.sh full installs clang and libclang-rt-14-dev)"
   exit 0
 fi
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
 printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' >"$probe/p.c"
 if ! "$cc" -fsanitize=fuzzer,address,undefined "$probe/p.c" -o "$probe/p" >"$probe/log" 2>&1; then
-  echo "SKIP: cli_fuzz_short: $cc cannot link libFuzzer ($(head -1 "$probe/log")); scripts/setup.sh installs libclang-rt-14-dev"
+  echo "SKIP: cli_fuzz_short: $cc cannot link libFuzzer ($(head -1 "$probe/log")); scripts/setup.sh full installs libclang-rt-14-dev"
   exit 0
 fi
 

@@ -8,7 +8,7 @@
 set -u
 KVSIM=$(realpath "${1:-build/kvsim}")
 if ! command -v jupyter-nbconvert > /dev/null 2>&1 && ! command -v jupyter > /dev/null 2>&1; then
-  echo "SKIP: jupyter nbconvert not found (scripts/setup.sh installs jupyter-nbconvert)"
+  echo "SKIP: jupyter nbconvert not found (scripts/setup.sh full installs jupyter-nbconvert)"
   exit 0
 fi
 T=$(mktemp -d)

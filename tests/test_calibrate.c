@@ -304,20 +304,40 @@ START_TEST(test_calibrate_cpu_predicts_held_out_steps)
     ck_assert_int_eq(kernels_backend_open("cpu", &be, &err), KVS_OK);
     calib_grid g;
     ck_assert_int_eq(calib_grid_preset("quick", "cpu", &m, &g, &err), KVS_OK);
-    calib_step *steps = calloc(8, sizeof *steps);
+    calib_step *steps = calloc(CALIB_MAX_STEPS, sizeof *steps);
     ck_assert_ptr_nonnull(steps);
-    size_t ns = calib_default_steps(&g, steps, 8);
-    ck_assert_int_eq(ns, 3);
+    size_t ns = calib_default_steps(&g, steps, CALIB_MAX_STEPS);
+    /* decodes at each of the 4 batch sizes, an uneven batch, a prompt, a
+     * prompt with decodes, a chunk over stored context with decodes */
+    ck_assert_int_eq(ns, 8);
     calib_options o = {.grid = &g, .warmup = 1, .repeats = 3, .seed = 3};
     calib_result res;
     ck_assert_msg(calib_measure(be, &m, &o, steps, ns, &res, &err) == KVS_OK, "%s", err.msg);
-    /* 6 token sizes x 8 ops + 4 x 3 decode + 2 x 3 x 2 prefill (batch x length
-     * x cached) + 4 LM head + 3 steps */
-    ck_assert_int_eq(res.n, 6 * 8 + 12 + 12 + 4 + 3);
-    for (size_t i = 0; i < res.n; i++)
+    /* 6 token sizes x 8 ops + 4 x 3 decode + 3 uneven decode batches + 2 x 3
+     * x 2 prefill (batch x length x cached) + 4 LM head + 6 + 4 whole layers
+     * + 8 steps */
+    ck_assert_int_eq(res.n, 6 * 8 + 12 + 3 + 12 + 4 + 10 + 8);
+    for (size_t i = 0; i < res.n; i++) {
         ck_assert(res.pts[i].p10_s <= res.pts[i].median_s && res.pts[i].median_s <= res.pts[i].p90_s);
+        ck_assert_int_ge(res.pts[i].launches, 1);
+        ck_assert_int_le(res.pts[i].launches, CALIB_MAX_LAUNCHES);
+        ck_assert_ptr_nonnull(strstr(res.pts[i].shape_json, "\"launches\":"));
+    }
     profile *p;
     ck_assert_int_eq(profile_fit(&m, res.pts, res.n, &p, &err), KVS_OK);
+    /* The CPU fit's errors, visible in the test log (ctest -V, or
+     * Testing/Temporary/LastTest.log): what the GPU script prints too. */
+    printf("CPU fit (tiny model, quick grid): overhead %.2f us %+.3f us/seq\n",
+           profile_overhead_s(p) * 1e6, profile_overhead_per_seq_s(p) * 1e6);
+    int have_step = 0, have_layer = 0;
+    for (size_t i = 0; i < profile_error_count(p); i++) {
+        const profile_op_error *e = profile_error_at(p, i);
+        printf("CPU fit error %-13s %-11s n=%-3lld median %6.1f%%  max %6.1f%%\n", e->op, e->method,
+               (long long)e->n, 100 * e->median_rel, 100 * e->max_rel);
+        have_step |= !strcmp(e->op, "step");
+        have_layer |= !strcmp(e->op, "layer");
+    }
+    ck_assert(have_step && have_layer);
 
     const char *path;
     store *s = open_db(&path);

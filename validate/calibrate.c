@@ -145,6 +145,7 @@ static int run_op(calib_bench *b, int op, const kernels_batch *batch, kvs_err *e
     case PROFILE_OP_PREFILL_ATTN:
         return kernels_op_prefill_attention(be, m, a->qkv, batch, &b->kv, 0, a->ao, err);
     case PROFILE_OP_LM_HEAD: return kernels_lm_head(be, m, w, batch, a, err);
+    case PROFILE_OP_LAYER: return kernels_layer_forward(be, m, w, &b->kv, 0, batch, a, err);
     default: { /* PROFILE_OP_STEP: fresh input outside the timed region */
         int rc = kernels_buf_write(a->x, 0, b->x0, T * H, err);
         return rc != KVS_OK ? rc : kernels_step_forward(be, m, w, &b->kv, batch, a, err);
@@ -152,7 +153,17 @@ static int run_op(calib_bench *b, int op, const kernels_batch *batch, kvs_err *e
     }
 }
 
-/* Warm up, then time `repeats` runs one by one; stats into p. */
+/* Append "launches" to p's shape JSON (which ends with '}'). */
+static void shape_add_launches(calib_point *p)
+{
+    size_t len = strlen(p->shape_json);
+    if (len > 0 && p->shape_json[len - 1] == '}')
+        snprintf(p->shape_json + len - 1, sizeof p->shape_json - (len - 1), "%s\"launches\":%lld}",
+                 len > 2 ? "," : "", (long long)p->launches);
+}
+
+/* Warm up, pick the calls per sample, then time `repeats` samples; stats
+ * into p.  Steps: one call per sample, fresh input outside the timing. */
 static int time_op(calib_bench *b, int op, const kernels_batch *batch, int64_t warmup,
                    int64_t repeats, calib_point *p, kvs_err *err)
 {
@@ -166,6 +177,17 @@ static int time_op(calib_bench *b, int op, const kernels_batch *batch, int64_t w
     int rc = KVS_OK;
     for (int64_t i = 0; i < warmup && rc == KVS_OK; i++)
         rc = run_op(b, op, batch, err);
+    int64_t launches = 1;
+    if (rc == KVS_OK && op != PROFILE_OP_STEP) {
+        double t1 = 0;
+        if ((rc = kernels_timer_start(b->be, err)) == KVS_OK &&
+            (rc = run_op(b, op, batch, err)) == KVS_OK)
+            rc = kernels_timer_stop(b->be, &t1, err);
+        if (rc == KVS_OK && t1 < CALIB_SAMPLE_S)
+            launches = t1 > CALIB_SAMPLE_S / CALIB_MAX_LAUNCHES
+                           ? (int64_t)(CALIB_SAMPLE_S / t1 + 0.999999)
+                           : CALIB_MAX_LAUNCHES;
+    }
     for (int64_t i = 0; i < repeats && rc == KVS_OK; i++) {
         if (op == PROFILE_OP_STEP && (rc = kernels_buf_write(b->a.x, 0, b->x0,
                                                      kernels_batch_tokens(batch) * b->m.hidden,
@@ -173,10 +195,13 @@ static int time_op(calib_bench *b, int op, const kernels_batch *batch, int64_t w
             break;
         if ((rc = kernels_timer_start(b->be, err)) != KVS_OK)
             break;
-        rc = op == PROFILE_OP_STEP ? kernels_step_forward(b->be, &b->m, &b->w, &b->kv, batch, &b->a, err)
-                           : run_op(b, op, batch, err);
+        if (op == PROFILE_OP_STEP)
+            rc = kernels_step_forward(b->be, &b->m, &b->w, &b->kv, batch, &b->a, err);
+        for (int64_t j = 0; op != PROFILE_OP_STEP && j < launches && rc == KVS_OK; j++)
+            rc = run_op(b, op, batch, err);
         if (rc == KVS_OK)
             rc = kernels_timer_stop(b->be, &b->samples[i], err);
+        b->samples[i] /= (double)launches;
     }
     if (rc != KVS_OK)
         return rc;
@@ -186,6 +211,8 @@ static int time_op(calib_bench *b, int op, const kernels_batch *batch, int64_t w
     p->p10_s = rank(b->samples, repeats, 0.1);
     p->p90_s = rank(b->samples, repeats, 0.9);
     p->repeats = repeats;
+    p->launches = launches;
+    shape_add_launches(p);
     return KVS_OK;
 }
 
@@ -250,26 +277,32 @@ static int push(meas *ms, const calib_point *p, kvs_err *err)
     return KVS_OK;
 }
 
-/* n sequences of (q, c) each; time `op` on them. */
-static int measure_uniform(meas *ms, int op, int64_t n, int64_t q, int64_t c, calib_point *p,
-                           kvs_err *err)
+/* n sequences of (qs[i], cs[i]); time `op` on them. */
+static int measure_seqs(meas *ms, int op, int64_t n, const int64_t *qs, const int64_t *cs,
+                        calib_point *p, kvs_err *err)
+{
+    kernels_batch *batch = NULL;
+    int rc = bench_batch(ms->b, qs, cs, n, &batch, err);
+    if (rc == KVS_OK &&
+        (rc = time_op(ms->b, op, batch, ms->o->warmup, ms->o->repeats, p, err)) == KVS_OK)
+        rc = push(ms, p, err);
+    kernels_batch_free(batch);
+    return rc;
+}
+
+/* n sequences of (q, c) each, or, with c2 >= 0, the odd ones at c2. */
+static int measure_uniform(meas *ms, int op, int64_t n, int64_t q, int64_t c, int64_t c2,
+                           calib_point *p, kvs_err *err)
 {
     int64_t *qs = malloc((size_t)n * sizeof *qs), *cs = malloc((size_t)n * sizeof *cs);
-    kernels_batch *batch = NULL;
-    int rc = KVS_OK;
+    int rc;
     if (!qs || !cs) {
         rc = kvs_errf(err, KVS_ENOMEM, "out of memory (grid point)");
-        goto done;
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            qs[i] = q, cs[i] = c2 >= 0 && i % 2 ? c2 : c;
+        rc = measure_seqs(ms, op, n, qs, cs, p, err);
     }
-    for (int64_t i = 0; i < n; i++)
-        qs[i] = q, cs[i] = c;
-    if ((rc = bench_batch(ms->b, qs, cs, n, &batch, err)) != KVS_OK)
-        goto done;
-    if ((rc = time_op(ms->b, op, batch, ms->o->warmup, ms->o->repeats, p, err)) != KVS_OK)
-        goto done;
-    rc = push(ms, p, err);
-done:
-    kernels_batch_free(batch);
     free(qs);
     free(cs);
     return rc;
@@ -285,7 +318,7 @@ static int measure_grid(meas *ms, const calib_grid *g, kvs_err *err)
             memset(&p, 0, sizeof p);
             p.tokens = t, p.batch = 1;
             snprintf(p.shape_json, sizeof p.shape_json, "{\"tokens\":%lld}", (long long)t);
-            rc = measure_uniform(ms, op, 1, t, 0, &p, err);
+            rc = measure_uniform(ms, op, 1, t, 0, -1, &p, err);
         }
     for (size_t i = 0; i < g->n_dec_batch && rc == KVS_OK; i++)
         for (size_t j = 0; j < g->n_dec_ctx && rc == KVS_OK; j++) {
@@ -294,7 +327,21 @@ static int measure_grid(meas *ms, const calib_grid *g, kvs_err *err)
             p.tokens = b, p.batch = b, p.context = c, p.kv_read = b * c, p.n_decode = b;
             snprintf(p.shape_json, sizeof p.shape_json, "{\"batch\":%lld,\"context\":%lld}",
                      (long long)b, (long long)c);
-            rc = measure_uniform(ms, PROFILE_OP_DECODE_ATTN, b, 1, c - 1, &p, err);
+            rc = measure_uniform(ms, PROFILE_OP_DECODE_ATTN, b, 1, c - 1, -1, &p, err);
+        }
+    /* uneven decode batches: every other sequence at the shortest context */
+    for (size_t i = 0; i < g->n_dec_batch && rc == KVS_OK; i++)
+        for (size_t j = 1; j < g->n_dec_ctx && rc == KVS_OK; j++) {
+            int64_t b = g->dec_batch[i], c = g->dec_ctx[j], c0 = g->dec_ctx[0];
+            if (b < 2 || j != g->n_dec_ctx - 1)
+                continue; /* one uneven point per batch: the widest spread */
+            memset(&p, 0, sizeof p);
+            p.tokens = b, p.batch = b, p.context = c, p.n_decode = b;
+            p.kv_read = (b - b / 2) * c0 + (b / 2) * c;
+            snprintf(p.shape_json, sizeof p.shape_json,
+                     "{\"batch\":%lld,\"context\":%lld,\"uneven_with\":%lld}", (long long)b,
+                     (long long)c, (long long)c0);
+            rc = measure_uniform(ms, PROFILE_OP_DECODE_ATTN, b, 1, c0 - 1, c - 1, &p, err);
         }
     for (size_t i = 0; i < g->n_pre_batch && rc == KVS_OK; i++)
         for (size_t j = 0; j < g->n_pre_len && rc == KVS_OK; j++)
@@ -308,14 +355,30 @@ static int measure_grid(meas *ms, const calib_grid *g, kvs_err *err)
                 snprintf(p.shape_json, sizeof p.shape_json,
                          "{\"batch\":%lld,\"len\":%lld,\"cached\":%lld}", (long long)b,
                          (long long)l, (long long)c);
-                rc = measure_uniform(ms, PROFILE_OP_PREFILL_ATTN, b, l, c, &p, err);
+                rc = measure_uniform(ms, PROFILE_OP_PREFILL_ATTN, b, l, c, -1, &p, err);
             }
     for (size_t i = 0; i < g->n_lm_seqs && rc == KVS_OK; i++) {
         int64_t n = g->lm_seqs[i];
         memset(&p, 0, sizeof p);
         p.tokens = n, p.batch = n;
         snprintf(p.shape_json, sizeof p.shape_json, "{\"seqs\":%lld}", (long long)n);
-        rc = measure_uniform(ms, PROFILE_OP_LM_HEAD, n, 1, 0, &p, err);
+        rc = measure_uniform(ms, PROFILE_OP_LM_HEAD, n, 1, 0, -1, &p, err);
+    }
+    /* whole layers: one prompt of each T; decodes at each B (middle context) */
+    for (size_t i = 0; i < g->n_tokens && rc == KVS_OK; i++) {
+        int64_t t = g->tokens[i];
+        memset(&p, 0, sizeof p);
+        p.tokens = t, p.batch = 1, p.context = t, p.n_prefill = 1, p.prefill_sq = t * t;
+        snprintf(p.shape_json, sizeof p.shape_json, "{\"prompt\":%lld}", (long long)t);
+        rc = measure_uniform(ms, PROFILE_OP_LAYER, 1, t, 0, -1, &p, err);
+    }
+    for (size_t i = 0; i < g->n_dec_batch && rc == KVS_OK; i++) {
+        int64_t b = g->dec_batch[i], c = g->dec_ctx[g->n_dec_ctx / 2];
+        memset(&p, 0, sizeof p);
+        p.tokens = b, p.batch = b, p.context = c, p.kv_read = b * c, p.n_decode = b;
+        snprintf(p.shape_json, sizeof p.shape_json, "{\"decodes\":%lld,\"context\":%lld}",
+                 (long long)b, (long long)c);
+        rc = measure_uniform(ms, PROFILE_OP_LAYER, b, 1, c - 1, -1, &p, err);
     }
     return rc;
 }
@@ -350,6 +413,8 @@ int calib_measure(kernels_backend *be, const model_spec *m, const calib_options 
     meas ms = {.o = o, .r = out};
     rc = calib_bench_open(be, m, pl->max_tokens, pl->max_seqs, pl->kv_blocks, g->block_size,
                           o->seed, &ms.b, err);
+    if (rc == KVS_OK) /* the attention workspace, once: never grown while timing */
+        rc = kernels_reserve_workspace(be, pl->workspace_bytes, err);
     if (rc == KVS_OK)
         rc = measure_grid(&ms, g, err);
     for (size_t s = 0; s < n_steps && rc == KVS_OK; s++) {

@@ -2,13 +2,25 @@
  * shapes, as the calibrated cost model needs them:
  *   token ops (RMSNorm, QKV/O/gate-up/down projections, RoPE, KV append,
  *   SwiGLU)                 at tokens per step T in grid.tokens;
- *   decode attention        at batch B x context C (after the step);
- *   prefill attention       at B prefills x length L over c cached tokens;
+ *   decode attention        at batch B x context C (after the step), and
+ *                           uneven batches (half at the shortest context,
+ *                           half at C);
+ *   prefill attention       at B prefills x length L over c cached tokens
+ *                           (c > 0: a chunk over stored context);
  *   LM head                 at n sequences;
- *   whole steps ("step")    a few mixed batches, for the per-step overhead.
- * Each point runs `warmup` untimed then `repeats` timed calls (CUDA events on
- * GPU, clock_gettime on CPU) and keeps the median and the 10th/90th
- * percentiles (nearest rank).  One layer's weights and one layer's KV pool
+ *   whole layers ("layer")  at each T (one prompt) and each B (decodes):
+ *                           the ops back to back, checked against their sum;
+ *   whole steps ("step")    decodes at every B, an uneven decode batch, a
+ *                           prompt, a chunk over stored context beside
+ *                           decodes, a prompt with decodes: the per-step
+ *                           overhead is fitted across that range.
+ * Each point runs `warmup` untimed calls, then `repeats` timed samples; a
+ * sample (CUDA events on GPU, the thread's CPU clock on CPU) times N calls
+ * enqueued back to back and divides by N, with N chosen per point so that a
+ * sample lasts about CALIB_SAMPLE_S (at most CALIB_MAX_LAUNCHES): a lone
+ * tiny kernel between two events would carry a launch gap it does not have
+ * inside a step.  Whole steps are timed one per sample (fresh input each).
+ * It keeps the median and the 10th/90th percentiles (nearest rank).  One layer's weights and one layer's KV pool
  * stand for all layers (same shapes, same traffic).  The bytes a grid needs
  * are computed first and compared with free device (or host) memory, so a
  * grid that cannot fit is refused before anything is allocated.
@@ -55,6 +67,9 @@ int calib_grid_preset(const char *name, const char *device, const model_spec *m,
                       calib_grid *g, kvs_err *err);
 
 #define CALIB_STEP_MAX_SEQS 512
+#define CALIB_MAX_STEPS 16          /* steps calib_default_steps gives, at most */
+#define CALIB_SAMPLE_S 200e-6       /* target length of one timed sample, seconds */
+#define CALIB_MAX_LAUNCHES 64       /* calls per timed sample, at most */
 
 /* One step shape: n sequences with q new and c cached tokens each. */
 typedef struct calib_step {
@@ -93,8 +108,9 @@ typedef struct calib_point {
     int64_t prefill_cached; /* sum over prefills of c, tokens */
     int64_t n_prefill, n_decode; /* sequence kinds */
     double median_s, p10_s, p90_s; /* seconds */
-    int64_t repeats;      /* timed runs */
-    char shape_json[256]; /* the shape, JSON */
+    int64_t repeats;      /* timed samples */
+    int64_t launches;     /* calls per sample (back to back) */
+    char shape_json[256]; /* the shape, JSON (with "launches") */
 } calib_point;
 
 typedef struct calib_options {
@@ -113,7 +129,8 @@ typedef struct calib_result {
     calib_plan plan;         /* memory used */
 } calib_result;
 
-/* The mixed steps timed for the overhead fit, derived from the grid. */
+/* The whole steps timed for the overhead fit, derived from the grid (up
+ * to cap, at most CALIB_MAX_STEPS are made). */
 size_t calib_default_steps(const calib_grid *g, calib_step *out, size_t cap);
 
 /* Measure every point of the grid plus the given whole steps.  Refuses

@@ -91,34 +91,40 @@ int calib_prefill_point_ok(const calib_grid *g, const model_spec *m, int64_t b, 
 static int64_t blocks_for(int64_t tokens, int64_t bs) { return (tokens + bs - 1) / bs; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
+/* Append a step of nd decodes at contexts ctx(i) (after the step) and np
+ * chunks of q tokens over c cached ones. */
+static size_t add_step(calib_step *out, size_t k, size_t cap, int64_t np, int64_t q, int64_t c,
+                       int64_t nd, int64_t c_lo, int64_t c_hi)
+{
+    if (k >= cap || k >= CALIB_MAX_STEPS || np + nd < 1 || np + nd > CALIB_STEP_MAX_SEQS)
+        return k;
+    calib_step *s = &out[k];
+    memset(s, 0, sizeof *s);
+    for (int64_t i = 0; i < np; i++)
+        s->q[s->n] = q, s->c[s->n++] = c;
+    for (int64_t i = 0; i < nd; i++) /* c_lo == c_hi: uniform; else alternating */
+        s->q[s->n] = 1, s->c[s->n++] = (i % 2 ? c_hi : c_lo) - 1;
+    return k + 1;
+}
+
 size_t calib_default_steps(const calib_grid *g, calib_step *out, size_t cap)
 {
     size_t k = 0;
     int64_t b_mid = g->dec_batch[g->n_dec_batch / 2], c_mid = g->dec_ctx[g->n_dec_ctx / 2];
+    int64_t c_lo = g->dec_ctx[0], c_hi = g->dec_ctx[g->n_dec_ctx - 1];
     int64_t l_mid = g->pre_len[g->n_pre_len / 2], l_lo = g->pre_len[0];
-    /* decodes only; one prefill; a prefill with decodes (a mixed step) */
-    if (k < cap) {
-        memset(&out[k], 0, sizeof out[k]);
-        out[k].n = b_mid;
-        for (int64_t i = 0; i < b_mid; i++)
-            out[k].q[i] = 1, out[k].c[i] = c_mid - 1;
-        k++;
-    }
-    if (k < cap) {
-        memset(&out[k], 0, sizeof out[k]);
-        out[k].n = 1;
-        out[k].q[0] = l_mid;
-        k++;
-    }
-    if (k < cap) {
-        memset(&out[k], 0, sizeof out[k]);
-        int64_t nd = b_mid / 2 > 0 ? b_mid / 2 : 1;
-        out[k].n = 1 + nd;
-        out[k].q[0] = l_lo;
-        for (int64_t i = 1; i <= nd; i++)
-            out[k].q[i] = 1, out[k].c[i] = g->dec_ctx[0] - 1;
-        k++;
-    }
+    int64_t cached = g->pre_cached[g->n_pre_cached - 1];
+    /* decodes only, at every batch size of the grid: the overhead's range */
+    for (size_t i = 0; i < g->n_dec_batch; i++)
+        k = add_step(out, k, cap, 0, 0, 0, g->dec_batch[i], c_mid, c_mid);
+    /* an uneven decode batch: half short, half long contexts */
+    k = add_step(out, k, cap, 0, 0, 0, b_mid, c_lo, c_hi);
+    /* one prompt; a prompt beside decodes (a mixed step) */
+    k = add_step(out, k, cap, 1, l_mid, 0, 0, 0, 0);
+    k = add_step(out, k, cap, 1, l_lo, 0, b_mid / 2 > 0 ? b_mid / 2 : 1, c_lo, c_lo);
+    /* a chunk over stored context beside decodes (chunked prefill) */
+    if (cached > 0)
+        k = add_step(out, k, cap, 1, l_lo, cached, b_mid / 2 > 0 ? b_mid / 2 : 1, c_mid, c_mid);
     return k;
 }
 

@@ -3,8 +3,11 @@
  *
  * Token-sized ops and the LM head become tables of measured medians,
  * attention ops non-negative least squares over the cost_batch features,
- * and the per-step overhead the median of (measured - summed ops) over
- * whole steps (cost/profile.h gives the model it predicts with).
+ * and the per-step overhead o0 + o1 n_seqs a least-squares line through
+ * (measured - summed ops) over whole steps of every batch size, unclamped;
+ * "layer" points (whole decoder layers) are compared with the sum of their
+ * ops and reported as the "layer" error (cost/profile.h gives the model it
+ * predicts with).
  */
 #ifndef VALIDATE_PROFILE_H
 #define VALIDATE_PROFILE_H

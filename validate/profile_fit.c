@@ -1,6 +1,7 @@
 /* profile_fit.c — fitting a cost profile (cost/profile.h) from measured
  * points: tables with leave-one-out errors, non-negative least squares for
- * the attention ops, and the per-step overhead. */
+ * the attention ops, the per-step overhead (a line in the step's sequences,
+ * unclamped), and whole layers checked against the sum of their ops. */
 #include "profile.h"
 
 #include <math.h>
@@ -204,6 +205,68 @@ static int fit_linear(profile *p, prof_op *o, const calib_point *pts, size_t n, 
     return KVS_OK;
 }
 
+static int64_t point_seqs(const calib_point *q) { return q->n_prefill + q->n_decode; }
+
+/* The per-step overhead o0 + o1 n_seqs: least squares of the relative error
+ * (pred - meas) / meas over every whole step, where pred = ops + o0 + o1 n;
+ * the residual r = meas - ops is what the overhead has to explain.  One
+ * distinct batch size: o0 alone.  No clamp: the "step" error row says how
+ * well the line fits (res: scratch of n). */
+static void fit_overhead(profile *p, const calib_point *pts, size_t n, double *res)
+{
+    double M[PROFILE_MAX_FEAT][PROFILE_MAX_FEAT + 1] = {{0}}, z[PROFILE_MAX_FEAT] = {0};
+    int64_t k = 0, n_min = INT64_MAX, n_max = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(pts[i].op, "step") || !(pts[i].median_s > 0))
+            continue;
+        cost_batch b = point_batch(&pts[i]);
+        double y = pts[i].median_s, r = y - profile_ops_s(p, &b), u[2] = {1 / y, 0};
+        double ns = (double)point_seqs(&pts[i]);
+        u[1] = ns / y;
+        for (int a = 0; a < 2; a++) {
+            for (int c = 0; c < 2; c++)
+                M[a][c] += u[a] * u[c];
+            M[a][2] += u[a] * r / y;
+        }
+        n_min = point_seqs(&pts[i]) < n_min ? point_seqs(&pts[i]) : n_min;
+        n_max = point_seqs(&pts[i]) > n_max ? point_seqs(&pts[i]) : n_max;
+        k++;
+    }
+    if (k == 0)
+        return;
+    double M2[PROFILE_MAX_FEAT][PROFILE_MAX_FEAT + 1];
+    memcpy(M2, M, sizeof M2); /* solve() works in place */
+    if (n_max > n_min && solve(M2, 2, z)) {
+        p->overhead_s = z[0];
+        p->overhead_per_seq_s = z[1];
+    } else {
+        p->overhead_s = M[0][2] / M[0][0];
+        p->overhead_per_seq_s = 0;
+    }
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(pts[i].op, "step") && pts[i].median_s > 0) {
+            cost_batch b = point_batch(&pts[i]);
+            res[k++] = fabs(profile_step_s(p, &b) - pts[i].median_s) / pts[i].median_s;
+        }
+    add_error(p, "step", "overhead", res, k);
+}
+
+/* Whole layers measured against the sum of their ops (timed back to back
+ * in the layer, apart in the grid): how far the per-op tables are from
+ * what a layer pays. */
+static void check_layers(profile *p, const calib_point *pts, size_t n, double *res)
+{
+    int64_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(pts[i].op, "layer") && pts[i].median_s > 0) {
+            cost_batch b = point_batch(&pts[i]);
+            res[k++] = fabs(profile_layer_s(p, &b) - pts[i].median_s) / pts[i].median_s;
+        }
+    if (k > 0)
+        add_error(p, "layer", "sum-of-ops", res, k);
+}
+
 int profile_fit(const model_spec *m, const calib_point *pts, size_t n, profile **out,
                 kvs_err *err)
 {
@@ -215,7 +278,7 @@ int profile_fit(const model_spec *m, const calib_point *pts, size_t n, profile *
     int rc = KVS_OK;
     for (size_t i = 0; i < profile_op_count() && rc == KVS_OK; i++) {
         const profile_op_info *info = profile_op_at(i);
-        if (info->kind == PROFILE_OP_KIND_STEP)
+        if (info->kind == PROFILE_OP_KIND_STEP || info->kind == PROFILE_OP_KIND_LAYER)
             continue;
         prof_op *o = &p->ops[p->n_ops++];
         o->info = info;
@@ -224,28 +287,13 @@ int profile_fit(const model_spec *m, const calib_point *pts, size_t n, profile *
                  ? fit_table(p, o, pts, n, err)
                  : fit_linear(p, o, pts, n, err);
     }
-    /* overhead: median residual of whole steps */
     double *res = malloc((n ? n : 1) * sizeof *res);
-    int64_t k = 0;
     if (rc == KVS_OK && !res)
         rc = kvs_errf(err, KVS_ENOMEM, "out of memory (profile)");
-    for (size_t i = 0; rc == KVS_OK && i < n; i++)
-        if (!strcmp(pts[i].op, "step") && pts[i].median_s > 0) {
-            cost_batch b = point_batch(&pts[i]);
-            res[k++] = pts[i].median_s - profile_ops_s(p, &b);
-        }
-    if (rc == KVS_OK && k > 0) {
-        double med, mx;
-        summarize(res, k, &med, &mx);
-        p->overhead_s = med > 0 ? med : 0;
-        k = 0;
-        for (size_t i = 0; i < n; i++)
-            if (!strcmp(pts[i].op, "step") && pts[i].median_s > 0) {
-                cost_batch b = point_batch(&pts[i]);
-                res[k++] = fabs(profile_step_s(p, &b) - pts[i].median_s) / pts[i].median_s;
-            }
-        add_error(p, "step", "overhead", res, k);
-    }
+    if (rc == KVS_OK)
+        fit_overhead(p, pts, n, res);
+    if (rc == KVS_OK)
+        check_layers(p, pts, n, res);
     free(res);
     if (rc != KVS_OK) {
         profile_free(p);

@@ -156,11 +156,12 @@ int replay_open(kernels_backend *be, const val_run *r, const int64_t *steps, int
     kernels_device_info info;
     if ((rc = kernels_backend_info(be, &info, err)) != KVS_OK)
         return rc;
-    if (plan.total_bytes > info.mem_free_bytes)
+    /* keep 10% of the free memory for the runtime and libraries, as calibrate does */
+    if (info.mem_free_bytes > 0 && (double)plan.total_bytes > 0.9 * (double)info.mem_free_bytes)
         return kvs_errf(err, KVS_EDEVICE,
                         "run %lld needs %lld bytes on %s (KV pool %lld blocks x %lld layers: "
                         "%lld; weights %lld; activations %lld; scratch %lld; KV check %lld) "
-                        "but %lld bytes are free",
+                        "but %lld bytes are free (at most 90%% of them may be used)",
                         (long long)r->run_id, (long long)plan.total_bytes,
                         kernels_backend_name(be), (long long)plan.pool_blocks,
                         (long long)m->layers, (long long)plan.kv_bytes,
@@ -192,7 +193,9 @@ int replay_open(kernels_backend *be, const val_run *r, const int64_t *steps, int
         (rc = kernels_weights_init(be, m, o->seed, &rp->w, err)) != KVS_OK ||
         (rc = kernels_kv_init(be, m, m->layers, plan.pool_blocks, r->cfg.sched.block_size,
                               &rp->kv, err)) != KVS_OK ||
-        (rc = kernels_acts_init(be, m, plan.max_tokens, plan.max_seqs, &rp->a, err)) != KVS_OK)
+        (rc = kernels_acts_init(be, m, plan.max_tokens, plan.max_seqs, &rp->a, err)) != KVS_OK ||
+        /* the attention workspace once, at its largest: timed steps never grow it */
+        (rc = kernels_reserve_workspace(be, plan.workspace_bytes, err)) != KVS_OK)
         goto fail;
     *out = rp;
     return KVS_OK;

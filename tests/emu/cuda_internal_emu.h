@@ -1,0 +1,30 @@
+/* cuda_internal_emu.h — kernels/cuda_internal.cuh for the host emulation
+ * (tests/emu/cuda_emu.h): the same state and helpers, host memory only. */
+#ifndef CUDA_INTERNAL_EMU_H
+#define CUDA_INTERNAL_EMU_H
+
+#include "cuda_emu.h"
+
+extern "C" {
+#include "kernels/kernels.h"
+}
+
+typedef struct cuda_state {
+    int device, sm_count, cc_major, cc_minor, prefill_ready;
+    cudaStream_t stream;
+    void *scratch;
+    size_t scratch_bytes;
+} cuda_state;
+
+#define CU_THREADS 256
+
+int cu_errf(kvs_err *err, int status, const char *fmt, ...);
+int cu_check(cudaError_t e, const char *what, kvs_err *err);
+int cu_check_launch(const char *what, kvs_err *err);
+int cu_scratch(cuda_state *st, size_t bytes, void **out, kvs_err *err);
+int cu_decode_attention(void *self, const kernels_attn_args *a, kvs_err *err);
+int cu_prefill_attention(void *self, const kernels_attn_args *a, kvs_err *err);
+int64_t cu_attn_workspace_bytes(void *self, int64_t n_decode, int64_t max_ctx,
+                                int64_t max_prefill_q, int64_t heads, int64_t kv_heads,
+                                int64_t head_dim);
+#endif
