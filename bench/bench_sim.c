@@ -40,10 +40,12 @@ int main(int argc, char **argv)
     double rate = 6.0;
     const char *db = NULL;
     const char *lengths = "traces/lengths_sharegpt_8k_llama2tok.csv";
+    const char *engine = "vllm-v1";
     static const struct option opts[] = {{"requests", required_argument, 0, 'n'},
                                          {"rate", required_argument, 0, 'r'},
                                          {"db", required_argument, 0, 'd'},
                                          {"lengths", required_argument, 0, 'l'},
+                                         {"engine", required_argument, 0, 'e'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int o;
@@ -53,8 +55,10 @@ int main(int argc, char **argv)
         case 'r': rate = atof(optarg); break;
         case 'd': db = optarg; break;
         case 'l': lengths = optarg; break;
+        case 'e': engine = optarg; break;
         default:
-            printf("usage: bench_sim [--requests N] [--rate R] [--db FILE] [--lengths FILE]\n");
+            printf("usage: bench_sim [--requests N] [--rate R] [--db FILE] [--lengths FILE]\n"
+                   "                 [--engine vllm-v1|vllm-v0]\n");
             return o == 'h' ? 0 : 2;
         }
     }
@@ -70,7 +74,8 @@ int main(int argc, char **argv)
     job_opts jo;
     job_opts_init(&jo);
     const char *flags[][2] = {{"model", "llama-7b"}, {"gpu", "a100-80g"},
-                              {"max-model-len", "8192"}, {"synthetic", spec}, {"seed", "1"}};
+                              {"max-model-len", "8192"}, {"synthetic", spec}, {"seed", "1"},
+                              {"engine", engine}};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (job_param_set(&jo, flags[i][0], flags[i][1], &err)) {
             fprintf(stderr, "bench_sim: %s\n", err.msg);
@@ -101,8 +106,8 @@ int main(int argc, char **argv)
     }
     double t_sim = wall() - t1;
     double mib_sim = peak_mib();
-    printf("bench_sim: %lld requests, ShareGPT lengths, Poisson %.2f req/s, llama-7b on a100-80g\n",
-           n, rate);
+    printf("bench_sim: %lld requests, ShareGPT lengths, Poisson %.2f req/s, llama-7b on a100-80g, %s\n",
+           n, rate, engine);
     printf("  load: %lld finished, %lld rejected, %lld steps, mean batch %.1f, "
            "throughput %.0f tok/s, TTFT p50 %.3f s p99 %.3f s, %lld preemptions\n",
            (long long)res.sum.n_finished, (long long)res.sum.n_rejected,

@@ -206,13 +206,16 @@ def plan_row(row, table, m):
         return None, f"GPU {row['gpu']} not in map.csv"
     if not gm[0]:
         return None, gm[1] or f"no kvsim GPU for {row['gpu']}"
-    model, gpu = mm[0], gm[0]
+    model_args, gpu = mm[0].split(), gm[0]
+    model = model_args[0]
     mapping = f"{row['model']} {row['precision']} -> {os.path.basename(model)}"
+    if model_args[1:]:
+        mapping += " " + " ".join(model_args[1:])
     if mm[1]:
         mapping += f" ({mm[1]})"
     mapping += f"; {row['gpu']} -> {gpu}"
     cmd = METRICS[row["metric"]][0]
-    argv = [cmd, "--model", model, "--gpu", gpu, "--tp", row["tp"]]
+    argv = [cmd, "--model", model, "--gpu", gpu, "--tp", row["tp"]] + model_args[1:]
     if cmd == "run":
         if row["arrival"] == "burst":
             spec = f"arrival=burst,n={row['n_requests']}"
