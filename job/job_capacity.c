@@ -7,56 +7,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { M_TTFT, M_TPOT, M_E2E, M_NORM, M_TOK, M_REQ, M_GOOD, M_ATT };
+#include "../sim/run_fields.h"
 
-/* Distribution metrics: family x statistic. */
-static const char *const fam_names[] = {"ttft", "tpot", "e2e", "norm_latency"};
-static const char *const stat_names[] = {"p50", "p90", "p99", "mean"};
-
-#define METRIC_DIST(f, s) ((f) * 4 + (s))     /* 0..15 */
-#define METRIC_SCALAR(k) (16 + (k) - M_TOK) /* 16..19 */
-
-static double dist_stat(const run_dist *d, int s)
-{
-    return s == 0 ? d->p50 : s == 1 ? d->p90 : s == 2 ? d->p99 : d->mean;
-}
-
+/* A bound's metric is its row of the run_fields table (sim/run_fields.h):
+ * the metric index is the row, the value the summary's field. */
 static double metric_value(const run_summary *sum, int metric)
 {
-    if (metric < 16) {
-        const run_dist *ds[] = {&sum->ttft, &sum->tpot, &sum->e2e, &sum->norm_latency};
-        return dist_stat(ds[metric / 4], metric % 4);
-    }
-    switch (metric - 16 + M_TOK) {
-    case M_TOK: return sum->throughput_tok_s;
-    case M_REQ: return sum->throughput_req_s;
-    case M_GOOD: return sum->goodput_req_s;
-    default: return sum->slo_attainment;
-    }
+    size_t nf;
+    const run_field *f = run_fields(&nf);
+    run_value v = run_field_get(&f[metric], NULL, sum);
+    return v.kind == RUN_VALUE_REAL ? v.d : v.kind == RUN_VALUE_INT ? (double)v.i : NAN;
 }
 
 /* Metric index and kind of a name; -1 if unknown. */
 static int metric_lookup(const char *name, int *is_min)
 {
-    *is_min = 0;
-    for (int f = 0; f < 4; f++) {
-        size_t fl = strlen(fam_names[f]);
-        if (strncmp(name, fam_names[f], fl) || name[fl] != '_')
-            continue;
-        for (int s = 0; s < 4; s++)
-            if (!strcmp(name + fl + 1, stat_names[s]))
-                return METRIC_DIST(f, s);
-    }
-    *is_min = 1;
-    if (!strcmp(name, "throughput") || !strcmp(name, "throughput_tok_s"))
-        return METRIC_SCALAR(M_TOK);
-    if (!strcmp(name, "throughput_req_s"))
-        return METRIC_SCALAR(M_REQ);
-    if (!strcmp(name, "goodput_req_s"))
-        return METRIC_SCALAR(M_GOOD);
-    if (!strcmp(name, "attainment"))
-        return METRIC_SCALAR(M_ATT);
-    return -1;
+    size_t nf;
+    const run_field *all = run_fields(&nf), *f = run_field_slo(name);
+    *is_min = f && (f->flags & RUN_FIELD_HIGHER_BETTER);
+    return f ? (int)(f - all) : -1;
 }
 
 static int parse_pos(const char *key, const char *v, double *out, kvs_err *err)
@@ -116,10 +85,12 @@ int cap_slo_parse(const char *text, cap_slo *out, kvs_err *err)
             return kvs_errf(err, KVS_EINVAL, "--slo: more than %d bounds", CAP_MAX_BOUNDS);
         if (parse_pos(item, v, &x, err))
             return KVS_EINVAL;
-        if (m == METRIC_SCALAR(M_ATT) && x > 1)
+        const run_field *mf = run_field_slo(item);
+        int att = !strcmp(mf->name, "slo_attainment"), good = !strcmp(mf->name, "goodput_req_s");
+        if (att && x > 1)
             return kvs_errf(err, KVS_EINVAL, "--slo: attainment: %g is not a fraction in (0, 1]",
                             x);
-        has_att |= m == METRIC_SCALAR(M_ATT) || m == METRIC_SCALAR(M_GOOD);
+        has_att |= att || good;
         cap_bound *b = &out->b[out->n++];
         snprintf(b->name, sizeof b->name, "%.31s", item); /* a known metric: short */
         b->metric = m;

@@ -23,6 +23,7 @@
 #define METRIC RUN_FIELD_GROUP_METRIC
 #define J RUN_FIELD_JSON
 #define SLO (RUN_FIELD_JSON | RUN_FIELD_SLO)
+#define SLO_MIN (SLO | RUN_FIELD_HIGHER_BETTER)
 
 /* A run_dist's four columns: percentiles are nearest-rank over finished
  * requests (docs/semantics.md section 7). */
@@ -130,9 +131,9 @@ static const run_field fields[] = {
          "over requests with O > 1"),
     DIST(e2e, "s", "end-to-end latency = finish_s - arrival_s, seconds"),
     DIST(norm_latency, "s/token", "normalized latency = E2E / O, seconds per token"),
-    {"throughput_tok_s", "REAL", "tok/s", F, METRIC, SUM(throughput_tok_s), 0, 0, J, 1,
+    {"throughput_tok_s", "REAL", "tok/s", F, METRIC, SUM(throughput_tok_s), 0, 0, SLO_MIN, 1,
      "output tokens of finished requests / (last finish - first arrival)"},
-    {"throughput_req_s", "REAL", "req/s", F, METRIC, SUM(throughput_req_s), 0, 0, J, 1,
+    {"throughput_req_s", "REAL", "req/s", F, METRIC, SUM(throughput_req_s), 0, 0, SLO_MIN, 1,
      "finished requests / the same span"},
     {"preemptions", "INTEGER", "", I, METRIC, SUM(preemptions), 0, 0, J, 1,
      "preemptions of all kinds"},
@@ -151,9 +152,9 @@ static const run_field fields[] = {
     {"makespan_s", "REAL", "s", F, METRIC, SUM(makespan_s), 0, 0, J, 1,
      "last step end - first arrival, seconds"},
     {"n_steps", "INTEGER", "steps", I, METRIC, SUM(n_steps), 0, 0, J, 1, "engine steps run"},
-    {"slo_attainment", "REAL", "fraction", F, METRIC, SUM(slo_attainment), 0, 0, SLO, 1,
+    {"slo_attainment", "REAL", "fraction", F, METRIC, SUM(slo_attainment), 0, 0, SLO_MIN, 1,
      "fraction of finished requests meeting every given SLO; NULL without an SLO"},
-    {"goodput_req_s", "REAL", "req/s", F, METRIC, SUM(goodput_req_s), 0, 0, SLO, 1,
+    {"goodput_req_s", "REAL", "req/s", F, METRIC, SUM(goodput_req_s), 0, 0, SLO_MIN, 1,
      "finished requests meeting the SLOs per second of the span; NULL without an SLO"},
     {"chunked_prefill", "INTEGER", "", B, PARAM, SCH(chunked_prefill), 0, 0, 0, 1,
      "1 with `--chunked-prefill` (docs/semantics-extensions.md, C), else 0"},
@@ -209,6 +210,26 @@ const run_field *run_field_find(const char *name)
     for (size_t i = 0; i < N_FIELDS; i++)
         if (!strcmp(fields[i].name, name))
             return &fields[i];
+    return NULL;
+}
+
+const run_field *run_field_slo(const char *name)
+{
+    if (!strcmp(name, "throughput"))
+        name = "throughput_tok_s";
+    else if (!strcmp(name, "attainment"))
+        name = "slo_attainment";
+    size_t n = strlen(name);
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const char *c = fields[i].name;
+        size_t k = strlen(c);
+        if (!(fields[i].flags & RUN_FIELD_SLO))
+            continue;
+        int dist = k > 2 && !strcmp(c + k - 2, "_s") && strncmp(c, "slo_", 4) &&
+                   strncmp(c, "throughput", 10) && strncmp(c, "goodput", 7);
+        if (!strcmp(c, name) || (dist && n == k - 2 && !strncmp(c, name, n)))
+            return &fields[i];
+    }
     return NULL;
 }
 

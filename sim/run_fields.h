@@ -43,7 +43,8 @@ enum {
     RUN_FIELD_JSON = 1u << 1,         /* in the JSON summary */
     RUN_FIELD_IF_CHUNKED = 1u << 2,   /* JSON only with chunked prefill */
     RUN_FIELD_IF_PREFIX = 1u << 3,    /* JSON only with prefix caching */
-    RUN_FIELD_SLO = 1u << 4           /* an SLO may bound it (capacity search) */
+    RUN_FIELD_SLO = 1u << 4,          /* an SLO may bound it (capacity search) */
+    RUN_FIELD_HIGHER_BETTER = 1u << 5 /* an SLO bounds it from below (throughputs) */
 };
 
 typedef struct run_field {
@@ -82,6 +83,12 @@ const run_field *run_fields(size_t *n);
 
 /* The field named `name`, or NULL.  Cost: O(fields). */
 const run_field *run_field_find(const char *name);
+
+/* The metric an SLO bound names: an RUN_FIELD_SLO field by its column with
+ * the unit suffix "_s" dropped ("ttft_p99" is ttft_p99_s), its full column,
+ * or the short names "throughput" (throughput_tok_s) and "attainment"
+ * (slo_attainment).  NULL if none.  Cost: O(fields). */
+const run_field *run_field_slo(const char *name);
 
 /* The value of a PARAM or METRIC field in cfg / sum (either may be NULL
  * when the field's group does not read it), with the store's NULL

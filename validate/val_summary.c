@@ -293,107 +293,112 @@ static int e2e_section(jbuf *b, const char *name, const val_run *r, const sched_
 
 /* ------------------------------------------------------------ summary */
 
-int val_summary_json(const val_run *r, const val_info *info, const int64_t *idx,
-                     const double *pred, const double *meas, int64_t n,
-                     const val_replay_stats *st, char **json, kvs_err *err)
+/* The identity of the validation: run, device, predictor, sampling. */
+static void header_section(jbuf *b, const val_run *r, const val_info *info, const int64_t *idx,
+                           int64_t n, int64_t excluded)
 {
-    *json = NULL;
-    jbuf b = {0};
-    size_t nn = (size_t)(n > 0 ? n : 1), nr = (size_t)(r->tr.n > 0 ? r->tr.n : 1);
-    size_t ns = (size_t)(r->n_steps > 0 ? r->n_steps : 1);
-    double *sg = malloc(nn * sizeof *sg), *ab = malloc(nn * sizeof *ab);
-    int *sel = malloc(nn * sizeof *sel), *keep = calloc(nr, sizeof *keep);
-    int64_t *seen = calloc(nr, sizeof *seen), *seen_rep = calloc(nr, sizeof *seen_rep);
-    double *dmeas = malloc(ns * sizeof *dmeas);
-    sched_req_result *ps = malloc(nr * sizeof *ps), *ms = malloc(nr * sizeof *ms);
-    int rc = KVS_OK;
-    if (!sg || !ab || !sel || !keep || !seen || !seen_rep || !dmeas || !ps || !ms)
-        goto nomem;
-
-    int64_t excluded = 0, sim_peak = 0;
-    for (int64_t k = 0; k < n; k++) {
-        excluded += !(meas[k] > 0);
-        if (r->steps[idx[k]].step.kv_blocks_used > sim_peak)
-            sim_peak = r->steps[idx[k]].step.kv_blocks_used;
-    }
-    jput(&b, "{");
-    jint(&b, "run_id", r->run_id);
-    jstr(&b, "device", info->device);
-    jstr(&b, "device_name", info->device_name);
-    jstr(&b, "storage", info->storage);
-    jstr(&b, "model", r->model.name);
-    jstr(&b, "predictor", info->profile_given ? "profile" : "run");
-    jstr(&b, "cost", r->cfg.cost);
+    jint(b, "run_id", r->run_id);
+    jstr(b, "device", info->device);
+    jstr(b, "device_name", info->device_name);
+    jstr(b, "storage", info->storage);
+    jstr(b, "model", r->model.name);
+    jstr(b, "predictor", info->profile_given ? "profile" : "run");
+    jstr(b, "cost", r->cfg.cost);
     if (info->profile_id > 0)
-        jint(&b, "profile_id", info->profile_id);
+        jint(b, "profile_id", info->profile_id);
     else
-        jput(&b, "\"profile_id\":null,");
-    jstr(&b, "sampling", val_sampling_name(info->sampling));
-    jint(&b, "start", info->start);
-    jint(&b, "max_steps", info->max_steps);
-    jint(&b, "steps_in_run", r->n_steps);
-    jint(&b, "steps_replayed", n);
-    jint(&b, "first_step", n ? idx[0] : -1);
-    jint(&b, "last_step", n ? idx[n - 1] : -1);
-    jint(&b, "steps_excluded", excluded);
-    jint(&b, "repeats", info->repeats);
-    jint(&b, "warmup", info->warmup);
-    jput(&b, "\"seed\":%llu,", (unsigned long long)info->seed);
-    jstr(&b, "error_convention", "(predicted - measured) / measured");
+        jput(b, "\"profile_id\":null,");
+    jstr(b, "sampling", val_sampling_name(info->sampling));
+    jint(b, "start", info->start);
+    jint(b, "max_steps", info->max_steps);
+    jint(b, "steps_in_run", r->n_steps);
+    jint(b, "steps_replayed", n);
+    jint(b, "first_step", n ? idx[0] : -1);
+    jint(b, "last_step", n ? idx[n - 1] : -1);
+    jint(b, "steps_excluded", excluded);
+    jint(b, "repeats", info->repeats);
+    jint(b, "warmup", info->warmup);
+    jput(b, "\"seed\":%llu,", (unsigned long long)info->seed);
+    jstr(b, "error_convention", "(predicted - measured) / measured");
+}
 
-    /* step-time error by group */
-    jput(&b, "\"step_error\":{");
+/* Step-time error, all steps, by kind and by batch size (sel, sg and ab are
+ * [n] scratch). */
+static void step_error_section(jbuf *b, const val_run *r, const int64_t *idx, const double *pred,
+                               const double *meas, int64_t n, int *sel, double *sg, double *ab)
+{
+    jput(b, "\"step_error\":{");
     for (int64_t k = 0; k < n; k++)
         sel[k] = 1;
-    group_stats(&b, "all", idx, pred, meas, n, sel, sg, ab);
-    jput(&b, "\"by_kind\":{");
+    group_stats(b, "all", idx, pred, meas, n, sel, sg, ab);
+    jput(b, "\"by_kind\":{");
     static const char *const kinds[] = {"prefill", "decode", "mixed"};
     for (int kd = 0; kd < 3; kd++) {
         for (int64_t k = 0; k < n; k++)
             sel[k] = r->steps[idx[k]].step.kind == kd;
-        group_stats(&b, kinds[kd], idx, pred, meas, n, sel, sg, ab);
+        group_stats(b, kinds[kd], idx, pred, meas, n, sel, sg, ab);
     }
-    jclose(&b, "}");
-    jput(&b, "\"by_batch\":{");
+    jclose(b, "}");
+    jput(b, "\"by_batch\":{");
     for (int bin = 0; bin < 5; bin++) {
         for (int64_t k = 0; k < n; k++) {
             int64_t nm;
             (void)val_run_step_members(r, idx[k], &nm);
             sel[k] = batch_bin(nm) == bin;
         }
-        group_stats(&b, batch_names[bin], idx, pred, meas, n, sel, sg, ab);
+        group_stats(b, batch_names[bin], idx, pred, meas, n, sel, sg, ab);
     }
-    jclose(&b, "}");
-    jclose(&b, "}");
+    jclose(b, "}");
+    jclose(b, "}");
+}
 
-    /* end-to-end metrics on the schedule re-timed */
+/* Scratch of the end-to-end section, one array per request or step. */
+typedef struct e2e_scratch {
+    int *keep;                  /* [requests] every step of it was replayed */
+    int64_t *seen, *seen_rep;   /* [requests] its steps, replayed ones */
+    double *dmeas;              /* [steps] measured where replayed, else predicted */
+    sched_req_result *ps, *ms;  /* [requests] re-timed with predicted / measured */
+} e2e_scratch;
+
+/* End-to-end metrics on the schedule re-timed with predicted and measured
+ * step times, over all requests and over those whose steps were all
+ * replayed. */
+static int e2e_block(jbuf *b, const val_run *r, const int64_t *idx, const double *pred,
+                     const double *meas, int64_t n, e2e_scratch *x)
+{
     for (int64_t i = 0; i < r->n_steps; i++)
-        dmeas[i] = pred[i];
+        x->dmeas[i] = pred[i];
     for (int64_t k = 0; k < n; k++)
-        dmeas[idx[k]] = meas[k];
-    val_retime(r, pred, ps, NULL);
-    val_retime(r, dmeas, ms, NULL);
+        x->dmeas[idx[k]] = meas[k];
+    val_retime(r, pred, x->ps, NULL);
+    val_retime(r, x->dmeas, x->ms, NULL);
     for (int64_t i = 0, k = 0; i < r->n_steps; i++) {
         int replayed = k < n && idx[k] == i;
         k += replayed;
         int64_t nm;
         const sched_member *m = val_run_step_members(r, i, &nm);
         for (int64_t j = 0; j < nm; j++) {
-            seen[m[j].req_id]++;
-            seen_rep[m[j].req_id] += replayed;
+            x->seen[m[j].req_id]++;
+            x->seen_rep[m[j].req_id] += replayed;
         }
     }
     for (int64_t q = 0; q < r->tr.n; q++)
-        keep[q] = seen[q] > 0 && seen[q] == seen_rep[q];
-    jput(&b, "\"e2e\":{");
-    jstr(&b, "rule", "start_i = max(end_{i-1}, latest member arrival); unreplayed steps keep "
-                     "predicted durations");
-    if (e2e_section(&b, "all", r, ps, ms, NULL) != KVS_OK ||
-        e2e_section(&b, "covered", r, ps, ms, keep) != KVS_OK)
-        goto nomem;
-    jclose(&b, "}");
+        x->keep[q] = x->seen[q] > 0 && x->seen[q] == x->seen_rep[q];
+    jput(b, "\"e2e\":{");
+    jstr(b, "rule", "start_i = max(end_{i-1}, latest member arrival); unreplayed steps keep "
+                    "predicted durations");
+    if (e2e_section(b, "all", r, x->ps, x->ms, NULL) != KVS_OK ||
+        e2e_section(b, "covered", r, x->ps, x->ms, x->keep) != KVS_OK)
+        return KVS_ENOMEM;
+    jclose(b, "}");
+    return KVS_OK;
+}
 
-    /* memory */
+/* Blocks and bytes the replay held against the simulator's, with a note
+ * saying why they differ when they do. */
+static void memory_section(jbuf *b, const val_run *r, const val_info *info,
+                           const val_replay_stats *st, int64_t sim_peak)
+{
     int64_t sim_block = r->cfg.sched.block_size * model_kv_bytes_per_token(&r->model, 1);
     int64_t dev_bytes = st->peak_blocks * st->block_bytes, sim_bytes = sim_peak * sim_block;
     int blocks_match = st->peak_blocks == sim_peak, bytes_match = dev_bytes == sim_bytes;
@@ -413,39 +418,73 @@ int val_summary_json(const val_run *r, const val_info *info, const int64_t *idx,
     else if (!bytes_match)
         snprintf(note, sizeof note, "block bytes differ: device %lld, simulator %lld",
                  (long long)st->block_bytes, (long long)sim_block);
-    jput(&b, "\"memory\":{");
-    jint(&b, "peak_blocks_replay", st->peak_blocks);
-    jint(&b, "peak_blocks_sim", sim_peak);
-    jint(&b, "block_bytes_device", st->block_bytes);
-    jint(&b, "block_bytes_sim", sim_block);
-    jint(&b, "kv_bytes_device", dev_bytes);
-    jint(&b, "kv_bytes_sim", sim_bytes);
-    jint(&b, "pool_blocks", st->pool_blocks);
-    jint(&b, "run_kv_blocks", r->cfg.sched.total_blocks);
-    jput(&b, "\"blocks_match\":%s,\"bytes_match\":%s,", blocks_match ? "true" : "false",
+    jput(b, "\"memory\":{");
+    jint(b, "peak_blocks_replay", st->peak_blocks);
+    jint(b, "peak_blocks_sim", sim_peak);
+    jint(b, "block_bytes_device", st->block_bytes);
+    jint(b, "block_bytes_sim", sim_block);
+    jint(b, "kv_bytes_device", dev_bytes);
+    jint(b, "kv_bytes_sim", sim_bytes);
+    jint(b, "pool_blocks", st->pool_blocks);
+    jint(b, "run_kv_blocks", r->cfg.sched.total_blocks);
+    jput(b, "\"blocks_match\":%s,\"bytes_match\":%s,", blocks_match ? "true" : "false",
          bytes_match ? "true" : "false");
-    jstr(&b, "note", note);
-    jclose(&b, "}");
+    jstr(b, "note", note);
+    jclose(b, "}");
+}
 
-    /* replay checks */
-    jput(&b, "\"checks\":{");
-    jint(&b, "schedule_steps", st->sched_checked);
-    jint(&b, "schedule_mismatch_steps", st->sched_mismatch);
-    jint(&b, "schedule_first_mismatch", st->first_mismatch);
-    jint(&b, "prefix_hit_starts", st->hit_starts);
+/* The replay's own checks: block tables against the schedule, KV contents. */
+static void checks_section(jbuf *b, const val_replay_stats *st)
+{
+    jput(b, "\"checks\":{");
+    jint(b, "schedule_steps", st->sched_checked);
+    jint(b, "schedule_mismatch_steps", st->sched_mismatch);
+    jint(b, "schedule_first_mismatch", st->first_mismatch);
+    jint(b, "prefix_hit_starts", st->hit_starts);
     if (st->kv_checked >= 0)
-        jint(&b, "kv_requests", st->kv_checked);
+        jint(b, "kv_requests", st->kv_checked);
     else
-        jput(&b, "\"kv_requests\":null,");
-    jint(&b, "kv_stale_requests", st->kv_stale);
-    jnum(&b, "kv_max_nmse", st->kv_nmse);
-    jnum(&b, "kv_nmse_bound", st->kv_nmse_bound);
+        jput(b, "\"kv_requests\":null,");
+    jint(b, "kv_stale_requests", st->kv_stale);
+    jnum(b, "kv_max_nmse", st->kv_nmse);
+    jnum(b, "kv_nmse_bound", st->kv_nmse_bound);
     if (st->kv_checked > 0)
-        jput(&b, "\"kv_ok\":%s,", st->kv_nmse <= st->kv_nmse_bound ? "true" : "false");
+        jput(b, "\"kv_ok\":%s,", st->kv_nmse <= st->kv_nmse_bound ? "true" : "false");
     else
-        jput(&b, "\"kv_ok\":null,");
-    jstr(&b, "kv_note", st->kv_note);
-    jclose(&b, "}");
+        jput(b, "\"kv_ok\":null,");
+    jstr(b, "kv_note", st->kv_note);
+    jclose(b, "}");
+}
+
+int val_summary_json(const val_run *r, const val_info *info, const int64_t *idx,
+                     const double *pred, const double *meas, int64_t n,
+                     const val_replay_stats *st, char **json, kvs_err *err)
+{
+    *json = NULL;
+    jbuf b = {0};
+    size_t nn = (size_t)(n > 0 ? n : 1), nr = (size_t)(r->tr.n > 0 ? r->tr.n : 1);
+    size_t ns = (size_t)(r->n_steps > 0 ? r->n_steps : 1);
+    double *sg = malloc(nn * sizeof *sg), *ab = malloc(nn * sizeof *ab);
+    int *sel = malloc(nn * sizeof *sel);
+    e2e_scratch x = {calloc(nr, sizeof *x.keep), calloc(nr, sizeof *x.seen),
+                     calloc(nr, sizeof *x.seen_rep), malloc(ns * sizeof *x.dmeas),
+                     malloc(nr * sizeof *x.ps), malloc(nr * sizeof *x.ms)};
+    int rc = KVS_OK;
+    if (!sg || !ab || !sel || !x.keep || !x.seen || !x.seen_rep || !x.dmeas || !x.ps || !x.ms)
+        goto nomem;
+    int64_t excluded = 0, sim_peak = 0;
+    for (int64_t k = 0; k < n; k++) {
+        excluded += !(meas[k] > 0);
+        if (r->steps[idx[k]].step.kv_blocks_used > sim_peak)
+            sim_peak = r->steps[idx[k]].step.kv_blocks_used;
+    }
+    jput(&b, "{");
+    header_section(&b, r, info, idx, n, excluded);
+    step_error_section(&b, r, idx, pred, meas, n, sel, sg, ab);
+    if (e2e_block(&b, r, idx, pred, meas, n, &x) != KVS_OK)
+        goto nomem;
+    memory_section(&b, r, info, st, sim_peak);
+    checks_section(&b, st);
     jclose(&b, "}");
     if (b.oom)
         goto nomem;
@@ -460,11 +499,11 @@ done:
     free(sg);
     free(ab);
     free(sel);
-    free(keep);
-    free(seen);
-    free(seen_rep);
-    free(dmeas);
-    free(ps);
-    free(ms);
+    free(x.keep);
+    free(x.seen);
+    free(x.seen_rep);
+    free(x.dmeas);
+    free(x.ps);
+    free(x.ms);
     return rc;
 }
