@@ -2,6 +2,8 @@
 #include "str.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,4 +118,48 @@ int str_parse_f64(const char *flag, const char *s, double lo, double hi, double 
         return kvs_errf(err, KVS_EINVAL, "%s: %g is out of range [%g, %g]", flag, v, lo, hi);
     *out = v;
     return KVS_OK;
+}
+
+void str_buf_printf(str_buf *b, const char *fmt, ...)
+{
+    if (b->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = 1;
+            return;
+        }
+        if (b->s && b->len + (size_t)k < b->cap) {
+            b->len += (size_t)k;
+            return;
+        }
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap <= b->len + (size_t)k)
+            cap *= 2;
+        char *v = realloc(b->s, cap);
+        if (!v) {
+            b->oom = 1;
+            return;
+        }
+        b->s = v;
+        b->cap = cap;
+    }
+}
+
+void str_buf_json(str_buf *b, const char *s)
+{
+    str_buf_printf(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            str_buf_printf(b, "\\%c", *p);
+        else if (*p < 0x20)
+            str_buf_printf(b, "\\u%04x", *p);
+        else
+            str_buf_printf(b, "%c", *p);
+    }
+    str_buf_printf(b, "\"");
 }

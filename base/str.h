@@ -18,6 +18,25 @@ void str_json_write(FILE *f, const char *s);
  * terminated; stops before an escape that would not fit.  Cost: O(n). */
 void str_json_escape(char *dst, size_t n, const char *src);
 
+/* A growing text buffer: b->s (malloc'd, NUL-terminated once anything was
+ * written) holds b->len bytes.  Once an allocation fails b->oom is set and
+ * every later call does nothing; the owner frees b->s.  Start from {0}. */
+typedef struct str_buf {
+    char *s;        /* the text, owned */
+    size_t len;     /* bytes written */
+    size_t cap;     /* bytes allocated */
+    int oom;        /* 1 after a failed allocation */
+} str_buf;
+
+/* Append printf-style.  Cost: amortized O(output). */
+void str_buf_printf(str_buf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Append s as a JSON string literal, escaped as str_json_write does. */
+void str_buf_json(str_buf *b, const char *s);
+
 /* Join args[0..n) into one malloc'd string with `sep` after EACH argument
  * (so "a\nb\n" for sep "\n"); "" for n == 0.  NULL when out of memory.
  * Cost: O(total length). */

@@ -10,68 +10,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/str.h"
+
 /* ------------------------------------------------------------ JSON out */
 
-typedef struct sbuf {
-    char *s;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = b->oom ? 0 : vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (b->oom || n < 0)
-            return;
-        if (b->s && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = (b->cap + (size_t)n + 1) * 2;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->oom = 1;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
-}
-
-/* A model name as a JSON string body (names are plain; escape anyway). */
-static void sb_str(sbuf *b, const char *s)
-{
-    sb_printf(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            sb_printf(b, "\\%c", c);
-        else if (c < 0x20)
-            sb_printf(b, "\\u%04x", c);
-        else
-            sb_printf(b, "%c", c);
-    }
-    sb_printf(b, "\"");
-}
 
 int profile_to_json(const profile *p, char **params_json, char **fit_error_json, kvs_err *err)
 {
     *params_json = *fit_error_json = NULL;
-    sbuf a = {0}, e = {0};
+    str_buf a = {0}, e = {0};
     const model_spec *m = &p->m;
-    sb_printf(&a, "{\"version\":1,\"model\":{\"name\":");
-    sb_str(&a, m->name);
-    sb_printf(&a, ",\"hidden\":%lld,\"layers\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
+    str_buf_printf(&a, "{\"version\":1,\"model\":{\"name\":");
+    str_buf_json(&a, m->name);
+    str_buf_printf(&a, ",\"hidden\":%lld,\"layers\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
                   "\"head_dim\":%lld,\"intermediate\":%lld,\"vocab\":%lld},"
                   "\"overhead_s\":%.17g,\"overhead_per_seq_s\":%.17g,\"ops\":[",
               (long long)m->hidden, (long long)m->layers, (long long)m->heads,
@@ -79,35 +30,35 @@ int profile_to_json(const profile *p, char **params_json, char **fit_error_json,
               (long long)m->vocab, p->overhead_s, p->overhead_per_seq_s);
     for (size_t i = 0; i < p->n_ops; i++) {
         const prof_op *o = &p->ops[i];
-        sb_printf(&a, "%s{\"op\":\"%s\",\"per_layer\":%d,", i ? "," : "", o->info->name,
+        str_buf_printf(&a, "%s{\"op\":\"%s\",\"per_layer\":%d,", i ? "," : "", o->info->name,
                   o->per_layer);
         if (o->nf == 0) {
-            sb_printf(&a, "\"method\":\"interp\",\"x\":\"%s\",\"points\":[",
+            str_buf_printf(&a, "\"method\":\"interp\",\"x\":\"%s\",\"points\":[",
                       o->info->kind == PROFILE_OP_KIND_SEQS ? "seqs" : "tokens");
             for (int64_t j = 0; j < o->n; j++)
-                sb_printf(&a, "%s[%.17g,%.17g]", j ? "," : "", o->x[j], o->y[j]);
+                str_buf_printf(&a, "%s[%.17g,%.17g]", j ? "," : "", o->x[j], o->y[j]);
         } else {
             int nf;
             const profile_feat *f = profile_op_feats(o->info->kind, &nf);
-            sb_printf(&a, "\"method\":\"nnls\",\"features\":[");
+            str_buf_printf(&a, "\"method\":\"nnls\",\"features\":[");
             for (int j = 0; j < nf; j++)
-                sb_printf(&a, "%s\"%s\"", j ? "," : "", profile_feat_name(f[j]));
-            sb_printf(&a, "],\"coef\":[");
+                str_buf_printf(&a, "%s\"%s\"", j ? "," : "", profile_feat_name(f[j]));
+            str_buf_printf(&a, "],\"coef\":[");
             for (int j = 0; j < nf; j++)
-                sb_printf(&a, "%s%.17g", j ? "," : "", o->coef[j]);
+                str_buf_printf(&a, "%s%.17g", j ? "," : "", o->coef[j]);
         }
-        sb_printf(&a, "]}");
+        str_buf_printf(&a, "]}");
     }
-    sb_printf(&a, "]}");
-    sb_printf(&e, "{");
+    str_buf_printf(&a, "]}");
+    str_buf_printf(&e, "{");
     for (size_t i = 0; i < p->n_errs; i++) {
         const profile_op_error *x = &p->errs[i];
-        sb_printf(&e, "%s\"%s\":{\"method\":\"%s\",\"n\":%lld,\"median_rel\":%.6g,\"max_rel\":%.6g}",
+        str_buf_printf(&e, "%s\"%s\":{\"method\":\"%s\",\"n\":%lld,\"median_rel\":%.6g,\"max_rel\":%.6g}",
                   i ? "," : "", x->op, x->method, (long long)x->n,
                   isfinite(x->median_rel) ? x->median_rel : -1.0,
                   isfinite(x->max_rel) ? x->max_rel : -1.0);
     }
-    sb_printf(&e, "}");
+    str_buf_printf(&e, "}");
     if (a.oom || e.oom) {
         free(a.s), free(e.s);
         return kvs_errf(err, KVS_ENOMEM, "out of memory (profile JSON)");

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/str.h"
+
 /* ------------------------------------------------------------ sampling */
 
 const char *val_sampling_name(val_sampling s) { return s == VAL_SAMPLING_EVEN ? "even" : "window"; }
@@ -79,79 +81,30 @@ void val_retime(const val_run *r, const double *dur, sched_req_result *out, doub
 
 /* ------------------------------------------------------------ JSON text */
 
-typedef struct jbuf {
-    char *s;
-    size_t len, cap;
-    int oom;
-} jbuf;
-
-static void jput(jbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static void jput(jbuf *b, const char *fmt, ...)
-{
-    if (b->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->s && b->len + (size_t)k < b->cap) {
-            b->len += (size_t)k;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap <= b->len + (size_t)k)
-            cap *= 2;
-        char *v = realloc(b->s, cap);
-        if (!v) {
-            b->oom = 1;
-            return;
-        }
-        b->s = v;
-        b->cap = cap;
-    }
-}
-
 /* "key":number, exact (17 digits), null for NaN or infinity; then a comma. */
-static void jnum(jbuf *b, const char *key, double v)
+static void jnum(str_buf *b, const char *key, double v)
 {
     if (isfinite(v))
-        jput(b, "\"%s\":%.17g,", key, v);
+        str_buf_printf(b, "\"%s\":%.17g,", key, v);
     else
-        jput(b, "\"%s\":null,", key);
+        str_buf_printf(b, "\"%s\":null,", key);
 }
 
-static void jint(jbuf *b, const char *key, int64_t v) { jput(b, "\"%s\":%lld,", key, (long long)v); }
+static void jint(str_buf *b, const char *key, int64_t v) { str_buf_printf(b, "\"%s\":%lld,", key, (long long)v); }
 
-static void jstr(jbuf *b, const char *key, const char *v)
+static void jstr(str_buf *b, const char *key, const char *v)
 {
-    jput(b, "\"%s\":\"", key);
-    for (const unsigned char *p = (const unsigned char *)(v ? v : ""); *p; p++) {
-        if (*p == '"' || *p == '\\')
-            jput(b, "\\%c", *p);
-        else if (*p < 0x20)
-            jput(b, "\\u%04x", *p);
-        else
-            jput(b, "%c", *p);
-    }
-    jput(b, "\",");
+    str_buf_printf(b, "\"%s\":", key);
+    str_buf_json(b, v);
+    str_buf_printf(b, ",");
 }
 
 /* Drop a trailing comma before closing an object. */
-static void jclose(jbuf *b, const char *close)
+static void jclose(str_buf *b, const char *close)
 {
     if (!b->oom && b->len > 0 && b->s[b->len - 1] == ',')
         b->len--;
-    jput(b, "%s,", close);
+    str_buf_printf(b, "%s,", close);
 }
 
 /* ------------------------------------------------------------ statistics */
@@ -173,7 +126,7 @@ static double rank_of(const double *v, int64_t n, double p)
 }
 
 /* One group's error statistics over the replayed steps selected by sel[k]. */
-static void group_stats(jbuf *b, const char *name, const int64_t *idx, const double *pred,
+static void group_stats(str_buf *b, const char *name, const int64_t *idx, const double *pred,
                         const double *meas, int64_t n, const int *sel, double *sg, double *ab)
 {
     int64_t m = 0;
@@ -194,7 +147,7 @@ static void group_stats(jbuf *b, const char *name, const int64_t *idx, const dou
     qsort(sg, (size_t)m, sizeof *sg, cmp_dbl);
     qsort(ab, (size_t)m, sizeof *ab, cmp_dbl);
     double dm = m ? (double)m : NAN;
-    jput(b, "\"%s\":{", name);
+    str_buf_printf(b, "\"%s\":{", name);
     jint(b, "n", m);
     jnum(b, "mean_signed", sum_s / dm);
     jnum(b, "p50_signed", rank_of(sg, m, 50));
@@ -218,9 +171,9 @@ static int batch_bin(int64_t n)
     return n <= 1 ? 0 : n <= 8 ? 1 : n <= 32 ? 2 : n <= 128 ? 3 : 4;
 }
 
-static void metrics_obj(jbuf *b, const char *name, const run_summary *s)
+static void metrics_obj(str_buf *b, const char *name, const run_summary *s)
 {
-    jput(b, "\"%s\":{", name);
+    str_buf_printf(b, "\"%s\":{", name);
     jnum(b, "ttft_p50_s", s->ttft.p50);
     jnum(b, "ttft_p99_s", s->ttft.p99);
     jnum(b, "tpot_p50_s", s->tpot.p50);
@@ -235,7 +188,7 @@ static double rel(double sim, double meas) { return (sim - meas) / meas; }
 
 /* Simulated vs measured end-to-end metrics over the requests with keep[q]
  * (all when keep is NULL). */
-static int e2e_section(jbuf *b, const char *name, const val_run *r, const sched_req_result *ps,
+static int e2e_section(str_buf *b, const char *name, const val_run *r, const sched_req_result *ps,
                        const sched_req_result *ms, const int *keep)
 {
     int64_t n = 0;
@@ -267,7 +220,7 @@ static int e2e_section(jbuf *b, const char *name, const val_run *r, const sched_
     memset(&m, 0, sizeof m);
     run_metrics_compute(&r->cfg, &sub, ps, &s);
     run_metrics_compute(&r->cfg, &sub, ms, &m);
-    jput(b, "\"%s\":{", name);
+    str_buf_printf(b, "\"%s\":{", name);
     jint(b, "n_requests", sub.n);
     jint(b, "n_finished", s.n_finished);
     metrics_obj(b, "simulated", &s);
@@ -294,7 +247,7 @@ static int e2e_section(jbuf *b, const char *name, const val_run *r, const sched_
 /* ------------------------------------------------------------ summary */
 
 /* The identity of the validation: run, device, predictor, sampling. */
-static void header_section(jbuf *b, const val_run *r, const val_info *info, const int64_t *idx,
+static void header_section(str_buf *b, const val_run *r, const val_info *info, const int64_t *idx,
                            int64_t n, int64_t excluded)
 {
     jint(b, "run_id", r->run_id);
@@ -307,7 +260,7 @@ static void header_section(jbuf *b, const val_run *r, const val_info *info, cons
     if (info->profile_id > 0)
         jint(b, "profile_id", info->profile_id);
     else
-        jput(b, "\"profile_id\":null,");
+        str_buf_printf(b, "\"profile_id\":null,");
     jstr(b, "sampling", val_sampling_name(info->sampling));
     jint(b, "start", info->start);
     jint(b, "max_steps", info->max_steps);
@@ -318,20 +271,20 @@ static void header_section(jbuf *b, const val_run *r, const val_info *info, cons
     jint(b, "steps_excluded", excluded);
     jint(b, "repeats", info->repeats);
     jint(b, "warmup", info->warmup);
-    jput(b, "\"seed\":%llu,", (unsigned long long)info->seed);
+    str_buf_printf(b, "\"seed\":%llu,", (unsigned long long)info->seed);
     jstr(b, "error_convention", "(predicted - measured) / measured");
 }
 
 /* Step-time error, all steps, by kind and by batch size (sel, sg and ab are
  * [n] scratch). */
-static void step_error_section(jbuf *b, const val_run *r, const int64_t *idx, const double *pred,
+static void step_error_section(str_buf *b, const val_run *r, const int64_t *idx, const double *pred,
                                const double *meas, int64_t n, int *sel, double *sg, double *ab)
 {
-    jput(b, "\"step_error\":{");
+    str_buf_printf(b, "\"step_error\":{");
     for (int64_t k = 0; k < n; k++)
         sel[k] = 1;
     group_stats(b, "all", idx, pred, meas, n, sel, sg, ab);
-    jput(b, "\"by_kind\":{");
+    str_buf_printf(b, "\"by_kind\":{");
     static const char *const kinds[] = {"prefill", "decode", "mixed"};
     for (int kd = 0; kd < 3; kd++) {
         for (int64_t k = 0; k < n; k++)
@@ -339,7 +292,7 @@ static void step_error_section(jbuf *b, const val_run *r, const int64_t *idx, co
         group_stats(b, kinds[kd], idx, pred, meas, n, sel, sg, ab);
     }
     jclose(b, "}");
-    jput(b, "\"by_batch\":{");
+    str_buf_printf(b, "\"by_batch\":{");
     for (int bin = 0; bin < 5; bin++) {
         for (int64_t k = 0; k < n; k++) {
             int64_t nm;
@@ -363,7 +316,7 @@ typedef struct e2e_scratch {
 /* End-to-end metrics on the schedule re-timed with predicted and measured
  * step times, over all requests and over those whose steps were all
  * replayed. */
-static int e2e_block(jbuf *b, const val_run *r, const int64_t *idx, const double *pred,
+static int e2e_block(str_buf *b, const val_run *r, const int64_t *idx, const double *pred,
                      const double *meas, int64_t n, e2e_scratch *x)
 {
     for (int64_t i = 0; i < r->n_steps; i++)
@@ -384,7 +337,7 @@ static int e2e_block(jbuf *b, const val_run *r, const int64_t *idx, const double
     }
     for (int64_t q = 0; q < r->tr.n; q++)
         x->keep[q] = x->seen[q] > 0 && x->seen[q] == x->seen_rep[q];
-    jput(b, "\"e2e\":{");
+    str_buf_printf(b, "\"e2e\":{");
     jstr(b, "rule", "start_i = max(end_{i-1}, latest member arrival); unreplayed steps keep "
                     "predicted durations");
     if (e2e_section(b, "all", r, x->ps, x->ms, NULL) != KVS_OK ||
@@ -396,7 +349,7 @@ static int e2e_block(jbuf *b, const val_run *r, const int64_t *idx, const double
 
 /* Blocks and bytes the replay held against the simulator's, with a note
  * saying why they differ when they do. */
-static void memory_section(jbuf *b, const val_run *r, const val_info *info,
+static void memory_section(str_buf *b, const val_run *r, const val_info *info,
                            const val_replay_stats *st, int64_t sim_peak)
 {
     int64_t sim_block = r->cfg.sched.block_size * model_kv_bytes_per_token(&r->model, 1);
@@ -418,7 +371,7 @@ static void memory_section(jbuf *b, const val_run *r, const val_info *info,
     else if (!bytes_match)
         snprintf(note, sizeof note, "block bytes differ: device %lld, simulator %lld",
                  (long long)st->block_bytes, (long long)sim_block);
-    jput(b, "\"memory\":{");
+    str_buf_printf(b, "\"memory\":{");
     jint(b, "peak_blocks_replay", st->peak_blocks);
     jint(b, "peak_blocks_sim", sim_peak);
     jint(b, "block_bytes_device", st->block_bytes);
@@ -427,16 +380,16 @@ static void memory_section(jbuf *b, const val_run *r, const val_info *info,
     jint(b, "kv_bytes_sim", sim_bytes);
     jint(b, "pool_blocks", st->pool_blocks);
     jint(b, "run_kv_blocks", r->cfg.sched.total_blocks);
-    jput(b, "\"blocks_match\":%s,\"bytes_match\":%s,", blocks_match ? "true" : "false",
+    str_buf_printf(b, "\"blocks_match\":%s,\"bytes_match\":%s,", blocks_match ? "true" : "false",
          bytes_match ? "true" : "false");
     jstr(b, "note", note);
     jclose(b, "}");
 }
 
 /* The replay's own checks: block tables against the schedule, KV contents. */
-static void checks_section(jbuf *b, const val_replay_stats *st)
+static void checks_section(str_buf *b, const val_replay_stats *st)
 {
-    jput(b, "\"checks\":{");
+    str_buf_printf(b, "\"checks\":{");
     jint(b, "schedule_steps", st->sched_checked);
     jint(b, "schedule_mismatch_steps", st->sched_mismatch);
     jint(b, "schedule_first_mismatch", st->first_mismatch);
@@ -444,14 +397,14 @@ static void checks_section(jbuf *b, const val_replay_stats *st)
     if (st->kv_checked >= 0)
         jint(b, "kv_requests", st->kv_checked);
     else
-        jput(b, "\"kv_requests\":null,");
+        str_buf_printf(b, "\"kv_requests\":null,");
     jint(b, "kv_stale_requests", st->kv_stale);
     jnum(b, "kv_max_nmse", st->kv_nmse);
     jnum(b, "kv_nmse_bound", st->kv_nmse_bound);
     if (st->kv_checked > 0)
-        jput(b, "\"kv_ok\":%s,", st->kv_nmse <= st->kv_nmse_bound ? "true" : "false");
+        str_buf_printf(b, "\"kv_ok\":%s,", st->kv_nmse <= st->kv_nmse_bound ? "true" : "false");
     else
-        jput(b, "\"kv_ok\":null,");
+        str_buf_printf(b, "\"kv_ok\":null,");
     jstr(b, "kv_note", st->kv_note);
     jclose(b, "}");
 }
@@ -461,7 +414,7 @@ int val_summary_json(const val_run *r, const val_info *info, const int64_t *idx,
                      const val_replay_stats *st, char **json, kvs_err *err)
 {
     *json = NULL;
-    jbuf b = {0};
+    str_buf b = {0};
     size_t nn = (size_t)(n > 0 ? n : 1), nr = (size_t)(r->tr.n > 0 ? r->tr.n : 1);
     size_t ns = (size_t)(r->n_steps > 0 ? r->n_steps : 1);
     double *sg = malloc(nn * sizeof *sg), *ab = malloc(nn * sizeof *ab);
@@ -478,7 +431,7 @@ int val_summary_json(const val_run *r, const val_info *info, const int64_t *idx,
         if (r->steps[idx[k]].step.kv_blocks_used > sim_peak)
             sim_peak = r->steps[idx[k]].step.kv_blocks_used;
     }
-    jput(&b, "{");
+    str_buf_printf(&b, "{");
     header_section(&b, r, info, idx, n, excluded);
     step_error_section(&b, r, idx, pred, meas, n, sel, sg, ab);
     if (e2e_block(&b, r, idx, pred, meas, n, &x) != KVS_OK)
