@@ -415,7 +415,7 @@ static int capacity_parse(int argc, char **argv, cap_args *a, model_spec *m, gpu
         return cli_fail(C, "--max-model-len: %" PRId64 " exceeds %s's context limit of %"
                         PRId64 " tokens (max_position_embeddings %" PRId64 "%s)",
                         a->max_model_len, m->name, limit, m->max_ctx,
-                        limit > m->max_ctx ? ", with rope scaling" : ", no rope scaling");
+                        limit > m->max_ctx ? ", extended by rope scaling" : "");
     if (!s_seq)
         a->seq_len = a->max_model_len ? a->max_model_len : m->max_ctx;
     model_par p = {a->tp, a->ep, a->cp};
