@@ -32,7 +32,7 @@ MPIRUN=(mpirun --oversubscribe -np 2)
 [ "$(id -u)" -eq 0 ] && MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 2)
 
 S='arrival=poisson,rate=RATE,n=200,prompt=uniform:32:600,output=uniform:1:200,priorities=0:0.5/1:0.5'
-args=(--model llama-2-7b --synthetic "${S/RATE/10}" --seed 5 --record-steps
+args=(--engine vllm-v0 --model llama-2-7b --synthetic "${S/RATE/10}" --seed 5 --record-steps
       --grid 'max-seqs=8,64,256' --grid 'batching=static,continuous' --grid 'rate=5,40'
       --grid 'policy=fcfs,priority' --quiet)
 "${MPIRUN[@]}" "$KVSIM" sweep "${args[@]}" --db "$T/mpi.db" > "$T/mpi.out" 2> "$T/mpi.err"
