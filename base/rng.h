@@ -12,6 +12,15 @@ typedef struct rng {
     uint64_t s[4]; /* xoshiro256** state; never all zero */
 } rng;
 
+/* splitmix64's finaliser: a bijection of 64-bit words that spreads every
+ * input bit (the scheduler's block identities hash with it).  Cost: O(1). */
+static inline uint64_t rng_mix64(uint64_t x)
+{
+    x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return x ^ (x >> 31);
+}
+
 void rng_init(rng *r, uint64_t seed);
 uint64_t rng_next_u64(rng *r);
 /* Uniform in [0, 1): 53 random bits. */

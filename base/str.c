@@ -1,6 +1,7 @@
 /* str.c — string helpers (see str.h). */
 #include "str.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -162,4 +163,14 @@ void str_buf_json(str_buf *b, const char *s)
             str_buf_printf(b, "%c", *p);
     }
     str_buf_printf(b, "\"");
+}
+
+char *str_trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1]))
+        s[--n] = 0;
+    return s;
 }

@@ -37,6 +37,10 @@ void str_buf_printf(str_buf *b, const char *fmt, ...)
 /* Append s as a JSON string literal, escaped as str_json_write does. */
 void str_buf_json(str_buf *b, const char *s);
 
+/* Strip leading and trailing white space of s in place; returns the first
+ * non-blank character.  Cost: O(strlen(s)). */
+char *str_trim(char *s);
+
 /* Join args[0..n) into one malloc'd string with `sep` after EACH argument
  * (so "a\nb\n" for sep "\n"); "" for n == 0.  NULL when out of memory.
  * Cost: O(total length). */

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/str.h"
+
 #define K(f) offsetof(cost_roofline_consts, f)
 
 /* lo_open: the value must be > lo (efficiencies); else >= lo (times). */
@@ -103,15 +105,6 @@ static int set_one(const char *key, const char *val, const char *where, cost_roo
     return KVS_OK;
 }
 
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s))
-        s++;
-    char *e = s + strlen(s);
-    while (e > s && isspace((unsigned char)e[-1]))
-        *--e = 0;
-    return s;
-}
 
 int cost_roofline_consts_read(const char *path, cost_roofline_consts *k,
                               cost_const_origin origin[COST_MAX_CONSTS], kvs_err *err)
@@ -132,7 +125,7 @@ int cost_roofline_consts_read(const char *path, cost_roofline_consts *k,
         char *hash = strchr(line, '#');
         if (hash)
             *hash = 0;
-        char *s = trim(line);
+        char *s = str_trim(line);
         if (!*s)
             continue;
         char *eq = strchr(s, '=');
@@ -141,7 +134,7 @@ int cost_roofline_consts_read(const char *path, cost_roofline_consts *k,
             break;
         }
         *eq = 0;
-        rc = set_one(trim(s), trim(eq + 1), where, k, origin, err);
+        rc = set_one(str_trim(s), str_trim(eq + 1), where, k, origin, err);
     }
     if (rc == KVS_OK && ferror(f))
         rc = kvs_errf(err, KVS_EIO, "%s: read error", path);
@@ -161,9 +154,9 @@ int cost_roofline_consts_parse(const char *params, cost_roofline_consts *k,
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(tok, '=');
         if (!eq)
-            return kvs_errf(err, KVS_EINVAL, "--cost: roofline: '%s' is not key=value", trim(tok));
+            return kvs_errf(err, KVS_EINVAL, "--cost: roofline: '%s' is not key=value", str_trim(tok));
         *eq = 0;
-        char *key = trim(tok), *val = trim(eq + 1);
+        char *key = str_trim(tok), *val = str_trim(eq + 1);
         int rc = !strcmp(key, "file") ? cost_roofline_consts_read(val, k, origin, err)
                                       : set_one(key, val, "--cost", k, origin, err);
         if (rc)

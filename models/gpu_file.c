@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/str.h"
+
 typedef struct gpu_key {
     const char *key;
     size_t off;   /* offsetof the field in gpu_spec */
@@ -33,15 +35,6 @@ static const gpu_key keys[] = {
 #define N_KEYS (sizeof keys / sizeof keys[0])
 #define MAX_LINE 1022
 
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s))
-        s++;
-    size_t n = strlen(s);
-    while (n && isspace((unsigned char)s[n - 1]))
-        s[--n] = 0;
-    return s;
-}
 
 static int set_key(const char *path, int line, const gpu_key *k, const char *val,
                    gpu_spec *g, kvs_err *err)
@@ -88,7 +81,7 @@ int gpu_file_read(const char *path, gpu_spec *out, kvs_err *err)
         char *hash = strchr(buf, '#');
         if (hash)
             *hash = 0;
-        char *text = trim(buf);
+        char *text = str_trim(buf);
         if (!*text)
             continue;
         char *eq = strchr(text, '=');
@@ -98,7 +91,7 @@ int gpu_file_read(const char *path, gpu_spec *out, kvs_err *err)
             goto done;
         }
         *eq = 0;
-        char *key = trim(text), *val = trim(eq + 1);
+        char *key = str_trim(text), *val = str_trim(eq + 1);
         if (!*val) {
             rc = kvs_errf(err, KVS_EINVAL, "%s:%d: %s: missing value", path, line, key);
             goto done;

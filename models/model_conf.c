@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/str.h"
+
 typedef struct conf_key {
     const char *key;
     size_t off;   /* offsetof the int64_t field in model_spec */
@@ -28,15 +30,6 @@ static const conf_key keys[] = {
 #define N_KEYS (sizeof keys / sizeof keys[0])
 #define MAX_LINE 1022 /* characters per line, newline excluded */
 
-static char *trim(char *s)
-{
-    while (isspace((unsigned char)*s))
-        s++;
-    size_t n = strlen(s);
-    while (n && isspace((unsigned char)s[n - 1]))
-        s[--n] = 0;
-    return s;
-}
 
 static void default_name(const char *path, char *name, size_t n)
 {
@@ -61,7 +54,7 @@ static int parse_line(const char *path, int line, char *text, model_spec *m,
         return kvs_errf(err, KVS_EINVAL, "%s:%d: expected key=value, got '%s'", path,
                         line, text);
     *eq = 0;
-    char *key = trim(text), *val = trim(eq + 1);
+    char *key = str_trim(text), *val = str_trim(eq + 1);
     if (!*val)
         return kvs_errf(err, KVS_EINVAL, "%s:%d: %s: missing value", path, line, key);
     if (!strcmp(key, "name")) {
@@ -132,7 +125,7 @@ int model_conf_read(const char *path, model_spec *out, kvs_err *err)
         char *hash = strchr(buf, '#');
         if (hash)
             *hash = 0;
-        char *text = trim(buf);
+        char *text = str_trim(buf);
         if (!*text)
             continue;
         rc = parse_line(path, line, text, &m, seen_line, &name_line, err);

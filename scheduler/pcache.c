@@ -36,17 +36,13 @@
 
 #include "sched_internal.h"
 
+#include "../base/rng.h"
+
 #define PC_SEED UINT64_C(0x243F6A8885A308D3)
 #define PC_OFFSET_MUL UINT64_C(0xD6E8FEB86659FD93)
 
-/* splitmix64's finaliser: a bijection that spreads every input bit. */
-static inline uint64_t mix64(uint64_t x)
-{
-    x += UINT64_C(0x9E3779B97F4A7C15);
-    x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return x ^ (x >> 31);
-}
+/* splitmix64's step: the golden-ratio increment, then its finaliser. */
+static inline uint64_t mix64(uint64_t x) { return rng_mix64(x + UINT64_C(0x9E3779B97F4A7C15)); }
 
 /* The segment of request id holding token e - 1 (e >= 1, within its
  * hashed tokens): the first k with seg_end[k] >= e.  O(log segments). */

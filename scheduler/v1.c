@@ -18,17 +18,10 @@
 
 #include "v1_internal.h"
 
+#include "../base/rng.h"
+
 #define V1_PRIVATE (1ULL << 63)
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
 
 /* ------------------------------------------------------------- config */
 int sched_v1_config_check(const sched_config *c, kvs_err *err)
@@ -194,7 +187,7 @@ static int v1_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err)
         uint64_t h = 0x243f6a8885a308d3ULL;
         int64_t tok = 0;
         for (int64_t k = px->off[i]; k < px->off[i + 1]; k++) {
-            h = mix64(h ^ mix64(px->ids[k] + 0x9e3779b97f4a7c15ULL));
+            h = rng_mix64(h ^ rng_mix64(px->ids[k] + 0x9e3779b97f4a7c15ULL));
             v->chain[k] = h;
             tok += px->tokens ? px->tokens[k] : v->S;
             if (v->seg_end)

@@ -9,17 +9,9 @@
 
 #include "v1_internal.h"
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
+#include "../base/rng.h"
 
-static uint64_t key_home(v1_key k) { return mix64(k.a ^ mix64(k.b + 0x9e3779b97f4a7c15ULL)); }
+static uint64_t key_home(v1_key k) { return rng_mix64(k.a ^ rng_mix64(k.b + 0x9e3779b97f4a7c15ULL)); }
 static int key_eq(v1_key x, v1_key y) { return x.a == y.a && x.b == y.b; }
 
 int v1_pool_init(v1_pool *p, int64_t N, int with_cache)
