@@ -152,5 +152,23 @@ assert g["b200"]["fp4_flops"] > 0 and g["h200"]["fp4_flops"] == 0
 assert g["h100-sxm"]["mem_runtime_bytes"] == 81559 << 20
 PY
 
+# --- a Llama config read from its config.json runs byte for byte as the built-in
+SPEC='arrival=poisson,rate=20,n=300,prompt=uniform:16:900,output=uniform:1:150'
+for m in llama-2-7b llama-2-7b-hf; do
+  for e in vllm-v1 vllm-v0; do
+    "$KVSIM" run --model $m --engine $e --synthetic "$SPEC" --kv-blocks 800 --seed 2 \
+      --db "$T/hf.db" --label "$m/$e" --quiet > /dev/null || bad "run $m $e failed"
+  done
+done
+rows() { sqlite3 "$T/hf.db" "SELECT q.req_id, printf('%!.17g|%!.17g', q.first_token_s, q.finish_s),
+  q.preemptions FROM requests q JOIN runs r USING (run_id) WHERE r.label = '$1' ORDER BY q.req_id"; }
+metrics() { sqlite3 "$T/hf.db" "SELECT n_steps, preemptions, kv_blocks, printf('%!.17g', ttft_p99_s)
+  FROM runs WHERE label = '$1'"; }
+for e in vllm-v1 vllm-v0; do
+  [ -n "$(rows llama-2-7b/$e)" ] && [ "$(rows llama-2-7b/$e)" = "$(rows llama-2-7b-hf/$e)" ] &&
+    [ "$(metrics llama-2-7b/$e)" = "$(metrics llama-2-7b-hf/$e)" ] && ok ||
+    bad "$e: llama-2-7b-hf (config.json) differs from the built-in llama-2-7b"
+done
+
 echo "cli_models: $pass passed, $fail failed"
 [ $fail -eq 0 ]
