@@ -20,7 +20,6 @@
 
 #include "../base/rng.h"
 
-#define V1_PRIVATE (1ULL << 63)
 
 
 /* ------------------------------------------------------------- config */
@@ -415,6 +414,11 @@ static void preempt_at(sched *s, int64_t idx, int64_t *budget)
                 break;
             }
         v->sq[id] = 0;
+    }
+    if (v->slot[id] >= 0) { /* its private identities become findable (v1_pool_register) */
+        const int32_t *t = table_of(v, id);
+        for (int64_t j = 0; j < v->held[id]; j++)
+            v1_pool_publish(&v->pool, t[j]);
     }
     free_blocks(v, id);
     v->C[id] = 0;

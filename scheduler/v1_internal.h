@@ -12,6 +12,8 @@ typedef struct v1_key {
     uint64_t a, b;
 } v1_key;
 
+#define V1_PRIVATE (1ULL << 63) /* in v1_key.b: a private identity (request, j) */
+
 /* The block pool: blocks 1..N (0 is "none"), the free queue Q (an LRU list
  * of every block with count 0, least recently freed at the head) and the
  * cache map M (identity -> its blocks in registration order, as a list
@@ -25,6 +27,8 @@ typedef struct v1_pool {
     int32_t qhead, qtail;      /* 0 = empty */
     int64_t F;                 /* |Q| */
     uint8_t *has_id;           /* [N + 1] 1: registered in M */
+    uint8_t *lazy;             /* [N + 1] 1: a private identity not yet in the table
+                                  (v1_pool_publish puts it there) */
     v1_key *key;               /* [N + 1] its identity */
     int32_t *mprev, *mnext;    /* [N + 1] neighbours under the same identity */
     struct v1_slot {           /* [mask + 1] the table */
@@ -45,8 +49,17 @@ int32_t v1_pool_lookup(const v1_pool *p, v1_key k);
 void v1_pool_hold(v1_pool *p, int32_t b);
 /* Take Q's head (F > 0): its identity, if any, leaves M; count becomes 1. */
 int32_t v1_pool_take(v1_pool *p);
-/* Register b (which carries no identity) under k, last in k's list. */
+/* Register b (which carries no identity) under k, last in k's list.  A
+ * private identity (request r, block j) can be looked up only by r, and r
+ * looks up only when it is admitted again after a preemption; so it is
+ * kept on the block alone (O(1), no hashing) until v1_pool_publish enters
+ * it in the table, which the engine does for every block of a request it
+ * preempts.  Lookups see the same blocks in the same order as if every
+ * identity were entered at once. */
 void v1_pool_register(v1_pool *p, int32_t b, v1_key k);
+/* Enter b's private identity in the table (last in its list) if it is
+ * still held on the block alone; no-op otherwise.  O(1) expected. */
+void v1_pool_publish(v1_pool *p, int32_t b);
 /* Count - 1; at 0 the block goes to Q's tail, keeping its identity. */
 void v1_pool_release(v1_pool *p, int32_t b);
 /* Recount Q and M against the flags; 0 or -1 with why.  For sched_audit. */

@@ -27,6 +27,7 @@ int v1_pool_init(v1_pool *p, int64_t N, int with_cache)
         return -1;
     if (with_cache) {
         p->has_id = calloc(nb, 1);
+        p->lazy = calloc(nb, 1);
         p->key = calloc(nb, sizeof *p->key);
         p->mprev = calloc(nb, sizeof *p->mprev);
         p->mnext = calloc(nb, sizeof *p->mnext);
@@ -35,7 +36,7 @@ int v1_pool_init(v1_pool *p, int64_t N, int with_cache)
             sz <<= 1;
         p->mask = sz - 1;
         p->tab = calloc((size_t)sz, sizeof *p->tab);
-        if (!p->has_id || !p->key || !p->mprev || !p->mnext || !p->tab)
+        if (!p->has_id || !p->lazy || !p->key || !p->mprev || !p->mnext || !p->tab)
             return -1;
     }
     /* Q = 1..N in order */
@@ -57,6 +58,7 @@ void v1_pool_free(v1_pool *p)
     free(p->qnext);
     free(p->inq);
     free(p->has_id);
+    free(p->lazy);
     free(p->key);
     free(p->mprev);
     free(p->mnext);
@@ -122,6 +124,12 @@ static void q_unlink(v1_pool *p, int32_t b)
 
 static void unregister(v1_pool *p, int32_t b)
 {
+    if (p->lazy[b]) { /* never entered in the table */
+        p->lazy[b] = 0;
+        p->has_id[b] = 0;
+        p->ids--;
+        return;
+    }
     uint64_t i = slot_of(p, p->key[b]);
     int32_t pv = p->mprev[b], nx = p->mnext[b];
     if (pv)
@@ -157,12 +165,11 @@ int32_t v1_pool_take(v1_pool *p)
     return b;
 }
 
-void v1_pool_register(v1_pool *p, int32_t b, v1_key k)
+/* Append b, whose identity key[b] is set, to its list in the table. */
+static void table_append(v1_pool *p, int32_t b)
 {
+    v1_key k = p->key[b];
     uint64_t i = slot_of(p, k);
-    p->key[b] = k;
-    p->has_id[b] = 1;
-    p->ids++;
     p->mnext[b] = 0;
     if (!p->tab[i].head) {
         p->tab[i].k = k;
@@ -174,8 +181,27 @@ void v1_pool_register(v1_pool *p, int32_t b, v1_key k)
         p->mprev[b] = t;
         p->tab[i].tail = b;
     }
+}
+
+void v1_pool_register(v1_pool *p, int32_t b, v1_key k)
+{
+    p->key[b] = k;
+    p->has_id[b] = 1;
+    p->ids++;
     if (p->inq[b])
         p->cached++; /* (never: registered blocks are held) */
+    if (k.b & V1_PRIVATE)
+        p->lazy[b] = 1;
+    else
+        table_append(p, b);
+}
+
+void v1_pool_publish(v1_pool *p, int32_t b)
+{
+    if (p->lazy && p->lazy[b]) {
+        p->lazy[b] = 0;
+        table_append(p, b);
+    }
 }
 
 void v1_pool_release(v1_pool *p, int32_t b)
@@ -225,11 +251,17 @@ int v1_pool_audit(const v1_pool *p, char *why, size_t n)
     if (cached != p->cached)
         POOL_FAIL("Q holds %lld cached blocks, counter %lld", (long long)cached,
                   (long long)p->cached);
-    int64_t ids = 0;
+    int64_t ids = 0, lazy = 0;
     for (int64_t b = 1; b <= p->N; b++) {
         if (!p->has_id[b])
             continue;
         ids++;
+        if (p->lazy[b]) {
+            if (!(p->key[b].b & V1_PRIVATE))
+                POOL_FAIL("block %lld: a shared identity held on the block alone", (long long)b);
+            lazy++;
+            continue;
+        }
         uint64_t i = slot_of(p, p->key[b]);
         int32_t x = p->tab[i].head;
         while (x && x != b)
@@ -245,7 +277,7 @@ int v1_pool_audit(const v1_pool *p, char *why, size_t n)
             if (++listed > p->N)
                 POOL_FAIL("M: a cycle");
         }
-    if (ids != listed || ids != p->ids)
+    if (ids != listed + lazy || ids != p->ids)
         POOL_FAIL("%lld identified blocks, M lists %lld", (long long)ids, (long long)listed);
     return 0;
 }
