@@ -2,6 +2,7 @@
 #include "str.h"
 
 #include <ctype.h>
+#include <getopt.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -173,4 +174,26 @@ char *str_trim(char *s)
     while (n && isspace((unsigned char)s[n - 1]))
         s[--n] = 0;
     return s;
+}
+
+int str_getopt_exact(int argc, char **argv, const char *shortopts,
+                     const struct option *longopts, char *why, size_t n)
+{
+    int at = optind, li = -1;
+    int c = getopt_long(argc, argv, shortopts, longopts, &li);
+    if (c == -1 || li < 0)
+        return c;
+    /* GNU getopt skips non-options to reach the flag it took */
+    int k = at > 0 ? at : 1;
+    while (k < argc && (argv[k][0] != '-' || !argv[k][1]))
+        k++;
+    if (k >= argc || strncmp(argv[k], "--", 2))
+        return c;
+    const char *name = argv[k] + 2;
+    size_t len = strcspn(name, "=");
+    if (len == strlen(longopts[li].name) && !strncmp(name, longopts[li].name, len))
+        return c;
+    snprintf(why, n, "'--%.*s': flags are not abbreviated (did you mean --%s?)", (int)len, name,
+             longopts[li].name);
+    return '!';
 }

@@ -37,6 +37,16 @@ void str_buf_printf(str_buf *b, const char *fmt, ...)
 /* Append s as a JSON string literal, escaped as str_json_write does. */
 void str_buf_json(str_buf *b, const char *s);
 
+/* getopt_long that takes long flags only as written in full: where
+ * getopt_long accepts an unambiguous prefix ("--rate" for "--rate-scale"),
+ * this returns '!' with "'--rate': flags are not abbreviated (did you mean
+ * --rate-scale?)" in why[n].  Otherwise exactly getopt_long's result (and
+ * its optarg, optind).  Cost: getopt_long's, plus O(argc) to find the
+ * token. */
+struct option;
+int str_getopt_exact(int argc, char **argv, const char *shortopts,
+                     const struct option *longopts, char *why, size_t n);
+
 /* Strip leading and trailing white space of s in place; returns the first
  * non-blank character.  Cost: O(strlen(s)). */
 char *str_trim(char *s);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/str.h"
 #include "../kernels/kernels.h"
 #include "../models/model.h"
 #include "../store/store.h"
@@ -68,8 +69,10 @@ static int parse(int argc, char **argv, calib_args *a)
     optind = 0; /* GNU getopt: restart */
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+    char why[256];
+    while ((c = str_getopt_exact(argc, argv, ":", opts, why, sizeof why)) != -1) {
         switch (c) {
+        case '!': return cli_fail(CMD, "%s", why);
         case O_DEVICE: a->device = optarg; break;
         case O_MODEL: a->model = optarg; break;
         case O_GPU: a->gpu = optarg; break;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/str.h"
 #include "../kernels/kernels.h"
 #include "../store/store.h"
 #include "../store/store_calib.h"
@@ -95,8 +96,10 @@ static int parse(int argc, char **argv, vopts *o)
     opterr = 0;
     optind = 1;
     int c, rc = 0;
-    while (rc == 0 && (c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    char why[256];
+    while (rc == 0 && (c = str_getopt_exact(argc, argv, ":h", longopts, why, sizeof why)) != -1) {
         switch (c) {
+        case '!': rc = cli_fail(CMD, "%s", why); break;
         case OPT_RUN: rc = cli_parse_i64(CMD, "--run", optarg, 1, INT64_MAX, &o->run_id); break;
         case OPT_DEVICE: o->device = optarg; break;
         case OPT_DB: o->db = optarg; break;

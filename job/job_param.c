@@ -356,7 +356,10 @@ int job_opts_parse_argv(job_opts *o, int argc, char **argv, const char *cmd, kvs
     int opt;
     optind = 1;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "", job_param_options(), NULL)) != -1) {
+    char why[256];
+    while ((opt = str_getopt_exact(argc, argv, "", job_param_options(), why, sizeof why)) != -1) {
+        if (opt == '!')
+            return kvs_errf(err, KVS_EINVAL, "%s", why);
         if (opt == '?' || opt == ':')
             return kvs_errf(err, KVS_EINVAL,
                             "unknown flag or missing value: '%s' (see kvsim %s --help)",

@@ -137,6 +137,9 @@ expect_err v1-lpm "--policy lpm: not available under --engine vllm-v1" --policy 
 expect_err v0-segments "--segment-tokens: not available under --engine vllm-v0" --engine vllm-v0 --segment-tokens 64
 expect_err bad-engine "--engine: unknown value 'vllm-v2'" --engine vllm-v2
 expect_err both-prefix "give one of them" --prefix-caching --no-prefix-caching
+# flags are matched in full: getopt would take --rate for --rate-scale (a 6x rate)
+expect_err abbreviated "'--rate': flags are not abbreviated (did you mean --rate-scale?)" --rate 6
+expect_err abbreviated-eq "'--max-seq': flags are not abbreviated (did you mean --max-seqs?)" --max-seq=8
 expect_err timeout-continuous "--batch-timeout" --batch-timeout 2
 expect_err prio-needs-policy "--priority-preemption" --priority-preemption
 expect_err prio-missing "has no priorities" --policy priority --trace traces/azure_llm_2023_conv.csv
