@@ -137,6 +137,15 @@ expect_err v1-lpm "--policy lpm: not available under --engine vllm-v1" --policy 
 expect_err v0-segments "--segment-tokens: not available under --engine vllm-v0" --engine vllm-v0 --segment-tokens 64
 expect_err bad-engine "--engine: unknown value 'vllm-v2'" --engine vllm-v2
 expect_err both-prefix "give one of them" --prefix-caching --no-prefix-caching
+# kvsim cost show: the effective roofline constants and where each came from
+printf '# fitted\neff_hbm = 0.85\n' > "$T/h100.consts"
+out=$("$KVSIM" cost show --cost "roofline:file=$T/h100.consts,eff_gemm=0.6" 2>&1)
+printf '%s\n' "$out" | grep -Eq '^eff_gemm +0\.6 +fraction +--cost ' && ok || bad "cost show: eff_gemm: $out"
+printf '%s\n' "$out" | grep -Eq "^eff_hbm +0\.85 +fraction +$T/h100.consts:2 " && ok || bad "cost show: file origin: $out"
+printf '%s\n' "$out" | grep -Eq '^eff_attn +0\.5 +fraction +default ' && ok || bad "cost show: default: $out"
+out=$("$KVSIM" cost show --cost roofline:warp=9 2>&1); rc=$?
+[ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && [[ "$out" == *"unknown roofline constant 'warp'"* ]] &&
+  ok || bad "cost show bad key: rc $rc $out"
 # flags are matched in full: getopt would take --rate for --rate-scale (a 6x rate)
 expect_err abbreviated "'--rate': flags are not abbreviated (did you mean --rate-scale?)" --rate 6
 expect_err abbreviated-eq "'--max-seq': flags are not abbreviated (did you mean --max-seqs?)" --max-seq=8

@@ -1,0 +1,65 @@
+/* cmd_cost.c — `kvsim cost show`: the roofline's effective constants, each
+ * with its unit, where its value came from (default, --cost, a constants
+ * file and line) and the public source of its default. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../cost/cost.h"
+#include "cli.h"
+
+#define CMD "cost"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: kvsim cost show [--cost roofline[:KEY=VALUE,...]]\n\n"
+               "Print the roofline cost model's constants as a run would use them: value,\n"
+               "unit, where the value came from (default, --cost, or FILE:LINE of a\n"
+               "constants file given as file=PATH) and the source of the default.\n"
+               "Keys: eff_gemm eff_attn eff_hbm eff_nvlink collective_lat_s step_overhead_s\n"
+               "(times also as _ms or _us).  docs/cost-models.md explains each one.\n\n"
+               "options:\n"
+               "  --cost SPEC   roofline, or roofline:KEY=VALUE,... (default roofline)\n"
+               "  -h, --help    print this help\n");
+}
+
+int cmd_cost(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv) || argc < 2) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_EXIT_ERR : CLI_EXIT_OK;
+    }
+    if (strcmp(argv[1], "show"))
+        return cli_fail(CMD, "unknown subcommand '%s' (kvsim cost show)", argv[1]);
+    const char *spec = "roofline";
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--cost") && i + 1 < argc)
+            spec = argv[++i];
+        else if (!strncmp(argv[i], "--cost=", 7))
+            spec = argv[i] + 7;
+        else
+            return cli_fail(CMD, "unknown argument '%s' (see kvsim cost --help)", argv[i]);
+    }
+    const char *params = "";
+    if (!strncmp(spec, "roofline:", 9))
+        params = spec + 9;
+    else if (strcmp(spec, "roofline"))
+        return cli_fail(CMD, "--cost: '%s': only the roofline model has constants to show", spec);
+    cost_roofline_consts k;
+    cost_roofline_consts_default(&k);
+    cost_const_origin *origin = malloc(COST_MAX_CONSTS * sizeof *origin);
+    if (!origin)
+        return cli_fail(CMD, "out of memory");
+    cost_roofline_origins_default(origin);
+    kvs_err err;
+    if (cost_roofline_consts_parse(params, &k, origin, &err) != KVS_OK) {
+        free(origin);
+        return cli_fail(CMD, "%s", err.msg);
+    }
+    char text[8192];
+    cost_roofline_consts_show(&k, origin, text, sizeof text);
+    printf("%-18s %-10s %-9s %-22s %s\n%s", "constant", "value", "unit", "from", "source of the default",
+           text);
+    free(origin);
+    return CLI_EXIT_OK;
+}
