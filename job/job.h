@@ -45,8 +45,6 @@ typedef struct job_opts {
     int quiet;           /* --quiet: 1 = the caller prints only the id */
     int json;            /* --json: 1 = the caller prints JSON */
     int force_profile;   /* --force-profile: 1 = accept a profile of another GPU/model */
-    int batching_set;    /* 1 when --batching was given (not the default) */
-    int alloc_set;       /* 1 when --alloc was given */
     unsigned char given[JOB_MAX_PARAMS]; /* [param index] 1 = set by name (flag,
                                             grid, variant); the engine profile
                                             fills the others */

@@ -276,7 +276,6 @@ static int set_enum(job_opts *o, const job_param *p, const char *arg, kvs_err *e
     switch (p->id) {
     case P_BATCHING:
         v = s->batching = sched_batching_parse(arg);
-        o->batching_set = 1;
         choices = "continuous, static";
         break;
     case P_POLICY:
@@ -285,7 +284,6 @@ static int set_enum(job_opts *o, const job_param *p, const char *arg, kvs_err *e
         break;
     case P_ALLOC:
         v = s->alloc = sched_alloc_parse(arg);
-        o->alloc_set = 1;
         choices = "paged, reserved, reserved-oracle";
         break;
     case P_PREEMPT:

@@ -12,22 +12,6 @@
 #include "models/model.h"
 #include "testutil.h"
 
-static model_spec M(const char *name)
-{
-    model_spec m;
-    kvs_err err;
-    int rc = model_lookup(name, &m, &err);
-    ck_assert_msg(rc == KVS_OK, "%s: %s", name, err.msg);
-    return m;
-}
-
-static gpu_spec G(const char *name)
-{
-    gpu_spec g;
-    kvs_err err;
-    ck_assert_msg(gpu_lookup(name, &g, &err) == KVS_OK, "%s: %s", name, err.msg);
-    return g;
-}
 
 /* ------------------------------------------------ published parameters */
 
@@ -95,7 +79,7 @@ START_TEST(test_published_params)
 {
     ck_assert_int_eq(N_PUB, model_alias_count());
     for (size_t i = 0; i < N_PUB; i++) {
-        model_spec m = M(pubs[i].alias);
+        model_spec m = tu_model(pubs[i].alias);
         double total = (double)model_params_total(&m);
         ck_assert_msg(fabs(total - pubs[i].total) <= pubs[i].tol_total * pubs[i].total,
                       "%s: %.4g params vs %.4g published (%s)", pubs[i].alias, total,
@@ -115,10 +99,10 @@ START_TEST(test_published_params)
         }
     }
     /* Non-embedding counts where the model card gives them (3 figures). */
-    model_spec q = M("qwen3-8b");
+    model_spec q = tu_model("qwen3-8b");
     double ne = (double)(model_params_total(&q) - 2 * q.vocab * q.hidden);
     ck_assert(fabs(ne - 6.95e9) <= 0.005 * 6.95e9);
-    model_spec g2 = M("gemma-2-9b"); /* exact, as the Gemma 2 report counts */
+    model_spec g2 = tu_model("gemma-2-9b"); /* exact, as the Gemma 2 report counts */
     ck_assert_int_eq(model_params_total(&g2) - g2.vocab * g2.hidden, 8324201984LL);
     ck_assert_int_eq(g2.vocab * g2.hidden, 917504000LL);
 }
@@ -171,7 +155,7 @@ START_TEST(test_kv_formulas)
     ck_assert_int_eq(N_KV, model_alias_count());
     for (size_t i = 0; i < N_KV; i++) {
         const kv_case *k = &kvs[i];
-        model_spec m = M(k->alias);
+        model_spec m = tu_model(k->alias);
         int64_t full, win;
         if (k->mla) {
             full = k->full_layers * (k->kv_lora + k->rope) * 2;
@@ -204,22 +188,22 @@ START_TEST(test_kv_formulas)
     }
     /* Paged per group: Gemma-2, 10,000 tokens in blocks of 16: 625 blocks
      * of the full layers (172,032 B/token), 256 of the window layers. */
-    model_spec g2 = M("gemma-2-9b");
+    model_spec g2 = tu_model("gemma-2-9b");
     model_par p1 = {1, 1, 1};
     ck_assert_int_eq(model_kv_request_block_bytes(&g2, &p1, 10000, 16),
                      172032LL * 16 * 625 + 172032LL * 16 * 256);
     /* 10,001 tokens: one more full-layer block, the window stays 256 */
     ck_assert_int_eq(model_kv_request_block_bytes(&g2, &p1, 10001, 16),
                      172032LL * 16 * 626 + 172032LL * 16 * 256);
-    model_spec l1 = M("llama-3-8b");
+    model_spec l1 = tu_model("llama-3-8b");
     ck_assert_int_eq(model_kv_request_block_bytes(&l1, &p1, 100, 16), 131072LL * 16 * 7);
     /* the context limit: rope scaling may raise it */
     ck_assert_int_eq(model_context_limit(&l1), 8192);
     ck_assert_int_eq(model_context_limit(&g2), 8192);
     /* MLA is held whole on every TP rank; GQA splits by KV head. */
-    model_spec d = M("deepseek-v3");
+    model_spec d = tu_model("deepseek-v3");
     ck_assert_int_eq(model_kv_bytes_per_token(&d, 8), 61 * 576 * 2);
-    model_spec l = M("llama-3.1-70b");
+    model_spec l = tu_model("llama-3.1-70b");
     ck_assert_int_eq(model_kv_bytes_per_token(&l, 8), 2 * 80 * 1 * 128 * 2);
 }
 END_TEST
@@ -229,11 +213,11 @@ END_TEST
 START_TEST(test_fp8_kv)
 {
     kvs_err err;
-    gpu_spec g = G("h100-sxm");
+    gpu_spec g = tu_gpu("h100-sxm");
     const char *names[] = {"llama-3.1-8b", "qwen3-30b-a3b", "deepseek-v3", "gemma-2-9b",
                            "llama-7b"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        model_spec a = M(names[i]), b = a;
+        model_spec a = tu_model(names[i]), b = a;
         ck_assert_int_eq(model_set_kv_dtype(&b, MODEL_DTYPE_FP8, &err), KVS_OK);
         ck_assert_int_eq(model_kv_dtype(&b), MODEL_DTYPE_FP8);
         ck_assert_int_eq(2 * model_kv_bytes_per_token(&b, 1), model_kv_bytes_per_token(&a, 1));
@@ -251,7 +235,7 @@ START_TEST(test_fp8_kv)
         ck_assert(cb.kv_blocks == 2 * ca.kv_blocks || cb.kv_blocks == 2 * ca.kv_blocks + 1);
     }
     /* int4 is no KV type */
-    model_spec m = M("llama-3.1-8b");
+    model_spec m = tu_model("llama-3.1-8b");
     ck_assert_int_eq(model_set_kv_dtype(&m, MODEL_DTYPE_INT4, &err), KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "--kv-cache-dtype"));
 }
@@ -260,7 +244,7 @@ END_TEST
 START_TEST(test_int4_weights)
 {
     kvs_err err;
-    model_spec a = M("llama-3.1-8b"), b = a;
+    model_spec a = tu_model("llama-3.1-8b"), b = a;
     ck_assert_int_eq(model_set_weight_dtype(&b, MODEL_DTYPE_INT4, &err), KVS_OK);
     /* Linear weights of Llama-3.1-8B: per layer q and o 2*4096*4096, k and v
      * 2*4096*1024, MLP 3*4096*14336: 218,103,808; * 32 = 6,979,321,856.
@@ -294,16 +278,16 @@ START_TEST(test_int4_weights)
         " \"intermediate_size\": 14336, \"vocab_size\": 128256, \"max_position_embeddings\":"
         " 131072, \"torch_dtype\": \"float16\", \"quantization_config\": {\"quant_method\":"
         " \"awq\", \"bits\": 4, \"group_size\": 128, \"zero_point\": true, \"version\": \"gemm\"}}");
-    model_spec c = M(path);
+    model_spec c = tu_model(path);
     ck_assert_int_eq(model_weight_bytes(&c, 1), want);
     ck_assert_int_eq(model_weight_dtype(&c), MODEL_DTYPE_INT4);
     free(path);
     /* FP8 block quantization (DeepSeek-V3): one fp32 scale per 128x128 */
-    model_spec d = M("deepseek-v3");
+    model_spec d = tu_model("deepseek-v3");
     ck_assert_int_eq(model_weight_dtype(&d), MODEL_DTYPE_FP8);
     ck_assert(model_weight_elem_bytes(&d) == 1.0 + 32.0 / (8.0 * 16384.0));
     /* gpt-oss: MXFP4 experts (4.25 bits), the rest bf16: ~65 GB */
-    model_spec o = M("gpt-oss-120b");
+    model_spec o = tu_model("gpt-oss-120b");
     ck_assert(model_weight_elem_bytes(&o) == 0.5 + 8.0 / (8.0 * 32.0));
     ck_assert_int_eq(o.quant_experts_only, 1);
     ck_assert(model_weight_bytes(&o, 1) > 60e9 && model_weight_bytes(&o, 1) < 70e9);
@@ -344,10 +328,10 @@ START_TEST(test_llama_json_matches_builtin)
         {"llama-2-13b", "llama-2-13b-hf"}, {"llama-2-70b", "llama-2-70b-hf"},
         {"llama-3-8b", "llama-3-8b-hf"},   {"llama-3-70b", "llama-3-70b-hf"},
     };
-    gpu_spec g = G("a100-80g"), h = G("h100-sxm");
+    gpu_spec g = tu_gpu("a100-80g"), h = tu_gpu("h100-sxm");
     kvs_err err;
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-        model_spec a = M(pairs[i][0]), b = M(pairs[i][1]);
+        model_spec a = tu_model(pairs[i][0]), b = tu_model(pairs[i][1]);
         /* every field but the name and the architecture tag is the same */
         model_spec bb = b;
         memcpy(bb.name, a.name, sizeof bb.name);
@@ -377,11 +361,11 @@ START_TEST(test_llama_json_matches_builtin)
     char dir[4200];
     ck_assert_int_eq(model_alias_path("llama-3-8b-hf", dir, sizeof dir, &err), KVS_OK);
     *strrchr(dir, '/') = 0;
-    model_spec d = M(dir), a = M("llama-3-8b");
+    model_spec d = tu_model(dir), a = tu_model("llama-3-8b");
     ck_assert_str_eq(d.name, "Meta-Llama-3-8B");
     ck_assert_int_eq(model_kv_bytes_per_token(&d, 1), model_kv_bytes_per_token(&a, 1));
     /* hub names are aliases too */
-    model_spec hub = M("meta-llama/Llama-3.1-8B");
+    model_spec hub = tu_model("meta-llama/Llama-3.1-8B");
     ck_assert_int_eq(hub.max_ctx, 131072);
 }
 END_TEST
@@ -390,7 +374,7 @@ END_TEST
 
 START_TEST(test_shapes_read)
 {
-    model_spec m = M("deepseek-v3");
+    model_spec m = tu_model("deepseek-v3");
     ck_assert_int_eq(m.attn_type, MODEL_ATTN_MLA);
     ck_assert_int_eq(m.kv_lora_rank, 512);
     ck_assert_int_eq(m.q_lora_rank, 1536);
@@ -401,28 +385,28 @@ START_TEST(test_shapes_read)
     ck_assert_int_eq(m.dense_layers, 3);
     ck_assert_int_eq(model_moe_layers(&m), 58);
     ck_assert_int_eq(m.max_ctx, 163840);
-    m = M("qwen3-30b-a3b");
+    m = tu_model("qwen3-30b-a3b");
     ck_assert_int_eq(m.experts, 128);
     ck_assert_int_eq(m.moe_intermediate, 768);
     ck_assert_int_eq(m.dense_layers, 0);
     ck_assert_int_eq(m.qk_norm, 1);
-    m = M("mixtral-8x7b");
+    m = tu_model("mixtral-8x7b");
     ck_assert_int_eq(m.experts, 8);
     ck_assert_int_eq(m.moe_intermediate, 14336);
     ck_assert_int_eq(m.window_layers, 0);
-    m = M("gemma-3-27b");
+    m = tu_model("gemma-3-27b");
     ck_assert_str_eq(m.arch, "gemma3");
     ck_assert_int_eq(m.hidden, 5376);
     ck_assert_int_eq(m.tied_embeddings, 1);
     ck_assert_int_eq(m.dtype_bytes, 2);
-    m = M("gemma-2-9b"); /* torch_dtype float32, served in 16 bits */
+    m = tu_model("gemma-2-9b"); /* torch_dtype float32, served in 16 bits */
     ck_assert_int_eq(m.dtype_bytes, 2);
-    m = M("opt-13b");
+    m = tu_model("opt-13b");
     ck_assert_int_eq(m.mlp_plain, 1);
     ck_assert_int_eq(m.layernorm, 1);
     ck_assert_int_eq(m.pos_embed, 2050);
     ck_assert_int_eq(m.tied_embeddings, 1);
-    m = M("gpt-oss-20b");
+    m = tu_model("gpt-oss-20b");
     ck_assert_int_eq(m.head_dim, 64);
     ck_assert_int_eq(m.experts, 32);
     ck_assert_int_eq(m.experts_per_tok, 4);
@@ -436,7 +420,7 @@ START_TEST(test_shapes_read)
         " \"intermediate_size\": 12288, \"vocab_size\": 151936, \"max_position_embeddings\":"
         " 40960, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0,"
         " \"original_max_position_embeddings\": 32768}}");
-    m = M(p);
+    m = tu_model(p);
     ck_assert_int_eq(m.max_ctx, 40960);
     ck_assert_int_eq(m.max_ctx_scaled, 131072);
     ck_assert_int_eq(model_context_limit(&m), 131072);
@@ -450,7 +434,7 @@ START_TEST(test_shapes_read)
         " \"intermediate_size\": 2816, \"vocab_size\": 151936, \"max_position_embeddings\":"
         " 32768, \"use_sliding_window\": true, \"sliding_window\": 4096,"
         " \"max_window_layers\": 20, \"rope_theta\": 1e6, \"hidden_act\": \"silu\"}");
-    m = M(p);
+    m = tu_model(p);
     ck_assert_int_eq(m.window_layers, 4);
     ck_assert_int_eq(m.window, 4096);
     ck_assert_int_eq(m.attn_bias, 1);
@@ -540,7 +524,7 @@ START_TEST(test_bad_input)
     char *p = tu_write_file(dir, "ok.json",
                             "{\"architectures\": [\"LlamaForCausalLM\"], " BASE
                             ", \"rope_theta\": 1e4, \"bos_token_id\": 1, \"foo\": [1, {}]}");
-    model_spec m = M(p), l = M("llama-7b");
+    model_spec m = tu_model(p), l = tu_model("llama-7b");
     ck_assert_int_eq(model_param_count(&m), model_param_count(&l));
     free(p);
     /* a missing file is an I/O error naming it */
@@ -558,7 +542,7 @@ START_TEST(test_gpu_files)
     const char *dir = tu_tmpdir();
     char path[4200];
     snprintf(path, sizeof path, "%s/models/gpus/example-h100-sxm.gpu", KVSIM_SOURCE_DIR);
-    gpu_spec f = G(path), h = G("h100-sxm");
+    gpu_spec f = tu_gpu(path), h = tu_gpu("h100-sxm");
     ck_assert_str_eq(f.name, "example-h100-sxm");
     ck_assert_int_eq(f.mem_bytes, h.mem_bytes);
     ck_assert(f.hbm_Bps == h.hbm_Bps && f.fp16_flops == h.fp16_flops &&
@@ -589,7 +573,7 @@ START_TEST(test_gpu_files)
     ck_assert(gpu_peak_flops(&h, MODEL_DTYPE_FP8) == 1979e12);
     ck_assert(gpu_peak_flops(&h, MODEL_DTYPE_AUTO) == 989e12);
     ck_assert(gpu_peak_flops(&h, MODEL_DTYPE_INT4) == 989e12); /* W4A16 */
-    gpu_spec a = G("a100-80g"), b = G("b200");
+    gpu_spec a = tu_gpu("a100-80g"), b = tu_gpu("b200");
     ck_assert(gpu_peak_flops(&a, MODEL_DTYPE_FP8) == 312e12); /* no FP8 units */
     ck_assert(gpu_peak_flops(&b, MODEL_DTYPE_FP4) == 9000e12);
 }
@@ -607,8 +591,8 @@ START_TEST(test_roofline_2026)
     ck_assert(model_moe_expected_experts(256, 8, 100000) > 255.999);
     ck_assert(model_moe_expected_experts(256, 8, 0) == 0);
 
-    gpu_spec h = G("h100-sxm");
-    model_spec mx = M("mixtral-8x7b");
+    gpu_spec h = tu_gpu("h100-sxm");
+    model_spec mx = tu_model("mixtral-8x7b");
     model_par p = {2, 1, 1};
     model_op_counts one = {1, 100, 0, 0, 1}, many = {512, 512 * 100, 0, 0, 512};
     double f1, y1, f2, y2;
@@ -646,7 +630,7 @@ START_TEST(test_roofline_2026)
     cost_model_free(&c);
 
     /* FP8 weights on H100: the GEMMs compute at the FP8 peak */
-    model_spec a = M("llama-3.1-8b"), b = a;
+    model_spec a = tu_model("llama-3.1-8b"), b = a;
     ck_assert_int_eq(model_set_weight_dtype(&b, MODEL_DTYPE_FP8, &err), KVS_OK);
     cost_model ca, cb;
     ck_assert_int_eq(cost_roofline_create(&a, &h, 1, &ca, &err), KVS_OK);
@@ -666,7 +650,7 @@ START_TEST(test_roofline_2026)
     cost_model_free(&cb);
 
     /* Sliding window: Gemma-2's local layers read at most 4096 tokens */
-    model_spec g2 = M("gemma-2-9b");
+    model_spec g2 = tu_model("gemma-2-9b");
     model_par p1 = {1, 1, 1};
     model_op_counts longd = {10, 10 * 8000, 0, 0, 10};
     double fw, yw, ff, yf;
@@ -677,14 +661,14 @@ START_TEST(test_roofline_2026)
     ck_assert_int_eq(model_op_repeats_par(&g2, &p1, MODEL_OP_ATTN_DECODE), 21);
 
     /* MLA decode reads the compressed cache: (512+64)*2 bytes per token */
-    model_spec d = M("deepseek-v3");
+    model_spec d = tu_model("deepseek-v3");
     model_par p8 = {8, 1, 1};
     model_op_counts dd = {1, 10000, 0, 0, 1};
     model_op_cost_par(&d, &p8, MODEL_OP_ATTN_DECODE, &dd, &ff, &yf);
     ck_assert(fabs(yf - (10000.0 * 576 * 2 + 16.0 * (1024 + 64) * 2)) < 1e-6);
 
     /* ep: all-to-all appears; cp: attention reads 1/cp, exchange appears */
-    model_spec q = M("qwen3-30b-a3b");
+    model_spec q = tu_model("qwen3-30b-a3b");
     model_par pe = {2, 4, 1}, pc = {2, 1, 4};
     model_op_counts bt = {64, 64 * 1000, 0, 0, 64};
     ck_assert_int_eq(model_op_repeats_par(&q, &pe, MODEL_OP_ALLTOALL), 96);
@@ -700,7 +684,7 @@ START_TEST(test_roofline_2026)
     ck_assert_int_eq(cost_roofline_create_par(&q, &h, &pe, &k, &c, &err), KVS_OK);
     cost_model_free(&c);
     model_par bad_ep = {1, 2, 1};
-    model_spec l = M("llama-3.1-8b");
+    model_spec l = tu_model("llama-3.1-8b");
     ck_assert_int_eq(cost_roofline_create_par(&l, &h, &bad_ep, &k, &c, &err), KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "--ep"));
 }

@@ -10,40 +10,24 @@
 #include "models/model.h"
 #include "testutil.h"
 
-static model_spec M(const char *name)
-{
-    model_spec m;
-    kvs_err err;
-    int rc = model_lookup(name, &m, &err);
-    ck_assert_msg(rc == KVS_OK, "%s: %s", name, err.msg);
-    return m;
-}
-
-static gpu_spec G(const char *name)
-{
-    gpu_spec g;
-    kvs_err err;
-    ck_assert_int_eq(gpu_lookup(name, &g, &err), KVS_OK);
-    return g;
-}
 
 /* ------------------------------------------------------------ shapes */
 
 START_TEST(test_builtin_shapes)
 {
     /* The released configs. */
-    model_spec m = M("llama-2-70b");
+    model_spec m = tu_model("llama-2-70b");
     ck_assert_int_eq(m.hidden, 8192);
     ck_assert_int_eq(m.layers, 80);
     ck_assert_int_eq(m.heads, 64);
     ck_assert_int_eq(m.kv_heads, 8);
     ck_assert_int_eq(m.intermediate, 28672);
     ck_assert_int_eq(m.max_ctx, 4096);
-    m = M("llama-2-13b");
+    m = tu_model("llama-2-13b");
     ck_assert_int_eq(m.hidden, 5120);
     ck_assert_int_eq(m.kv_heads, 40);
     ck_assert_int_eq(m.max_ctx, 4096);
-    m = M("llama-65b");
+    m = tu_model("llama-65b");
     ck_assert_int_eq(m.intermediate, 22016);
     ck_assert_int_eq(m.max_ctx, 2048);
     /* Every built-in: head_dim 128, fp16, kv_heads divides heads. */
@@ -55,7 +39,7 @@ START_TEST(test_builtin_shapes)
     }
     ck_assert_ptr_null(model_builtin_at(model_builtin_count()));
     /* The MQA variant is marked hypothetical. */
-    m = M("llama-7b-mqa");
+    m = tu_model("llama-7b-mqa");
     ck_assert_int_eq(m.kv_heads, 1);
     int found = 0;
     for (size_t i = 0; i < model_builtin_count(); i++)
@@ -87,16 +71,16 @@ START_TEST(test_gpu_figures)
 {
     /* A100/H100 80 GB = 80 GiB = 80 * 1073741824 = 85,899,345,920 bytes;
      * A100 40 GB = 42,949,672,960; H200 = 141e9 decimal. */
-    ck_assert_int_eq(G("a100-80g").mem_bytes, 85899345920LL);
-    ck_assert_int_eq(G("h100-sxm").mem_bytes, 85899345920LL);
-    ck_assert_int_eq(G("a100-40g").mem_bytes, 42949672960LL);
-    ck_assert_int_eq(G("h200").mem_bytes, 141000000000LL);
-    ck_assert(G("a100-80g").hbm_Bps == 2039e9);
-    ck_assert(G("a100-40g").hbm_Bps == 1555e9);
-    ck_assert(G("h100-sxm").fp16_flops == 989e12);
-    ck_assert(G("h200").hbm_Bps == 4.8e12);
-    ck_assert(G("a100-80g").nvlink_Bps == 300e9);
-    ck_assert(G("h100-sxm").host_link_Bps == 64e9);
+    ck_assert_int_eq(tu_gpu("a100-80g").mem_bytes, 85899345920LL);
+    ck_assert_int_eq(tu_gpu("h100-sxm").mem_bytes, 85899345920LL);
+    ck_assert_int_eq(tu_gpu("a100-40g").mem_bytes, 42949672960LL);
+    ck_assert_int_eq(tu_gpu("h200").mem_bytes, 141000000000LL);
+    ck_assert(tu_gpu("a100-80g").hbm_Bps == 2039e9);
+    ck_assert(tu_gpu("a100-40g").hbm_Bps == 1555e9);
+    ck_assert(tu_gpu("h100-sxm").fp16_flops == 989e12);
+    ck_assert(tu_gpu("h200").hbm_Bps == 4.8e12);
+    ck_assert(tu_gpu("a100-80g").nvlink_Bps == 300e9);
+    ck_assert(tu_gpu("h100-sxm").host_link_Bps == 64e9);
 }
 END_TEST
 
@@ -125,7 +109,7 @@ START_TEST(test_param_counts)
     ck_assert_int_eq(6738415616LL,
                      2 * 131072000LL + 32 * (4 * 16777216LL + 135266304LL + 8192) + 4096);
     {
-        model_spec m = M("llama-7b");
+        model_spec m = tu_model("llama-7b");
         ck_assert_int_eq(model_param_count(&m), 6738415616LL);
     }
     /* llama-13b: embedding 32000*5120 = 163,840,000 (x2 with the head).
@@ -133,7 +117,7 @@ START_TEST(test_param_counts)
      * norms 10,240; total 317,204,480; * 40 = 12,688,179,200.
      * + 327,680,000 + 5,120 = 13,015,864,320. */
     {
-        model_spec m = M("llama-13b");
+        model_spec m = tu_model("llama-13b");
         ck_assert_int_eq(model_param_count(&m), 13015864320LL);
     }
     /* llama-65b: embedding 32000*8192 = 262,144,000 (x2).  Per layer:
@@ -141,7 +125,7 @@ START_TEST(test_param_counts)
      * 16,384; total 809,517,056; * 80 = 64,761,364,480.
      * + 524,288,000 + 8,192 = 65,285,660,672. */
     {
-        model_spec m = M("llama-65b");
+        model_spec m = tu_model("llama-65b");
         ck_assert_int_eq(model_param_count(&m), 65285660672LL);
     }
     /* llama-2-70b (GQA): q and o 8192*8192 = 67,108,864 each; k and v
@@ -150,14 +134,14 @@ START_TEST(test_param_counts)
      * * 80 = 68,452,352,000.  + 524,288,000 + 8,192 = 68,976,648,192
      * (the "70B" of the name is ~68.98e9). */
     {
-        model_spec m = M("llama-2-70b");
+        model_spec m = tu_model("llama-2-70b");
         ck_assert_int_eq(model_param_count(&m), 68976648192LL);
     }
     /* llama-7b-mqa: k and v shrink from 2*4096*4096 to 2*4096*128 per
      * layer: 33,554,432 - 1,048,576 = 32,505,856 fewer, * 32 layers =
      * 1,040,187,392 fewer: 5,698,228,224. */
     {
-        model_spec m = M("llama-7b-mqa");
+        model_spec m = tu_model("llama-7b-mqa");
         ck_assert_int_eq(model_param_count(&m), 6738415616LL - 1040187392LL);
     }
 }
@@ -171,7 +155,7 @@ START_TEST(test_weight_bytes)
         ck_assert_int_eq(model_weight_bytes(m, 1), 2 * model_param_count(m));
     }
     /* llama-65b: 2 * 65,285,660,672 = 130,571,321,344 B = 121.6 GiB. */
-    model_spec m = M("llama-65b");
+    model_spec m = tu_model("llama-65b");
     ck_assert_int_eq(model_weight_bytes(&m, 1), 130571321344LL);
     /* llama-2-70b at tp 8.  Split part: embedding + head 2*32000*8192 =
      * 524,288,000; per layer q+o 2*8192*8192 = 134,217,728 and MLP
@@ -179,7 +163,7 @@ START_TEST(test_weight_bytes)
      * 8,454,144,000.  KV projections, 1 KV head per GPU: 80 * 2*8192*128 =
      * 167,772,160.  Norms replicated: (2*80+1)*8192 = 1,318,912.
      * Sum 8,623,235,072 params -> 17,246,470,144 bytes. */
-    m = M("llama-2-70b");
+    m = tu_model("llama-2-70b");
     ck_assert_int_eq(model_weight_bytes(&m, 8), 17246470144LL);
     /* tp 16: split 67,633,152,000/16 = 4,227,072,000; KV heads are
      * replicated so still one per GPU (167,772,160); norms 1,318,912; sum
@@ -194,20 +178,20 @@ END_TEST
 
 START_TEST(test_kv_bytes_per_token)
 {
-    model_spec m = M("llama-7b");
+    model_spec m = tu_model("llama-7b");
     /* 2 (K and V) * 32 layers * 32 heads * 128 * 2 bytes = 524,288. */
     ck_assert_int_eq(model_kv_bytes_per_token(&m, 1), 524288);
     /* tp 2: 16 KV heads per GPU -> 262,144. */
     ck_assert_int_eq(model_kv_bytes_per_token(&m, 2), 262144);
-    m = M("llama-13b");
+    m = tu_model("llama-13b");
     /* 2 * 40 * 40 * 128 * 2 = 819,200. */
     ck_assert_int_eq(model_kv_bytes_per_token(&m, 1), 819200);
-    m = M("llama-65b");
+    m = tu_model("llama-65b");
     /* 2 * 80 * 64 * 128 * 2 = 2,621,440; tp 4: 16 heads -> 655,360. */
     ck_assert_int_eq(model_kv_bytes_per_token(&m, 1), 2621440);
     ck_assert_int_eq(model_kv_heads_per_gpu(&m, 4), 16);
     ck_assert_int_eq(model_kv_bytes_per_token(&m, 4), 655360);
-    m = M("llama-2-70b");
+    m = tu_model("llama-2-70b");
     /* 2 * 80 * 8 * 128 * 2 = 327,680: 8x less than llama-65b's 2,621,440
      * thanks to GQA (8 KV heads instead of 64). */
     ck_assert_int_eq(model_kv_bytes_per_token(&m, 1), 327680);
@@ -217,7 +201,7 @@ START_TEST(test_kv_bytes_per_token)
     ck_assert_int_eq(model_kv_bytes_per_token(&m, 8), 40960);
     ck_assert_int_eq(model_kv_heads_per_gpu(&m, 16), 1);
     ck_assert_int_eq(model_kv_bytes_per_token(&m, 16), 40960);
-    m = M("llama-7b-mqa");
+    m = tu_model("llama-7b-mqa");
     /* MQA: 2 * 32 * 1 * 128 * 2 = 16,384, 32x less than llama-7b. */
     ck_assert_int_eq(model_kv_bytes_per_token(&m, 1), 16384);
     ck_assert_int_eq(524288 / 16384, 32);
@@ -227,7 +211,7 @@ END_TEST
 START_TEST(test_check_tp)
 {
     kvs_err err;
-    model_spec m = M("llama-2-70b");
+    model_spec m = tu_model("llama-2-70b");
     /* 64 heads, 8 KV heads, MLP 28672 = 2^12 * 7. */
     int64_t ok[] = {1, 2, 4, 8, 16, 32, 64};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
@@ -250,7 +234,7 @@ START_TEST(test_check_tp)
     ck_assert_int_eq(model_kv_heads_per_gpu(&h, 3), 2);
     ck_assert_int_eq(model_kv_heads_per_gpu(&h, 12), 1);
     /* MQA: any tp dividing the heads replicates the single KV head. */
-    m = M("llama-7b-mqa");
+    m = tu_model("llama-7b-mqa");
     ck_assert_int_eq(model_check_tp(&m, 8, &err), KVS_OK);
     ck_assert_int_eq(model_kv_heads_per_gpu(&m, 8), 1);
     /* The MLP must split evenly: 1000 % 16 != 0. */
@@ -266,7 +250,7 @@ END_TEST
 
 START_TEST(test_activation_reserve)
 {
-    model_spec m = M("llama-7b");
+    model_spec m = tu_model("llama-7b");
     /* 2048 tokens * (4*4096 + 3*11008) * 2 B = 2048 * 49,408 * 2 =
      * 202,375,168; logits 256 * 32000 * 4 = 32,768,000; sum 235,143,168. */
     ck_assert_int_eq(model_activation_reserve(&m, 1, 2048, 256), 235143168LL);
@@ -280,8 +264,8 @@ END_TEST
 
 START_TEST(test_capacity_llama7b_a100)
 {
-    model_spec m = M("llama-7b");
-    gpu_spec g = G("a100-80g");
+    model_spec m = tu_model("llama-7b");
+    gpu_spec g = tu_gpu("a100-80g");
     kv_capacity c;
     kvs_err err;
     ck_assert_int_eq(model_kv_capacity(&m, &g, 1, 0.9, 16, 2048, 256, &c, &err), KVS_OK);
@@ -309,10 +293,10 @@ END_TEST
 
 START_TEST(test_capacity_gqa_mqa_savings)
 {
-    gpu_spec g = G("a100-80g");
+    gpu_spec g = tu_gpu("a100-80g");
     kv_capacity a, b;
     kvs_err err;
-    model_spec m = M("llama-7b"), q = M("llama-7b-mqa");
+    model_spec m = tu_model("llama-7b"), q = tu_model("llama-7b-mqa");
     ck_assert_int_eq(model_kv_capacity(&m, &g, 1, 0.9, 16, 2048, 256, &a, &err), KVS_OK);
     ck_assert_int_eq(model_kv_capacity(&q, &g, 1, 0.9, 16, 2048, 256, &b, &err), KVS_OK);
     /* MQA: 32x smaller blocks and ~1 GiB fewer weights -> more than 32x the
@@ -320,7 +304,7 @@ START_TEST(test_capacity_gqa_mqa_savings)
     ck_assert_int_gt(b.kv_tokens, 32 * a.kv_tokens);
     /* llama-2-70b at tp 8 vs llama-65b at tp 8: 40,960 vs 327,680 KV bytes
      * per token per GPU. */
-    model_spec l2 = M("llama-2-70b"), l1 = M("llama-65b");
+    model_spec l2 = tu_model("llama-2-70b"), l1 = tu_model("llama-65b");
     ck_assert_int_eq(model_kv_capacity(&l2, &g, 8, 0.9, 16, 4096, 256, &a, &err), KVS_OK);
     ck_assert_int_eq(model_kv_capacity(&l1, &g, 8, 0.9, 16, 4096, 256, &b, &err), KVS_OK);
     ck_assert_int_eq(a.kv_bytes_per_token, 40960);
@@ -331,8 +315,8 @@ END_TEST
 
 START_TEST(test_capacity_errors)
 {
-    model_spec m = M("llama-65b");
-    gpu_spec g = G("a100-80g");
+    model_spec m = tu_model("llama-65b");
+    gpu_spec g = tu_gpu("a100-80g");
     kv_capacity c;
     kvs_err err;
     /* 121.6 GiB of weights do not fit in 72 GiB. */
@@ -345,8 +329,8 @@ START_TEST(test_capacity_errors)
     ck_assert_int_gt(c.kv_blocks, 0);
     /* Weights fit but a huge activation reserve does not:
      * 1,048,576 tokens * 49,408 * 2 B = 103.6 GB > 36 GiB - 12.6 GiB. */
-    m = M("llama-7b");
-    g = G("a100-40g");
+    m = tu_model("llama-7b");
+    g = tu_gpu("a100-40g");
     ck_assert_int_eq(model_kv_capacity(&m, &g, 1, 0.9, 16, 1048576, 256, &c, &err),
                      KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "activation reserve"));
@@ -387,7 +371,7 @@ START_TEST(test_conf_files)
     /* The MQA example equals the built-in. */
     ck_assert_int_eq(model_lookup(KVSIM_SOURCE_DIR "/models/llama-7b-mqa.conf", &m, &err),
                      KVS_OK);
-    b = M("llama-7b-mqa");
+    b = tu_model("llama-7b-mqa");
     ck_assert_int_eq(memcmp(&m, &b, sizeof m), 0);
     /* name defaults to the file's base name; comments, blank lines and
      * trailing comments are fine; hidden != heads*head_dim is allowed. */
@@ -458,7 +442,7 @@ START_TEST(test_ops_match_params)
      * LM-head weight.  Weight bytes are isolated as bytes(T=0 rows). */
     const char *names[] = {"llama-7b", "llama-2-70b", "llama-7b-mqa"};
     for (size_t k = 0; k < 3; k++) {
-        model_spec m = M(names[k]);
+        model_spec m = tu_model(names[k]);
         model_op gemms[] = {MODEL_OP_QKV, MODEL_OP_O_PROJ, MODEL_OP_MLP_GATE_UP,
                             MODEL_OP_MLP_DOWN};
         model_op_counts none = {0, 0, 0, 0, 0}, c = {100, 0, 10000, 1, 0};
@@ -477,7 +461,7 @@ START_TEST(test_ops_match_params)
         ck_assert(flops == 2.0 * 100.0 * (double)(layer_w - 0));
     }
     /* Collectives only exist under tp > 1. */
-    model_spec m = M("llama-7b");
+    model_spec m = tu_model("llama-7b");
     ck_assert_int_eq(model_op_repeats(&m, 1, MODEL_OP_ALLREDUCE), 0);
     ck_assert_int_eq(model_op_repeats(&m, 2, MODEL_OP_ALLREDUCE), 64);
     ck_assert_int_eq(model_op_repeats(&m, 2, MODEL_OP_QKV), 32);
@@ -523,8 +507,8 @@ START_TEST(test_cli_capacity_json)
     ck_assert_int_eq(out[0], '{');
     ck_assert_ptr_eq(strchr(out, '\n'), out + strlen(out) - 1);
     ck_assert_ptr_eq(strchr(out, '}'), out + strlen(out) - 2);
-    model_spec m = M("llama-2-70b");
-    gpu_spec g = G("h100-sxm");
+    model_spec m = tu_model("llama-2-70b");
+    gpu_spec g = tu_gpu("h100-sxm");
     kv_capacity c;
     kvs_err err;
     /* default --max-batched-tokens = max(2048, 4096) = 4096 */
@@ -660,14 +644,14 @@ START_TEST(test_gpus_2026)
 {
     /* The four original parts keep their figures (test_gpu_figures) and
      * gain per-precision peaks: A100 has no FP8 units, Hopper 2x FP16. */
-    ck_assert(G("a100-80g").fp8_flops == 0 && G("a100-80g").int8_ops == 624e12);
-    ck_assert(G("h100-sxm").fp8_flops == 1979e12 && G("h200").fp8_flops == 1979e12);
-    ck_assert_int_eq(G("h100-sxm").mem_runtime_bytes, 81559LL << 20);
+    ck_assert(tu_gpu("a100-80g").fp8_flops == 0 && tu_gpu("a100-80g").int8_ops == 624e12);
+    ck_assert(tu_gpu("h100-sxm").fp8_flops == 1979e12 && tu_gpu("h200").fp8_flops == 1979e12);
+    ck_assert_int_eq(tu_gpu("h100-sxm").mem_runtime_bytes, 81559LL << 20);
     /* The ten added: every figure positive, bf16 = fp16, FP4 on Blackwell only. */
     const char *added[] = {"h100-pcie", "h100-nvl", "h20", "l40s", "l4", "a10g",
                            "b200", "gb200", "mi300x", "mi325x"};
     for (size_t i = 0; i < sizeof added / sizeof added[0]; i++) {
-        gpu_spec g = G(added[i]);
+        gpu_spec g = tu_gpu(added[i]);
         ck_assert(g.mem_bytes > 0 && g.hbm_Bps > 0 && g.fp16_flops > 0 && g.nvlink_Bps > 0 &&
                   g.host_link_Bps > 0 && g.int8_ops > 0);
         ck_assert(g.bf16_flops == g.fp16_flops);
@@ -677,11 +661,11 @@ START_TEST(test_gpus_2026)
         ck_assert(g.mem_runtime_bytes == 0 || g.mem_runtime_bytes == g.mem_bytes);
     }
     /* Datasheet figures (models/gpu.c cites each source). */
-    ck_assert(G("b200").fp8_flops == 4500e12 && G("b200").hbm_Bps == 8e12);
-    ck_assert(G("mi300x").fp16_flops == 1307.4e12 && G("mi300x").mem_bytes == 192000000000LL);
-    ck_assert(G("mi325x").mem_bytes == 256000000000LL && G("mi325x").hbm_Bps == 6.0e12);
-    ck_assert(G("l40s").fp8_flops == 733e12 && G("l4").hbm_Bps == 300e9);
-    ck_assert(G("h20").fp16_flops == 148e12 && G("h100-nvl").hbm_Bps == 3.9e12);
+    ck_assert(tu_gpu("b200").fp8_flops == 4500e12 && tu_gpu("b200").hbm_Bps == 8e12);
+    ck_assert(tu_gpu("mi300x").fp16_flops == 1307.4e12 && tu_gpu("mi300x").mem_bytes == 192000000000LL);
+    ck_assert(tu_gpu("mi325x").mem_bytes == 256000000000LL && tu_gpu("mi325x").hbm_Bps == 6.0e12);
+    ck_assert(tu_gpu("l40s").fp8_flops == 733e12 && tu_gpu("l4").hbm_Bps == 300e9);
+    ck_assert(tu_gpu("h20").fp16_flops == 148e12 && tu_gpu("h100-nvl").hbm_Bps == 3.9e12);
     ck_assert_uint_eq(gpu_builtin_count(), 14);
 }
 END_TEST
@@ -695,14 +679,14 @@ START_TEST(test_dtypes)
     ck_assert_int_eq(model_dtype_parse("fp6"), -1);
     ck_assert_str_eq(model_dtype_name(MODEL_DTYPE_INT4), "int4");
     ck_assert_int_eq(model_dtype_bits(MODEL_DTYPE_FP8), 8);
-    model_spec m = M("llama-7b");
+    model_spec m = tu_model("llama-7b");
     ck_assert_int_eq(model_weight_dtype(&m), MODEL_DTYPE_FP16);
     ck_assert_int_eq(model_kv_dtype(&m), MODEL_DTYPE_FP16);
     /* fp32 weights: 4 bytes of everything (activations follow) */
     ck_assert_int_eq(model_set_weight_dtype(&m, MODEL_DTYPE_FP32, &err), KVS_OK);
     ck_assert_int_eq(model_weight_bytes(&m, 1), 4 * model_param_count(&m));
     /* fp8 weights: 1 byte per linear weight, embeddings and norms 2 */
-    m = M("llama-7b");
+    m = tu_model("llama-7b");
     ck_assert_int_eq(model_set_weight_dtype(&m, MODEL_DTYPE_FP8, &err), KVS_OK);
     int64_t linear = 32LL * (4 * 4096 * 4096 + 3 * 4096 * 11008);
     ck_assert_int_eq(model_weight_bytes(&m, 1), linear + 2 * (model_param_count(&m) - linear));
@@ -715,8 +699,8 @@ END_TEST
 START_TEST(test_fit_and_min_tp)
 {
     kvs_err err;
-    gpu_spec h = G("h100-sxm");
-    model_spec m = M("llama-3.1-70b");
+    gpu_spec h = tu_gpu("h100-sxm");
+    model_spec m = tu_model("llama-3.1-70b");
     model_par p = {1, 1, 1}, best;
     model_fit f;
     /* does not fit on one H100: fits 0, KVS_OK, the shortfall in bytes */
@@ -733,7 +717,7 @@ START_TEST(test_fit_and_min_tp)
     ck_assert_int_eq(f.free_bytes, f.usable_bytes - f.weight_bytes - f.activation_bytes);
     /* DeepSeek-V3 in FP8 (~673 GB) needs 16 H100s; up to 8: none, and
      * the shortfall at tp 8 */
-    model_spec d = M("deepseek-v3");
+    model_spec d = tu_model("deepseek-v3");
     ck_assert_int_eq(model_fit_min_par(&d, &h, &p, 0.9, 2048, 256, 8, &best, &f, &err), KVS_OK);
     ck_assert_int_eq(best.tp, 0);
     ck_assert_int_eq(f.fits, 0);
@@ -741,7 +725,7 @@ START_TEST(test_fit_and_min_tp)
     ck_assert_int_eq(model_fit_min_par(&d, &h, &p, 0.9, 2048, 256, 16, &best, &f, &err), KVS_OK);
     ck_assert_int_eq(best.tp, 16);
     /* eight H200s hold it */
-    gpu_spec h2 = G("h200");
+    gpu_spec h2 = tu_gpu("h200");
     ck_assert_int_eq(model_fit_min_par(&d, &h2, &p, 0.9, 2048, 256, 8, &best, &f, &err), KVS_OK);
     ck_assert_int_eq(best.tp, 8);
     /* errors stay errors */
@@ -754,7 +738,7 @@ END_TEST
 START_TEST(test_expert_parallel)
 {
     kvs_err err;
-    model_spec q = M("qwen3-235b-a22b");
+    model_spec q = tu_model("qwen3-235b-a22b");
     model_par p1 = {8, 1, 1}, p2 = {8, 2, 1};
     /* ep 2 halves the routed experts on each GPU: 94 layers * 64 experts *
      * 3*4096*1536 weights / tp 8 fewer, * 2 bytes (to a byte of rounding) */
@@ -763,18 +747,18 @@ START_TEST(test_expert_parallel)
     ck_assert_int_le(llabs(saved - want), 2);
     ck_assert_int_eq(model_weight_bytes_par(&q, &p1), model_weight_bytes(&q, 8));
     /* capacity under ep: more room for KV than at ep 1 */
-    gpu_spec h = G("h200");
+    gpu_spec h = tu_gpu("h200");
     kv_capacity a, b;
     ck_assert_int_eq(model_kv_capacity_par(&q, &h, &p1, 0.9, 16, 2048, 256, &a, &err), KVS_OK);
     ck_assert_int_eq(model_kv_capacity_par(&q, &h, &p2, 0.9, 16, 2048, 256, &b, &err), KVS_OK);
     ck_assert_int_gt(b.kv_blocks, a.kv_blocks);
     ck_assert_int_eq(b.kv_bytes, b.usable_bytes - b.weight_bytes - b.activation_bytes);
     /* ep needs experts; at most one per ep rank */
-    model_spec l = M("llama-3-8b");
+    model_spec l = tu_model("llama-3-8b");
     model_par bad = {1, 2, 1};
     ck_assert_int_eq(model_check_par(&l, &bad, &err), KVS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "--ep"));
-    model_spec mx = M("mixtral-8x7b");
+    model_spec mx = tu_model("mixtral-8x7b");
     model_par many = {1, 16, 1};
     ck_assert_int_eq(model_check_par(&mx, &many, &err), KVS_EINVAL);
     model_par cp0 = {1, 1, 0};

@@ -159,3 +159,20 @@ void tu_variant_config(run_config *cfg, const tu_variant *v, uint64_t seed)
     s->swap_block_s = 0.0005;
     cfg->record_steps = 1;
 }
+
+model_spec tu_model(const char *name)
+{
+    model_spec m;
+    kvs_err err;
+    int rc = model_lookup(name, &m, &err);
+    ck_assert_msg(rc == KVS_OK, "%s: %s", name, err.msg);
+    return m;
+}
+
+gpu_spec tu_gpu(const char *name)
+{
+    gpu_spec g;
+    kvs_err err;
+    ck_assert_msg(gpu_lookup(name, &g, &err) == KVS_OK, "%s: %s", name, err.msg);
+    return g;
+}

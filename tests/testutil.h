@@ -48,6 +48,10 @@ typedef struct tu_variant {
 } tu_variant;
 void tu_variant_config(run_config *cfg, const tu_variant *v, uint64_t seed);
 
+/* A built-in model or GPU by name (or path); a lookup failure fails the test. */
+model_spec tu_model(const char *name);
+gpu_spec tu_gpu(const char *name);
+
 /* Run every suite given and return the process exit status. */
 int tu_run_suites(Suite **suites, int n);
 
