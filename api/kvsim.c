@@ -98,7 +98,7 @@ int kvsim_run_execute(kvsim_run *r, kvsim_db *db)
         return rc;
     if ((rc = job_cost_select(&r->opts.cfg, &m, &g, db ? db->st : NULL, r->opts.force_profile,
                               &cost, &e))) {
-        kvs_errf(&r->err, rc, "--cost: %s", e.msg);
+        kvs_errf(&r->err, rc, "%s", e.msg);
         return rc;
     }
     rc = run_execute(&r->opts.cfg, &r->tr, &cost, &r->res, &r->err);

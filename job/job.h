@@ -168,7 +168,7 @@ int job_check(const job_opts *o, kvs_err *err);
  * calibrated profile read from st, which may be NULL otherwise) and write
  * its description into cfg->cost_desc.  force accepts a profile measured
  * on another GPU or model.  Caller frees *out (cost_model_free).  Cost:
- * O(1), or one profile read. */
+ * O(1), or one profile read.  Errors name the flag once ("--cost: ..."). */
 int job_cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, store *st,
                     int force, cost_model *out, kvs_err *err);
 

@@ -10,12 +10,16 @@ int job_cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, sto
                     int force, cost_model *out, kvs_err *err)
 {
     int rc;
+    kvs_err e;
     if (!strncmp(cfg->cost, "calibrated", 10))
-        rc = store_calibrated_cost_create(store_db(st), cfg->cost, m, g->name, force, out, err);
+        rc = st ? store_calibrated_cost_create(store_db(st), cfg->cost, m, g->name, force, out, &e)
+                : kvs_errf(&e, KVS_EINVAL, "%s: a calibrated profile is read from a results "
+                                           "database, and this run has none", cfg->cost);
     else
-        rc = cost_model_create_env(cfg->cost, &(cost_env){m, g, cfg->tp, cfg->ep}, out, err);
-    if (rc)
-        return rc;
+        rc = cost_model_create_env(cfg->cost, &(cost_env){m, g, cfg->tp, cfg->ep}, out, &e);
+    if (rc) /* every message names the flag once */
+        return strncmp(e.msg, "--cost", 6) ? kvs_errf(err, rc, "--cost: %s", e.msg)
+                                           : kvs_errf(err, rc, "%s", e.msg);
     cost_model_describe(out, cfg->cost_desc, sizeof cfg->cost_desc);
     return KVS_OK;
 }

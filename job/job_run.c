@@ -118,7 +118,7 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kv
     run_result res = {0};
     kvs_err e;
     if ((rc = job_cost_select(&o->cfg, &m, &g, st, o->force_profile, &cost, &e))) {
-        kvs_errf(err, rc, "--cost: %s", e.msg);
+        kvs_errf(err, rc, "%s", e.msg);
         goto done;
     }
     if ((rc = run_execute(&o->cfg, &tr, &cost, &res, &e))) {

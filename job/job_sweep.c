@@ -223,7 +223,7 @@ void job_sweep_simulate(const job_sweep *p, int64_t index, store *cost_st, run_p
         return;
     }
     if (job_cost_select(&o.cfg, &m, &g, cost_st, o.force_profile, &cost, &e)) {
-        snprintf(out->error, sizeof out->error, "--cost: %s", e.msg);
+        snprintf(out->error, sizeof out->error, "%s", e.msg);
         return;
     }
     out->cfg = o.cfg;

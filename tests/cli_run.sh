@@ -128,6 +128,7 @@ expect_err not-number "--block-size" --block-size 16x
 expect_err bad-enum "--batching" --batching eager
 expect_err both-workloads "--synthetic" --trace traces/azure_llm_2023_conv.csv --synthetic n=1,rate=1
 expect_err bad-cost "--cost" --cost affine:1,2
+expect_err cost-named-once "run: --cost: unknown cost model 'foo'" --cost foo
 expect_err bad-slo "--slo" --slo ttfb=2
 expect_err static-swap "--preemption swap" --engine vllm-v0 --batching static --preemption swap
 expect_err v1-watermark "--watermark: not available under --engine vllm-v1" --watermark 0.05

@@ -87,6 +87,14 @@ START_TEST(test_api_errors)
     ck_assert_ptr_nonnull(strstr(kvsim_run_error(r), "llama-9b"));
     ck_assert_ptr_null(kvsim_run_summary_json(r));
     kvsim_run_free(r);
+    /* a calibrated profile needs a database to read it from */
+    r = kvsim_run_new();
+    ck_assert_int_eq(kvsim_run_set(r, "cost", "calibrated"), KVSIM_OK);
+    ck_assert_int_eq(kvsim_run_set(r, "synthetic", "rate=5,n=5,prompt=8,output=2"), KVSIM_OK);
+    ck_assert_int_eq(kvsim_run_execute(r, NULL), KVSIM_EINVAL);
+    ck_assert_str_eq(kvsim_run_error(r), "--cost: calibrated: a calibrated profile is read from a "
+                                         "results database, and this run has none");
+    kvsim_run_free(r);
     char err[1024];
     kvsim_db *db = NULL;
     ck_assert_int_ne(kvsim_db_open("/nonexistent-dir/x.db", &db, err), KVSIM_OK);
