@@ -99,7 +99,10 @@ out=$("$KVSIM" query --db "$T/d/none.db" "SELECT 1" 2>&1)
 # a WAL database the user cannot write (no -shm can be made) is read as is
 if [ "$(id -u)" = 0 ] && command -v runuser >/dev/null; then
   mkdir -p "$T/ro" && cp "$DB" "$T/ro/runs.db" && chmod 755 "$T" "$T/ro" && chmod 644 "$T/ro/runs.db"
-  out=$(runuser -u nobody -- "$KVSIM" query --db "$T/ro/runs.db" --csv --no-header \
+  # a copy of the binary that nobody may run (the build tree may sit in a
+  # directory only root can enter, as a mktemp -d clone does)
+  cp "$KVSIM" "$T/kvsim" && chmod 755 "$T/kvsim"
+  out=$(runuser -u nobody -- "$T/kvsim" query --db "$T/ro/runs.db" --csv --no-header \
         "SELECT count(*) FROM requests" 2>&1)
   [ "$out" = 30 ] && ok || bad "read-only database as another user: $out"
   [ ! -e "$T/ro/runs.db-shm" ] && ok || bad "a -shm file appeared"
