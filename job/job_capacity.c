@@ -59,7 +59,7 @@ int cap_slo_parse(const char *text, cap_slo *out, kvs_err *err)
             return kvs_errf(err, KVS_EINVAL, "--slo: '%s' is not metric=limit", item);
         *eq = 0;
         const char *v = eq + 1;
-        double x;
+        double x = 0.0;
         double *req = !strcmp(item, "ttft") ? &out->req_ttft_s
                       : !strcmp(item, "tpot") ? &out->req_tpot_s
                       : !strcmp(item, "e2e")  ? &out->req_e2e_s
