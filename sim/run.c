@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cluster.h"
 #include "engine.h"
 
 void run_config_defaults(run_config *cfg)
@@ -30,6 +31,9 @@ void run_config_defaults(run_config *cfg)
     cfg->gpu_mem_util = 0.9;
     cfg->swap_gib = 4.0;
     strcpy(cfg->cost, "roofline");
+    cfg->replicas = 1;
+    strcpy(cfg->router, "round-robin");
+    cfg->affinity_cap = 16;
 }
 
 static int apply_dtype(const char *flag, const char *name, model_spec *m, int kv, kvs_err *err)
@@ -136,6 +140,8 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
     run_step_rec *rec = &r->steps[r->n_steps++];
     rec->step = *st;
     rec->member_off = r->n_members;
+    rec->replica = 0;
+    rec->pad_ = 0;
     memcpy(r->members + r->n_members, m, (size_t)nm * sizeof *m);
     r->n_members += nm;
 }
@@ -150,6 +156,8 @@ static double now_wall(void)
 int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
                 run_result *out, kvs_err *err)
 {
+    if (cfg->replicas > 1)
+        return cluster_execute(cfg, tr, cost, out, err);
     memset(out, 0, sizeof *out);
     out->tr = tr;
     time_t wall = time(NULL);
@@ -210,6 +218,7 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     sum->prefix_saved_tokens = c.prefix_saved_tokens;
     sum->prefix_evictions = c.prefix_evictions;
     sum->prefill_chunks = c.prefill_chunks;
+    sum->load_imbalance = NAN;
     if (run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes)) {
         rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory for per-class metrics");
         goto fail;
@@ -229,6 +238,11 @@ void run_result_free(run_result *r)
     free(r->steps);
     free(r->members);
     free(r->classes);
+    free(r->replica);
+    free(r->replicas);
+    r->replica = NULL;
+    r->replicas = NULL;
+    r->n_replicas = 0;
     r->classes = NULL;
     r->n_classes = 0;
     r->reqs = NULL;
