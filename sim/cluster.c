@@ -10,12 +10,17 @@
 #include "evq.h"
 #include "router.h"
 
+const char *cluster_router_name(const run_config *cfg)
+{
+    return cfg->router[0] ? cfg->router : "round-robin";
+}
+
 int cluster_config_check(const run_config *cfg, kvs_err *err)
 {
     if (cfg->replicas < 1 || cfg->replicas > CLUSTER_MAX_REPLICAS)
         return kvs_errf(err, KVS_EINVAL, "--replicas: %lld is out of range [1, %d]",
                         (long long)cfg->replicas, CLUSTER_MAX_REPLICAS);
-    if (!router_find(cfg->router))
+    if (!router_find(cluster_router_name(cfg)))
         return kvs_errf(err, KVS_EINVAL, "--router: unknown router '%s' (%s)", cfg->router,
                         router_names());
     if (cfg->affinity_cap < 0)
@@ -115,7 +120,7 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
     evq q;
     router_view rv = {cl->n, cl->view, cl->eng, tr->reqs, 0, cl->cfg->affinity_cap, {{0}}};
     rng_init(&rv.gen, cl->cfg->router_seed);
-    const router_vt *router = router_find(cl->cfg->router);
+    const router_vt *router = router_find(cluster_router_name(cl->cfg));
     int rc = KVS_OK;
     if (!router)
         return kvs_errf(err, KVS_EINVAL, "--router: unknown router '%s'", cl->cfg->router);

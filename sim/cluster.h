@@ -18,6 +18,9 @@
 
 #define CLUSTER_MAX_REPLICAS 4096
 
+/* cfg->router, or "round-robin" when it is empty (a zeroed config). */
+const char *cluster_router_name(const run_config *cfg);
+
 /* Check the cluster fields of cfg: replicas in [1, CLUSTER_MAX_REPLICAS],
  * a known router, affinity_cap >= 0.  KVS_EINVAL naming the flag.
  * Cost: O(routers). */

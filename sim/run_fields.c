@@ -200,10 +200,11 @@ static const run_field fields[] = {
      J | RUN_FIELD_IF_CLUSTER, 3,
      "identical engines behind the router (`--replicas`); the other parameters are each "
      "engine's"},
-    {"router", "TEXT NOT NULL DEFAULT 'round-robin'", "", T, PARAM, CFG_TEXT(router), 0, 0,
+    {"router", "TEXT", "", T, PARAM, CFG_TEXT(router), 0, 0,
      J | RUN_FIELD_IF_CLUSTER, 3,
      "router of a cluster run (`--router`): `'round-robin'`, `'least-requests'`, "
-     "`'least-kv'`, `'prefix-affinity'` or `'random'`"},
+     "`'least-kv'`, `'prefix-affinity'` or `'random'`; NULL (rows from before version 3) "
+     "= round-robin"},
     {"router_seed", "INTEGER NOT NULL DEFAULT 0", "", U, PARAM, CFG(router_seed), 0, 0, 0, 3,
      "seed of the random router (`--router-seed`, default `--seed`)"},
     {"affinity_cap", "INTEGER NOT NULL DEFAULT 16", "requests", I, PARAM, CFG(affinity_cap), 0,
