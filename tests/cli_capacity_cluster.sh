@@ -18,7 +18,7 @@ ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 q() { sqlite3 "$DB" "$1" 2>> "$T/sqlerr"; }
 DB=$T/cap.db
-SYN='arrival=poisson,rate=60,n=300,prompt=512,output=64'
+SYN='arrival=poisson,rate=150,n=300,prompt=512,output=64'
 RUN=(--synthetic "$SYN" --model llama-3-8b --db "$DB")
 PRICE="a100-80g=1.5,h100-sxm=2.5"
 
@@ -36,6 +36,7 @@ COST="r.replicas * r.tp * (CASE r.gpu WHEN 'a100-80g' THEN 1.5 ELSE 2.5 END)"
 best=$(q "select r.gpu, r.tp, r.replicas, $COST from sweep_runs s join runs r using (run_id)
           where s.sweep_id = $W and r.ttft_p99_s <= 0.3
           order by $COST, r.replicas * r.tp, r.gpu, r.tp, r.replicas limit 1")
+best=$(echo "$best" | awk -F"|" '{ printf "%s|%s|%s|%g", $1, $2, $3, $4 }')
 found=$(python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); print("%s|%d|%d|%g" % (a["gpu"], a["tp"], a["replicas"], a["cost_per_hour"]))' "$T/out.json")
 [ -n "$best" ] && [ "$best" = "$found" ] && ok || bad "search found $found, brute force says $best"
 # the brute force's candidates cheaper than the answer all fail
