@@ -205,8 +205,8 @@ done:
     return rc;
 }
 
-/* The engine counters and step aggregates of one engine into *sum. */
-static void add_counters(const run_config *cfg, const sched_counters *c, run_summary *sum)
+/* One engine's counters, added into *sum. */
+static void add_counters(const sched_counters *c, run_summary *sum)
 {
     sum->preempt_recompute += c->preempt_recompute;
     sum->preempt_swap += c->preempt_swap;
@@ -216,7 +216,6 @@ static void add_counters(const run_config *cfg, const sched_counters *c, run_sum
     sum->prefix_saved_tokens += c->prefix_saved_tokens;
     sum->prefix_evictions += c->prefix_evictions;
     sum->prefill_chunks += c->prefill_chunks;
-    (void)cfg;
 }
 
 /* Hit rates from summed counters (run.c's rule: NAN without caching). */
@@ -259,7 +258,7 @@ static int replica_metrics(cluster *cl, const trace *tr, double first_arrival)
         run_metrics_compute(cl->cfg, &st, sr, sum);
         sched_counters c;
         sched_get_counters(cl->eng[r], &c);
-        add_counters(cl->cfg, &c, sum);
+        add_counters(&c, sum);
         set_rates(cl->cfg, c.prefix_query_tokens, c.prefix_hit_tokens, c.prefix_query_blocks,
                   c.prefix_hit_blocks, sum);
         const cl_rep *k = &cl->rep[r];
@@ -289,7 +288,7 @@ static void cluster_summary(cluster *cl, const trace *tr, double end_s)
     for (int64_t r = 0; r < cl->n; r++) {
         sched_counters c;
         sched_get_counters(cl->eng[r], &c);
-        add_counters(cl->cfg, &c, sum);
+        add_counters(&c, sum);
         qt += c.prefix_query_tokens;
         ht += c.prefix_hit_tokens;
         qb += c.prefix_query_blocks;

@@ -22,6 +22,7 @@
 #include "sim/cluster.h"
 #include "sim/router.h"
 #include "sim/run.h"
+#include "job/job.h"
 #include "store/store.h"
 #include "traces/trace.h"
 #include "testutil.h"
@@ -612,6 +613,31 @@ START_TEST(test_router_registry)
 }
 END_TEST
 
+/* --router-seed defaults to --seed (job_prepare), and is its own when given. */
+START_TEST(test_router_seed_default)
+{
+    for (int given = 0; given < 2; given++) {
+        job_opts o;
+        job_opts_init(&o);
+        kvs_err err;
+        ck_assert(job_param_set(&o, "synthetic", "arrival=poisson,rate=5,n=20,prompt=64,output=8",
+                                &err) == 0);
+        ck_assert(job_param_set(&o, "seed", "7", &err) == 0);
+        ck_assert(job_param_set(&o, "replicas", "3", &err) == 0);
+        ck_assert(job_param_set(&o, "router", "random", &err) == 0);
+        if (given)
+            ck_assert(job_param_set(&o, "router-seed", "3", &err) == 0);
+        model_spec m;
+        gpu_spec g;
+        trace tr;
+        ck_assert_msg(job_prepare(&o, &m, &g, &tr, &err) == 0, "%s", err.msg);
+        ck_assert_uint_eq(o.cfg.router_seed, given ? 3 : 7);
+        ck_assert_int_eq(o.cfg.replicas, 3);
+        trace_free(&tr);
+    }
+}
+END_TEST
+
 static Suite *cluster_suite(void)
 {
     Suite *s = suite_create("cluster");
@@ -626,6 +652,7 @@ static Suite *cluster_suite(void)
     tcase_add_test(t, test_store_rows);
     tcase_add_test(t, test_bad_flags);
     tcase_add_test(t, test_router_registry);
+    tcase_add_test(t, test_router_seed_default);
     suite_add_tcase(s, t);
     return s;
 }
