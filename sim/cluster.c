@@ -49,6 +49,8 @@ typedef struct cluster {
     sched **eng;           /* [n] */
     cl_rep *rep;           /* [n] */
     router_replica *view;  /* [n] what the router sees */
+    int live;              /* 1: keep view current after every event (the
+                              router reads it); else only at the end */
     int64_t steps_cap, members_cap;
     int64_t n_steps;       /* steps of all replicas, in start order */
     int failed;            /* out of memory recording steps */
@@ -99,7 +101,7 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
 }
 
 /* Bring the router's view of replica r up to date with its engine. */
-static void refresh(cluster *cl, int64_t r)
+static void refresh_now(cluster *cl, int64_t r)
 {
     sched_counters c;
     sched_get_counters(cl->eng[r], &c);
@@ -107,6 +109,12 @@ static void refresh(cluster *cl, int64_t r)
     v->outstanding = v->routed - c.n_finished - c.n_rejected;
     v->kv_used = c.used_blocks;
     assert(v->outstanding >= 0);
+}
+
+static void refresh(cluster *cl, int64_t r)
+{
+    if (cl->live)
+        refresh_now(cl, r);
 }
 
 #define PLAN_ARG(r, timeout) ((int64_t)(r) * 2 + (timeout))
@@ -124,6 +132,7 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
     int rc = KVS_OK;
     if (!router)
         return kvs_errf(err, KVS_EINVAL, "--router: unknown router '%s'", cl->cfg->router);
+    cl->live = router->reads_state;
     if (evq_init(&q, 16 + 2 * cl->n))
         return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");
     int64_t next = 0;
@@ -190,8 +199,10 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
         }
     }
     int64_t resolved = 0;
-    for (int64_t r = 0; r < cl->n; r++)
+    for (int64_t r = 0; r < cl->n; r++) {
+        refresh_now(cl, r);
         resolved += cl->view[r].routed - cl->view[r].outstanding;
+    }
     if (resolved != tr->n)
         rc = kvs_errf(err, KVS_EINTERNAL,
                       "cluster: %lld of %lld requests unresolved at t=%.6f (a kvsim bug)",

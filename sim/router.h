@@ -37,6 +37,8 @@ typedef struct router_view {
 typedef struct router_vt {
     const char *name;          /* the --router value */
     const char *doc;           /* one line for --help and docs */
+    int reads_state;           /* 1: reads v->rep and v->eng, which the cluster
+                                  then refreshes after every event */
     /* The replica (0 .. v->n - 1) for request `id`. */
     int64_t (*pick)(router_view *v, int64_t id);
 } router_vt;

@@ -24,7 +24,8 @@ static int64_t pick_least_kv(router_view *v, int64_t id)
 }
 
 const router_vt router_least_requests = {
-    "least-requests", "the replica with the fewest outstanding requests", pick_least_requests};
+    "least-requests", "the replica with the fewest outstanding requests", 1,
+    pick_least_requests};
 
 const router_vt router_least_kv = {
-    "least-kv", "the replica holding the fewest KV blocks", pick_least_kv};
+    "least-kv", "the replica holding the fewest KV blocks", 1, pick_least_kv};
