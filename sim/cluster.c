@@ -49,6 +49,7 @@ typedef struct cluster {
     sched **eng;           /* [n] */
     cl_rep *rep;           /* [n] */
     router_replica *view;  /* [n] what the router sees */
+    int64_t *todo;         /* [n] replicas to plan at the current instant, FIFO */
     int live;              /* 1: keep view current after every event (the
                               router reads it); else only at the end */
     int64_t steps_cap, members_cap;
@@ -117,41 +118,79 @@ static void refresh(cluster *cl, int64_t r)
         refresh_now(cl, r);
 }
 
-#define PLAN_ARG(r, timeout) ((int64_t)(r) * 2 + (timeout))
+#define PLAN_ARG(r) ((int64_t)(r)) /* a timeout PLAN event's argument */
+
+/* Replica r plans at `now` (not busy): a step's end or a timeout goes on
+ * the queue.  KVS_OK, KVS_ENOMEM, or KVS_EINVAL when it is stuck. */
+static int plan_one(cluster *cl, evq *q, int64_t r, double now, int more, kvs_err *err)
+{
+    cl_rep *k = &cl->rep[r];
+    double t_end;
+    int plan = sched_plan_step(cl->eng[r], now, more, &t_end);
+    refresh(cl, r);
+    if (plan == SCHED_PLAN_STEP) {
+        k->busy = 1;
+        if (evq_push(q, t_end, EVQ_KIND_STEP_END, r))
+            return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");
+    } else if (plan == SCHED_PLAN_WAIT && k->wake_at != t_end) {
+        k->wake_at = t_end;
+        if (evq_push(q, t_end, EVQ_KIND_PLAN, PLAN_ARG(r)))
+            return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");
+    } else if (plan == SCHED_PLAN_STUCK) {
+        return kvs_errf(err, KVS_EINVAL, "simulation (replica %lld) %s", (long long)r,
+                        sched_error(cl->eng[r]));
+    }
+    return KVS_OK;
+}
 
 /* The event loop of engine.c, one busy/plan state per replica: at one
  * instant every step end (of any replica) comes first, then arrivals (each
  * routed on the state those step ends left), then each touched replica
- * plans its next step. */
+ * plans its next step.  The plans of an instant wait in cl->todo (FIFO,
+ * each replica once) rather than on the queue: they run when the queue's
+ * next event is later than the instant, which is when engine.c's PLAN
+ * events would pop (a timeout PLAN due at the instant pops before them, as
+ * there). */
 static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *err)
 {
     evq q;
     router_view rv = {cl->n, cl->view, cl->eng, tr->reqs, 0, cl->cfg->affinity_cap, {{0}}};
     rng_init(&rv.gen, cl->cfg->router_seed);
     const router_vt *router = router_find(cluster_router_name(cl->cfg));
-    int rc = KVS_OK;
     if (!router)
         return kvs_errf(err, KVS_EINVAL, "--router: unknown router '%s'", cl->cfg->router);
     cl->live = router->reads_state;
     if (evq_init(&q, 16 + 2 * cl->n))
         return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");
-    int64_t next = 0;
+    int rc = KVS_OK;
+    int64_t next = 0, ntodo = 0;
     double now = 0.0;
     if (tr->n > 0 && evq_push(&q, tr->reqs[0].arrival_s, EVQ_KIND_ARRIVAL, 0))
         goto nomem;
     evq_event e;
-    while (evq_pop(&q, &e)) {
+    for (;;) {
+        if (ntodo > 0 && (q.n == 0 || q.ev[0].t > now)) {
+            for (int64_t i = 0; i < ntodo && rc == KVS_OK; i++) {
+                int64_t r = cl->todo[i];
+                cl->rep[r].plan_queued = 0;
+                if (!cl->rep[r].busy)
+                    rc = plan_one(cl, &q, r, now, next < tr->n, err);
+            }
+            ntodo = 0;
+            if (rc)
+                goto done;
+            continue;
+        }
+        if (!evq_pop(&q, &e))
+            break;
         now = e.t;
-        int64_t r;
-        switch (e.kind) {
-        case EVQ_KIND_STEP_END:
-            r = e.arg;
+        int64_t r = e.arg;
+        if (e.kind == EVQ_KIND_STEP_END) {
             sched_finish_step(cl->eng[r], now);
             cl->rep[r].busy = 0;
             cl->rep[r].last_end_s = now;
             refresh(cl, r);
-            break;
-        case EVQ_KIND_ARRIVAL:
+        } else if (e.kind == EVQ_KIND_ARRIVAL) {
             r = router->pick(&rv, e.arg);
             assert(r >= 0 && r < cl->n);
             rv.arrivals++;
@@ -162,40 +201,16 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
             next = e.arg + 1;
             if (next < tr->n && evq_push(&q, tr->reqs[next].arrival_s, EVQ_KIND_ARRIVAL, next))
                 goto nomem;
-            break;
-        default: { /* EVQ_KIND_PLAN */
-            r = e.arg / 2;
-            cl_rep *k = &cl->rep[r];
-            if (e.arg % 2)
-                k->wake_at = -1.0; /* a timeout PLAN fired */
-            else
-                k->plan_queued = 0;
-            if (k->busy)
-                continue;
-            double t_end;
-            int plan = sched_plan_step(cl->eng[r], now, next < tr->n, &t_end);
-            refresh(cl, r);
-            if (plan == SCHED_PLAN_STEP) {
-                k->busy = 1;
-                if (evq_push(&q, t_end, EVQ_KIND_STEP_END, r))
-                    goto nomem;
-            } else if (plan == SCHED_PLAN_WAIT && k->wake_at != t_end) {
-                k->wake_at = t_end;
-                if (evq_push(&q, t_end, EVQ_KIND_PLAN, PLAN_ARG(r, 1)))
-                    goto nomem;
-            } else if (plan == SCHED_PLAN_STUCK) {
-                rc = kvs_errf(err, KVS_EINVAL, "simulation (replica %lld) %s", (long long)r,
-                              sched_error(cl->eng[r]));
+        } else { /* a timeout PLAN fired */
+            cl->rep[r].wake_at = -1.0;
+            if (!cl->rep[r].busy && (rc = plan_one(cl, &q, r, now, next < tr->n, err)))
                 goto done;
-            }
             continue;
-        }
         }
         cl_rep *k = &cl->rep[r];
         if (!k->busy && !k->plan_queued) {
             k->plan_queued = 1;
-            if (evq_push(&q, now, EVQ_KIND_PLAN, PLAN_ARG(r, 0)))
-                goto nomem;
+            cl->todo[ntodo++] = r;
         }
     }
     int64_t resolved = 0;
@@ -335,8 +350,9 @@ static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost, k
     cl->eng = calloc(n, sizeof *cl->eng);
     cl->rep = calloc(n, sizeof *cl->rep);
     cl->view = calloc(n, sizeof *cl->view);
+    cl->todo = calloc(n, sizeof *cl->todo);
     cl->res->replica = malloc(nn * sizeof *cl->res->replica);
-    if (!cl->eng || !cl->rep || !cl->view || !cl->res->replica)
+    if (!cl->eng || !cl->rep || !cl->view || !cl->todo || !cl->res->replica)
         return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory for %lld replicas",
                         (long long)cl->n);
     req_prefixes px = trace_prefixes(tr);
@@ -359,6 +375,7 @@ static void cluster_free(cluster *cl)
     free(cl->eng);
     free(cl->rep);
     free(cl->view);
+    free(cl->todo);
 }
 
 int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
