@@ -195,6 +195,10 @@ static const run_field fields[] = {
      "weight dtype (`--dtype`); NULL = the model's own"},
     {"kv_cache_dtype", "TEXT", "", T, PARAM, CFG_TEXT(kv_cache_dtype), 0, 0, 0, 2,
      "KV-cache dtype (`--kv-cache-dtype`); NULL = the weights'"},
+    /* schema version 3 */
+    {"cp", "INTEGER NOT NULL DEFAULT 1", "GPUs", I, PARAM, CFG(cp), 0, 0, 0, 3,
+     "context-parallel degree (`--cp`): each request's KV split along the sequence over cp "
+     "groups of tp GPUs; a scheduler block spans cp * block_size tokens"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])
