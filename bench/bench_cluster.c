@@ -91,7 +91,7 @@ static int simulate(const char *spec, long long replicas, const char *router, do
     if (rc) {
         fprintf(stderr, "bench_cluster: %s\n", err.msg);
     } else {
-        printf("  %2lld x %-16s %8.3f s  %10lld steps, mean batch %6.1f, TTFT p99 %7.3f s, "
+        printf("  %2lld x %-16s %8.3f s CPU  %10lld steps, mean batch %6.1f, TTFT p99 %7.3f s, "
                "imbalance %.3f, peak RSS %.0f MiB\n",
                replicas, replicas > 1 ? router : "(one engine)", *secs,
                (long long)res.sum.n_steps, res.sum.mean_batch, res.sum.ttft.p99,
@@ -147,7 +147,7 @@ int main(int argc, char **argv)
         double tk;
         if (simulate(spec, k, r, scale, &tk))
             return 2;
-        printf("  %-21s %8.2fx the one-engine wall time (target <= 1.5x)\n", r, tk / t1);
+        printf("  %-21s %8.2fx the one-engine time (target <= 1.5x)\n", r, tk / t1);
     }
     return 0;
 }

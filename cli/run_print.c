@@ -42,8 +42,13 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
 {
     const run_summary *s = &res->sum;
     const sched_config *k = &c->sched;
-    fprintf(f, "kvsim run %lld: %s on %s (tp %lld), %s", (long long)run_id, c->model, c->gpu,
-            (long long)c->tp, c->synthetic[0] ? c->synthetic : c->trace_path);
+    fprintf(f, "kvsim run %lld: %s on %s (tp %lld", (long long)run_id, c->model, c->gpu,
+            (long long)c->tp);
+    if (c->ep > 1)
+        fprintf(f, ", ep %lld", (long long)c->ep);
+    if (c->cp > 1)
+        fprintf(f, ", cp %lld", (long long)c->cp);
+    fprintf(f, "), %s", c->synthetic[0] ? c->synthetic : c->trace_path);
     if (c->rate_scale != 1.0)
         fprintf(f, " at rate x%g", c->rate_scale);
     if (k->engine == SCHED_ENGINE_VLLM_V1)
@@ -60,6 +65,10 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
                "max-batched-tokens %lld, max-model-len %lld\n",
             (long long)k->total_blocks, (long long)k->block_size, (long long)k->max_seqs,
             (long long)k->max_batched_tokens, (long long)k->max_model_len);
+    if (c->cp > 1)
+        fprintf(f, "                   (cp %lld: a block spans %lld tokens of context, %lld on "
+                   "each of the cp GPU groups)\n",
+                (long long)c->cp, (long long)(c->cp * k->block_size), (long long)k->block_size);
     fprintf(f, "  requests         %lld: %lld finished, %lld rejected\n", (long long)s->n_requests,
             (long long)s->n_finished, (long long)s->n_rejected);
     print_dist(f, "TTFT (s)", &s->ttft);

@@ -14,8 +14,8 @@ enum {
     P_MODEL = 1000, P_GPU, P_TP, P_TRACE, P_SYNTH, P_RATE, P_KVB, P_BLOCK, P_SEQS, P_MBT, P_WM,
     P_MML, P_UTIL, P_COST, P_SEED, P_DB, P_REC, P_LABEL, P_QUIET, P_BATCHING, P_POLICY, P_PPRE,
     P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX, P_ENGINE,
-    P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP, P_REPLICAS, P_ROUTER,
-    P_ROUTER_SEED, P_AFFINITY_CAP
+    P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP, P_CP, P_REPLICAS,
+    P_ROUTER, P_ROUTER_SEED, P_AFFINITY_CAP
 };
 
 #define I64MAX40 1099511627776.0 /* 2^40 */
@@ -36,15 +36,18 @@ static const job_param params[] = {
     {"seed", P_SEED, JOB_PARAM_U64, 0, 0, "workload", "N",
      "seed of the synthetic generator (default 0)", JOB_VARY_ALL},
     {"model", P_MODEL, JOB_PARAM_STR, 0, 0, "hardware and model", "NAME|FILE",
-     "llama-7b llama-13b llama-65b llama-2-7b llama-2-13b" IND
-     "llama-2-70b llama-3-8b llama-3-70b llama-7b-mqa, or a .conf" IND
-     "file (default llama-3-8b: its 8K context fits the Azure traces)", JOB_VARY_ALL},
+     "a name `kvsim models` lists, a Hugging Face config.json (or" IND
+     "its directory) or a .conf file (default llama-3-8b: its 8K" IND
+     "context fits the Azure traces)", JOB_VARY_ALL},
     {"gpu", P_GPU, JOB_PARAM_STR, 0, 0, "hardware and model", "NAME",
-     "a100-40g a100-80g h100-sxm h200 (default a100-80g)", JOB_VARY_ALL},
+     "a name `kvsim gpus` lists, or a GPU file (default a100-80g)", JOB_VARY_ALL},
     {"tp", P_TP, JOB_PARAM_I64, 1, 1024, "hardware and model", "N",
      "tensor-parallel degree (default 1)", JOB_VARY_ALL},
     {"ep", P_EP, JOB_PARAM_I64, 1, 1024, "hardware and model", "N",
      "expert-parallel degree of a MoE model (default 1)", JOB_VARY_ALL},
+    {"cp", P_CP, JOB_PARAM_I64, 1, 1024, "hardware and model", "N",
+     "context-parallel degree: each request's KV split along the" IND
+     "sequence over N groups of tp GPUs (default 1)", JOB_VARY_ALL},
     {"dtype", P_DTYPE, JOB_PARAM_STR, 0, 0, "hardware and model", "D",
      "weights: fp16 bf16 fp8 int8 int4 (AWQ g128) (default: the" IND "model's own)",
      JOB_VARY_ALL},
@@ -240,6 +243,7 @@ static int64_t *i64_field(job_opts *o, int id)
     switch (id) {
     case P_TP: return &c->tp;
     case P_EP: return &c->ep;
+    case P_CP: return &c->cp;
     case P_KVB: return &c->kv_blocks_flag;
     case P_BLOCK: return &s->block_size;
     case P_SEQS: return &s->max_seqs;

@@ -28,7 +28,7 @@ int job_model_lookup(const run_config *c, model_spec *m, gpu_spec *g, kvs_err *e
 
 int job_model_setup(job_opts *o, model_spec *m, gpu_spec *g, kvs_err *err)
 {
-    model_par par = {o->cfg.tp, o->cfg.ep, 1};
+    model_par par = {o->cfg.tp, o->cfg.ep, o->cfg.cp};
     int rc;
     if ((rc = job_model_lookup(&o->cfg, m, g, err)) || (rc = model_check_par(m, &par, err)))
         return rc;

@@ -2,6 +2,7 @@
  * through the event loop, collect step records and compute the summary. */
 #include "run.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@ void run_config_defaults(run_config *cfg)
     strcpy(cfg->gpu, "a100-80g");
     cfg->tp = 1;
     cfg->ep = 1;
+    cfg->cp = 1;
     cfg->rate_scale = 1.0;
     cfg->seed = 0;
     cfg->sched.batching = SCHED_BATCHING_CONTINUOUS;
@@ -74,7 +76,7 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
         sc->total_blocks = cfg->kv_blocks_flag;
     } else {
         kv_capacity cap;
-        model_par par = {cfg->tp, cfg->ep > 0 ? cfg->ep : 1, 1};
+        model_par par = {cfg->tp, cfg->ep > 0 ? cfg->ep : 1, cfg->cp > 0 ? cfg->cp : 1};
         int rc = model_kv_capacity_par(m, g, &par, cfg->gpu_mem_util, sc->block_size,
                                    sc->max_batched_tokens, sc->max_seqs, &cap, err);
         if (rc)
@@ -153,6 +155,15 @@ static double now_wall(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+void run_config_sched(const run_config *cfg, sched_config *out)
+{
+    *out = cfg->sched;
+    if (cfg->cp > 1) {
+        assert(out->block_size <= INT64_MAX / cfg->cp);
+        out->block_size *= cfg->cp;
+    }
+}
+
 int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
                 run_result *out, kvs_err *err)
 {
@@ -167,7 +178,9 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     double t0 = now_wall();
 
     sched *s = NULL;
-    int rc = sched_init(&s, &cfg->sched, tr->reqs, tr->n, cost, err);
+    sched_config sc;
+    run_config_sched(cfg, &sc);
+    int rc = sched_init(&s, &sc, tr->reqs, tr->n, cost, err);
     if (rc)
         return rc;
     req_prefixes px = trace_prefixes(tr);

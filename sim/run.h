@@ -21,6 +21,8 @@ typedef struct run_config {
     char gpu[32];             /* GPU name */
     int64_t tp;               /* tensor-parallel degree */
     int64_t ep;               /* expert-parallel degree (MoE models), >= 1 */
+    int64_t cp;               /* context-parallel degree, >= 1: the scheduler's block
+                                 spans cp * block_size tokens (docs/models.md) */
     char dtype[16];           /* weight dtype (--dtype), "" = the model's own */
     char kv_cache_dtype[16];  /* KV-cache dtype (--kv-cache-dtype), "" = the weights' */
     char trace_path[1024];    /* "" when synthetic */
@@ -141,6 +143,12 @@ int run_config_apply_dtypes(const run_config *cfg, model_spec *m, kvs_err *err);
  * per-block transfer time over the host link.  Errors name the flag. */
 int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
                        kvs_err *err);
+
+/* The scheduler's configuration for cfg: cfg->sched, with a block that
+ * spans cfg->cp * block_size tokens of context (each of the cp groups
+ * holds block_size of them, so a block of total_blocks is one block on
+ * every GPU).  The identity when cp is 1.  Cost: O(1). */
+void run_config_sched(const run_config *cfg, sched_config *out);
 
 /* Simulate `tr` under cfg->sched (total_blocks already resolved) and cost.
  * On success *out owns its arrays (run_result_free). Cost: O(events log). */

@@ -329,7 +329,7 @@ static char *runs_alter(int v)
 }
 
 /* What a version adds besides `runs` columns, after them. */
-static const char schema_v3_cluster[] =
+static const char schema_v4_cluster[] =
     /* clusters (docs/cluster.md): the engine of each request and step, and
      * one row of metrics per engine of a cluster run */
     "ALTER TABLE requests ADD COLUMN replica INTEGER NOT NULL DEFAULT 0;\n"
@@ -358,7 +358,7 @@ static const char schema_v3_cluster[] =
 
 static const char *schema_extra(int v)
 {
-    return v == 3 ? schema_v3_cluster : NULL;
+    return v == 4 ? schema_v4_cluster : NULL;
 }
 
 /* runs_alter(v) followed by schema_extra(v); NULL when out of memory. */
