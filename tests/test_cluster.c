@@ -595,6 +595,33 @@ START_TEST(test_bad_flags)
 }
 END_TEST
 
+/* The JSON summary names the cluster fields only for a cluster run, so a
+ * single engine's JSON is what it was before clusters. */
+START_TEST(test_json_fields)
+{
+    const char *dir = tu_tmpdir();
+    for (int k = 1; k <= 2; k++) {
+        char cmd[1024], *out = NULL;
+        snprintf(cmd, sizeof cmd,
+                 "%s run --synthetic 'arrival=poisson,rate=30,n=40,prompt=64,output=8' "
+                 "--replicas %d --router least-requests --json --db %s/j.db",
+                 tu_kvsim(), k, dir);
+        ck_assert_msg(tu_run(cmd, &out) == 0, "%s", out);
+        if (k == 1) {
+            ck_assert_msg(!strstr(out, "\"replicas\"") && !strstr(out, "\"router\"") &&
+                              !strstr(out, "load_imbalance"),
+                          "%s", out);
+        } else {
+            ck_assert_msg(strstr(out, "\"replicas\": 2,") &&
+                              strstr(out, "\"router\": \"least-requests\",") &&
+                              strstr(out, "\"load_imbalance\": "),
+                          "%s", out);
+        }
+        free(out);
+    }
+}
+END_TEST
+
 START_TEST(test_router_registry)
 {
     for (size_t i = 0; i < 5; i++) {
@@ -653,6 +680,7 @@ static Suite *cluster_suite(void)
     tcase_add_test(t, test_bad_flags);
     tcase_add_test(t, test_router_registry);
     tcase_add_test(t, test_router_seed_default);
+    tcase_add_test(t, test_json_fields);
     suite_add_tcase(s, t);
     return s;
 }
