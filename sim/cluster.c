@@ -31,28 +31,30 @@ int cluster_config_check(const run_config *cfg, kvs_err *err)
 
 /* One replica's step sink and aggregates (as run.c's for one engine). */
 typedef struct cl_rep {
-    struct cluster *cl;
-    int32_t index;
-    int busy;            /* a step is in flight */
-    int plan_queued;     /* a PLAN event is queued */
-    double wake_at;      /* time of a queued timeout PLAN, or -1 */
-    int64_t n_steps;
-    int64_t peak_blocks;
-    double block_seconds, busy_s, members_total;
-    double last_end_s;   /* end of its last step, seconds */
+    struct cluster *cl;    /* the cluster it belongs to */
+    int32_t index;         /* its replica number */
+    int busy;              /* a step is in flight */
+    int plan_queued;       /* it is in the cluster's todo list */
+    double wake_at;        /* time of a queued timeout PLAN, seconds, or -1 */
+    int64_t n_steps;       /* steps run */
+    int64_t peak_blocks;   /* most KV blocks held during a step */
+    double block_seconds;  /* sum of blocks held x step duration, block-seconds */
+    double busy_s;         /* sum of step durations, seconds */
+    double members_total;  /* sum of requests per step */
+    double last_end_s;     /* end of its last step, seconds */
 } cl_rep;
 
 typedef struct cluster {
-    const run_config *cfg;
-    run_result *res;
+    const run_config *cfg; /* borrowed */
+    run_result *res;       /* being filled (replica[], steps, members) */
     int64_t n;             /* replicas */
-    sched **eng;           /* [n] */
-    cl_rep *rep;           /* [n] */
+    sched **eng;           /* [n] the engines */
+    cl_rep *rep;           /* [n] their loop state and aggregates */
     router_replica *view;  /* [n] what the router sees */
     int64_t *todo;         /* [n] replicas to plan at the current instant, FIFO */
     int live;              /* 1: keep view current after every event (the
                               router reads it); else only at the end */
-    int64_t steps_cap, members_cap;
+    int64_t steps_cap, members_cap; /* capacities of res->steps / res->members */
     int64_t n_steps;       /* steps of all replicas, in start order */
     int failed;            /* out of memory recording steps */
 } cluster;
