@@ -50,6 +50,7 @@ static int v1_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_err
         int64_t seqs = big ? 1024 : 256;
         s->max_seqs = seqs < s->max_batched_tokens ? seqs : s->max_batched_tokens;
     }
+    o->cfg.kv_rule = MODEL_KV_RULE_VLLM; /* docs/engine-memory.md */
     return KVS_OK;
 }
 

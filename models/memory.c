@@ -84,12 +84,12 @@ int model_kv_capacity_rule(const model_spec *m, const gpu_spec *g, const model_p
     }
     if (!(kv > 0))
         return kvs_errf(err, KVS_EINVAL,
-                        "%s at tp %lld on %s: %.1f GiB of weights + %.1f GiB of activations + "
-                        "%.1f GiB outside the engine's tensors leave no KV cache in %.1f GiB "
-                        "(%s %g); raise --tp",
-                        m->name, (long long)tp, g->name, (double)c.weight_bytes / GIB_D,
+                        "%s needs %.1f GiB of weights + %.1f GiB of activations + %.1f GiB "
+                        "outside the engine's tensors per GPU at tp %lld, leaving no KV cache "
+                        "on %s (%.1f GiB, %s %g); raise --tp",
+                        m->name, (double)c.weight_bytes / GIB_D,
                         (double)c.activation_bytes / GIB_D, (double)other / GIB_D,
-                        (double)total / GIB_D, flag, frac);
+                        (long long)tp, g->name, (double)total / GIB_D, flag, frac);
     c.kv_bytes = (int64_t)kv;
     if (rule == MODEL_KV_RULE_VLLM) {
         c.kv_blocks = c.kv_bytes / c.block_bytes;
