@@ -216,6 +216,10 @@ def plan_row(row, table, m):
     mapping += f"; {row['gpu']} -> {gpu}"
     cmd = METRICS[row["metric"]][0]
     argv = [cmd, "--model", model, "--gpu", gpu, "--tp", row["tp"]] + model_args[1:]
+    if cmd == "capacity":
+        # the KV cache the engine profile sizes: a one-request run reports it
+        argv[0] = "run"
+        argv += ["--synthetic", "arrival=burst,n=1,prompt=16,output=2"]
     if cmd == "run":
         if row["arrival"] == "burst":
             spec = f"arrival=burst,n={row['n_requests']}"
