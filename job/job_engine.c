@@ -4,6 +4,7 @@
 #include "job.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A flag the profile lacks, if it was given. */
@@ -64,6 +65,28 @@ static int v0_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_err
                         "V0 reads the trace's own prefix segments", err);
 }
 
+/* Put a profile's roofline constants before the user's own (later keys
+ * win), when the cost model is the roofline. */
+static int profile_cost(job_opts *o, const char *params, kvs_err *err)
+{
+    char *c = o->cfg.cost;
+    const char *user = !strcmp(c, "roofline") ? "" : !strncmp(c, "roofline:", 9) ? c + 9 : NULL;
+    if (!user || !strncmp(user, params, strlen(params)))
+        return KVS_OK; /* not the roofline, or the profile's constants are there */
+    char buf[sizeof o->cfg.cost];
+    int n = snprintf(buf, sizeof buf, "roofline:%s%s%s", params, *user ? "," : "", user);
+    if (n < 0 || (size_t)n >= sizeof buf)
+        return kvs_errf(err, KVS_EINVAL, "--cost: too long with the profile's constants");
+    memcpy(c, buf, (size_t)n + 1);
+    return KVS_OK;
+}
+
+/* The trtllm profile's roofline constants (docs/engine-trtllm.md, section
+ * 7): kernel and per-peer all-reduce latencies from published figures,
+ * the rest fitted on the FIT table (bench/fidelity). */
+#define TRT_COST "eff_gemm=0.75,eff_attn=0.6,step_overhead_ms=1,step_overhead_seq_us=5," \
+                 "kernel_lat_us=3,collective_lat_peer_us=1.5"
+
 /* TensorRT-LLM (docs/engine-trtllm.md): the C++ batch manager's in-flight
  * batching with chunked context, capacity scheduler "guaranteed no evict"
  * (--alloc reserved-oracle, the default) or "max utilization" (--alloc
@@ -95,7 +118,7 @@ static int trt_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_er
     if (!job_param_given(o, "max-seqs"))
         s->max_seqs = 2048;
     o->cfg.kv_rule = MODEL_KV_RULE_TRTLLM;
-    return KVS_OK;
+    return profile_cost(o, TRT_COST, err);
 }
 
 static const job_engine engines[] = {

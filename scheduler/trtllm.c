@@ -15,6 +15,7 @@
  * utilization one more block whenever a generated token starts a new one.
  * Per-request state is flat arrays indexed by id; nothing is allocated per
  * step.  A step costs O(|A|). */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -314,10 +315,7 @@ static void take_blocks(sched *s)
         int64_t need = one_step_blocks(s, id);
         if (t->reserve && t->held[id] > 0)
             need = 0;
-        if (need > t->F) { /* sections 3.1 and 3.2 rule this out */
-            fprintf(stderr, "kvsim: trtllm: block accounting broken (a kvsim bug)\n");
-            abort();
-        }
+        assert(need <= t->F); /* sections 3.1 and 3.2 rule out a shortage */
         t->F -= need;
         t->held[id] += need;
         if (t->held[id] == need && need > 0) {
