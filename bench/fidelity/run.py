@@ -366,7 +366,7 @@ def main(args):
     if not os.access(kvsim, os.X_OK):
         print(f"run.py: {kvsim}: no kvsim binary (build it, or give its path)", file=sys.stderr)
         return 2
-    summaries = []
+    summaries, pooled = [], []
     cache, made = {}, {}
     with tempfile.TemporaryDirectory(prefix="kvsim-fidelity-") as tmp:
         db = os.path.join(tmp, "fidelity.db")
@@ -395,6 +395,7 @@ def main(args):
                 sim = METRICS[r["metric"]][1](j, r)
                 err = (sim - real) / real * 100.0
                 errs.append((abs(err), err, r["id"]))
+                pooled.append((t, r, err))
                 note = ""
                 if j.get("n_rejected"):
                     note = f" [kvsim rejected {j['n_rejected']} of {j['n_requests']} requests]"
@@ -406,12 +407,50 @@ def main(args):
                         f"{failed} failed; median |err| {med:.1f}%, worst {worst[1]:+.1f}% ({worst[2]})")
             else:
                 line = (f"{t['name']} [{t['role']}]: 0 simulated, {skipped} skipped, {failed} failed")
+            tps = sorted({int(x[1]["tp"]) for x in pooled if x[0] is t})
+            if len(tps) > 1:
+                parts = []
+                for tp in tps:
+                    a = [abs(x[2]) for x in pooled if x[0] is t and int(x[1]["tp"]) == tp]
+                    parts.append(f"tp{tp} {len(a)} rows median {statistics.median(a):.1f}% "
+                                 f"worst {max(a):.1f}%")
+                line += "\n    by TP: " + "; ".join(parts)
             print(f"   -- {line}\n")
             summaries.append(line)
     print("== summary")
     for s in summaries:
         print(s)
+    print_targets(pooled)
     return 0
+
+
+THROUGHPUT = ("output_tok_s", "output_tok_s_per_gpu", "total_tok_s", "req_s")
+
+
+def print_targets(pooled):
+    """The engine-profile issue's targets over the CHECK rows they concern."""
+    def line(name, rows, target):
+        a = [abs(e) for _, _, e in rows]
+        if not a:
+            print(f"{name}: no rows")
+            return
+        print(f"{name}: {len(a)} rows, median |err| {statistics.median(a):.1f}%, "
+              f"worst {max(a):.1f}%  (target {target})")
+    check = [x for x in pooled if x[0]["role"] == "CHECK"]
+    print("== targets (CHECK rows)")
+    line("multi-GPU throughput, TP 2/4/8, all requests at t=0",
+         [x for x in check if int(x[1]["tp"]) >= 2 and x[1]["metric"] in THROUGHPUT
+          and x[1]["arrival"] == "burst"], "median <= 10%, worst <= 20%")
+    line("batch-1 first-token latency (TensorRT-LLM v0.5)",
+         [x for x in check if "batch1" in x[0]["name"]], "median <= 12% (batch-1 steps)")
+    light = [x for x in check if "online_serving" in x[0]["name"] and x[1]["arrival"] == "poisson"
+             and float(x[1]["rate"]) <= 8]
+    line("online serving, QPS <= 8, mean ITL", [x for x in light if x[1]["metric"] == "itl_mean_ms"],
+         "within 15%")
+    line("online serving, QPS <= 8, mean TTFT", [x for x in light if x[1]["metric"] == "ttft_mean_ms"],
+         "within 20%")
+    line("KV capacity, TP 1 and 4", [x for x in check if x[1]["metric"] == "kv_blocks"
+                                     and int(x[1]["tp"]) in (1, 4)], "within 5%")
 
 
 if __name__ == "__main__":
