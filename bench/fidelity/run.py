@@ -27,6 +27,7 @@ Exit status: 0 whatever the errors are (this is a benchmark, not a test);
 import csv
 import io
 import json
+import math
 import os
 import shlex
 import statistics
@@ -241,9 +242,60 @@ def plan_row(row, table, m):
         argv += ["--synthetic", spec]
     tm = lookup(m["table"], table["name"])
     if tm and tm[0]:
-        argv += shlex.split(tm[0])
+        for a in shlex.split(tm[0]):
+            if a == TRTLLM_BENCH:
+                extra, note = trtllm_bench_settings(row, model, model_args[1:], gpu)
+                argv += extra
+                mapping += note
+            else:
+                argv.append(a)
     argv += shlex.split(row["kvsim_flags"])
     return argv, mapping
+
+
+TRTLLM_BENCH = "@trtllm-bench"  # in a table's map.csv flags: trtllm-bench's engine settings
+KVSIM_BIN = ["build/kvsim"]     # set by main: the binary the rows run
+
+
+def trtllm_bench_settings(row, model, model_flags, gpu):
+    """trtllm-bench's engine settings for a row of fixed ISL/OSL
+    (NVIDIA/TensorRT-LLM tensorrt_llm/bench/build/tuning.py, calc_engine_setting
+    and finetune_setting): the requests of ISL + OSL tokens that 95% of the
+    memory left after the weights holds in KV, capped at 4096, rounded up to
+    a multiple of 32 (at least 64), 128 or 256; max num tokens batch x
+    (1 + ISL/OSL), capped at 32768, rounded up to 256 (at least 2048), 512 or
+    1024.  Model and KV sizes come from `kvsim capacity` at TP 1."""
+    if row["arrival"] != "burst" or not is_int(row["isl"]):
+        return [], ""
+    isl, osl, tp = int(row["isl"]), int(row["osl"]), int(row["tp"])
+    p = subprocess.run(KVSIM_BIN + ["capacity", "--model", model, "--gpu", gpu, "--tp", "1",
+                                    "--json"] + model_flags,
+                       cwd=ROOT, capture_output=True, text=True)
+    try:
+        j = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return [], " (trtllm-bench settings: no capacity figures)"
+    gib = 1024.0 ** 3
+    bpe = 1 if "fp8" in " ".join(model_flags) else 2
+    engine_gb = j["param_count"] / 1e9 * bpe
+    avail = j["gpu_mem_bytes"] / gib * tp - engine_gb
+    kv_req = avail * 0.95 / (j["kv_bytes_per_token"] / gib) / (isl + osl)
+    raw_bs = min(kv_req, 4096)
+    raw_tok = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tok < 4096:
+        tok = max(2048, 256 * math.ceil(raw_tok / 256))
+    elif raw_tok < 8192:
+        tok = 512 * math.ceil(raw_tok / 512)
+    else:
+        tok = 1024 * math.ceil(raw_tok / 1024)
+    return (["--max-seqs", str(bs), "--max-batched-tokens", str(tok)],
+            f"; trtllm-bench settings {bs} seqs, {tok} tokens")
 
 
 LENGTHS_MARK = "@"  # in a planned argv: a dataset spec still to be made into a file
@@ -363,6 +415,7 @@ def main(args):
         print_list(tables, m)
         return 0
     kvsim = os.path.abspath(kvsim)
+    KVSIM_BIN[0] = kvsim
     if not os.access(kvsim, os.X_OK):
         print(f"run.py: {kvsim}: no kvsim binary (build it, or give its path)", file=sys.stderr)
         return 2
