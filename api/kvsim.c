@@ -8,21 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../job/job.h"
 #include "../sim/run_fields.h"
-
-struct kvsim_db {
-    store *st;       /* owned */
-};
-
-struct kvsim_run {
-    job_opts opts;   /* the flags, then the resolved configuration */
-    run_result res;  /* after execute; res.tr points at tr */
-    trace tr;        /* the requests simulated (owned) */
-    int executed;    /* 1 after a successful execute */
-    int64_t run_id;  /* 0 until stored */
-    kvs_err err;     /* the last error */
-};
+#include "api_internal.h"
 
 /* kvs_status and kvsim_status are the same numbers. */
 _Static_assert(KVSIM_EINTERNAL == (int)KVS_EINTERNAL && KVSIM_EDB == (int)KVS_EDB,
@@ -105,12 +92,20 @@ int kvsim_run_execute(kvsim_run *r, kvsim_db *db)
     cost_model_free(&cost);
     if (rc)
         return rc;
-    if (db && (rc = store_write_run(db->st, &r->opts.cfg, &r->res, &r->run_id, &e))) {
-        kvs_errf(&r->err, rc, "--db: %s", e.msg);
-        return rc;
-    }
     r->executed = 1;
-    return KVSIM_OK;
+    return db ? kvsim_run_store(r, db) : KVSIM_OK;
+}
+
+int kvsim_run_store(kvsim_run *r, kvsim_db *db)
+{
+    kvs_err e;
+    if (!r->executed || r->run_id)
+        return kvs_errf(&r->err, KVS_EINVAL, "--db: the run is %s",
+                        r->executed ? "already stored" : "not executed");
+    int rc = store_write_run(db->st, &r->opts.cfg, &r->res, &r->run_id, &e);
+    if (rc)
+        kvs_errf(&r->err, rc, "--db: %s", e.msg);
+    return rc;
 }
 
 const char *kvsim_run_error(const kvsim_run *r) { return r->err.msg; }
@@ -159,4 +154,32 @@ int kvsim_run_request(const kvsim_run *r, int64_t i, kvsim_request *out)
     out->swaps = s->swaps;
     out->swapped_s = s->swapped_s;
     return KVSIM_OK;
+}
+
+int64_t kvsim_run_step_count(const kvsim_run *r) { return r->executed ? r->res.n_steps : 0; }
+
+static const char *step_kind(int32_t k)
+{
+    static const char *const names[] = {"prefill", "decode", "mixed"};
+    return k >= 0 && k < 3 ? names[k] : "invalid";
+}
+
+int kvsim_run_step(const kvsim_run *r, int64_t i, kvsim_step *out)
+{
+    if (!r->executed || i < 0 || i >= r->res.n_steps)
+        return KVSIM_EINVAL;
+    const sched_step *p = &r->res.steps[i].step;
+    *out = (kvsim_step){p->index, p->start_s, p->dur_s, step_kind(p->kind),
+                        p->batch.n_prefill, p->batch.n_decode, p->batch.tokens,
+                        p->batch.kv_read, p->batch.prefill_sq, p->kv_blocks_used,
+                        p->n_waiting, p->n_running, p->n_preempted,
+                        p->swap_out_blocks, p->swap_in_blocks};
+    return KVSIM_OK;
+}
+
+int api_err_out(char *err, int rc, const char *msg)
+{
+    if (err)
+        snprintf(err, 1024, "%s", msg);
+    return rc;
 }
