@@ -169,11 +169,30 @@ int kvsim_run_step(const kvsim_run *r, int64_t i, kvsim_step *out)
     if (!r->executed || i < 0 || i >= r->res.n_steps)
         return KVSIM_EINVAL;
     const sched_step *p = &r->res.steps[i].step;
-    *out = (kvsim_step){p->index, p->start_s, p->dur_s, step_kind(p->kind),
+    *out = (kvsim_step){p->index, p->start_s, p->dur_s, {0},
                         p->batch.n_prefill, p->batch.n_decode, p->batch.tokens,
                         p->batch.kv_read, p->batch.prefill_sq, p->kv_blocks_used,
                         p->n_waiting, p->n_running, p->n_preempted,
                         p->swap_out_blocks, p->swap_in_blocks};
+    snprintf(out->kind, sizeof out->kind, "%s", step_kind(p->kind));
+    return KVSIM_OK;
+}
+
+int kvsim_run_steps(const kvsim_run *r, int64_t first, int64_t n, kvsim_step *out)
+{
+    if (first < 0 || n < 0 || first + n > kvsim_run_step_count(r))
+        return KVSIM_EINVAL;
+    for (int64_t i = 0; i < n; i++)
+        kvsim_run_step(r, first + i, &out[i]);
+    return KVSIM_OK;
+}
+
+int kvsim_run_requests(const kvsim_run *r, int64_t first, int64_t n, kvsim_request *out)
+{
+    if (first < 0 || n < 0 || first + n > kvsim_run_request_count(r))
+        return KVSIM_EINVAL;
+    for (int64_t i = 0; i < n; i++)
+        kvsim_run_request(r, first + i, &out[i]);
     return KVSIM_OK;
 }
 

@@ -93,6 +93,9 @@ typedef struct kvsim_request {
  * KVSIM_EINVAL for i out of range.  Cost: O(1). */
 int64_t kvsim_run_request_count(const kvsim_run *r);
 int kvsim_run_request(const kvsim_run *r, int64_t i, kvsim_request *out);
+/* Requests [first, first + n) into out[n] at once.  KVSIM_EINVAL when the
+ * range is not within the run's requests.  Cost: O(n). */
+int kvsim_run_requests(const kvsim_run *r, int64_t first, int64_t n, kvsim_request *out);
 
 /* ------------------------------------------------------------ steps */
 
@@ -102,7 +105,7 @@ typedef struct kvsim_step {
     int64_t step_id;         /* 0-based step number */
     double start_s;          /* seconds since the trace's start */
     double dur_s;            /* compute + swap transfer seconds */
-    const char *kind;        /* "prefill", "decode" or "mixed" (static) */
+    char kind[8];            /* "prefill", "decode" or "mixed" */
     int64_t n_prefill;       /* prefill requests (chunks) */
     int64_t n_decode;        /* decode requests */
     int64_t tokens;          /* tokens processed */
@@ -120,6 +123,8 @@ typedef struct kvsim_step {
  * and step i of them.  KVSIM_EINVAL for i out of range.  Cost: O(1). */
 int64_t kvsim_run_step_count(const kvsim_run *r);
 int kvsim_run_step(const kvsim_run *r, int64_t i, kvsim_step *out);
+/* Steps [first, first + n) into out[n] at once, as kvsim_run_requests. */
+int kvsim_run_steps(const kvsim_run *r, int64_t first, int64_t n, kvsim_step *out);
 
 /* Store an executed run that was executed without a database (so runs can
  * simulate in parallel threads and be stored by one).  Sets its run id;
@@ -204,6 +209,20 @@ int kvsim_sweep_store_point(const kvsim_sweep *s, int64_t i, kvsim_run *r, kvsim
  * frees).  Errors as the CLI's. */
 int kvsim_capacity_search(const char *base_args, const char *search, const char *slo,
                           const char *policies, kvsim_db *db, char **json, char err[1024]);
+
+/* ------------------------------------------------------------ datasets */
+
+/* `kvsim trace import FORMAT IN -o OUT`: convert dataset `in` ("sharegpt",
+ * "burstgpt", "azure2024", "vllm-custom") into native CSV `out`, written
+ * atomically.  opts: "NAME=VALUE" lines of the import options
+ * (chars-per-token, turns, rate, seed, output-len; a bare "turns"), may be
+ * NULL.  counts[3] (may be NULL) gets records read, requests written and
+ * records skipped.  Errors as the CLI's ("FILE: record 3: ..."). */
+int kvsim_trace_import(const char *format, const char *in, const char *out, const char *opts,
+                       int64_t counts[3], char err[1024]);
+
+/* The import formats as "NAME\tDESCRIPTION\n" lines (static storage). */
+const char *kvsim_trace_formats(void);
 
 #ifdef __cplusplus
 }

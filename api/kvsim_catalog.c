@@ -1,7 +1,10 @@
 /* kvsim_catalog.c — the read-only tables of kvsim.h: the run flags (the job
  * layer's parameter table, so a flag added there appears here), the
- * built-in and shipped models and the built-in GPUs as JSON. */
+ * built-in and shipped models and the built-in GPUs as JSON, and the
+ * dataset importers of traces/. */
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,4 +119,57 @@ char *kvsim_gpus_json(void)
         return NULL;
     }
     return b.s;
+}
+
+/* ------------------------------------------------------------ datasets */
+
+int kvsim_trace_import(const char *format, const char *in, const char *out, const char *opts,
+                       int64_t counts[3], char err[1024])
+{
+    trace_import_opts o;
+    trace_import_info info;
+    kvs_err e;
+    trace_import_opts_init(&o);
+    char line[256];
+    for (const char *s = opts ? opts : ""; *s;) {
+        size_t n = strcspn(s, "\n");
+        if (n >= sizeof line)
+            return api_err_out(err, KVSIM_EINVAL, "import option too long");
+        memcpy(line, s, n);
+        line[n] = 0;
+        s += n + (s[n] == '\n');
+        if (!n)
+            continue;
+        char *eq = strchr(line, '=');
+        if (eq)
+            *eq = 0;
+        if (trace_import_opt_set(&o, line, eq ? eq + 1 : NULL, &e))
+            return api_err_out(err, KVSIM_EINVAL, e.msg);
+    }
+    int rc = trace_import(format, in, out, &o, &info, &e);
+    if (rc)
+        return api_err_out(err, rc, e.msg);
+    if (counts) {
+        counts[0] = info.records;
+        counts[1] = info.requests;
+        counts[2] = info.skipped;
+    }
+    return KVSIM_OK;
+}
+
+static char formats_text[1024];
+
+static void fill_formats(void)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < trace_importer_count() && len < sizeof formats_text; i++)
+        len += (size_t)snprintf(formats_text + len, sizeof formats_text - len, "%s\t%s\n",
+                                trace_importer_at(i)->name, trace_importer_at(i)->doc);
+}
+
+const char *kvsim_trace_formats(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fill_formats);
+    return formats_text;
 }

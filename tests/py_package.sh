@@ -10,7 +10,8 @@
 #     prints after "kvsim run: ", and the process carries on;
 #   - help(kvsim.run) lists every flag of `kvsim run --help`;
 #   - runs in 4 threads give the rows they give one after another, and the
-#     GIL is released while one simulates (the main thread keeps running).
+#     GIL is released while one simulates (the main thread keeps running);
+#   - kvsim.import_trace writes the file `kvsim trace import` writes.
 # Skipped (exit 0, with a note) only when python3 -m venv does not work.
 # Speed is bench/py_threads.py's business, not this test's.
 set -u
@@ -52,7 +53,7 @@ FLAGS=(--model llama-2-7b --gpu a100-40g --synthetic "$SPEC" --kv-blocks 500 --s
   > /dev/null 2>&1 && ok || bad "kvsim sweep failed"
 "$KVSIM" run --help > "$T/help.txt"
 
-"$PY" - "$T" "$SPEC" > "$T/py.txt" 2>&1 <<'PY'
+KVSIM_ROOT=$ROOT KVSIM_BIN=$KVSIM "$PY" - "$T" "$SPEC" > "$T/py.txt" 2>&1 <<'PY'
 import json, sqlite3, sys, threading, time
 import kvsim
 
@@ -180,6 +181,26 @@ while th.is_alive():
     time.sleep(0.001)
 th.join()
 check(ticks >= 20, f"the main thread ran {ticks} times during a long run (GIL held?)")
+# 6. dataset importers: the CLI's bytes, and its errors
+import os, subprocess
+D = os.path.join(os.environ["KVSIM_ROOT"], "tests/data/import")
+for fmt, src, kw in (("sharegpt", "sharegpt_sample.json", dict(turns=True)),
+                     ("burstgpt", "burstgpt_sample.csv", {}),
+                     ("azure2024", "azure2024_sample.csv", {}),
+                     ("vllm-custom", "vllm_custom_sample.jsonl", dict(rate=3, seed=2))):
+    info = kvsim.import_trace(fmt, f"{D}/{src}", f"{T}/py-{fmt}.csv", **kw)
+    args = [os.environ["KVSIM_BIN"], "trace", "import", fmt, f"{D}/{src}", "-o", f"{T}/cli-{fmt}.csv"]
+    args += ["--turns"] if kw.get("turns") else []
+    args += ["--rate", "3", "--seed", "2"] if "rate" in kw else []
+    subprocess.run(args, check=True, capture_output=True)
+    check(open(f"{T}/py-{fmt}.csv").read() == open(f"{T}/cli-{fmt}.csv").read(),
+          f"import_trace {fmt}: not the CLI's file")
+    check(info["requests"] == 3 + (fmt == "sharegpt"), f"import_trace {fmt}: {info}")
+try:
+    kvsim.import_trace("burstgpt", f"{D}/sharegpt_sample.json", f"{T}/x.csv")
+    check(False, "a ShareGPT file read as BurstGPT raised nothing")
+except kvsim.Error as e:
+    check("sharegpt_sample.json:1: not a BurstGPT header" in str(e), f"import error: {e}")
 print("models", len(kvsim.models()), "gpus", len(kvsim.gpus()))
 check("llama-2-7b" in kvsim.models().index and "h100-sxm" in kvsim.gpus().index,
       "models()/gpus() lack the built-ins")

@@ -34,7 +34,7 @@ from . import _lib
 from ._lib import lib as _clib  # noqa: F401  (loaded once)
 
 __all__ = ["Error", "Run", "Batch", "Database", "run", "compare", "sweep", "capacity",
-           "models", "gpus", "flags", "open", "__version__"]
+           "models", "gpus", "flags", "open", "import_trace", "trace_formats", "__version__"]
 
 __version__: str = _lib.version().decode()
 
@@ -543,6 +543,43 @@ def models() -> pd.DataFrame:
 def gpus() -> pd.DataFrame:
     """The built-in GPUs (as `kvsim gpus`): memory, bandwidths, peaks."""
     return pd.DataFrame(json.loads(_lib.take_string(_lib.gpus_json()))).set_index("name")
+
+
+# ------------------------------------------------------------------ datasets
+
+def trace_formats() -> Dict[str, str]:
+    """The dataset formats import_trace reads: {name: description}."""
+    text = _lib.trace_formats().decode()
+    return dict(line.split("\t", 1) for line in text.splitlines() if line)
+
+
+def import_trace(format: str, src: Union[str, os.PathLike], out: Union[str, os.PathLike], *,
+                 chars_per_token: Optional[float] = None, turns: bool = False,
+                 rate: Optional[float] = None, seed: Optional[int] = None,
+                 output_len: Optional[int] = None) -> Dict[str, int]:
+    """Convert a dataset into a native CSV trace, as `kvsim trace import`.
+
+    format: "sharegpt", "burstgpt", "azure2024" or "vllm-custom" (see
+    trace_formats()).  chars_per_token: text lengths as ceil(characters /
+    R) tokens (default 4; counts in the file win); turns: ShareGPT, one
+    request per turn (default: the first turn); rate, seed: Poisson arrivals
+    for datasets without times (default: all at time 0); output_len:
+    vllm-custom output tokens of a line without a count (default 256).
+    OUT is written atomically.  Returns {"records", "requests", "skipped"};
+    raises kvsim.Error naming the file and the record on malformed input."""
+    opts = []
+    for name, v in (("chars-per-token", chars_per_token), ("rate", rate), ("seed", seed),
+                    ("output-len", output_len)):
+        if v is not None:
+            opts.append(f"{name}={_num(v)}")
+    if turns:
+        opts.append("turns")
+    counts = (C.c_int64 * 3)()
+    err = C.create_string_buffer(_lib.ERRBUF)
+    if _lib.trace_import(format.encode(), os.fspath(src).encode(), os.fspath(out).encode(),
+                         "".join(o + "\n" for o in opts).encode(), C.byref(counts), err):
+        raise Error(err.value.decode("utf-8", "replace"))
+    return {"records": counts[0], "requests": counts[1], "skipped": counts[2]}
 
 
 # ------------------------------------------------------------------ database

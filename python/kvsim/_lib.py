@@ -139,3 +139,6 @@ sweep_point_run = _fn("kvsim_sweep_point_run", C.c_int, _sweep, _i64, C.POINTER(
 sweep_store_point = _fn("kvsim_sweep_store_point", C.c_int, _sweep, _i64, _run, _db)
 capacity_search = _fn("kvsim_capacity_search", C.c_int, _str, _str, _str, _str, _db,
                       C.POINTER(C.c_void_p), _err)
+trace_import = _fn("kvsim_trace_import", C.c_int, _str, _str, _str, _str,
+                   C.POINTER(C.c_int64 * 3), _err)
+trace_formats = _fn("kvsim_trace_formats", _str)
