@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/str.h"
 #include "../sim/run_fields.h"
 #include "api_internal.h"
 
@@ -201,4 +202,41 @@ int api_err_out(char *err, int rc, const char *msg)
     if (err)
         snprintf(err, 1024, "%s", msg);
     return rc;
+}
+
+char *kvsim_run_memory_json(kvsim_run *r)
+{
+    job_opts o = r->opts;
+    model_spec m;
+    gpu_spec g;
+    kv_capacity c;
+    r->err.msg[0] = 0;
+    if (job_model_setup(&o, &m, &g, &r->err) || run_config_resolve(&o.cfg, &m, &g, &r->err))
+        return NULL;
+    const sched_config *sc = &o.cfg.sched;
+    model_par par = {o.cfg.tp, o.cfg.ep > 0 ? o.cfg.ep : 1, 1};
+    int rc = model_kv_capacity_par(&m, &g, &par, o.cfg.gpu_mem_util, sc->block_size,
+                                   sc->max_batched_tokens, sc->max_seqs, &c, &r->err);
+    if (rc)
+        return NULL;
+    char name[600], gpu[80];
+    str_json_escape(name, sizeof name, m.name);
+    str_json_escape(gpu, sizeof gpu, g.name);
+    char *out = malloc(2048);
+    if (!out) {
+        kvs_errf(&r->err, KVS_ENOMEM, "out of memory");
+        return NULL;
+    }
+    snprintf(out, 2048,
+             "{\"model\": \"%s\", \"gpu\": \"%s\", \"tp\": %lld, \"block_size\": %lld, "
+             "\"max_batched_tokens\": %lld, \"max_seqs\": %lld, \"gpu_mem_bytes\": %lld, "
+             "\"usable_bytes\": %lld, \"weight_bytes\": %lld, \"activation_bytes\": %lld, "
+             "\"kv_bytes\": %lld, \"kv_bytes_per_token\": %lld, \"block_bytes\": %lld, "
+             "\"kv_blocks\": %lld, \"kv_tokens\": %lld, \"total_blocks\": %lld}",
+             name, gpu, (long long)o.cfg.tp, (long long)sc->block_size,
+             (long long)sc->max_batched_tokens, (long long)sc->max_seqs, (long long)g.mem_bytes,
+             (long long)c.usable_bytes, (long long)c.weight_bytes, (long long)c.activation_bytes,
+             (long long)c.kv_bytes, (long long)c.kv_bytes_per_token, (long long)c.block_bytes,
+             (long long)c.kv_blocks, (long long)c.kv_tokens, (long long)sc->total_blocks);
+    return out;
 }

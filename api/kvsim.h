@@ -131,6 +131,17 @@ int kvsim_run_steps(const kvsim_run *r, int64_t first, int64_t n, kvsim_step *ou
  * KVSIM_EINVAL when not executed or already stored.  Errors "--db: ...". */
 int kvsim_run_store(kvsim_run *r, kvsim_db *db);
 
+/* The KV memory picture of r's configuration on one GPU, before it runs:
+ * the model and GPU looked up, the engine profile's defaults applied and
+ * the configuration resolved as the run would be, then models/'s KV
+ * capacity (docs/semantics.md section 2).  One JSON object: tp,
+ * block_size, max_batched_tokens, max_seqs, gpu_mem_bytes, usable_bytes,
+ * weight_bytes, activation_bytes, kv_bytes, kv_bytes_per_token,
+ * block_bytes, kv_blocks (the capacity), kv_tokens and total_blocks (what
+ * the run uses: --kv-blocks when given); bytes per GPU.  malloc'd; NULL
+ * with r's error set on failure.  Cost: a lookup. */
+char *kvsim_run_memory_json(kvsim_run *r);
+
 /* ------------------------------------------------------------ run flags */
 
 /* One run flag of `kvsim run --help`, from the job layer's table. */

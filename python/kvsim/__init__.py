@@ -34,7 +34,7 @@ from . import _lib
 from ._lib import lib as _clib  # noqa: F401  (loaded once)
 
 __all__ = ["Error", "Run", "Batch", "Database", "run", "compare", "sweep", "capacity",
-           "models", "gpus", "flags", "open", "import_trace", "trace_formats", "__version__"]
+           "models", "gpus", "flags", "open", "memory", "import_trace", "trace_formats", "__version__"]
 
 __version__: str = _lib.version().decode()
 
@@ -313,6 +313,23 @@ def run(model: Optional[str] = None, gpu: Optional[str] = None,
     finally:
         if d is not None:
             d.close()
+
+
+def memory(model: Optional[str] = None, gpu: Optional[str] = None, *,
+           engine: Optional[str] = None, **flags: Any) -> Dict[str, Any]:
+    """The KV memory picture of a configuration on one GPU, as the run would
+    resolve it (the engine profile's defaults applied): usable_bytes
+    (memory x gpu_mem_util), weight_bytes, activation_bytes, kv_bytes,
+    kv_bytes_per_token, block_bytes, kv_blocks (the capacity), kv_tokens,
+    total_blocks (what a run uses: kv_blocks=N when given), with tp,
+    block_size, max_batched_tokens, max_seqs and gpu_mem_bytes; bytes per
+    GPU.  Takes the run flags of kvsim.run (the workload is not read)."""
+    pairs = _run_pairs(model, gpu, None, None, engine, flags)
+    h = _new_run(pairs)
+    text = _lib.take_string(_lib.run_memory_json(h.ptr))
+    if text is None:
+        raise Error(h.error())
+    return json.loads(text)
 
 
 # ------------------------------------------------------------------ many runs

@@ -142,3 +142,4 @@ capacity_search = _fn("kvsim_capacity_search", C.c_int, _str, _str, _str, _str, 
 trace_import = _fn("kvsim_trace_import", C.c_int, _str, _str, _str, _str,
                    C.POINTER(C.c_int64 * 3), _err)
 trace_formats = _fn("kvsim_trace_formats", _str)
+run_memory_json = _fn("kvsim_run_memory_json", C.c_void_p, _run)
