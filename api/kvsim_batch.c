@@ -246,6 +246,9 @@ static int search_setup(const char *base_args, const char *search, const char *s
     int rc = cap_slo_parse(slo, &c->js.slo, err);
     if (rc == 0)
         rc = opts_from_args(base_args, &c->js.base, err);
+    if (rc == 0 && tp && job_param_given(&c->js.base, "tp"))
+        rc = kvs_errf(err, KVS_EINVAL, "--search tp: the TP degree is what is searched; drop "
+                                       "--tp (tps 1, 2, 4, 8 are tried)");
     if (rc == 0)
         rc = job_search_param(&c->js.base, tp, &c->js.param, x0, err);
     if (rc == 0 && tp)
