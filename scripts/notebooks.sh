@@ -86,6 +86,12 @@ lib=$(dirname "$kvsim")/libkvsim.so
 if [ -f "$lib" ]; then
   export KVSIM_LIBRARY=$lib
   export PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
+  # a sanitizer build's library needs its runtimes loaded first in the kernel
+  san=$(ldd "$lib" 2> /dev/null | awk '/libasan|libubsan/ { print $3 }' | tr '\n' ' ')
+  if [ -n "$san" ]; then
+    export LD_PRELOAD="$san${LD_PRELOAD:+ $LD_PRELOAD}"
+    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+  fi
 elif ! python3 -c 'import kvsim' > /dev/null 2>&1; then
   echo "notebooks.sh: no $lib (configure with -DKVSIM_SHARED=ON) and no kvsim package installed" >&2
   exit 2

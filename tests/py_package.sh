@@ -86,6 +86,8 @@ def same_rows(r, db, run_id, what):
     cols, rows = cli_requests(db, run_id)
     df = r.requests
     check(len(df) == len(rows) and len(rows) > 0, f"{what}: {len(df)} rows, CLI {len(rows)}")
+    check(list(df.columns) == [c for c in cols if c != "run_id"],
+          f"{what}: columns {list(df.columns)}, the requests table's {cols}")
     for j, c in enumerate(cols):
         if c == "run_id":
             continue

@@ -211,7 +211,8 @@ class Run:
             buf = (_lib.Request * max(n, 1))()
             self._h.check(_lib.run_requests(self._h.ptr, 0, n, buf))
             df = _frame(buf, n, _lib.Request)
-            df.insert(6, "status", ["finished" if x else "rejected" for x in df.pop("finished")])
+            status = ["finished" if x else "rejected" for x in df.pop("finished")]
+            df.insert(5, "status", status)  # where the requests table has it
             self._requests = df
         return self._requests
 
