@@ -214,7 +214,8 @@ char *kvsim_run_memory_json(kvsim_run *r)
     if (job_model_setup(&o, &m, &g, &r->err) || run_config_resolve(&o.cfg, &m, &g, &r->err))
         return NULL;
     const sched_config *sc = &o.cfg.sched;
-    model_par par = {o.cfg.tp, o.cfg.ep > 0 ? o.cfg.ep : 1, 1};
+    /* the layout run_config_resolve sizes the cache with */
+    model_par par = {o.cfg.tp, o.cfg.ep > 0 ? o.cfg.ep : 1, o.cfg.cp > 0 ? o.cfg.cp : 1};
     int rc = model_kv_capacity_par(&m, &g, &par, o.cfg.gpu_mem_util, sc->block_size,
                                    sc->max_batched_tokens, sc->max_seqs, &c, &r->err);
     if (rc)
@@ -228,12 +229,14 @@ char *kvsim_run_memory_json(kvsim_run *r)
         return NULL;
     }
     snprintf(out, 2048,
-             "{\"model\": \"%s\", \"gpu\": \"%s\", \"tp\": %lld, \"block_size\": %lld, "
+             "{\"model\": \"%s\", \"gpu\": \"%s\", \"tp\": %lld, \"ep\": %lld, \"cp\": %lld, "
+             "\"block_size\": %lld, "
              "\"max_batched_tokens\": %lld, \"max_seqs\": %lld, \"gpu_mem_bytes\": %lld, "
              "\"usable_bytes\": %lld, \"weight_bytes\": %lld, \"activation_bytes\": %lld, "
              "\"kv_bytes\": %lld, \"kv_bytes_per_token\": %lld, \"block_bytes\": %lld, "
              "\"kv_blocks\": %lld, \"kv_tokens\": %lld, \"total_blocks\": %lld}",
-             name, gpu, (long long)o.cfg.tp, (long long)sc->block_size,
+             name, gpu, (long long)o.cfg.tp, (long long)par.ep, (long long)par.cp,
+             (long long)sc->block_size,
              (long long)sc->max_batched_tokens, (long long)sc->max_seqs, (long long)g.mem_bytes,
              (long long)c.usable_bytes, (long long)c.weight_bytes, (long long)c.activation_bytes,
              (long long)c.kv_bytes, (long long)c.kv_bytes_per_token, (long long)c.block_bytes,

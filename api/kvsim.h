@@ -134,7 +134,7 @@ int kvsim_run_store(kvsim_run *r, kvsim_db *db);
 /* The KV memory picture of r's configuration on one GPU, before it runs:
  * the model and GPU looked up, the engine profile's defaults applied and
  * the configuration resolved as the run would be, then models/'s KV
- * capacity (docs/semantics.md section 2).  One JSON object: tp,
+ * capacity (docs/semantics.md section 2).  One JSON object: tp, ep, cp,
  * block_size, max_batched_tokens, max_seqs, gpu_mem_bytes, usable_bytes,
  * weight_bytes, activation_bytes, kv_bytes, kv_bytes_per_token,
  * block_bytes, kv_blocks (the capacity), kv_tokens and total_blocks (what
