@@ -154,6 +154,8 @@ int kvsim_run_request(const kvsim_run *r, int64_t i, kvsim_request *out)
     out->preemptions = s->preemptions;
     out->swaps = s->swaps;
     out->swapped_s = s->swapped_s;
+    out->replica = r->res.replica ? r->res.replica[i] : 0;
+    out->pad_ = 0;
     return KVSIM_OK;
 }
 
@@ -174,7 +176,7 @@ int kvsim_run_step(const kvsim_run *r, int64_t i, kvsim_step *out)
                         p->batch.n_prefill, p->batch.n_decode, p->batch.tokens,
                         p->batch.kv_read, p->batch.prefill_sq, p->kv_blocks_used,
                         p->n_waiting, p->n_running, p->n_preempted,
-                        p->swap_out_blocks, p->swap_in_blocks};
+                        p->swap_out_blocks, p->swap_in_blocks, r->res.steps[i].replica};
     snprintf(out->kind, sizeof out->kind, "%s", step_kind(p->kind));
     return KVSIM_OK;
 }

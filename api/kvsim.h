@@ -87,6 +87,8 @@ typedef struct kvsim_request {
     int32_t preemptions;     /* recompute + swap */
     int32_t swaps;           /* swap-outs among them */
     double swapped_s;        /* seconds swapped out to the host */
+    int32_t replica;         /* the engine of a cluster that served it (0: one engine) */
+    int32_t pad_;            /* 0 */
 } kvsim_request;
 
 /* Requests of the executed run (0 before execute), and request i of them.
@@ -117,6 +119,7 @@ typedef struct kvsim_step {
     int64_t n_preempted;     /* preempted while forming the step */
     int64_t swap_out_blocks; /* blocks moved to the host */
     int64_t swap_in_blocks;  /* blocks moved back */
+    int64_t replica;         /* the engine of a cluster that ran it (0: one engine) */
 } kvsim_step;
 
 /* Steps of the executed run (0 before execute or without record-steps),

@@ -46,6 +46,8 @@ FLAGS=(--model llama-2-7b --gpu a100-40g --synthetic "$SPEC" --kv-blocks 500 --s
        --max-model-len 1000 --max-seqs 32)
 "$KVSIM" run "${FLAGS[@]}" --db "$T/cli.db" --json > "$T/cli.json" 2> "$T/cli.err" && ok ||
   bad "kvsim run failed: $(cat "$T/cli.err")"
+"$KVSIM" run "${FLAGS[@]}" --replicas 2 --db "$T/cli2.db" --quiet > /dev/null 2> "$T/cli2.err" && ok ||
+  bad "kvsim run --replicas 2 failed: $(cat "$T/cli2.err")"
 "$KVSIM" run --model nope-model --db "$T/bad.db" 2> "$T/bad.err"
 [ $? -eq 2 ] && ok || bad "kvsim run with an unknown model did not exit 2"
 "$KVSIM" compare "${FLAGS[@]}" --db "$T/cmp.db" --quiet > /dev/null 2>&1 && ok || bad "kvsim compare failed"
@@ -109,6 +111,10 @@ for k, v in cli.items():
     if k not in ("run_id", "wall_s"):
         check(k in r.summary and same(r.summary[k], v), f"summary {k}: {r.summary.get(k)} != CLI {v}")
 check(r.run_id == 0, "an unstored run has run id 0")
+# a cluster of two engines: each request's replica too
+r2 = kvsim.run(**FLAGS, replicas=2)
+df2 = same_rows(r2, f"{T}/cli2.db", 1, "cluster run")
+check(sorted(df2["replica"].unique()) == [0, 1], "the cluster run did not use both replicas")
 
 # 2. compare and sweep: the runs the CLI stores
 c = kvsim.compare(**FLAGS, jobs=2)

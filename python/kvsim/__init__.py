@@ -234,7 +234,7 @@ class Run:
 def _frame(buf, n: int, struct) -> pd.DataFrame:
     import numpy as np
 
-    names = [f[0] for f in struct._fields_]
+    names = [f[0] for f in struct._fields_ if not f[0].endswith("_")]  # no padding
     if n == 0:
         return pd.DataFrame({k: [] for k in names})
     arr = np.ctypeslib.as_array(buf)[:n]

@@ -38,6 +38,8 @@ class Request(C.Structure):
         ("preemptions", C.c_int32),
         ("swaps", C.c_int32),
         ("swapped_s", C.c_double),
+        ("replica", C.c_int32),
+        ("pad_", C.c_int32),
     ]
 
 
@@ -60,6 +62,7 @@ class Step(C.Structure):
         ("n_preempted", C.c_int64),
         ("swap_out_blocks", C.c_int64),
         ("swap_in_blocks", C.c_int64),
+        ("replica", C.c_int64),
     ]
 
 
