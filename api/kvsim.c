@@ -216,11 +216,8 @@ char *kvsim_run_memory_json(kvsim_run *r)
     if (job_model_setup(&o, &m, &g, &r->err) || run_config_resolve(&o.cfg, &m, &g, &r->err))
         return NULL;
     const sched_config *sc = &o.cfg.sched;
-    /* the layout run_config_resolve sizes the cache with */
-    model_par par = {o.cfg.tp, o.cfg.ep > 0 ? o.cfg.ep : 1, o.cfg.cp > 0 ? o.cfg.cp : 1};
-    int rc = model_kv_capacity_par(&m, &g, &par, o.cfg.gpu_mem_util, sc->block_size,
-                                   sc->max_batched_tokens, sc->max_seqs, &c, &r->err);
-    if (rc)
+    /* what run_config_resolve sized the cache with */
+    if (run_config_kv_capacity(&o.cfg, &m, &g, &c, &r->err))
         return NULL;
     char name[600], gpu[80];
     str_json_escape(name, sizeof name, m.name);
@@ -237,7 +234,7 @@ char *kvsim_run_memory_json(kvsim_run *r)
              "\"usable_bytes\": %lld, \"weight_bytes\": %lld, \"activation_bytes\": %lld, "
              "\"kv_bytes\": %lld, \"kv_bytes_per_token\": %lld, \"block_bytes\": %lld, "
              "\"kv_blocks\": %lld, \"kv_tokens\": %lld, \"total_blocks\": %lld}",
-             name, gpu, (long long)o.cfg.tp, (long long)par.ep, (long long)par.cp,
+             name, gpu, (long long)o.cfg.tp, (long long)o.cfg.ep, (long long)o.cfg.cp,
              (long long)sc->block_size,
              (long long)sc->max_batched_tokens, (long long)sc->max_seqs, (long long)g.mem_bytes,
              (long long)c.usable_bytes, (long long)c.weight_bytes, (long long)c.activation_bytes,

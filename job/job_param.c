@@ -2,7 +2,9 @@
  * the getopt table and the --help text generated from it. */
 #include "job.h"
 
+#include <assert.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -400,37 +402,47 @@ int job_opts_parse_argv(job_opts *o, int argc, char **argv, const char *cmd, kvs
 
 /* ------------------------------------------------------------ tables */
 
-const struct option *job_param_options(void)
-{
-    static struct option opts[N_PARAMS + 1];
-    if (!opts[0].name)
-        for (size_t i = 0; i < N_PARAMS; i++)
-            opts[i] = (struct option){params[i].name,
-                                      params[i].kind == JOB_PARAM_SWITCH ||
-                                              params[i].kind == JOB_PARAM_OFF ? no_argument
-                                                                         : required_argument,
-                                      0, params[i].id};
-    return opts;
-}
+/* Both tables are filled once (pthread_once), so threads may ask for them
+ * at the same time (the Python package runs jobs in threads). */
+static struct option opts_table[N_PARAMS + 1];
+static char help_text[12288];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-const char *job_param_help(void)
+static void tables_fill(void)
 {
-    static char text[12288];
-    if (text[0])
-        return text;
+    for (size_t i = 0; i < N_PARAMS; i++)
+        opts_table[i] = (struct option){params[i].name,
+                                        params[i].kind == JOB_PARAM_SWITCH ||
+                                                params[i].kind == JOB_PARAM_OFF
+                                            ? no_argument
+                                            : required_argument,
+                                        0, params[i].id};
     size_t len = 0;
     const char *section = NULL;
-    for (size_t i = 0; i < N_PARAMS; i++) {
+    for (size_t i = 0; i < N_PARAMS && len < sizeof help_text; i++) {
         const job_param *p = &params[i];
         if (!section || strcmp(section, p->section))
-            len += (size_t)snprintf(text + len, sizeof text - len, "%s:\n", p->section);
+            len += (size_t)snprintf(help_text + len, sizeof help_text - len, "%s:\n",
+                                    p->section);
         section = p->section;
         char left[64];
         snprintf(left, sizeof left, "  --%s%s%s", p->name, p->metavar ? " " : "",
                  p->metavar ? p->metavar : "");
-        len += (size_t)snprintf(text + len, sizeof text - len, "%-24s  %s\n", left, p->help);
-        if (len >= sizeof text)
-            break; /* cannot happen: the table is fixed */
+        if (len < sizeof help_text)
+            len += (size_t)snprintf(help_text + len, sizeof help_text - len, "%-24s  %s\n",
+                                    left, p->help);
     }
-    return text;
+    assert(len < sizeof help_text); /* the table is fixed: grow help_text with it */
+}
+
+const struct option *job_param_options(void)
+{
+    pthread_once(&tables_once, tables_fill);
+    return opts_table;
+}
+
+const char *job_param_help(void)
+{
+    pthread_once(&tables_once, tables_fill);
+    return help_text;
 }

@@ -57,6 +57,16 @@ int run_config_apply_dtypes(const run_config *cfg, model_spec *m, kvs_err *err)
     return rc ? rc : apply_dtype("--kv-cache-dtype", cfg->kv_cache_dtype, m, 1, err);
 }
 
+int run_config_kv_capacity(const run_config *cfg, const model_spec *m, const gpu_spec *g,
+                           kv_capacity *out, kvs_err *err)
+{
+    const sched_config *sc = &cfg->sched;
+    model_par par = {cfg->tp, cfg->ep > 0 ? cfg->ep : 1, cfg->cp > 0 ? cfg->cp : 1};
+    return model_kv_capacity_rule(m, g, &par, (model_kv_rule)cfg->kv_rule, cfg->gpu_mem_util,
+                                  sc->block_size, sc->max_batched_tokens, sc->max_seqs, out,
+                                  err);
+}
+
 int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
                        kvs_err *err)
 {
@@ -76,10 +86,7 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
         sc->total_blocks = cfg->kv_blocks_flag;
     } else {
         kv_capacity cap;
-        model_par par = {cfg->tp, cfg->ep > 0 ? cfg->ep : 1, cfg->cp > 0 ? cfg->cp : 1};
-        int rc = model_kv_capacity_rule(m, g, &par, (model_kv_rule)cfg->kv_rule,
-                                        cfg->gpu_mem_util, sc->block_size,
-                                        sc->max_batched_tokens, sc->max_seqs, &cap, err);
+        int rc = run_config_kv_capacity(cfg, m, g, &cap, err);
         if (rc)
             return rc;
         if (cap.kv_blocks < 1)

@@ -146,6 +146,13 @@ int run_config_apply_dtypes(const run_config *cfg, model_spec *m, kvs_err *err);
 int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
                        kvs_err *err);
 
+/* The KV capacity cfg's engine rule (cfg->kv_rule) gives model m on GPU g
+ * under cfg's tp/ep/cp, block size, token budget and max-seqs: what
+ * run_config_resolve sizes total_blocks with when --kv-blocks is not
+ * given.  Cost: O(1). */
+int run_config_kv_capacity(const run_config *cfg, const model_spec *m, const gpu_spec *g,
+                           kv_capacity *out, kvs_err *err);
+
 /* The scheduler's configuration for cfg: cfg->sched, with a block that
  * spans cfg->cp * block_size tokens of context (each of the cp groups
  * holds block_size of them, so a block of total_blocks is one block on
