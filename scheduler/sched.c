@@ -128,6 +128,7 @@ int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
     s->n = n;
     s->cost = cost;
     s->eng = cfg->engine == SCHED_ENGINE_VLLM_V1 ? &sched_engine_v1 : &sched_engine_v0;
+    s->horizon = -INFINITY;
     if ((rc = s->eng->init(s, err))) {
         sched_free(s);
         return rc;
@@ -255,8 +256,12 @@ void sched_emit(sched *s, double now)
 
 int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end)
 {
-    return s->eng->plan(s, now, more_arrivals, t_end);
+    int rc = s->eng->plan(s, now, more_arrivals, t_end);
+    s->horizon = -INFINITY; /* good for one plan only */
+    return rc;
 }
+
+void sched_set_horizon(sched *s, double t) { s->horizon = t; }
 
 static int v0_plan(sched *s, double now, int more_arrivals, double *t_end)
 {

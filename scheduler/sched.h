@@ -177,6 +177,18 @@ typedef enum sched_plan {
  * Cost: O(batch + preemptions * running + log waiting). */
 int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end);
 
+/* Promise that no request arrives (nor any other event outside the engine
+ * happens) before time t, for the next sched_plan_step only.  With it an
+ * engine may leap: plan, run and emit to the sink several steps at once
+ * whose decisions are forced (under V1: every running request decodes, none
+ * finishes, nothing can be admitted and no block demand exceeds the free
+ * blocks), each step starting before t, and return the end of the last
+ * one, which sched_finish_step then ends.  The sink sees every step as the
+ * step-by-step engine emits it and the results are identical; without the
+ * call (or with t = -INFINITY) every plan is one step.  Leaps are off while
+ * the sink wants decode members (--record-steps).  Cost: O(1). */
+void sched_set_horizon(sched *s, double t);
+
 /* Why the last plan returned SCHED_PLAN_STUCK (e.g. every running request
  * needs a block with --preemption off). */
 const char *sched_error(const sched *s);

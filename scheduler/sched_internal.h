@@ -191,6 +191,8 @@ struct sched {
     sched_step_fn sink;
     void *sink_ctx;
     int want_members;             /* fill members[] for decode steps */
+    double horizon;               /* s: no external event before this time, for
+                                     the next plan only (-INFINITY: unknown) */
     char errmsg[256];             /* set when a plan fails */
 };
 
