@@ -221,6 +221,7 @@ typedef struct sched_counters {
     int64_t prefix_saved_tokens; /* prompt tokens not computed thanks to hits */
     int64_t prefix_evictions;    /* cached blocks evicted for fresh ones */
     int64_t prefill_chunks;      /* prefill chunks run (chunked prefill) */
+    int64_t leap_steps;          /* steps planned inside leaps (sched_set_horizon) */
 } sched_counters;
 void sched_get_counters(const sched *s, sched_counters *out);
 

@@ -654,6 +654,7 @@ static double v1_leap(sched *s, double t)
         t += emit_decode(s, n, kv + n * (step - 1), t);
     }
     const int64_t L = step - 2 + admitted; /* steps after step 1 */
+    s->ctr.leap_steps += L;
     for (int64_t k = 0; k < n && L > 0; k++) {
         v1_sched_ent *e = &v->S_[k];
         e->c += L;
