@@ -17,8 +17,9 @@
  * behind the same entry points below.
  *
  * Per-request state lives in flat arrays indexed by request id; the waiting
- * queue is a binary heap in policy order (admission only ever takes its
- * head), so one step costs O(batch + log(waiting)) and allocates nothing.
+ * queue is a sorted ring under fcfs (O(1)) and a binary heap in policy order
+ * otherwise (admission only ever takes its head), so one step costs
+ * O(batch + log(waiting)) and allocates nothing.
  * Prefix caching adds O(blocks) hashing per admission and per request
  * leaving, and lpm O(log waiting) per request whose key the cache changes.
  */

@@ -10,7 +10,9 @@
  * from v1_pool.c.  Per-request state is flat arrays indexed by id; R's block
  * tables live in min(max_seqs, n) fixed slots; nothing is allocated per
  * step.  A step costs O(|S| + blocks taken or hit + preemptions * |R|);
- * a priority arrival or preemption O(|W|) for its sorted place. */
+ * a priority arrival or preemption O(|W|) for its sorted place.  Given a
+ * horizon (sched_set_horizon), runs of forced decode steps are planned in
+ * one call at O(1 + blocks taken) per step (v1_leap). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
