@@ -185,9 +185,18 @@ void v1_pool_hold(v1_pool *p, int32_t b)
 
 int32_t v1_pool_take(v1_pool *p)
 {
-    int32_t b = p->qhead;
-    q_unlink(p, b);
+    int32_t b = p->qhead; /* q_unlink of the head, spelled out: the hot case */
+    int32_t nx = p->qnext[b];
+    p->qhead = nx;
+    if (nx)
+        p->qprev[nx] = 0;
+    else
+        p->qtail = 0;
+    p->qnext[b] = 0;
+    p->inq[b] = 0;
+    p->F--;
     if (p->has_id && p->has_id[b]) {
+        p->cached--;
         unregister(p, b);
         p->evictions++;
     }
