@@ -285,6 +285,13 @@ static void v0_finish(sched *s, double t)
 
 const sched_req_result *sched_results(const sched *s) { return s->res; }
 
+sched_req_result *sched_take_results(sched *s)
+{
+    sched_req_result *r = s->res;
+    s->res = NULL;
+    return r;
+}
+
 const char *sched_error(const sched *s) { return s->errmsg; }
 
 void sched_get_counters(const sched *s, sched_counters *out) { s->eng->counters(s, out); }

@@ -205,6 +205,11 @@ void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx, int want_members
 /* Results, indexed by request id; valid until sched_free. */
 const sched_req_result *sched_results(const sched *s);
 
+/* The results array itself, handed over (free() it); sched_results returns
+ * NULL afterwards.  Call once the run is over: it saves a copy of n
+ * results.  Cost: O(1). */
+sched_req_result *sched_take_results(sched *s);
+
 /* Live counters for invariant checks and metrics. */
 typedef struct sched_counters {
     int64_t free_blocks;     /* F */
