@@ -75,7 +75,27 @@ typedef struct roofline {
     int nonlinear[MODEL_OP_COUNT]; /* 1: evaluated per step (repeats > 0 and
                                       model_op_is_nonlinear) */
     int any_nonlinear;             /* some op is */
+    /* the linear ops' nonzero terms, in order (roofline_terms): a zero
+     * coefficient adds +0.0, which changes no sum, so skipping it is exact */
+    int lin_ops[MODEL_OP_COUNT];   /* linear ops with a nonzero coefficient */
+    int n_lin_ops;
+    int8_t feat[MODEL_OP_COUNT][RF_NFEAT]; /* op's features with cs or ms != 0 */
+    int n_feat[MODEL_OP_COUNT];
 } roofline;
+
+/* Index the nonzero terms of the linear ops (after roofline_precompute). */
+static void roofline_terms(roofline *r)
+{
+    r->n_lin_ops = 0;
+    for (int i = 0; i < MODEL_OP_COUNT; i++) {
+        r->n_feat[i] = 0;
+        for (int f = 0; f < RF_NFEAT; f++)
+            if (r->cs[i][f] != 0.0 || r->ms[i][f] != 0.0)
+                r->feat[i][r->n_feat[i]++] = (int8_t)f;
+        if (!r->nonlinear[i] && r->n_feat[i] > 0)
+            r->lin_ops[r->n_lin_ops++] = i;
+    }
+}
 
 static double op_eff_flops(const roofline *r, model_op op)
 {
@@ -177,11 +197,11 @@ static double roofline_step_s(void *self, const cost_batch *b)
                                 (double)b->n_prefill, (double)b->n_decode};
     double s = r->k.step_overhead_s +
                r->k.step_overhead_seq_s * (double)(b->n_prefill + b->n_decode);
-    for (int i = 0; i < MODEL_OP_COUNT; i++) {
+    for (int k = 0; k < r->n_lin_ops; k++) { /* nonlinear ops: below */
+        const int i = r->lin_ops[k];
         double c = 0.0, m = 0.0;
-        if (r->nonlinear[i])
-            continue; /* below */
-        for (int f = 0; f < RF_NFEAT; f++) {
+        for (int j = 0; j < r->n_feat[i]; j++) {
+            const int f = r->feat[i][j];
             c += r->cs[i][f] * x[f];
             m += r->ms[i][f] * x[f];
         }
@@ -292,6 +312,7 @@ int cost_roofline_create_par(const model_spec *m, const gpu_spec *g, const model
     r->cached_kv_s = (double)r->repeats[MODEL_OP_ATTN_PREFILL] * kv_layer_bytes /
                      (g->hbm_Bps * k->eff_hbm);
     roofline_precompute(r);
+    roofline_terms(r);
     out->vt = &roofline_vt;
     out->self = r;
     return KVS_OK;

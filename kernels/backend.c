@@ -1,7 +1,13 @@
 /* backend.c — the backend registry (open by name) and the checked buffer
- * API over a backend's raw memory slots. */
+ * API over a backend's raw memory slots.  The CUDA backend is a module
+ * (libkvsim_cuda.so, linked against libcudart and libcublas) loaded the
+ * first time "cuda" is opened, so the processes that never ask for it, a
+ * `kvsim run` among them, map neither library. */
 #include "kernels_internal.h"
 
+#ifdef KVSIM_HAVE_CUDA
+#include <dlfcn.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -10,11 +16,36 @@
 
 static const kernels_backend_vt *const registry[] = {
     &kernels_cpu_vt,
-#ifdef KVSIM_HAVE_CUDA
-    &kernels_cuda_vt,
-#endif
 };
 #define N_REGISTRY (sizeof registry / sizeof registry[0])
+
+#ifdef KVSIM_HAVE_CUDA
+/* The CUDA backend's table from its module: $KVSIM_CUDA_MODULE, else the
+ * module this build made, else libkvsim_cuda.so on the loader's path.
+ * Loaded once and kept for the process.  KVS_EDEVICE naming why not. */
+static int cuda_vt_load(const kernels_backend_vt **out, kvs_err *err)
+{
+    static const kernels_backend_vt *vt;
+    if (!vt) {
+        const char *paths[] = {getenv("KVSIM_CUDA_MODULE"), KVSIM_CUDA_MODULE,
+                               "libkvsim_cuda.so"};
+        void *h = NULL;
+        const char *why = "not found";
+        for (size_t i = 0; i < sizeof paths / sizeof paths[0] && !h; i++)
+            if (paths[i] && paths[i][0] && !(h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL)))
+                why = dlerror();
+        if (!h)
+            return kvs_errf(err, KVS_EDEVICE, "cannot load the CUDA backend module "
+                            "libkvsim_cuda.so: %s", why ? why : "not found");
+        vt = dlsym(h, "kernels_cuda_vt");
+        if (!vt)
+            return kvs_errf(err, KVS_EDEVICE, "the CUDA backend module has no "
+                            "kernels_cuda_vt (a mismatched build?)");
+    }
+    *out = vt;
+    return KVS_OK;
+}
+#endif
 
 const char *kernels_backend_names(void)
 {
@@ -34,6 +65,13 @@ int kernels_backend_open(const char *name, kernels_backend **out, kvs_err *err)
     for (size_t i = 0; i < N_REGISTRY; i++)
         if (!strcmp(registry[i]->name, name))
             vt = registry[i];
+#ifdef KVSIM_HAVE_CUDA
+    if (!vt && !strcmp(name, "cuda")) {
+        int rc = cuda_vt_load(&vt, err);
+        if (rc != KVS_OK)
+            return rc;
+    }
+#endif
     if (!vt) {
 #ifndef KVSIM_HAVE_CUDA
         if (!strcmp(name, "cuda"))

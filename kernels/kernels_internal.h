@@ -44,10 +44,8 @@ static inline const int32_t *kernels_batch_dev(const struct kernels_batch *b, in
     return (const int32_t *)b->dev->ptr + off;
 }
 
-/* Backend vtables compiled in. */
+/* The backend vtable compiled in.  The CUDA one, kernels_cuda_vt, lives in
+ * the module libkvsim_cuda.so that backend.c loads on first use. */
 extern const kernels_backend_vt kernels_cpu_vt;
-#ifdef KVSIM_HAVE_CUDA
-extern const kernels_backend_vt kernels_cuda_vt;
-#endif
 
 #endif

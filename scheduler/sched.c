@@ -132,6 +132,7 @@ int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
     s->eng = cfg->engine == SCHED_ENGINE_VLLM_V1   ? &sched_engine_v1
              : cfg->engine == SCHED_ENGINE_TRTLLM ? &sched_engine_trtllm
                                                   : &sched_engine_v0;
+    s->horizon = -INFINITY;
     if ((rc = s->eng->init(s, err))) {
         sched_free(s);
         return rc;
@@ -259,8 +260,12 @@ void sched_emit(sched *s, double now)
 
 int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end)
 {
-    return s->eng->plan(s, now, more_arrivals, t_end);
+    int rc = s->eng->plan(s, now, more_arrivals, t_end);
+    s->horizon = -INFINITY; /* good for one plan only */
+    return rc;
 }
+
+void sched_set_horizon(sched *s, double t) { s->horizon = t; }
 
 static int v0_plan(sched *s, double now, int more_arrivals, double *t_end)
 {
@@ -283,6 +288,13 @@ static void v0_finish(sched *s, double t)
 }
 
 const sched_req_result *sched_results(const sched *s) { return s->res; }
+
+sched_req_result *sched_take_results(sched *s)
+{
+    sched_req_result *r = s->res;
+    s->res = NULL;
+    return r;
+}
 
 const char *sched_error(const sched *s) { return s->errmsg; }
 

@@ -17,8 +17,9 @@
  * behind the same entry points below.
  *
  * Per-request state lives in flat arrays indexed by request id; the waiting
- * queue is a binary heap in policy order (admission only ever takes its
- * head), so one step costs O(batch + log(waiting)) and allocates nothing.
+ * queue is a sorted ring under fcfs (O(1)) and a binary heap in policy order
+ * otherwise (admission only ever takes its head), so one step costs
+ * O(batch + log(waiting)) and allocates nothing.
  * Prefix caching adds O(blocks) hashing per admission and per request
  * leaving, and lpm O(log waiting) per request whose key the cache changes.
  */
@@ -178,6 +179,18 @@ typedef enum sched_plan {
  * Cost: O(batch + preemptions * running + log waiting). */
 int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end);
 
+/* Promise that no request arrives (nor any other event outside the engine
+ * happens) before time t, for the next sched_plan_step only.  With it an
+ * engine may leap: plan, run and emit to the sink several steps at once
+ * whose decisions are forced (under V1: every running request decodes, none
+ * finishes, nothing can be admitted and no block demand exceeds the free
+ * blocks), each step starting before t, and return the end of the last
+ * one, which sched_finish_step then ends.  The sink sees every step as the
+ * step-by-step engine emits it and the results are identical; without the
+ * call (or with t = -INFINITY) every plan is one step.  Leaps are off while
+ * the sink wants decode members (--record-steps).  Cost: O(1). */
+void sched_set_horizon(sched *s, double t);
+
 /* Why the last plan returned SCHED_PLAN_STUCK (e.g. every running request
  * needs a block with --preemption off). */
 const char *sched_error(const sched *s);
@@ -192,6 +205,11 @@ void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx, int want_members
 
 /* Results, indexed by request id; valid until sched_free. */
 const sched_req_result *sched_results(const sched *s);
+
+/* The results array itself, handed over (free() it); sched_results returns
+ * NULL afterwards.  Call once the run is over: it saves a copy of n
+ * results.  Cost: O(1). */
+sched_req_result *sched_take_results(sched *s);
 
 /* Live counters for invariant checks and metrics. */
 typedef struct sched_counters {
@@ -210,6 +228,7 @@ typedef struct sched_counters {
     int64_t prefix_saved_tokens; /* prompt tokens not computed thanks to hits */
     int64_t prefix_evictions;    /* cached blocks evicted for fresh ones */
     int64_t prefill_chunks;      /* prefill chunks run (chunked prefill) */
+    int64_t leap_steps;          /* steps planned inside leaps (sched_set_horizon) */
 } sched_counters;
 void sched_get_counters(const sched *s, sched_counters *out);
 

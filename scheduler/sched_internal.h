@@ -38,20 +38,30 @@ const sched_alloc_vt *sched_alloc_vt_get(sched_alloc a);
  * key changes with the cache. */
 typedef struct sched_lpm sched_lpm;
 typedef struct sched_waitq {
-    int32_t *ids;      /* [cap] heap array */
+    int32_t *ids;      /* [cap] heap array, or the ring (ring) */
     int64_t n;         /* entries */
     int64_t cap;       /* capacity (number of requests) */
+    int ring;          /* 1 (fcfs): ids is a sorted ring, the head at ids[head] */
+    int64_t head;      /* ring: index of the first entry */
     const trace_req *reqs;
     const sched_policy_vt *pol;
     sched_lpm *lpm;    /* set: the lpm order (lpm.c) keeps this heap */
 } sched_waitq;
 
+/* Under fcfs the queue is a ring kept sorted: arrivals come in key order and
+ * go to the back, preempted requests (each before every waiting one, the
+ * latest victim first) to the front, both O(1); any other key is placed by
+ * shifting (O(n), which the engine's rules never need).  Other policies
+ * use a binary heap, O(log n). */
 int sched_waitq_init(sched_waitq *q, int64_t cap, const trace_req *reqs,
                      const sched_policy_vt *pol);
 void sched_waitq_free(sched_waitq *q);
-void sched_waitq_push(sched_waitq *q, int32_t id);     /* O(log n) */
-int32_t sched_waitq_pop(sched_waitq *q);               /* O(log n); n > 0 */
-static inline int32_t sched_waitq_peek(const sched_waitq *q) { return q->ids[0]; }
+void sched_waitq_push(sched_waitq *q, int32_t id);     /* O(1) fcfs, O(log n) */
+int32_t sched_waitq_pop(sched_waitq *q);               /* O(1) fcfs, O(log n); n > 0 */
+static inline int32_t sched_waitq_peek(const sched_waitq *q)
+{
+    return q->ids[q->ring ? q->head : 0];
+}
 
 /* ------------------------------------------------------- running entry */
 /* A running request, kept compact so a decode step walks memory linearly. */
@@ -196,6 +206,8 @@ struct sched {
     sched_step_fn sink;
     void *sink_ctx;
     int want_members;             /* fill members[] for decode steps */
+    double horizon;               /* s: no external event before this time, for
+                                     the next plan only (-INFINITY: unknown) */
     char errmsg[256];             /* set when a plan fails */
 };
 

@@ -10,7 +10,9 @@
  * from v1_pool.c.  Per-request state is flat arrays indexed by id; R's block
  * tables live in min(max_seqs, n) fixed slots; nothing is allocated per
  * step.  A step costs O(|S| + blocks taken or hit + preemptions * |R|);
- * a priority arrival or preemption O(|W|) for its sorted place. */
+ * a priority arrival or preemption O(|W|) for its sorted place.  Given a
+ * horizon (sched_set_horizon), runs of forced decode steps are planned in
+ * one call at O(1 + blocks taken) per step (v1_leap). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,9 @@
 
 #include "../base/rng.h"
 
+/* Leaps group requests by stored tokens mod bs; above this block size the
+ * engine plans every step alone. */
+#define V1_LEAP_MAX_BS 4096
 
 
 /* ------------------------------------------------------------- config */
@@ -115,6 +120,14 @@ static int v1_init(sched *s, kvs_err *err)
     if (!v->run || !v->tab || !v->free_slots || !v->hits || !v->S_ || !s->members ||
         v1_pool_init(&v->pool, v->N, v->pfx))
         goto nomem;
+    v->hc_id = -1;
+    v->pool.wh = v->hits;
+    if (v->bs <= V1_LEAP_MAX_BS) { /* leaps need a group per residue of bs */
+        v->lk_start = malloc((size_t)(v->bs + 1) * sizeof *v->lk_start);
+        v->lk_ids = malloc((size_t)v->slots * sizeof *v->lk_ids);
+        if (!v->lk_start || !v->lk_ids)
+            goto nomem;
+    }
     for (int64_t k = 0; k < v->slots; k++)
         v->free_slots[k] = (int32_t)(v->slots - 1 - k);
     v->n_free_slots = v->slots;
@@ -156,6 +169,8 @@ static void v1_free(sched *s)
     free(v->tab);
     free(v->free_slots);
     free(v->hits);
+    free(v->lk_start);
+    free(v->lk_ids);
     free(v->S_);
     free(v);
 }
@@ -367,20 +382,33 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
 }
 
 /* Leading blocks of id found in M, at most floor((T - 1) / bs) (rule 2.6),
- * into v->hits.  O(m). */
-static int64_t find_hits(const sched_v1 *v, int32_t id, int64_t T)
+ * into v->hits.  The answer depends on (id, T) and the table only; the pool
+ * keeps the last one current as blocks leave M and counts in pool.wepoch
+ * the entries of its first missed key, the one change it cannot follow.  So
+ * a waiting head that cannot get its blocks is looked up once, not once per
+ * step.  O(m), O(1) when reused. */
+static int64_t find_hits(sched_v1 *v, int32_t id, int64_t T)
 {
     if (!v->pfx)
         return 0;
+    v1_pool *p = &v->pool;
+    if (id == v->hc_id && T == v->hc_T && p->wepoch == v->hc_epoch)
+        return p->wm;
+    v1_pool_watch_clear(p);
     const int64_t cap = (T - 1) / v->bs;
-    int64_t m = 0;
-    while (m < cap) {
-        int32_t b = v1_pool_lookup(&v->pool, block_key(v, id, m));
-        if (!b)
+    while (p->wm < cap) {
+        v1_key key = block_key(v, id, p->wm);
+        int32_t b = v1_pool_lookup(p, key);
+        if (!b) {
+            v1_pool_watch_miss(p, key);
             break;
-        v->hits[m++] = b;
+        }
+        v1_pool_watch_hit(p, b);
     }
-    return m;
+    v->hc_id = id;
+    v->hc_T = T;
+    v->hc_epoch = p->wepoch;
+    return p->wm;
 }
 
 /* find_hits without writing v->hits, for sched_cached_prefix_tokens:
@@ -469,6 +497,15 @@ static int running_walk(sched *s, int64_t *b)
             q = v->thr;
         if (q > *b)
             q = *b;
+        /* the common case: the tokens fit the blocks held and fill none
+         * (v1_alloc would take and register nothing) */
+        const int64_t end = v->C[id] + q;
+        if (end <= v->held[id] * v->bs && (!v->pfx || end < (v->reg[id] + 1) * v->bs)) {
+            schedule(v, id, q, v->C[id]);
+            *b -= q;
+            i++;
+            continue;
+        }
         for (;;) {
             if (v1_alloc(v, id, v->C[id], q, NULL, 0)) {
                 schedule(v, id, q, v->C[id]);
@@ -533,6 +570,122 @@ static void waiting_walk(sched *s, int64_t *b)
     }
 }
 
+/* ------------------------------------------------------------- leaps */
+/* Emit a decode step of n members reading kv tokens at time t (the step
+ * record v1_plan makes for such a step); returns its duration. */
+static double emit_decode(sched *s, int64_t n, int64_t kv, double t)
+{
+    sched_v1 *v = s->v1;
+    sched_step *st = &s->step;
+    memset(st, 0, sizeof *st);
+    s->n_members = 0;
+    st->batch.tokens = n;
+    st->batch.kv_read = kv;
+    st->batch.n_decode = n;
+    st->kind = SCHED_STEP_DECODE;
+    double d = cost_step_s(s->cost, &st->batch);
+    st->dur_s = d;
+    st->index = s->ctr.steps++;
+    st->start_s = t;
+    st->kv_blocks_used = v->N - v->pool.F;
+    st->n_waiting = v->wn;
+    st->n_running = v->nrun;
+    if (s->sink)
+        s->sink(s->sink_ctx, st, s->members, 0);
+    return d;
+}
+
+/* Requests of S whose stored tokens before step 1 were = r mod bs. */
+static const int32_t *group_of(const sched_v1 *v, int64_t r, int64_t *len)
+{
+    int64_t lo = r > 0 ? v->lk_start[r - 1] : 0;
+    *len = v->lk_start[r] - lo;
+    return v->lk_ids + lo;
+}
+
+static void waiting_walk(sched *s, int64_t *b);
+static double emit_step(sched *s, double now);
+
+/* Step 1 (just emitted, ending at t) is all decodes of every running
+ * request and preempted nobody.  Each next step's running walk is then
+ * forced until a request finishes (at step j* = min(O - g), which is still
+ * leapt to) or a step's new blocks would exceed F (a preemption): every
+ * request stores one token per step, so request r takes a block at the
+ * steps where its stored tokens reach a multiple of bs and registers one a
+ * step later, and per step only the requests of one residue group (mod bs)
+ * touch the pool, in R's order as the running walk would.  The waiting walk
+ * runs for real each step (its lookup of a blocked head is kept, see
+ * find_hits); if it admits someone, that step is completed as a normal one
+ * and the leap ends.  Arrivals end it too: every step leapt to starts
+ * before s->horizon.  g and C of R advance lazily and are written once at
+ * the end.  Returns the end of the last step planned; S then describes that
+ * step.  Cost: O(|S| + bs) plus O(1 + blocks taken + the waiting walk) per
+ * step. */
+static double v1_leap(sched *s, double t)
+{
+    sched_v1 *v = s->v1;
+    const int64_t n = v->ns, bs = v->bs;
+    int64_t jstar = INT64_MAX, kv = 0;
+    memset(v->lk_start, 0, (size_t)(bs + 1) * sizeof *v->lk_start);
+    for (int64_t k = 0; k < n; k++) {
+        const v1_sched_ent *e = &v->S_[k];
+        int64_t rem = s->reqs[e->id].output_tokens - v->g[e->id];
+        if (rem < jstar)
+            jstar = rem;
+        kv += e->c + 1;
+        v->lk_start[e->c % bs + 1]++;
+    }
+    if (jstar <= 1)
+        return t;
+    for (int64_t r = 1; r <= bs; r++)
+        v->lk_start[r] += v->lk_start[r - 1];
+    for (int64_t k = 0; k < n; k++) /* stable: lk_start[r] ends as group r's end */
+        v->lk_ids[v->lk_start[v->S_[k].c % bs]++] = v->S_[k].id;
+    int64_t step = 2; /* the step to plan, numbered from step 1 */
+    int admitted = 0;
+    for (; step <= jstar && t < s->horizon; step++) {
+        int64_t nt, nr = 0;
+        const int32_t *take = group_of(v, (bs - (step - 1) % bs) % bs, &nt);
+        const int32_t *regs = v->pfx ? group_of(v, (bs - step % bs) % bs, &nr) : NULL;
+        if (nt > v->pool.F)
+            break;
+        for (int64_t k = 0; k < nt; k++) {
+            int32_t id = take[k];
+            table_of(v, id)[v->held[id]++] = v1_pool_take(&v->pool);
+        }
+        for (int64_t k = 0; k < nr; k++) {
+            int32_t id = regs[k];
+            v1_pool_register(&v->pool, table_of(v, id)[v->reg[id]],
+                             block_key(v, id, v->reg[id]));
+            v->reg[id]++;
+        }
+        int64_t b = v->B - n;
+        if (b > 0 && v->wn > 0 && v->nrun < s->cfg.max_seqs) {
+            waiting_walk(s, &b); /* reads and changes nothing of R's lazy state */
+            if (v->ns > n) {
+                admitted = 1;
+                break;
+            }
+        }
+        t += emit_decode(s, n, kv + n * (step - 1), t);
+    }
+    const int64_t L = step - 2 + admitted; /* steps after step 1 */
+    s->ctr.leap_steps += L;
+    for (int64_t k = 0; k < n && L > 0; k++) {
+        v1_sched_ent *e = &v->S_[k];
+        e->c += L;
+        v->C[e->id] = e->c;
+        v->g[e->id] += L;
+    }
+    if (admitted) { /* this step is a normal one from here */
+        memset(&s->step, 0, sizeof s->step);
+        s->n_members = 0;
+        t += emit_step(s, t);
+    }
+    return t;
+}
+
+
 static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
 {
     (void)more_arrivals;
@@ -559,7 +712,20 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
         }
         carry = s->step.n_preempted; /* 4.6: no time passes, iterate again */
     }
-    /* rule 6.1: features and members */
+    *t_end = now + emit_step(s, now);
+    const sched_step *st = &s->step;
+    if (v->lk_start && !s->want_members && st->n_preempted == 0 && st->batch.n_prefill == 0 &&
+        v->ns == v->nrun && *t_end < s->horizon)
+        *t_end = v1_leap(s, *t_end);
+    return SCHED_PLAN_STEP;
+}
+
+/* Rule 6.1: the step's features and members from S, its cost, and the step
+ * record to the sink (s->step zeroed but for n_preempted).  Returns its
+ * duration. */
+static double emit_step(sched *s, double now)
+{
+    sched_v1 *v = s->v1;
     cost_batch *cb = &s->step.batch;
     for (int64_t k = 0; k < v->ns; k++) {
         v1_sched_ent *e = &v->S_[k];
@@ -597,8 +763,7 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
     v->active = 1;
     if (s->sink)
         s->sink(s->sink_ctx, st, s->members, s->n_members);
-    *t_end = now + d;
-    return SCHED_PLAN_STEP;
+    return d;
 }
 
 /* Rule 4.7: store the step's tokens, generate, finish (freeing in S's

@@ -39,11 +39,36 @@ typedef struct v1_pool {
     int64_t cached;            /* blocks in Q that carry an identity */
     int64_t evictions;         /* identities removed by taking a block */
     int64_t ids;               /* blocks carrying an identity */
+    int64_t epoch;             /* changes of the table M (an identity entered or
+                                  removed): a lookup's answer is a function of
+                                  the key and the table */
+    /* the watched lookup (v1.c's last find_hits), kept current as blocks
+     * leave M: a found block (always its list's head) gives way to the next
+     * block under its identity, or the answer ends before it */
+    int32_t *wh;               /* [tcap] borrowed: the blocks found, in order */
+    int64_t wm;                /* how many */
+    int32_t *widx;             /* [N + 1] 1 + index in wh, 0: not found */
+    v1_key watch_miss;         /* the first key not found */
+    int watch_has_miss;        /* 0: the lookup stopped at its cap */
+    int64_t wepoch;            /* the key not found entered M: look up again */
 } v1_pool;
 
 int v1_pool_init(v1_pool *p, int64_t N, int with_cache);
 void v1_pool_free(v1_pool *p);
 /* Earliest registered block under k, or 0.  O(1) expected. */
+/* The watched lookup: forget it (O(wm)); note a block found (at index wm)
+ * or the first key missed. */
+void v1_pool_watch_clear(v1_pool *p);
+static inline void v1_pool_watch_hit(v1_pool *p, int32_t b)
+{
+    p->widx[b] = (int32_t)(p->wm + 1);
+    p->wh[p->wm++] = b;
+}
+static inline void v1_pool_watch_miss(v1_pool *p, v1_key k)
+{
+    p->watch_miss = k;
+    p->watch_has_miss = 1;
+}
 int32_t v1_pool_lookup(const v1_pool *p, v1_key k);
 /* Count + 1, leaving Q if it was there (a hit). */
 void v1_pool_hold(v1_pool *p, int32_t b);
@@ -102,7 +127,14 @@ struct sched_v1 {
     int64_t tcap, slots;
     int32_t *free_slots;       /* stack */
     int64_t n_free_slots;
-    int32_t *hits;             /* [tcap] scratch */
+    int32_t *hits;             /* [tcap] the last lookup's hits (find_hits; the
+                                  pool keeps them current, pool.wh) */
+    int32_t hc_id;             /* whose lookup hits holds, -1 none */
+    int64_t hc_T;              /* tokens it looked up for (P + g) */
+    int64_t hc_epoch;          /* pool.epoch when it looked up */
+    /* leaps (v1_leap): S's entries grouped by stored tokens mod bs */
+    int32_t *lk_start;         /* [bs + 1] group starts in lk_ids, NULL: no leaps */
+    int32_t *lk_ids;           /* [slots] request ids, R's order within a group */
     /* the step */
     v1_sched_ent *S_;          /* [slots] */
     int64_t ns;

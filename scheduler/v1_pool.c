@@ -31,12 +31,13 @@ int v1_pool_init(v1_pool *p, int64_t N, int with_cache)
         p->key = calloc(nb, sizeof *p->key);
         p->mprev = calloc(nb, sizeof *p->mprev);
         p->mnext = calloc(nb, sizeof *p->mnext);
+        p->widx = calloc(nb, sizeof *p->widx);
         uint64_t sz = 2;
         while (sz < 2 * (uint64_t)N)
             sz <<= 1;
         p->mask = sz - 1;
         p->tab = calloc((size_t)sz, sizeof *p->tab);
-        if (!p->has_id || !p->lazy || !p->key || !p->mprev || !p->mnext || !p->tab)
+        if (!p->has_id || !p->lazy || !p->key || !p->mprev || !p->mnext || !p->tab || !p->widx)
             return -1;
     }
     /* Q = 1..N in order */
@@ -63,6 +64,7 @@ void v1_pool_free(v1_pool *p)
     free(p->mprev);
     free(p->mnext);
     free(p->tab);
+    free(p->widx);
     memset(p, 0, sizeof *p);
 }
 
@@ -122,6 +124,31 @@ static void q_unlink(v1_pool *p, int32_t b)
         p->cached--;
 }
 
+void v1_pool_watch_clear(v1_pool *p)
+{
+    for (int64_t k = 0; k < p->wm; k++)
+        p->widx[p->wh[k]] = 0;
+    p->wm = 0;
+    p->watch_has_miss = 0;
+}
+
+/* Found block b (the head of its list) leaves M; nx follows it there. */
+static void watch_drop(v1_pool *p, int32_t b, int32_t nx)
+{
+    int64_t k = p->widx[b] - 1;
+    p->widx[b] = 0;
+    if (nx) { /* the lookup now finds nx at the same place */
+        p->wh[k] = nx;
+        p->widx[nx] = (int32_t)(k + 1);
+        return;
+    }
+    for (int64_t j = k + 1; j < p->wm; j++)
+        p->widx[p->wh[j]] = 0;
+    p->wm = k;
+    p->watch_miss = p->key[b];
+    p->watch_has_miss = 1;
+}
+
 static void unregister(v1_pool *p, int32_t b)
 {
     if (p->lazy[b]) { /* never entered in the table */
@@ -132,6 +159,9 @@ static void unregister(v1_pool *p, int32_t b)
     }
     uint64_t i = slot_of(p, p->key[b]);
     int32_t pv = p->mprev[b], nx = p->mnext[b];
+    p->epoch++;
+    if (p->widx[b])
+        watch_drop(p, b, nx);
     if (pv)
         p->mnext[pv] = nx;
     else
@@ -155,9 +185,18 @@ void v1_pool_hold(v1_pool *p, int32_t b)
 
 int32_t v1_pool_take(v1_pool *p)
 {
-    int32_t b = p->qhead;
-    q_unlink(p, b);
+    int32_t b = p->qhead; /* q_unlink of the head, spelled out: the hot case */
+    int32_t nx = p->qnext[b];
+    p->qhead = nx;
+    if (nx)
+        p->qprev[nx] = 0;
+    else
+        p->qtail = 0;
+    p->qnext[b] = 0;
+    p->inq[b] = 0;
+    p->F--;
     if (p->has_id && p->has_id[b]) {
+        p->cached--;
         unregister(p, b);
         p->evictions++;
     }
@@ -171,7 +210,10 @@ static void table_append(v1_pool *p, int32_t b)
     v1_key k = p->key[b];
     uint64_t i = slot_of(p, k);
     p->mnext[b] = 0;
+    p->epoch++;
     if (!p->tab[i].head) {
+        if (p->watch_has_miss && key_eq(k, p->watch_miss))
+            p->wepoch++;
         p->tab[i].k = k;
         p->tab[i].head = p->tab[i].tail = b;
         p->mprev[b] = 0;

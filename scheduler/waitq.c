@@ -1,7 +1,8 @@
-/* waitq.c — the waiting queue: a binary min-heap of request ids in policy
- * order.  Admission only ever takes the head, so a heap gives the exact
- * strict-queue semantics at O(log n) per operation.  Under the cache-aware
- * lpm policy, whose keys change with the cache, lpm.c keeps the heap. */
+/* waitq.c — the waiting queue in policy order.  Admission only ever takes
+ * the head, so a binary min-heap gives the exact strict-queue semantics at
+ * O(log n) per operation; under fcfs a sorted ring does it in O(1) (keys
+ * arrive at the back or the front).  Under the cache-aware lpm policy,
+ * whose keys change with the cache, lpm.c keeps the heap. */
 #include <stdlib.h>
 
 #include "sched_internal.h"
@@ -17,6 +18,8 @@ int sched_waitq_init(sched_waitq *q, int64_t cap, const trace_req *reqs,
     q->reqs = reqs;
     q->pol = pol;
     q->lpm = NULL;
+    q->ring = pol == sched_policy_vt_get(SCHED_POLICY_FCFS);
+    q->head = 0;
     return KVS_OK;
 }
 
@@ -32,8 +35,38 @@ static inline int before(const sched_waitq *q, int32_t a, int32_t b)
     return q->pol->cmp(q->reqs, a, b) < 0;
 }
 
+static inline int64_t ring_at(const sched_waitq *q, int64_t i) /* index of entry i */
+{
+    int64_t k = q->head + i;
+    return k >= q->cap ? k - q->cap : k;
+}
+
+static void ring_push(sched_waitq *q, int32_t id)
+{
+    if (q->n == 0 || before(q, q->ids[ring_at(q, q->n - 1)], id)) {
+        q->ids[ring_at(q, q->n++)] = id; /* an arrival */
+        return;
+    }
+    if (before(q, id, q->ids[q->head])) { /* a preempted request */
+        q->head = q->head > 0 ? q->head - 1 : q->cap - 1;
+        q->ids[q->head] = id;
+        q->n++;
+        return;
+    }
+    int64_t i = q->n++; /* elsewhere: shift the later ones back */
+    while (i > 0 && before(q, id, q->ids[ring_at(q, i - 1)])) {
+        q->ids[ring_at(q, i)] = q->ids[ring_at(q, i - 1)];
+        i--;
+    }
+    q->ids[ring_at(q, i)] = id;
+}
+
 void sched_waitq_push(sched_waitq *q, int32_t id)
 {
+    if (q->ring) {
+        ring_push(q, id);
+        return;
+    }
     if (q->lpm) {
         sched_lpm_push(q->lpm, id);
         return;
@@ -51,6 +84,12 @@ void sched_waitq_push(sched_waitq *q, int32_t id)
 
 int32_t sched_waitq_pop(sched_waitq *q)
 {
+    if (q->ring) {
+        int32_t top = q->ids[q->head];
+        q->head = ring_at(q, 1);
+        q->n--;
+        return top;
+    }
     if (q->lpm)
         return sched_lpm_pop(q->lpm);
     int32_t top = q->ids[0];

@@ -207,16 +207,14 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
                       (long long)out->n_steps);
         goto fail;
     }
-    size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
-    out->reqs = malloc(nn * sizeof *out->reqs);
-    if (!out->reqs) {
-        rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory");
-        goto fail;
-    }
-    if (tr->n > 0)
-        memcpy(out->reqs, sched_results(s), (size_t)tr->n * sizeof *out->reqs);
+    /* the engine's results become the run's (no copy), and the engine goes
+     * before the metrics allocate theirs: peak memory is the larger of the
+     * two phases, not their sum */
+    out->reqs = sched_take_results(s);
     sched_counters c;
     sched_get_counters(s, &c);
+    sched_free(s);
+    s = NULL;
     run_summary *sum = &out->sum;
     run_metrics_compute(cfg, tr, out->reqs, sum);
     sum->preempt_recompute = c.preempt_recompute;
@@ -244,7 +242,6 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
         rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory for per-class metrics");
         goto fail;
     }
-    sched_free(s);
     out->wall_s = now_wall() - t0;
     return KVS_OK;
 fail:

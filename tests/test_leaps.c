@@ -1,0 +1,226 @@
+/* test_leaps.c — the leaping engine against the step-by-step one.
+ *
+ * Given a horizon (sched_set_horizon, which the event loop sets to the next
+ * arrival), the V1 engine plans runs of forced decode steps at once instead
+ * of one per call (scheduler/v1.c, v1_leap).  That must change nothing: on
+ * random traces and random configurations (each engine profile; fcfs and
+ * priority; chunked prefill on and off; prefix caching on and off, with
+ * prefix ids on a grid and of varying lengths; long-prefill thresholds;
+ * block sizes 1..8 and caches small enough to preempt), the run with leaps
+ * and the run with KVSIM_NO_LEAP=1 (one step per plan, the reference) must
+ * give byte-identical step records (every field of every step, in order),
+ * per-request results, engine counters and run summaries.  The test also
+ * requires that leaps happened in every feature class it mixes, so it
+ * cannot pass by leaping never. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/rng.h"
+#include "scheduler/sched.h"
+#include "sim/engine.h"
+#include "sim/run.h"
+#include "testutil.h"
+
+typedef struct step_log {
+    sched_step *st;
+    int64_t n, cap;
+} step_log;
+
+static void log_step(void *ctx, const sched_step *st, const sched_member *m, int64_t n)
+{
+    (void)m;
+    (void)n;
+    step_log *l = ctx;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 1024;
+        l->st = realloc(l->st, (size_t)l->cap * sizeof *l->st);
+        ck_assert_ptr_nonnull(l->st);
+    }
+    l->st[l->n++] = *st;
+}
+
+/* Random prefix ids: segment j of a request gets an id from a pool of 2, so
+ * chains are often shared; on a grid of S tokens (grid) or with segment
+ * lengths in [1, 2S] (no grid), covering at most the prompt. */
+static void add_prefixes(trace *t, uint64_t seed, int64_t S, int grid)
+{
+    rng r;
+    rng_init(&r, seed ^ 0x5eedULL);
+    t->hash_off = calloc((size_t)t->n + 1, sizeof *t->hash_off);
+    int64_t cap = 0;
+    for (int64_t i = 0; i < t->n; i++)
+        cap += t->reqs[i].prompt_tokens + 1;
+    t->hash_ids = calloc((size_t)cap, sizeof *t->hash_ids);
+    t->hash_tokens = calloc((size_t)cap, sizeof *t->hash_tokens);
+    int64_t k = 0;
+    for (int64_t i = 0; i < t->n; i++) {
+        t->hash_off[i] = k;
+        int64_t covered = 0; /* segments cover at most the prompt */
+        for (;;) {
+            int64_t len = grid ? S : 1 + (int64_t)rng_below(&r, (uint64_t)(2 * S));
+            if (covered + len > t->reqs[i].prompt_tokens)
+                break;
+            t->hash_ids[k] = rng_below(&r, 2);
+            t->hash_tokens[k] = (int32_t)len;
+            k++;
+            covered += len;
+        }
+    }
+    t->hash_off[t->n] = k;
+    t->hash_block = grid ? S : 0;
+}
+
+static void free_trace(trace *t)
+{
+    free(t->reqs);
+    free(t->hash_off);
+    free(t->hash_ids);
+    free(t->hash_tokens);
+}
+
+typedef struct outcome {
+    step_log log;
+    sched_req_result *res;
+    sched_counters ctr;
+    int rc;
+} outcome;
+
+static void run_engine(const run_config *cfg, const trace *tr, const cost_model *cost,
+                       int leaps, outcome *o)
+{
+    kvs_err err;
+    memset(o, 0, sizeof *o);
+    if (leaps)
+        unsetenv("KVSIM_NO_LEAP");
+    else
+        setenv("KVSIM_NO_LEAP", "1", 1);
+    sched *s;
+    ck_assert_msg(sched_init(&s, &cfg->sched, tr->reqs, tr->n, cost, &err) == 0, "%s", err.msg);
+    req_prefixes px = trace_prefixes(tr);
+    ck_assert_int_eq(sched_attach_prefixes(s, &px, &err), 0);
+    sched_set_step_sink(s, log_step, &o->log, 0);
+    double end;
+    o->rc = engine_run(s, tr, &end, &err);
+    ck_assert_msg(o->rc == 0, "%s", err.msg);
+    o->res = malloc((size_t)tr->n * sizeof *o->res);
+    memcpy(o->res, sched_results(s), (size_t)tr->n * sizeof *o->res);
+    sched_get_counters(s, &o->ctr);
+    char why[256];
+    ck_assert_msg(sched_audit(s, why, sizeof why) == 0, "%s", why);
+    sched_free(s);
+    unsetenv("KVSIM_NO_LEAP");
+}
+
+/* One random V1 (or V0) configuration per seed. */
+static void random_config(run_config *cfg, uint64_t seed, int v1)
+{
+    run_config_defaults(cfg);
+    sched_config *s = &cfg->sched;
+    rng r;
+    rng_init(&r, seed * 2654435761ULL + 17);
+    s->engine = v1 ? SCHED_ENGINE_VLLM_V1 : SCHED_ENGINE_VLLM_V0;
+    s->batching = SCHED_BATCHING_CONTINUOUS;
+    s->policy = rng_below(&r, 2) ? SCHED_POLICY_PRIORITY : SCHED_POLICY_FCFS;
+    s->alloc = SCHED_ALLOC_PAGED;
+    s->preemption = SCHED_PREEMPT_RECOMPUTE;
+    s->block_size = 1 + (int64_t)rng_below(&r, 8);
+    s->max_model_len = 400;
+    s->total_blocks = (400 + s->block_size - 1) / s->block_size + (int64_t)rng_below(&r, 150);
+    s->max_seqs = 2 + (int64_t)rng_below(&r, 40);
+    s->max_batched_tokens = 400 + (int64_t)rng_below(&r, 300);
+    s->chunked_prefill = (int)rng_below(&r, 2);
+    s->prefix_caching = (int)rng_below(&r, 2);
+    s->long_prefill_threshold = rng_below(&r, 3) == 0 ? 1 + (int64_t)rng_below(&r, 60) : 0;
+    s->segment_tokens = 4 + (int64_t)rng_below(&r, 12);
+    s->watermark = 0.0;
+    if (!v1) { /* V0: no threshold nor segment size; smaller chunks */
+        s->long_prefill_threshold = 0;
+        s->segment_tokens = 0;
+        if (s->chunked_prefill)
+            s->max_batched_tokens = 64 + (int64_t)rng_below(&r, 200);
+    }
+    cfg->record_steps = 0;
+}
+
+START_TEST(test_leaps_identical)
+{
+    kvs_err err;
+    cost_model cost;
+    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
+                                       &cost, &err), 0);
+    /* leapt steps per class: [pfx][chunked][priority] */
+    int64_t leapt[2][2][2] = {{{0}}};
+    int64_t preempted_runs = 0;
+    for (uint64_t seed = 1; seed <= 160; seed++) {
+        const int v1 = seed % 8 != 0; /* a few V0 runs: no leaps, same answer */
+        run_config cfg;
+        random_config(&cfg, seed, v1);
+        trace tr;
+        tu_random_trace(&tr, 120 + (int)(seed % 80), seed * 7919, 300, 90, 1);
+        if (cfg.sched.prefix_caching)
+            add_prefixes(&tr, seed, v1 ? cfg.sched.segment_tokens : 8, seed % 3 != 0);
+        outcome a, b;
+        run_engine(&cfg, &tr, &cost, 1, &a);
+        run_engine(&cfg, &tr, &cost, 0, &b);
+        ck_assert_int_eq(b.ctr.leap_steps, 0);
+        ck_assert_msg(a.log.n == b.log.n, "seed %llu: %lld steps with leaps, %lld without",
+                      (unsigned long long)seed, (long long)a.log.n, (long long)b.log.n);
+        for (int64_t i = 0; i < a.log.n; i++)
+            ck_assert_msg(memcmp(&a.log.st[i], &b.log.st[i], sizeof a.log.st[i]) == 0,
+                          "seed %llu: step %lld differs (start %.9g vs %.9g, kv_read %lld vs "
+                          "%lld, blocks %lld vs %lld)", (unsigned long long)seed, (long long)i,
+                          a.log.st[i].start_s, b.log.st[i].start_s,
+                          (long long)a.log.st[i].batch.kv_read,
+                          (long long)b.log.st[i].batch.kv_read,
+                          (long long)a.log.st[i].kv_blocks_used,
+                          (long long)b.log.st[i].kv_blocks_used);
+        ck_assert_msg(memcmp(a.res, b.res, (size_t)tr.n * sizeof *a.res) == 0,
+                      "seed %llu: request results differ", (unsigned long long)seed);
+        sched_counters ca = a.ctr;
+        ca.leap_steps = 0;
+        ck_assert(memcmp(&ca, &b.ctr, sizeof ca) == 0);
+        const sched_config *c = &cfg.sched;
+        leapt[c->prefix_caching][c->chunked_prefill][c->policy == SCHED_POLICY_PRIORITY] +=
+            a.ctr.leap_steps;
+        preempted_runs += a.ctr.preempt_recompute > 0 && a.ctr.leap_steps > 0;
+        if (!v1)
+            ck_assert_int_eq(a.ctr.leap_steps, 0);
+        /* the whole run pipeline: rows and metrics */
+        run_result ra, rb;
+        unsetenv("KVSIM_NO_LEAP");
+        ck_assert_int_eq(run_execute(&cfg, &tr, &cost, &ra, &err), 0);
+        setenv("KVSIM_NO_LEAP", "1", 1);
+        ck_assert_int_eq(run_execute(&cfg, &tr, &cost, &rb, &err), 0);
+        unsetenv("KVSIM_NO_LEAP");
+        ck_assert(memcmp(ra.reqs, rb.reqs, (size_t)tr.n * sizeof *ra.reqs) == 0);
+        ck_assert_msg(memcmp(&ra.sum, &rb.sum, sizeof ra.sum) == 0,
+                      "seed %llu: run summaries differ", (unsigned long long)seed);
+        run_result_free(&ra);
+        run_result_free(&rb);
+        free(a.log.st);
+        free(b.log.st);
+        free(a.res);
+        free(b.res);
+        free_trace(&tr);
+    }
+    for (int p = 0; p < 2; p++)
+        for (int ch = 0; ch < 2; ch++)
+            for (int pr = 0; pr < 2; pr++)
+                ck_assert_msg(leapt[p][ch][pr] > 0,
+                              "no leap with prefix caching %d, chunked %d, priority %d: the "
+                              "test is toothless there", p, ch, pr);
+    ck_assert_msg(preempted_runs > 0, "no run both leapt and preempted");
+    cost_model_free(&cost);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("leaps");
+    TCase *tc = tcase_create("leaps");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_leaps_identical);
+    suite_add_tcase(s, tc);
+    return tu_run_suites(&s, 1);
+}
