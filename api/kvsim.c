@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../job/job.h"
+#include "../store/store_spool.h"
 #include "../sim/run_fields.h"
 
 struct kvsim_db {
@@ -105,7 +106,7 @@ int kvsim_run_execute(kvsim_run *r, kvsim_db *db)
     cost_model_free(&cost);
     if (rc)
         return rc;
-    if (db && (rc = store_write_run(db->st, &r->opts.cfg, &r->res, &r->run_id, &e))) {
+    if (db && (rc = store_save_run(db->st, &r->opts.cfg, &r->res, &r->run_id, &e))) {
         kvs_errf(&r->err, rc, "--db: %s", e.msg);
         return rc;
     }

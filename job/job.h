@@ -549,7 +549,10 @@ int job_variant_apply(job_opts *o, const job_variant *v, kvs_err *err);
  * bad one is left to the runs to report).  Cost: one trace load. */
 int job_compare_defaults(const job_opts *base, job_variant *vs, int *n, int *no_priorities);
 
-/* The next free runs.compare_id of st (1 + the largest).  Cost: one query. */
-int job_compare_next_id(store *st, int64_t *id, kvs_err *err);
+/* Reserve a compare id: the `compares` row of the n variants vs (their
+ * names and flags, one per line), status 'running', in a transaction of its
+ * own, so concurrent compares never share an id (store_compare_create).
+ * Finish it with store_group_finish(st, "compare", id, ...). */
+int job_compare_reserve(store *st, const job_variant *vs, int n, int64_t *id, kvs_err *err);
 
 #endif

@@ -1,6 +1,8 @@
 /* job_run.c — preparing, simulating and storing one run (see job.h). */
 #include "job.h"
 
+#include "../store/store_spool.h"
+
 #include <string.h>
 #include <unistd.h>
 
@@ -124,14 +126,14 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kv
     if ((rc = run_execute(&o->cfg, &tr, &cost, &res, &e))) {
         kvs_err e2;
         int64_t failed_id = 0;
-        if (store_write_failed_run(st, &o->cfg, &tr, e.msg, res.started_at, res.wall_s,
+        if (store_save_failed_run(st, &o->cfg, &tr, e.msg, res.started_at, res.wall_s,
                                    &failed_id, &e2) == 0)
             kvs_errf(err, rc, "%s (recorded as failed run %lld)", e.msg, (long long)failed_id);
         else
             kvs_errf(err, rc, "%s", e.msg);
         goto done;
     }
-    if ((rc = store_write_run(st, &o->cfg, &res, run_id, &e))) {
+    if ((rc = store_save_run(st, &o->cfg, &res, run_id, &e))) {
         kvs_errf(err, rc, "--db: %s", e.msg);
         goto done;
     }

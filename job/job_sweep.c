@@ -3,6 +3,8 @@
  * simulating and storing one point. */
 #include "job.h"
 
+#include "../store/store_spool.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,12 +257,12 @@ int job_sweep_store(const job_sweep *p, store *st, const run_packed *r, int64_t 
     if (r->status == 0) {
         run_result res = r->res;
         res.tr = &r->tr;
-        if ((rc = store_write_run(st, &r->cfg, &res, run_id, &e)))
+        if ((rc = store_save_run(st, &r->cfg, &res, run_id, &e)))
             kvs_errf(err, rc, "point %lld (%s): --db: %s", (long long)idx, key, e.msg);
     } else {
         int64_t id = 0;
         rc = KVS_EINVAL;
-        if (store_write_failed_run(st, &r->cfg, &r->tr, r->error, r->res.started_at,
+        if (store_save_failed_run(st, &r->cfg, &r->tr, r->error, r->res.started_at,
                                    r->res.wall_s, &id, &e) == 0)
             kvs_errf(err, rc, "point %lld (%s): %s (recorded as failed run %lld)", (long long)idx,
                      key, r->error, (long long)id);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 
 static int db_fail(store *s, kvs_err *err, const char *what)
@@ -68,7 +69,8 @@ int store_sweep_create(store *s, const store_sweep_def *d, int64_t *sweep_id, kv
         return rc;
     if (sqlite3_prepare_v2(db,
                            "INSERT INTO sweeps(kind, created_at, kvsim_version, grid, "
-                           "base_args, n_points) VALUES(?1,?2,?3,?4,?5,?6)",
+                           "base_args, n_points, status, pid, host) "
+                           "VALUES(?1,?2,?3,?4,?5,?6,'running',?7,?8)",
                            -1, &st, NULL) != SQLITE_OK) {
         rc = db_fail(s, err, "preparing sweeps insert");
         goto fail;
@@ -79,6 +81,12 @@ int store_sweep_create(store *s, const store_sweep_def *d, int64_t *sweep_id, kv
     b |= sqlite3_bind_text(st, 4, d->grid, -1, SQLITE_STATIC);
     b |= sqlite3_bind_text(st, 5, d->base_args, -1, SQLITE_STATIC);
     b |= d->n_points > 0 ? sqlite3_bind_int64(st, 6, d->n_points) : sqlite3_bind_null(st, 6);
+    char host[256];
+    if (gethostname(host, sizeof host) != 0)
+        host[0] = 0;
+    host[sizeof host - 1] = 0;
+    b |= sqlite3_bind_int64(st, 7, (int64_t)getpid());
+    b |= sqlite3_bind_text(st, 8, host, -1, SQLITE_TRANSIENT);
     if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
         rc = db_fail(s, err, "writing the sweeps row");
         goto fail;
