@@ -18,7 +18,7 @@
 #define SPOOL_FORMAT "kvsim run spool 1"
 #define SPOOL_NOTE_FIRST_S 3.0 /* first progress note after this wait, s */
 #define SPOOL_NOTE_EVERY_S 5.0 /* then one every this many s */
-#define SPOOL_ATTEMPT_MS 2000  /* one attempt's busy wait at most, ms */
+#define SPOOL_ATTEMPT_MS 1000  /* one attempt's busy wait at most, ms */
 
 static double now_s(void)
 {
