@@ -248,7 +248,7 @@ static int create_search(const char *cmd, const search_args *a, search_ctx *c, s
              a->policies ? a->policies : sched_policy_name(a->pols[0]), tp ? "tp-list=" : "",
              tp ? (a->tps ? a->tps : "1,2,4,8") : "", tp ? "\n" : "");
     int rc = 0;
-    store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL};
+    store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL, 0, NULL, NULL, NULL};
     if (cli_open_db(cmd, a->base.db, st))
         rc = CLI_EXIT_ERR;
     else if (store_sweep_create(*st, &def, &c->js.sweep_id, &err))

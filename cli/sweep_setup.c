@@ -189,6 +189,10 @@ static int setup_resume(const char *cmd, int nrest, char **rest, sweep_cli *cli,
     strcpy(p->base.db, cli->db);
     p->base.quiet = cli->quiet;
     p->sweep_id = cli->resume_id;
+    if (job_sweep_check_inputs(p, *st, &err)) {
+        cli_fail(cmd, "%s", err.msg);
+        goto out;
+    }
     rc = job_sweep_todo(p, *st, &err) ? cli_fail(cmd, "%s", err.msg) : 0;
     if (rc == 0 && store_group_running(*st, "sweep", p->sweep_id, &err))
         rc = cli_fail(cmd, "--db: %s", err.msg);

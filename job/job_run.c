@@ -59,6 +59,24 @@ int job_check(const job_opts *o, kvs_err *err)
     return sched_config_check(&c.sched, 1, err);
 }
 
+void job_trace_path(const run_config *c, char *out, size_t cap)
+{
+    if (c->synthetic[0]) {
+        snprintf(out, cap, "%s", "");
+        return;
+    }
+    if (c->trace_path[0]) {
+        snprintf(out, cap, "%s", c->trace_path);
+        return;
+    }
+    snprintf(out, cap, "%s", DEFAULT_TRACE);
+#ifdef KVSIM_SOURCE_DIR
+    /* run from anywhere: fall back to the source tree's copy */
+    if (access(out, R_OK) != 0)
+        snprintf(out, cap, "%s/%s", KVSIM_SOURCE_DIR, DEFAULT_TRACE);
+#endif
+}
+
 /* Load the trace file (the default one when none is named) or generate the
  * synthetic workload. */
 static int load_workload(run_config *c, trace *tr, kvs_err *err)
@@ -68,15 +86,8 @@ static int load_workload(run_config *c, trace *tr, kvs_err *err)
         int rc = trace_synth_parse(c->synthetic, &spec, err);
         return rc ? rc : trace_synth_gen(&spec, c->synthetic, c->seed, tr, err);
     }
-    if (!c->trace_path[0]) {
-        strcpy(c->trace_path, DEFAULT_TRACE);
-#ifdef KVSIM_SOURCE_DIR
-        /* run from anywhere: fall back to the source tree's copy */
-        if (access(c->trace_path, R_OK) != 0)
-            snprintf(c->trace_path, sizeof c->trace_path, "%s/%s", KVSIM_SOURCE_DIR,
-                     DEFAULT_TRACE);
-#endif
-    }
+    if (!c->trace_path[0])
+        job_trace_path(c, c->trace_path, sizeof c->trace_path);
     return trace_load(c->trace_path, tr, err);
 }
 

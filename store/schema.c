@@ -308,7 +308,9 @@ static size_t runs_ddl(char *buf, size_t cap)
  * rename, so the drop cascades nothing and the views over the tables stay
  * as they are).  The `runs` copy is generated from the run_fields table
  * (hardening_runs_rebuild).  New: `compares` (one row per `kvsim compare`,
- * reserved before its runs), sweeps.status / pid / host, and
+ * reserved before its runs), sweeps.status / pid / host, `sweep_inputs`
+ * (each input file of a sweep: its path as given, absolute path and
+ * SHA-256, checked by --resume), and
  * `spool_imports` (spool files already imported, store_spool.h). */
 #define HARDENING_VERSION 3
 
@@ -389,6 +391,15 @@ static const char schema_v3_tables[] =
     "SELECT compare_id, coalesce(min(started_at), ''), min(kvsim_version), '', count(*),\n"
     "       'complete'\n"
     "FROM runs WHERE compare_id IS NOT NULL GROUP BY compare_id;\n"
+    "\n"
+    /* the input files of a sweep or search, checked on --resume */
+    "CREATE TABLE sweep_inputs(\n"
+    "  sweep_id INTEGER NOT NULL REFERENCES sweeps(sweep_id) ON DELETE CASCADE,\n"
+    "  path TEXT NOT NULL,\n"
+    "  abs_path TEXT NOT NULL,\n"
+    "  sha256 TEXT NOT NULL,\n"
+    "  PRIMARY KEY (sweep_id, path)\n"
+    ") WITHOUT ROWID;\n"
     "\n"
     "CREATE TABLE spool_imports(\n"
     "  name TEXT PRIMARY KEY,\n"

@@ -131,7 +131,8 @@ void store_rollback(store *s);
  * AUTOINCREMENT key is never handed out twice.  store_group_finish records
  * 'complete' or 'interrupted' for kind "compare" or "sweep" (sweeps and
  * capacity searches); store_group_running marks a resumed group running
- * again (autocommit); store_groups_mark_stale marks 'interrupted' every
+ * again (autocommit; for a sweep it also drops the sweep_points rows whose
+ * run no longer exists, so that point runs again); store_groups_mark_stale marks 'interrupted' every
  * group still 'running' whose process on this host is gone (a SIGKILL). */
 int store_compare_create(store *s, const char *variants, int64_t n_runs, int64_t *compare_id,
                          kvs_err *err);
@@ -154,10 +155,15 @@ typedef struct store_sweep_def {
     const char *(*value)(void *ctx, int64_t point, int param); /* a point's value;
                                                                   * read before the next call */
     void *ctx;                       /* for value() */
+    int n_inputs;                    /* input files (sweep_inputs rows); 0 = none */
+    const char *const *input_path;   /* [n_inputs] path as given */
+    const char *const *input_abs;    /* [n_inputs] absolute path */
+    const char *const *input_sha256; /* [n_inputs] hex SHA-256 of the bytes */
 } store_sweep_def;
 
-/* Allocate a sweep: its `sweeps` row and (grid) every point's
- * sweep_point_params rows, in one transaction of their own.  Cost:
+/* Allocate a sweep: its `sweeps` row (status 'running'), (grid) every
+ * point's sweep_point_params rows and its sweep_inputs rows, in one
+ * transaction of their own.  Cost:
  * O(n_points * n_params) inserts. */
 int store_sweep_create(store *s, const store_sweep_def *def, int64_t *sweep_id,
                        kvs_err *err);
@@ -182,10 +188,17 @@ typedef struct store_sweep_info {
     char *base_args;     /* owned */
     int64_t n_points;    /* 0 when not fixed */
 } store_sweep_info;
+/* Call fn(ctx, path, abs_path, sha256) for each sweep_inputs row of the
+ * sweep (path order); a non-zero return stops and is returned. */
+int store_sweep_inputs(store *s, int64_t sweep_id,
+                       int (*fn)(void *ctx, const char *path, const char *abs_path,
+                                 const char *sha256),
+                       void *ctx, kvs_err *err);
 /* Read a sweep's row; KVS_EINVAL "PATH: no sweep N" when absent. */
 int store_sweep_get(store *s, int64_t sweep_id, store_sweep_info *out, kvs_err *err);
 void store_sweep_info_free(store_sweep_info *info);
-/* run_ids[p] = the run of point p, 0 when it has none (p < n_points).
+/* run_ids[p] = the run of point p, 0 when it has none (p < n_points; a
+ * point row whose run was deleted counts as none).
  * check_key(ctx, p, key), when given, returns non-zero if the stored key is
  * not point p's, which fails with KVS_EDB. */
 int store_sweep_done(store *s, int64_t sweep_id, int64_t n_points, int64_t *run_ids,

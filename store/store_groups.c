@@ -131,6 +131,17 @@ int store_group_running(store *s, const char *kind, int64_t id, kvs_err *err)
     sqlite3_bind_int64(st, 3, id);
     int rc = sqlite3_step(st) == SQLITE_DONE ? KVS_OK : db_fail(s, err, "writing the group status");
     sqlite3_finalize(st);
+    if (rc || strcmp(kind, "sweep"))
+        return rc;
+    /* a point whose run was deleted (foreign keys off) is a point to run */
+    if (sqlite3_prepare_v2(store_db(s),
+                           "DELETE FROM sweep_points WHERE sweep_id = ?1 AND run_id NOT IN "
+                           "(SELECT run_id FROM runs)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "pruning sweep_points");
+    sqlite3_bind_int64(st, 1, id);
+    rc = sqlite3_step(st) == SQLITE_DONE ? KVS_OK : db_fail(s, err, "pruning sweep_points");
+    sqlite3_finalize(st);
     return rc;
 }
 

@@ -94,7 +94,7 @@ START_TEST(test_locked_run_spooled_then_imported)
     run_result res;
     small_run(&cfg, &tr, &res, "rate=10,n=40,prompt=64,output=8");
     const char *params[] = {"x"};
-    store_sweep_def def = {"grid", "x=1\n", "", 1, 0, params, NULL, NULL};
+    store_sweep_def def = {"grid", "x=1\n", "", 1, 0, params, NULL, NULL, 0, NULL, NULL, NULL};
     int64_t sweep = 0, id = -1;
     ck_assert_int_eq(store_sweep_create(s, &def, &sweep, &err), KVS_OK);
     cfg.sweep_id = sweep;
@@ -214,7 +214,7 @@ START_TEST(test_upgrade_keys_never_reused)
     int64_t cid = 0, sid = 0;
     ck_assert_int_eq(store_compare_create(s, "a\nb", 2, &cid, &err), KVS_OK);
     ck_assert_int_eq(cid, 10);
-    store_sweep_def def = {"search", "s", "", 0, 0, NULL, NULL, NULL};
+    store_sweep_def def = {"search", "s", "", 0, 0, NULL, NULL, NULL, 0, NULL, NULL, NULL};
     ck_assert_int_eq(store_sweep_create(s, &def, &sid, &err), KVS_OK);
     ck_assert_int_eq(sid, 5);
     run_result_free(&res);

@@ -592,7 +592,7 @@ START_TEST(test_store_sweeps)
     ck_assert_int_eq(store_open(path, &s, &err), KVS_OK);
     sqlite3 *db = store_db(s);
     const char *params[] = {"alpha", "beta"};
-    store_sweep_def def = {"grid", "alpha=...\n", "--model\nx\n", 3, 2, params, grid_value, NULL};
+    store_sweep_def def = {"grid", "alpha=...\n", "--model\nx\n", 3, 2, params, grid_value, NULL, 0, NULL, NULL, NULL};
     int64_t id = 0;
     ck_assert_msg(store_sweep_create(s, &def, &id, &err) == KVS_OK, "%s", err.msg);
     ck_assert_int_eq(id, 1);
