@@ -141,6 +141,13 @@ typedef struct gpu_spec {
  *   head_dim, intermediate, vocab, max_ctx, dtype_bytes; '#' comments).
  * Unknown names list the known ones in err.  Cost: one file read at most. */
 int model_lookup(const char *name, model_spec *out, kvs_err *err);
+
+/* model_lookup for a name read back from a database (runs.model): a
+ * built-in or alias name only.  Anything else is never opened as a file,
+ * since whoever can write the database would choose the file: KVS_EINVAL
+ * "model 'X' is not a built-in model name (a stored model is resolved by
+ * name only, never opened as a file)".  Cost: O(models). */
+int model_lookup_name(const char *name, model_spec *out, kvs_err *err);
 /* Find a built-in GPU by name, or read a GPU file (gpu_file_read) when
  * `name` contains '/' or ends in ".gpu". */
 int gpu_lookup(const char *name, gpu_spec *out, kvs_err *err);

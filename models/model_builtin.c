@@ -174,3 +174,19 @@ int model_lookup(const char *name, model_spec *out, kvs_err *err)
                     "a folder holding one, or a .conf file)",
                     name, known);
 }
+
+int model_lookup_name(const char *name, model_spec *out, kvs_err *err)
+{
+    if (!name)
+        name = "";
+    for (size_t i = 0; i < N_BUILTIN; i++)
+        if (!strcmp(name, builtins[i].spec.name))
+            return model_lookup(name, out, err);
+    for (size_t i = 0; i < N_ALIAS; i++)
+        if (!strcmp(name, aliases[i].alias) || !strcmp(name, aliases[i].hub))
+            return model_lookup(name, out, err);
+    return kvs_errf(err, KVS_EINVAL,
+                    "model '%.200s' is not a built-in model name (a stored model is resolved by "
+                    "name only, never opened as a file)",
+                    name);
+}
