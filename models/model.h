@@ -142,11 +142,14 @@ typedef struct gpu_spec {
  * Unknown names list the known ones in err.  Cost: one file read at most. */
 int model_lookup(const char *name, model_spec *out, kvs_err *err);
 
-/* model_lookup for a name read back from a database (runs.model): a
- * built-in or alias name only.  Anything else is never opened as a file,
- * since whoever can write the database would choose the file: KVS_EINVAL
- * "model 'X' is not a built-in model name (a stored model is resolved by
- * name only, never opened as a file)".  Cost: O(models). */
+/* model_lookup for a name read back from a database (runs.model), which
+ * whoever can write the database chooses: a built-in or alias name, or a
+ * path only when it has the shape of a model config (ends in ".conf" or
+ * ".json", or names a directory), as a run's --model that was a path has.
+ * Any other name is never opened: KVS_EINVAL "model 'X' is not a built-in
+ * model name ...".  A stored path that does not read as a model is
+ * refused without quoting the file's contents.  Cost: O(models), or one
+ * config read. */
 int model_lookup_name(const char *name, model_spec *out, kvs_err *err);
 /* Find a built-in GPU by name, or read a GPU file (gpu_file_read) when
  * `name` contains '/' or ends in ".gpu". */

@@ -63,7 +63,12 @@ V() { "$KVSIM" validate --db "$T/$1.db" --run 1 --device cpu --max-steps 5; }
 tamper model "UPDATE runs SET model = '/etc/passwd'"
 refused model "is not a built-in model name" V model
 tamper model_dir "UPDATE runs SET model = '.'"
-refused model_dir "is not a built-in model name" V model_dir
+refused model_dir "does not read as a model" V model_dir
+# a path of a model config's shape is read (a run's --model may be one), but
+# what it holds is never quoted
+head -n 1 /etc/passwd >"$T/evil.conf" 2>/dev/null || echo "root:x:0:0:root:/root:/bin/bash" >"$T/evil.conf"
+tamper model_conf "UPDATE runs SET model = '$T/evil.conf'"
+refused model_conf "does not read as a model" V model_conf
 tamper kv_blocks "UPDATE runs SET kv_blocks = 4611686018427387904 WHERE run_id = 1"
 refused kv_blocks "runs.kv_blocks" V kv_blocks
 tamper block_size "UPDATE runs SET block_size = 1099511627776 WHERE run_id = 1"
