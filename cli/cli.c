@@ -7,14 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Every error line goes through here: flag values and stored text echoed
+ * in it have their control characters (newlines, escape sequences) made
+ * '?' (str_sanitize), so it stays one harmless terminal line. */
 int cli_fail(const char *cmd, const char *fmt, ...)
 {
+    char line[4096];
     va_list ap;
-    fprintf(stderr, "kvsim %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    str_sanitize(line, sizeof line, line);
+    fprintf(stderr, "kvsim %s: %s\n", cmd, line);
     return CLI_EXIT_ERR;
 }
 

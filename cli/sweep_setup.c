@@ -364,11 +364,13 @@ int sweep_finish(const char *cmd, const sweep_cli *cli, const sweep_plan *p, sto
         failed += !ok;
         if (cli->quiet)
             continue;
+        char key[1024]; /* stored text: printed without control characters */
+        const char *k = (const char *)sqlite3_column_text(q, 8);
+        str_sanitize(key, sizeof key, k ? k : "");
         printf("%6lld %7lld", (long long)sqlite3_column_int64(q, 0),
                (long long)sqlite3_column_int64(q, 1));
         if (!ok) {
-            printf(" %10s %9s %9s %9s %7s  %s\n", "failed", "", "", "", "",
-                   (const char *)sqlite3_column_text(q, 8));
+            printf(" %10s %9s %9s %9s %7s  %s\n", "failed", "", "", "", "", key);
             continue;
         }
         print_num(sqlite3_column_double(q, 3), sqlite3_column_type(q, 3) == SQLITE_NULL,
@@ -380,7 +382,7 @@ int sweep_finish(const char *cmd, const sweep_cli *cli, const sweep_plan *p, sto
             printf(" %7s", "-");
         else
             printf(" %7.2f", 100.0 * sqlite3_column_double(q, 7));
-        printf("  %s\n", (const char *)sqlite3_column_text(q, 8));
+        printf("  %s\n", key);
     }
     int bad = r != SQLITE_DONE;
     sqlite3_finalize(q);

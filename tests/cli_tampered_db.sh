@@ -99,5 +99,15 @@ tamper bad_point "UPDATE sweep_points SET point_index = 99 WHERE point_index = 0
 (cd "$T" && refused bad_point "outside its 2 points" "$KVSIM" sweep --resume 1 --db "$T/bad_point.db"; echo "$pass $fail" >"$T/counts")
 read -r p2 f2 <"$T/counts"; pass=$p2; fail=$f2
 
+# stored text reaches the terminal without control characters (ESC, CR, LF)
+tamper label "UPDATE runs SET label = 'a' || char(27) || '[2J' || char(13) || 'b' || char(10) || 'c'"
+out=$("$KVSIM" query --db "$T/label.db" "SELECT label FROM runs WHERE run_id = 1" | tail -1)
+[ "$out" = "a?[2J?b?c" ] && ok || bad "query table label: $(printf '%s' "$out" | od -c | head -2)"
+tamper key "UPDATE sweep_points SET point_key = 'max-seqs=2' || char(27) || ']0;x' || char(7) WHERE point_index = 0"
+out=$(cd "$T" && "$KVSIM" sweep --resume 1 --db "$T/key.db" 2>&1)
+case "$out" in *$'\033'*|*$'\a'*) bad "sweep echoed a control character" ;; *) ok ;; esac
+out=$("$KVSIM" run --synthetic "$(printf 'n=1\033[2J')" --db "$T/x.db" 2>&1)
+[ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && case "$out" in *$'\033'*) false ;; esac && ok || bad "flag value echoed raw: $out"
+
 echo "cli_tampered_db: $pass passed, $fail failed"
 [ $fail -eq 0 ]
