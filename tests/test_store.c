@@ -232,7 +232,7 @@ START_TEST(test_schema_created)
          "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
          "WHERE type = 'table' ORDER BY name)",
          "calibrations,class_metrics,compares,kernel_measurements,meta,profiles,requests,runs,"
-         "search_probes,search_results,spool_imports,sqlite_sequence,steps,sweep_point_params,"
+         "search_probes,search_results,spool_imports,sqlite_sequence,steps,sweep_inputs,sweep_point_params,"
          "sweep_points,sweeps,validation_steps,validations");
     q_eq(db,
          "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
