@@ -277,7 +277,7 @@ static int64_t query_i64(sqlite3 *db, const char *sql, const char *arg, int64_t 
  * the caller's transaction. */
 static int copy_run(sqlite3 *db, int64_t old, int64_t *new_id)
 {
-    static const char *const child[] = {"requests", "steps", "class_metrics"};
+    static const char *const child[] = {"requests", "steps", "class_metrics", "replica_metrics"};
     char *cols = common_columns(db, "runs", "run_id");
     if (!cols)
         return SQLITE_ERROR;
