@@ -12,4 +12,8 @@
 int capacity_search_main(int argc, char **argv);
 void capacity_search_usage(FILE *f);
 
+/* `kvsim capacity --search cluster ...` (cmd_capacity_cluster.c), called
+ * by capacity_search_main.  Returns the exit status. */
+int capacity_cluster_main(int argc, char **argv);
+
 #endif

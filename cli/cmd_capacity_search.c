@@ -46,7 +46,10 @@ void capacity_search_usage(FILE *f)
             "usage: kvsim capacity --search rate --slo METRIC=LIMIT,... [--policies P,...]\n"
             "                      [run flags...]\n"
             "       kvsim capacity --search tp --slo METRIC=LIMIT,... [--tp-list 1,2,4,8]\n"
-            "                      [--policies P,...] [run flags...]\n\n"
+            "                      [--policies P,...] [run flags...]\n"
+            "       kvsim capacity --search cluster --slo METRIC=LIMIT,... --gpus G1,G2\n"
+            "                      --price G1=D,G2=D [--tp-list 1,2,4,8] [--max-replicas 8]\n"
+            "                      [run flags...]\n\n"
             "Capacity planning against service level objectives, by simulation:\n"
             "  --search rate   the highest arrival rate whose run meets the SLOs: the rate= of\n"
             "                  a --synthetic workload, or the --rate-scale of a trace.  From\n"
@@ -55,7 +58,16 @@ void capacity_search_usage(FILE *f)
             "                  the failing rate is within %.0f%% of the holding one.\n"
             "  --search tp     the smallest tensor-parallel degree of --tp-list (valid for\n"
             "                  the model and fitting in memory) that carries the workload at\n"
-            "                  its given rate within the SLOs.\n\n"
+            "                  its given rate within the SLOs.\n"
+            "  --search cluster  the cheapest replicas x TP x GPU configuration that carries\n"
+            "                  the workload at its given rate within the SLOs, at the prices\n"
+            "                  given: every GPU of --gpus, TP degree of --tp-list and 1 ..\n"
+            "                  --max-replicas replicas (default 8), probed in order of cost\n"
+            "                  per hour (replicas x tp x price) until one holds; reports its\n"
+            "                  cost per million output tokens (docs/cluster.md, section S).\n"
+            "  --gpus G,...    GPUs for --search cluster (kvsim gpus lists them)\n"
+            "  --price G=D,... dollars per GPU-hour of every GPU of --gpus (no defaults)\n"
+            "  --max-replicas N  most replicas a --search cluster probe has (default 8)\n\n"
             "  --slo SPEC      bounds, comma-separated (required):\n"
             "                    ttft_|tpot_|e2e_|norm_latency_ + p50|p90|p99|mean = max seconds\n"
             "                    throughput (= throughput_tok_s), throughput_req_s,\n"
@@ -201,7 +213,8 @@ static int setup(const char *cmd, search_args *a, search_ctx *c)
 {
     kvs_err err;
     if (!a->search || (strcmp(a->search, "rate") && strcmp(a->search, "tp")))
-        return cli_fail(cmd, "--search: '%s' is not rate or tp", a->search ? a->search : "");
+        return cli_fail(cmd, "--search: '%s' is not rate, tp or cluster",
+                        a->search ? a->search : "");
     a->kind = !strcmp(a->search, "rate") ? SEARCH_RATE : SEARCH_TP;
     if (!a->slo)
         return cli_fail(cmd, "--search needs --slo, e.g. --slo ttft_p99=2,tpot_p99=0.1");
@@ -342,7 +355,13 @@ int capacity_search_main(int argc, char **argv)
     memset(&c, 0, sizeof c);
     if (!(a.rest = calloc((size_t)argc + 1, sizeof *a.rest)))
         return cli_fail(cmd, "out of memory");
-    if (split_args(cmd, argc, argv, &a) || setup(cmd, &a, &c) || create_search(cmd, &a, &c, &st))
+    if (split_args(cmd, argc, argv, &a))
+        goto out;
+    if (a.search && !strcmp(a.search, "cluster")) {
+        rc = capacity_cluster_main(argc, argv);
+        goto out;
+    }
+    if (setup(cmd, &a, &c) || create_search(cmd, &a, &c, &st))
         goto out;
     c.js.st = st;
     c.cmd = cmd;

@@ -19,12 +19,36 @@ static void print_dist(FILE *f, const char *name, const run_dist *d)
             d->p99, d->mean);
 }
 
+/* A cluster run: the router and one line per replica. */
+static void print_replicas(FILE *f, const run_config *c, const run_result *res)
+{
+    if (res->n_replicas == 0)
+        return;
+    fprintf(f, "  cluster          %lld replicas, router %s, load imbalance %.3fx "
+               "(busiest replica / mean)\n",
+            (long long)c->replicas, c->router, res->sum.load_imbalance);
+    for (int64_t r = 0; r < res->n_replicas; r++) {
+        const run_summary *s = &res->replicas[r].sum;
+        char name[32];
+        snprintf(name, sizeof name, "replica %lld", (long long)res->replicas[r].replica);
+        fprintf(f, "  %-16s %lld requests (%lld finished): TTFT p50 %.4f p99 %.4f, "
+                   "E2E p99 %.4f s; peak KV %lld blocks, %lld steps\n",
+                name, (long long)s->n_requests, (long long)s->n_finished, s->ttft.p50,
+                s->ttft.p99, s->e2e.p99, (long long)s->peak_kv_blocks, (long long)s->n_steps);
+    }
+}
+
 void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res, int64_t run_id)
 {
     const run_summary *s = &res->sum;
     const sched_config *k = &c->sched;
-    fprintf(f, "kvsim run %lld: %s on %s (tp %lld), %s", (long long)run_id, c->model, c->gpu,
-            (long long)c->tp, c->synthetic[0] ? c->synthetic : c->trace_path);
+    fprintf(f, "kvsim run %lld: %s on %s (tp %lld", (long long)run_id, c->model, c->gpu,
+            (long long)c->tp);
+    if (c->ep > 1)
+        fprintf(f, ", ep %lld", (long long)c->ep);
+    if (c->cp > 1)
+        fprintf(f, ", cp %lld", (long long)c->cp);
+    fprintf(f, "), %s", c->synthetic[0] ? c->synthetic : c->trace_path);
     if (c->rate_scale != 1.0)
         fprintf(f, " at rate x%g", c->rate_scale);
     if (k->engine == SCHED_ENGINE_VLLM_V1)
@@ -41,6 +65,10 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
                "max-batched-tokens %lld, max-model-len %lld\n",
             (long long)k->total_blocks, (long long)k->block_size, (long long)k->max_seqs,
             (long long)k->max_batched_tokens, (long long)k->max_model_len);
+    if (c->cp > 1)
+        fprintf(f, "                   (cp %lld: a block spans %lld tokens of context, %lld on "
+                   "each of the cp GPU groups)\n",
+                (long long)c->cp, (long long)(c->cp * k->block_size), (long long)k->block_size);
     fprintf(f, "  requests         %lld: %lld finished, %lld rejected\n", (long long)s->n_requests,
             (long long)s->n_finished, (long long)s->n_rejected);
     print_dist(f, "TTFT (s)", &s->ttft);
@@ -85,6 +113,7 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
                 name, (long long)c->n_requests, (long long)c->n_finished, c->ttft.p50,
                 c->ttft.p99, c->e2e.p50, c->e2e.p99);
     }
+    print_replicas(f, c, res);
     fprintf(f, "  simulated in     %.3f s wall\n", res->wall_s);
     fprintf(f, "run_id %lld\n", (long long)run_id);
 }

@@ -21,7 +21,7 @@ static int roofline_family_create(const char *params, const cost_env *env, cost_
         return rc;
     if (!env->m || !env->g)
         return kvs_errf(err, KVS_EINVAL, "--cost: roofline needs a model and a GPU");
-    model_par par = {env->tp, env->ep > 0 ? env->ep : 1, 1};
+    model_par par = {env->tp, env->ep > 0 ? env->ep : 1, env->cp > 0 ? env->cp : 1};
     return cost_roofline_create_par(env->m, env->g, &par, &k, out, err);
 }
 
@@ -55,7 +55,7 @@ int cost_family_register(const cost_family *f, kvs_err *err)
 int cost_model_create(const char *spec, const model_spec *m, const gpu_spec *g,
                       int64_t tp, cost_model *out, kvs_err *err)
 {
-    cost_env env = {m, g, tp, 1};
+    cost_env env = {m, g, tp, 1, 1};
     return cost_model_create_env(spec, &env, out, err);
 }
 

@@ -59,6 +59,7 @@ typedef struct cost_env {
     const gpu_spec *g;    /* borrowed, may be NULL */
     int64_t tp;           /* tensor-parallel degree, >= 1 */
     int64_t ep;           /* expert-parallel degree, >= 1 */
+    int64_t cp;           /* context-parallel degree, >= 1 (0 reads as 1) */
 } cost_env;
 
 /* A family of cost models in the registry: the spec "NAME" (params 0) or

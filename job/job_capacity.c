@@ -294,7 +294,7 @@ int job_search_tps(const job_opts *base, double *tps, int *n,
     for (int i = 0; i < *n; i++) {
         job_opts o = *base;
         o.cfg.tp = (int64_t)tps[i];
-        model_par par = {o.cfg.tp, o.cfg.ep, 1};
+        model_par par = {o.cfg.tp, o.cfg.ep, o.cfg.cp};
         run_config *c = &o.cfg;
         if (model_check_par(&m, &par, &e) || job_engine_apply(&o, &m, &g, &e) ||
             run_config_resolve(c, &m, &g, &e)) {

@@ -16,7 +16,7 @@ int job_cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, sto
                 : kvs_errf(&e, KVS_EINVAL, "%s: a calibrated profile is read from a results "
                                            "database, and this run has none", cfg->cost);
     else
-        rc = cost_model_create_env(cfg->cost, &(cost_env){m, g, cfg->tp, cfg->ep}, out, &e);
+        rc = cost_model_create_env(cfg->cost, &(cost_env){m, g, cfg->tp, cfg->ep, cfg->cp}, out, &e);
     if (rc) /* every message names the flag once */
         return strncmp(e.msg, "--cost", 6) ? kvs_errf(err, rc, "--cost: %s", e.msg)
                                            : kvs_errf(err, rc, "%s", e.msg);

@@ -5,14 +5,14 @@
 #include <string.h>
 
 #define PACK_MAGIC "KVSP"
-#define PACK_VERSION 1u
+#define PACK_VERSION 2u /* 2: the replicas of a cluster run */
 
 /* Struct sizes the buffer was made with; both ends must agree. */
 typedef struct pack_header {
     char magic[4];      /* "KVSP" */
     uint32_t version;   /* PACK_VERSION */
     uint32_t sz_config, sz_trace_req, sz_req_result, sz_summary, sz_step_rec,
-        sz_member;      /* sizeof of each struct carried, bytes */
+        sz_member, sz_replica; /* sizeof of each struct carried, bytes */
 } pack_header;
 
 typedef struct writer {
@@ -54,6 +54,7 @@ static void header_fill(pack_header *h)
     h->sz_summary = sizeof(run_summary);
     h->sz_step_rec = sizeof(run_step_rec);
     h->sz_member = sizeof(sched_member);
+    h->sz_replica = sizeof(run_replica);
 }
 
 int run_pack(const run_packed *p, unsigned char **buf, size_t *len, kvs_err *err)
@@ -87,6 +88,13 @@ int run_pack(const run_packed *p, unsigned char **buf, size_t *len, kvs_err *err
     put(&w, p->res.steps, (size_t)ns * sizeof(run_step_rec));
     put_i64(&w, nm);
     put(&w, p->res.members, (size_t)nm * sizeof(sched_member));
+    /* a cluster run: the replica of each request, the per-replica metrics */
+    int64_t nid = nr && p->res.replica ? n : 0;
+    int64_t nrep = nr ? p->res.n_replicas : 0;
+    put_i64(&w, nid);
+    put(&w, p->res.replica, (size_t)nid * sizeof(int32_t));
+    put_i64(&w, nrep);
+    put(&w, p->res.replicas, (size_t)nrep * sizeof(run_replica));
     if (w.oom) {
         free(w.buf);
         return kvs_errf(err, KVS_ENOMEM, "run_pack: out of memory packing %lld requests",
@@ -132,7 +140,7 @@ int run_unpack(const unsigned char *buf, size_t len, run_packed *out, kvs_err *e
 {
     reader r = {buf, len};
     pack_header h, want;
-    int64_t v = 0, n = 0, nr = 0, ns = 0, nm = 0;
+    int64_t v = 0, n = 0, nr = 0, ns = 0, nm = 0, nid = 0, nrep = 0;
     int bad = 0;
     memset(out, 0, sizeof *out);
     header_fill(&want);
@@ -177,6 +185,15 @@ int run_unpack(const unsigned char *buf, size_t len, run_packed *out, kvs_err *e
         goto truncated;
     if ((g = get_array(&r, nm, sizeof(sched_member), (void **)&out->res.members)) == -2)
         goto oom;
+    if (g || get(&r, &nid, sizeof nid) || (nid != 0 && nid != nr))
+        goto truncated;
+    if ((g = get_array(&r, nid, sizeof(int32_t), (void **)&out->res.replica)) == -2)
+        goto oom;
+    if (g || get(&r, &nrep, sizeof nrep))
+        goto truncated;
+    if ((g = get_array(&r, nrep, sizeof(run_replica), (void **)&out->res.replicas)) == -2)
+        goto oom;
+    out->res.n_replicas = nrep;
     if (g || r.left != 0)
         goto truncated;
     if (out->status == 0 && nr != n)

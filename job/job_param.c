@@ -14,7 +14,8 @@ enum {
     P_MODEL = 1000, P_GPU, P_TP, P_TRACE, P_SYNTH, P_RATE, P_KVB, P_BLOCK, P_SEQS, P_MBT, P_WM,
     P_MML, P_UTIL, P_COST, P_SEED, P_DB, P_REC, P_LABEL, P_QUIET, P_BATCHING, P_POLICY, P_PPRE,
     P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX, P_ENGINE,
-    P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP
+    P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP, P_CP, P_REPLICAS,
+    P_ROUTER, P_ROUTER_SEED, P_AFFINITY_CAP
 };
 
 #define I64MAX40 1099511627776.0 /* 2^40 */
@@ -35,15 +36,18 @@ static const job_param params[] = {
     {"seed", P_SEED, JOB_PARAM_U64, 0, 0, "workload", "N",
      "seed of the synthetic generator (default 0)", JOB_VARY_ALL},
     {"model", P_MODEL, JOB_PARAM_STR, 0, 0, "hardware and model", "NAME|FILE",
-     "llama-7b llama-13b llama-65b llama-2-7b llama-2-13b" IND
-     "llama-2-70b llama-3-8b llama-3-70b llama-7b-mqa, or a .conf" IND
-     "file (default llama-3-8b: its 8K context fits the Azure traces)", JOB_VARY_ALL},
+     "a name `kvsim models` lists, a Hugging Face config.json (or" IND
+     "its directory) or a .conf file (default llama-3-8b: its 8K" IND
+     "context fits the Azure traces)", JOB_VARY_ALL},
     {"gpu", P_GPU, JOB_PARAM_STR, 0, 0, "hardware and model", "NAME",
-     "a100-40g a100-80g h100-sxm h200 (default a100-80g)", JOB_VARY_ALL},
+     "a name `kvsim gpus` lists, or a GPU file (default a100-80g)", JOB_VARY_ALL},
     {"tp", P_TP, JOB_PARAM_I64, 1, 1024, "hardware and model", "N",
      "tensor-parallel degree (default 1)", JOB_VARY_ALL},
     {"ep", P_EP, JOB_PARAM_I64, 1, 1024, "hardware and model", "N",
      "expert-parallel degree of a MoE model (default 1)", JOB_VARY_ALL},
+    {"cp", P_CP, JOB_PARAM_I64, 1, 1024, "hardware and model", "N",
+     "context-parallel degree: each request's KV split along the" IND
+     "sequence over N groups of tp GPUs (default 1)", JOB_VARY_ALL},
     {"dtype", P_DTYPE, JOB_PARAM_STR, 0, 0, "hardware and model", "D",
      "weights: fp16 bf16 fp8 int8 int4 (AWQ g128) (default: the" IND "model's own)",
      JOB_VARY_ALL},
@@ -108,6 +112,17 @@ static const job_param params[] = {
      "roofline | affine:c0,c1,c2,c3 | calibrated[:ID] (default roofline)", JOB_VARY_ALL},
     {"force-profile", P_FORCE, JOB_PARAM_SWITCH, 0, 0, "engine", NULL,
      "use a calibrated profile measured on another GPU/model", JOB_VARY_VARIANT},
+    {"replicas", P_REPLICAS, JOB_PARAM_I64, 1, 4096, "cluster", "N",
+     "N identical engines behind a router; every other flag" IND
+     "applies to each (default 1, docs/cluster.md)", JOB_VARY_ALL},
+    {"router", P_ROUTER, JOB_PARAM_STR, 0, 0, "cluster", "NAME",
+     "round-robin | least-requests | least-kv | prefix-affinity |" IND
+     "random (default round-robin)", JOB_VARY_ALL},
+    {"router-seed", P_ROUTER_SEED, JOB_PARAM_U64, 0, 0, "cluster", "N",
+     "seed of the random router (default: --seed)", JOB_VARY_ALL},
+    {"affinity-cap", P_AFFINITY_CAP, JOB_PARAM_I64, 0, 1 << 30, "cluster", "K",
+     "prefix-affinity: skip replicas with more than K outstanding" IND
+     "requests above the least loaded one (default 16)", JOB_VARY_ALL},
     {"slo", P_SLO, JOB_PARAM_SLO, 0, 0, "results", "ttft=S,tpot=S,e2e=S",
      "per-request SLOs for attainment and goodput", JOB_VARY_ALL},
     {"db", P_DB, JOB_PARAM_STR, 0, 0, "results", "FILE",
@@ -216,6 +231,7 @@ static char *str_field(job_opts *o, int id, size_t *n)
     case P_LABEL: *n = sizeof c->label; return c->label;
     case P_DTYPE: *n = sizeof c->dtype; return c->dtype;
     case P_KVDTYPE: *n = sizeof c->kv_cache_dtype; return c->kv_cache_dtype;
+    case P_ROUTER: *n = sizeof c->router; return c->router;
     default: return NULL;
     }
 }
@@ -227,6 +243,7 @@ static int64_t *i64_field(job_opts *o, int id)
     switch (id) {
     case P_TP: return &c->tp;
     case P_EP: return &c->ep;
+    case P_CP: return &c->cp;
     case P_KVB: return &c->kv_blocks_flag;
     case P_BLOCK: return &s->block_size;
     case P_SEQS: return &s->max_seqs;
@@ -234,6 +251,8 @@ static int64_t *i64_field(job_opts *o, int id)
     case P_MML: return &s->max_model_len;
     case P_LPT: return &s->long_prefill_threshold;
     case P_SEG: return &s->segment_tokens;
+    case P_REPLICAS: return &c->replicas;
+    case P_AFFINITY_CAP: return &c->affinity_cap;
     default: return NULL;
     }
 }
@@ -329,8 +348,9 @@ int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err
         if (!(i = i64_field(o, p->id)))
             break;
         return str_parse_i64(flag, value, (int64_t)p->lo, (int64_t)p->hi, i, err);
-    case JOB_PARAM_U64: /* --seed only */
-        return str_parse_u64(flag, value, &o->cfg.seed, err);
+    case JOB_PARAM_U64: /* --seed and --router-seed */
+        return str_parse_u64(flag, value,
+                             p->id == P_ROUTER_SEED ? &o->cfg.router_seed : &o->cfg.seed, err);
     case JOB_PARAM_F64:
         if (!(d = f64_field(o, p->id)))
             break;
@@ -392,7 +412,7 @@ const struct option *job_param_options(void)
 
 const char *job_param_help(void)
 {
-    static char text[8192];
+    static char text[12288];
     if (text[0])
         return text;
     size_t len = 0;

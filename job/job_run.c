@@ -1,6 +1,7 @@
 /* job_run.c — preparing, simulating and storing one run (see job.h). */
 #include "job.h"
 
+#include "../sim/cluster.h"
 #include "../store/store_spool.h"
 
 #include <string.h>
@@ -28,7 +29,7 @@ int job_model_lookup(const run_config *c, model_spec *m, gpu_spec *g, kvs_err *e
 
 int job_model_setup(job_opts *o, model_spec *m, gpu_spec *g, kvs_err *err)
 {
-    model_par par = {o->cfg.tp, o->cfg.ep, 1};
+    model_par par = {o->cfg.tp, o->cfg.ep, o->cfg.cp};
     int rc;
     if ((rc = job_model_lookup(&o->cfg, m, g, err)) || (rc = model_check_par(m, &par, err)))
         return rc;
@@ -52,7 +53,7 @@ int job_check(const job_opts *o, kvs_err *err)
         return rc;
     if (c.trace_path[0] && access(c.trace_path, R_OK) != 0)
         return kvs_errf(err, KVS_EIO, "--trace %s: cannot read it", c.trace_path);
-    if ((rc = fail_static_preempt(o, err)))
+    if ((rc = fail_static_preempt(o, err)) || (rc = cluster_config_check(&c, err)))
         return rc;
     if ((rc = run_config_resolve(&c, &m, &g, err)))
         return rc;
@@ -100,7 +101,10 @@ int job_prepare(job_opts *o, model_spec *m, gpu_spec *g, trace *tr, kvs_err *err
         return rc;
     if (c->trace_path[0] && c->synthetic[0])
         return kvs_errf(err, KVS_EINVAL, "--trace and --synthetic: give one workload, not both");
-    if ((rc = fail_static_preempt(o, err)) || (rc = load_workload(c, tr, err)))
+    if (!job_param_given(o, "router-seed"))
+        c->router_seed = c->seed;
+    if ((rc = fail_static_preempt(o, err)) || (rc = cluster_config_check(c, err)) ||
+        (rc = load_workload(c, tr, err)))
         return rc;
     if (c->rate_scale != 1.0)
         trace_scale_rate(tr, c->rate_scale);

@@ -286,6 +286,16 @@ void sched_get_counters(const sched *s, sched_counters *out) { s->eng->counters(
 
 int sched_audit(const sched *s, char *why, size_t n) { return s->eng->audit(s, why, n); }
 
+int64_t sched_cached_prefix_tokens(const sched *s, int64_t id)
+{
+    if (!s->cfg.prefix_caching || id < 0 || id >= s->n)
+        return 0;
+    int64_t blocks = s->cfg.engine == SCHED_ENGINE_VLLM_V1
+                         ? sched_v1_cached_prefix_blocks(s, (int32_t)id)
+                         : sched_pc_match(s, (int32_t)id);
+    return blocks * s->cfg.block_size;
+}
+
 static void v0_counters(const sched *s, sched_counters *out)
 {
     *out = s->ctr;

@@ -234,6 +234,15 @@ int sched_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err);
  * Cost: O(running requests * their blocks + cache size). */
 int sched_audit(const sched *s, char *why, size_t n);
 
+/* Prompt tokens of request `id` whose KV this engine holds in its prefix
+ * cache right now: the leading run of cached full prompt blocks times the
+ * block size, as an admission would find it (V1 at most floor((P - 1) /
+ * block_size) blocks, rule 2.6).  Changes nothing; 0 without prefix
+ * caching or prefix identities.  `id` need not have arrived here: routers
+ * ask every replica about a request before sending it to one.
+ * Cost: O(log blocks) under V0, O(hit blocks) under V1. */
+int64_t sched_cached_prefix_tokens(const sched *s, int64_t id);
+
 /* Enum names for flags and the store ("continuous", "fcfs", "paged", ...),
  * and the reverse; parse returns -1 for an unknown name. */
 const char *sched_engine_name(int v);   /* "vllm-v0", "vllm-v1" */

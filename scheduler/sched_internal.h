@@ -140,6 +140,7 @@ typedef struct sched_engine_vt {
 extern const sched_engine_vt sched_engine_v1; /* v1.c */
 int sched_v1_config_check(const sched_config *c, kvs_err *err); /* v1.c */
 int sched_v0_audit(const sched *s, char *why, size_t n);        /* pcache.c */
+int64_t sched_v1_cached_prefix_blocks(const sched *s, int32_t id); /* v1.c */
 
 typedef struct sched_v1 sched_v1; /* v1.c */
 

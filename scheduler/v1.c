@@ -383,6 +383,20 @@ static int64_t find_hits(const sched_v1 *v, int32_t id, int64_t T)
     return m;
 }
 
+/* find_hits without writing v->hits, for sched_cached_prefix_tokens:
+ * the request has not been admitted, so T = P. */
+int64_t sched_v1_cached_prefix_blocks(const sched *s, int32_t id)
+{
+    const sched_v1 *v = s->v1;
+    if (!v->pfx)
+        return 0;
+    const int64_t cap = (s->reqs[id].prompt_tokens - 1) / v->bs;
+    int64_t m = 0;
+    while (m < cap && v1_pool_lookup(&v->pool, block_key(v, id, m)))
+        m++;
+    return m;
+}
+
 /* --------------------------------------------------------- preemption */
 /* Index in R of the victim (rule 4.4.3). */
 static int64_t victim_index(const sched *s)

@@ -2,11 +2,13 @@
  * through the event loop, collect step records and compute the summary. */
 #include "run.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cluster.h"
 #include "engine.h"
 
 void run_config_defaults(run_config *cfg)
@@ -16,6 +18,7 @@ void run_config_defaults(run_config *cfg)
     strcpy(cfg->gpu, "a100-80g");
     cfg->tp = 1;
     cfg->ep = 1;
+    cfg->cp = 1;
     cfg->rate_scale = 1.0;
     cfg->seed = 0;
     cfg->sched.batching = SCHED_BATCHING_CONTINUOUS;
@@ -30,6 +33,9 @@ void run_config_defaults(run_config *cfg)
     cfg->gpu_mem_util = 0.9;
     cfg->swap_gib = 4.0;
     strcpy(cfg->cost, "roofline");
+    cfg->replicas = 1;
+    strcpy(cfg->router, "round-robin");
+    cfg->affinity_cap = 16;
 }
 
 static int apply_dtype(const char *flag, const char *name, model_spec *m, int kv, kvs_err *err)
@@ -70,7 +76,7 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
         sc->total_blocks = cfg->kv_blocks_flag;
     } else {
         kv_capacity cap;
-        model_par par = {cfg->tp, cfg->ep > 0 ? cfg->ep : 1, 1};
+        model_par par = {cfg->tp, cfg->ep > 0 ? cfg->ep : 1, cfg->cp > 0 ? cfg->cp : 1};
         int rc = model_kv_capacity_par(m, g, &par, cfg->gpu_mem_util, sc->block_size,
                                    sc->max_batched_tokens, sc->max_seqs, &cap, err);
         if (rc)
@@ -136,6 +142,8 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
     run_step_rec *rec = &r->steps[r->n_steps++];
     rec->step = *st;
     rec->member_off = r->n_members;
+    rec->replica = 0;
+    rec->pad_ = 0;
     memcpy(r->members + r->n_members, m, (size_t)nm * sizeof *m);
     r->n_members += nm;
 }
@@ -147,9 +155,20 @@ static double now_wall(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+void run_config_sched(const run_config *cfg, sched_config *out)
+{
+    *out = cfg->sched;
+    if (cfg->cp > 1) {
+        assert(out->block_size <= INT64_MAX / cfg->cp);
+        out->block_size *= cfg->cp;
+    }
+}
+
 int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
                 run_result *out, kvs_err *err)
 {
+    if (cfg->replicas > 1)
+        return cluster_execute(cfg, tr, cost, out, err);
     memset(out, 0, sizeof *out);
     out->tr = tr;
     time_t wall = time(NULL);
@@ -159,7 +178,9 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     double t0 = now_wall();
 
     sched *s = NULL;
-    int rc = sched_init(&s, &cfg->sched, tr->reqs, tr->n, cost, err);
+    sched_config sc;
+    run_config_sched(cfg, &sc);
+    int rc = sched_init(&s, &sc, tr->reqs, tr->n, cost, err);
     if (rc)
         return rc;
     req_prefixes px = trace_prefixes(tr);
@@ -210,6 +231,7 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     sum->prefix_saved_tokens = c.prefix_saved_tokens;
     sum->prefix_evictions = c.prefix_evictions;
     sum->prefill_chunks = c.prefill_chunks;
+    sum->load_imbalance = NAN;
     if (run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes)) {
         rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory for per-class metrics");
         goto fail;
@@ -229,6 +251,11 @@ void run_result_free(run_result *r)
     free(r->steps);
     free(r->members);
     free(r->classes);
+    free(r->replica);
+    free(r->replicas);
+    r->replica = NULL;
+    r->replicas = NULL;
+    r->n_replicas = 0;
     r->classes = NULL;
     r->n_classes = 0;
     r->reqs = NULL;

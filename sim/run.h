@@ -21,6 +21,8 @@ typedef struct run_config {
     char gpu[32];             /* GPU name */
     int64_t tp;               /* tensor-parallel degree */
     int64_t ep;               /* expert-parallel degree (MoE models), >= 1 */
+    int64_t cp;               /* context-parallel degree, >= 1: the scheduler's block
+                                 spans cp * block_size tokens (docs/models.md) */
     char dtype[16];           /* weight dtype (--dtype), "" = the model's own */
     char kv_cache_dtype[16];  /* KV-cache dtype (--kv-cache-dtype), "" = the weights' */
     char trace_path[1024];    /* "" when synthetic */
@@ -40,6 +42,12 @@ typedef struct run_config {
     int record_steps;         /* keep step records */
     int64_t compare_id;       /* `kvsim compare` group, 0 = none */
     int64_t sweep_id;         /* `kvsim sweep` group, 0 = none */
+    /* clusters (sim/cluster.h, docs/cluster.md) */
+    int64_t replicas;         /* identical engines behind the router, >= 1 */
+    char router[32];          /* router name (sim/router.h), "round-robin" default */
+    uint64_t router_seed;     /* seed of the random router */
+    int64_t affinity_cap;     /* prefix-affinity: outstanding requests a replica may
+                                 have above the least loaded one, requests */
 } run_config;
 
 typedef struct run_dist {
@@ -70,6 +78,9 @@ typedef struct run_summary {
     int64_t prefix_saved_tokens;  /* prompt tokens not computed thanks to hits */
     int64_t prefix_evictions;     /* cached blocks evicted for fresh ones */
     int64_t prefill_chunks;       /* prefill chunks (chunked prefill; else 0) */
+    /* clusters: requests routed to the busiest replica / the mean per
+     * replica (1 = even); NAN for one engine */
+    double load_imbalance;
 } run_summary;
 
 /* Metrics of one priority class (requests with one priority value). */
@@ -85,7 +96,16 @@ typedef struct run_class {
 typedef struct run_step_rec {
     sched_step step;          /* the step as the scheduler emitted it */
     int64_t member_off;       /* index of its first member in members[] */
+    int32_t replica;          /* the engine that ran it (0 for one engine) */
+    int32_t pad_;
 } run_step_rec;
+
+/* One replica of a cluster run: the metrics of section 7 over the requests
+ * the router sent it, with its own steps, KV use and counters. */
+typedef struct run_replica {
+    int64_t replica;          /* 0 .. replicas - 1 */
+    run_summary sum;          /* as the run's, restricted to this engine */
+} run_replica;
 
 typedef struct run_result {
     const trace *tr;             /* borrowed: the requests simulated */
@@ -99,6 +119,11 @@ typedef struct run_result {
                                     when the trace has no priorities or more
                                     than RUN_MAX_CLASSES of them */
     int n_classes;
+    int32_t *replica;            /* [tr->n] engine that served each request, owned;
+                                    NULL for one engine (every request on 0) */
+    run_replica *replicas;       /* [n_replicas] per-replica metrics, owned; NULL
+                                    for one engine */
+    int64_t n_replicas;
     char started_at[32];         /* ISO-8601 UTC */
     double wall_s;               /* simulation wall time */
 } run_result;
@@ -118,6 +143,12 @@ int run_config_apply_dtypes(const run_config *cfg, model_spec *m, kvs_err *err);
  * per-block transfer time over the host link.  Errors name the flag. */
 int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
                        kvs_err *err);
+
+/* The scheduler's configuration for cfg: cfg->sched, with a block that
+ * spans cfg->cp * block_size tokens of context (each of the cp groups
+ * holds block_size of them, so a block of total_blocks is one block on
+ * every GPU).  The identity when cp is 1.  Cost: O(1). */
+void run_config_sched(const run_config *cfg, sched_config *out);
 
 /* Simulate `tr` under cfg->sched (total_blocks already resolved) and cost.
  * On success *out owns its arrays (run_result_free). Cost: O(events log). */

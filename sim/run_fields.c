@@ -195,6 +195,30 @@ static const run_field fields[] = {
      "weight dtype (`--dtype`); NULL = the model's own"},
     {"kv_cache_dtype", "TEXT", "", T, PARAM, CFG_TEXT(kv_cache_dtype), 0, 0, 0, 2,
      "KV-cache dtype (`--kv-cache-dtype`); NULL = the weights'"},
+    /* schema version 3 */
+    {"cp", "INTEGER NOT NULL DEFAULT 1", "GPUs", I, PARAM, CFG(cp), 0, 0, 0, 3,
+     "context-parallel degree (`--cp`): each request's KV split along the sequence over cp "
+     "groups of tp GPUs; a scheduler block spans cp * block_size tokens"},
+    /* schema version 4: clusters (docs/cluster.md) */
+    {"replicas", "INTEGER NOT NULL DEFAULT 1", "engines", I, PARAM, CFG(replicas), 0, 0,
+     J | RUN_FIELD_IF_CLUSTER, 4,
+     "identical engines behind the router (`--replicas`); the other parameters are each "
+     "engine's"},
+    {"router", "TEXT", "", T, PARAM, CFG_TEXT(router), 0, 0,
+     J | RUN_FIELD_IF_CLUSTER, 4,
+     "router of a cluster run (`--router`): `'round-robin'`, `'least-requests'`, "
+     "`'least-kv'`, `'prefix-affinity'` or `'random'`; NULL (rows from before version 4) "
+     "= round-robin"},
+    {"router_seed", "INTEGER NOT NULL DEFAULT 0", "", U, PARAM, CFG(router_seed), 0, 0, 0, 4,
+     "seed of the random router (`--router-seed`, default `--seed`)"},
+    {"affinity_cap", "INTEGER NOT NULL DEFAULT 16", "requests", I, PARAM, CFG(affinity_cap), 0,
+     0, 0, 4,
+     "prefix-affinity: outstanding requests a replica may have above the least loaded one "
+     "and still be chosen (`--affinity-cap`)"},
+    {"load_imbalance", "REAL", "x", F, METRIC, SUM(load_imbalance), 0, 0,
+     J | RUN_FIELD_IF_CLUSTER, 4,
+     "requests routed to the busiest replica / requests per replica on average (1 = even); "
+     "NULL for one engine"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])
@@ -350,7 +374,8 @@ size_t run_fields_json(const run_config *cfg, const run_summary *sum, char *buf,
         const run_field *f = &fields[i];
         if (!(f->flags & RUN_FIELD_JSON) ||
             ((f->flags & RUN_FIELD_IF_CHUNKED) && !cfg->sched.chunked_prefill) ||
-            ((f->flags & RUN_FIELD_IF_PREFIX) && !cfg->sched.prefix_caching))
+            ((f->flags & RUN_FIELD_IF_PREFIX) && !cfg->sched.prefix_caching) ||
+            ((f->flags & RUN_FIELD_IF_CLUSTER) && cfg->replicas <= 1))
             continue;
         run_value v = run_field_get(f, cfg, sum);
         if (v.kind == RUN_VALUE_INT)

@@ -44,7 +44,8 @@ enum {
     RUN_FIELD_IF_CHUNKED = 1u << 2,   /* JSON only with chunked prefill */
     RUN_FIELD_IF_PREFIX = 1u << 3,    /* JSON only with prefix caching */
     RUN_FIELD_SLO = 1u << 4,          /* an SLO may bound it (capacity search) */
-    RUN_FIELD_HIGHER_BETTER = 1u << 5 /* an SLO bounds it from below (throughputs) */
+    RUN_FIELD_HIGHER_BETTER = 1u << 5, /* an SLO bounds it from below (throughputs) */
+    RUN_FIELD_IF_CLUSTER = 1u << 6     /* JSON only with --replicas > 1 */
 };
 
 typedef struct run_field {

@@ -300,7 +300,7 @@ static size_t runs_ddl(char *buf, size_t cap)
     return len;
 }
 
-/* Version 2 -> 3 (issue 16, hardening): keys that are never reused and
+/* Version 4 -> 5 (issue 16, hardening): keys that are never reused and
  * groups whose id is reserved before their runs.  SQLite cannot add
  * AUTOINCREMENT to a key in place, so each keyed table is rebuilt: a copy
  * with the same columns, the rows moved, the old table dropped and the copy
@@ -312,7 +312,7 @@ static size_t runs_ddl(char *buf, size_t cap)
  * (each input file of a sweep: its path as given, absolute path and
  * SHA-256, checked by --resume), and
  * `spool_imports` (spool files already imported, store_spool.h). */
-#define HARDENING_VERSION 3
+#define HARDENING_VERSION 5
 
 #define GROUP_STATUS "status TEXT NOT NULL DEFAULT 'running'\n" \
     "    CHECK (status IN ('running', 'complete', 'interrupted')),\n" \
@@ -441,6 +441,7 @@ static char *hardening_runs_rebuild(void)
                                       "  (SELECT coalesce(max(run_id), 0) FROM requests),\n"
                                       "  (SELECT coalesce(max(run_id), 0) FROM steps),\n"
                                       "  (SELECT coalesce(max(run_id), 0) FROM class_metrics),\n"
+                                      "  (SELECT coalesce(max(run_id), 0) FROM replica_metrics),\n"
                                       "  (SELECT coalesce(max(run_id), 0) FROM sweep_points),\n"
                                       "  (SELECT coalesce(max(run_id), 0) FROM search_probes),\n"
                                       "  (SELECT coalesce(max(run_id), 0) FROM validations));\n"
@@ -483,6 +484,56 @@ static char *runs_alter(int v)
     return NULL;
 }
 
+/* What a version adds besides `runs` columns, after them. */
+static const char schema_v4_cluster[] =
+    /* clusters (docs/cluster.md): the engine of each request and step, and
+     * one row of metrics per engine of a cluster run */
+    "ALTER TABLE requests ADD COLUMN replica INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE steps ADD COLUMN replica INTEGER NOT NULL DEFAULT 0;\n"
+    "CREATE TABLE IF NOT EXISTS replica_metrics(\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,\n"
+    "  replica INTEGER NOT NULL,\n"
+    "  n_requests INTEGER NOT NULL,\n"
+    "  n_finished INTEGER NOT NULL,\n"
+    "  n_rejected INTEGER NOT NULL,\n"
+    "  ttft_p50_s REAL, ttft_p90_s REAL, ttft_p99_s REAL, ttft_mean_s REAL,\n"
+    "  tpot_p50_s REAL, tpot_p90_s REAL, tpot_p99_s REAL, tpot_mean_s REAL,\n"
+    "  e2e_p50_s REAL, e2e_p90_s REAL, e2e_p99_s REAL, e2e_mean_s REAL,\n"
+    "  throughput_tok_s REAL,\n"
+    "  throughput_req_s REAL,\n"
+    "  preemptions INTEGER NOT NULL,\n"
+    "  peak_kv_blocks INTEGER NOT NULL,\n"
+    "  mean_kv_blocks REAL,\n"
+    "  mean_batch REAL,\n"
+    "  n_steps INTEGER NOT NULL,\n"
+    "  makespan_s REAL,\n"
+    "  prefix_hit_rate REAL,\n"
+    "  slo_attainment REAL,\n"
+    "  PRIMARY KEY (run_id, replica)\n"
+    ") WITHOUT ROWID;\n";
+
+static const char *schema_extra(int v)
+{
+    return v == 4 ? schema_v4_cluster : NULL;
+}
+
+/* runs_alter(v) followed by schema_extra(v); NULL when out of memory. */
+static char *migration_build(int v)
+{
+    char *a = runs_alter(v);
+    const char *x = schema_extra(v);
+    if (!a || !x)
+        return a;
+    size_t na = strlen(a), nx = strlen(x);
+    char *s = realloc(a, na + nx + 1);
+    if (!s) {
+        free(a);
+        return NULL;
+    }
+    memcpy(s + na, x, nx + 1);
+    return s;
+}
+
 /* Assemble every migration once (the table is constant, so is the text);
  * a script left NULL (out of memory) is reported by store_migration_sql's
  * caller. */
@@ -497,7 +548,7 @@ static void schema_build(void)
     }
     migrations[0] = s;
     for (int v = 2; v <= STORE_SCHEMA_VERSION; v++) {
-        char *alter = runs_alter(v);
+        char *alter = migration_build(v);
         if (v != HARDENING_VERSION || !alter) {
             migrations[v - 1] = alter;
             continue;

@@ -195,7 +195,7 @@ static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_e
     static const char sql[] =
         "INSERT INTO requests(run_id, req_id, arrival_s, prompt_tokens, "
         "output_tokens, priority, status, first_token_s, finish_s, preemptions, "
-        "swaps, swapped_s) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)";
+        "swaps, swapped_s, replica) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)";
     sqlite3 *db = store_db(s);
     sqlite3_stmt *st = NULL;
     int rc = KVS_OK;
@@ -216,6 +216,7 @@ static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_e
         b |= sqlite3_bind_int64(st, 10, r->preemptions);
         b |= sqlite3_bind_int64(st, 11, r->swaps);
         b |= bind_nan_null(st, 12, r->swapped_s);
+        b |= sqlite3_bind_int64(st, 13, res->replica ? res->replica[i] : 0);
         /* SQLITE_OK is 0, so any failing bind leaves b non-zero. */
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
             char what[64];
@@ -279,8 +280,8 @@ static int write_steps(store *s, int64_t run_id, const run_result *res, kvs_err 
     static const char sql[] =
         "INSERT INTO steps(run_id, step_id, start_s, dur_s, kind, n_prefill, "
         "n_decode, tokens, kv_read, prefill_sq, kv_blocks_used, n_waiting, "
-        "n_running, n_preempted, swap_out_blocks, swap_in_blocks, members) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)";
+        "n_running, n_preempted, swap_out_blocks, swap_in_blocks, members, replica) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)";
     sqlite3 *db = store_db(s);
     sqlite3_stmt *st = NULL;
     unsigned char *buf = NULL;
@@ -321,6 +322,7 @@ static int write_steps(store *s, int64_t run_id, const run_result *res, kvs_err 
         b |= sqlite3_bind_int64(st, 16, p->swap_in_blocks);
         b |= sqlite3_bind_blob64(st, 17, buf, (sqlite3_uint64)((end - off) * MEMBER_BYTES),
                                  SQLITE_STATIC);
+        b |= sqlite3_bind_int64(st, 18, res->steps[i].replica);
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
             char what[64];
             snprintf(what, sizeof what, "writing step %lld", (long long)p->index);
@@ -378,6 +380,57 @@ static int write_classes(store *s, int64_t run_id, const run_result *res, kvs_er
     return rc;
 }
 
+/* ---------------------------------------------------- replica_metrics */
+
+/* One row per engine of a cluster run (run_result.replicas). */
+static int write_replicas(store *s, int64_t run_id, const run_result *res, kvs_err *err)
+{
+    static const char sql[] =
+        "INSERT INTO replica_metrics(run_id, replica, n_requests, n_finished, n_rejected, "
+        "ttft_p50_s, ttft_p90_s, ttft_p99_s, ttft_mean_s, tpot_p50_s, tpot_p90_s, "
+        "tpot_p99_s, tpot_mean_s, e2e_p50_s, e2e_p90_s, e2e_p99_s, e2e_mean_s, "
+        "throughput_tok_s, throughput_req_s, preemptions, peak_kv_blocks, mean_kv_blocks, "
+        "mean_batch, n_steps, makespan_s, prefix_hit_rate, slo_attainment) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,"
+        "?21,?22,?23,?24,?25,?26,?27)";
+    sqlite3_stmt *st = NULL;
+    int rc = KVS_OK;
+    if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "preparing replica_metrics insert");
+    for (int64_t k = 0; k < res->n_replicas; k++) {
+        const run_summary *m = &res->replicas[k].sum;
+        const run_dist *d[3] = {&m->ttft, &m->tpot, &m->e2e};
+        int b = sqlite3_bind_int64(st, 1, run_id);
+        b |= sqlite3_bind_int64(st, 2, res->replicas[k].replica);
+        b |= sqlite3_bind_int64(st, 3, m->n_requests);
+        b |= sqlite3_bind_int64(st, 4, m->n_finished);
+        b |= sqlite3_bind_int64(st, 5, m->n_rejected);
+        for (int j = 0; j < 3; j++) {
+            b |= bind_nan_null(st, 6 + 4 * j, d[j]->p50);
+            b |= bind_nan_null(st, 7 + 4 * j, d[j]->p90);
+            b |= bind_nan_null(st, 8 + 4 * j, d[j]->p99);
+            b |= bind_nan_null(st, 9 + 4 * j, d[j]->mean);
+        }
+        b |= bind_nan_null(st, 18, m->throughput_tok_s);
+        b |= bind_nan_null(st, 19, m->throughput_req_s);
+        b |= sqlite3_bind_int64(st, 20, m->preemptions);
+        b |= sqlite3_bind_int64(st, 21, m->peak_kv_blocks);
+        b |= bind_nan_null(st, 22, m->mean_kv_blocks);
+        b |= bind_nan_null(st, 23, m->mean_batch);
+        b |= sqlite3_bind_int64(st, 24, m->n_steps);
+        b |= bind_nan_null(st, 25, m->makespan_s);
+        b |= bind_nan_null(st, 26, m->prefix_hit_rate);
+        b |= bind_nan_null(st, 27, m->slo_attainment);
+        if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE ||
+            sqlite3_reset(st) != SQLITE_OK) {
+            rc = db_fail(s, err, "writing replica_metrics");
+            break;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
 /* ------------------------------------------------------------ public */
 
 int store_write_run(store *s, const run_config *cfg, const run_result *res,
@@ -398,6 +451,8 @@ int store_write_run(store *s, const run_config *cfg, const run_result *res,
     if (res->n_classes > 0 && (rc = write_classes(s, id, res, err)))
         goto fail;
     if (cfg->record_steps && res->steps && (rc = write_steps(s, id, res, err)))
+        goto fail;
+    if (res->n_replicas > 0 && (rc = write_replicas(s, id, res, err)))
         goto fail;
     if ((rc = store_commit(s, err)))
         goto fail;

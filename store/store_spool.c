@@ -191,7 +191,11 @@ static int save(store *s, const spool_job *j, int64_t *run_id, kvs_err *err)
         }
         rnd = rnd * 1103515245u + 12345u;
         double pause = backoff * (0.5 + (double)(rnd >> 16 & 0x7fff) / 32768.0);
-        nap_s(pause < limit - waited ? pause : limit - waited);
+        if (pause > limit - waited)
+            pause = limit - waited;
+        if (pause > next_note - waited) /* wake for the next note on time */
+            pause = next_note - waited > 0.01 ? next_note - waited : 0.01;
+        nap_s(pause);
         backoff = backoff * 2 < 1.0 ? backoff * 2 : 1.0;
     }
     char file[4300];

@@ -108,7 +108,7 @@ cap_fail() { # cap_fail PATTERN ARGS...
 cap_fail "unknown metric 'ttft_p42'" --search rate --slo ttft_p42=1 --synthetic "$SYN"
 cap_fail "unknown metric 'latency'" --search rate --slo ttft_p99=1,latency=3 --synthetic "$SYN"
 cap_fail "needs --slo" --search rate --synthetic "$SYN"
-cap_fail "'speed' is not rate or tp" --search speed --slo ttft_p99=1
+cap_fail "'speed' is not rate, tp or cluster" --search speed --slo ttft_p99=1
 cap_fail "attainment and goodput_req_s are measured against per-request targets" \
   --search rate --slo attainment=0.9 --synthetic "$SYN"
 cap_fail "need a bound on attainment" --search rate --slo ttft=1 --synthetic "$SYN"

@@ -168,6 +168,72 @@ START_TEST(test_compare_defaults)
 }
 END_TEST
 
+/* --cp N: the scheduler's block spans N * block_size tokens of context
+ * (each of the N GPU groups holds block_size of them), and every GPU keeps
+ * its own memory, so the block count is cp 1's.  Under a cost that does
+ * not depend on cp (affine), a cp-2 run with block 16 must therefore be
+ * request for request the cp-1 run with block 32 and the same blocks.
+ * Under the roofline a GPU reads 1/cp of each context's KV and pays the
+ * exchange of partial results: at 60K-token prompts cp 4 must finish
+ * sooner than cp 1 (at 900-token prompts it does not: the exchange costs
+ * more than the KV it saves), and hold fewer than a third of the blocks. */
+static void cp_run(const char *cp, const char *block, const char *kvb, const char *cost,
+                   const char *workload, trace *tr, run_result *res, int64_t *blocks)
+{
+    kvs_err err;
+    job_opts o;
+    job_opts_init(&o);
+    ck_assert_int_eq(job_param_set(&o, "synthetic", workload, &err), KVS_OK);
+    ck_assert_int_eq(job_param_set(&o, "model", "llama-3.1-8b", &err), KVS_OK);
+    ck_assert_int_eq(job_param_set(&o, "cp", cp, &err), KVS_OK);
+    ck_assert_int_eq(job_param_set(&o, "block-size", block, &err), KVS_OK);
+    if (kvb)
+        ck_assert_int_eq(job_param_set(&o, "kv-blocks", kvb, &err), KVS_OK);
+    ck_assert_int_eq(job_param_set(&o, "cost", cost, &err), KVS_OK);
+    model_spec m;
+    gpu_spec g;
+    ck_assert_msg(job_prepare(&o, &m, &g, tr, &err) == KVS_OK, "%s", err.msg);
+    cost_model cm = {0};
+    ck_assert_msg(job_cost_select(&o.cfg, &m, &g, NULL, 0, &cm, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_msg(run_execute(&o.cfg, tr, &cm, res, &err) == KVS_OK, "%s", err.msg);
+    cost_model_free(&cm);
+    *blocks = o.cfg.sched.total_blocks;
+}
+
+START_TEST(test_context_parallel)
+{
+    run_result a = {0}, b = {0}, c = {0}, d = {0};
+    trace ta, tb, tc, td;
+    int64_t ba, bb, bc, bd;
+    const char *aff = "affine:0.01,0.0001,0.00001,0";
+    const char *w = "arrival=poisson,rate=8,n=60,prompt=900,output=40";
+    const char *wl = "arrival=poisson,rate=1,n=6,prompt=60000,output=20";
+    cp_run("2", "16", "300", aff, w, &ta, &a, &ba);
+    cp_run("1", "32", "300", aff, w, &tb, &b, &bb);
+    ck_assert_int_eq(ba, 300);
+    ck_assert_int_eq(a.sum.n_steps, b.sum.n_steps);
+    ck_assert_int_eq(a.sum.peak_kv_blocks, b.sum.peak_kv_blocks);
+    for (int64_t i = 0; i < a.tr->n; i++) {
+        ck_assert(a.reqs[i].first_token_s == b.reqs[i].first_token_s);
+        ck_assert(a.reqs[i].finish_s == b.reqs[i].finish_s);
+    }
+    /* capacity: the per-GPU memory figure does not change with cp */
+    cp_run("1", "16", NULL, "roofline", wl, &tc, &c, &bc);
+    cp_run("4", "16", NULL, "roofline", wl, &td, &d, &bd);
+    ck_assert_int_eq(bc, bd);
+    ck_assert(d.sum.e2e.mean <= c.sum.e2e.mean);
+    ck_assert_int_lt(3 * d.sum.peak_kv_blocks, c.sum.peak_kv_blocks);
+    run_result_free(&a);
+    run_result_free(&b);
+    run_result_free(&c);
+    run_result_free(&d);
+    trace_free(&ta);
+    trace_free(&tb);
+    trace_free(&tc);
+    trace_free(&td);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("job");
@@ -177,6 +243,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_param_tables);
     tcase_add_test(t, test_execute_and_read);
     tcase_add_test(t, test_compare_defaults);
+    tcase_add_test(t, test_context_parallel);
     suite_add_tcase(s, t);
     return s;
 }

@@ -162,7 +162,8 @@ START_TEST(test_locked_run_spooled_then_imported)
 }
 END_TEST
 
-/* A version-2 database: a run deleted with foreign keys off left orphan
+/* A database one version older (the hardening migration is the last one):
+ * a run deleted with foreign keys off left orphan
  * requests under id 3.  The upgrade keeps every row, and the next run gets
  * id 4, not 3; deleting run 4 and writing again gives 5 (AUTOINCREMENT). */
 START_TEST(test_upgrade_keys_never_reused)
@@ -171,16 +172,22 @@ START_TEST(test_upgrade_keys_never_reused)
     snprintf(path, sizeof path, "%s/v2.db", tu_tmpdir());
     sqlite3 *db;
     ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-    raw_exec(db, store_migration_sql(0));
-    raw_exec(db, store_migration_sql(1));
+    for (int v = 0; v < STORE_SCHEMA_VERSION - 1; v++)
+        raw_exec(db, store_migration_sql(v));
+    char meta[96];
+    snprintf(meta, sizeof meta, "INSERT INTO meta VALUES ('schema_version', '%d')",
+             STORE_SCHEMA_VERSION - 1);
+    raw_exec(db, meta);
     raw_exec(db,
-             "INSERT INTO meta VALUES ('schema_version', '2');"
+             "SELECT 1;"
              "INSERT INTO runs(run_id, status, kvsim_version, model, batching, policy, alloc, "
              "preemption, block_size, n_requests, compare_id) VALUES "
              "(1, 'finished', '0.1.0', 'llama-2-7b', 'continuous', 'fcfs', 'paged', 'recompute', "
              "16, 1, 9), (2, 'finished', '0.1.0', 'llama-2-7b', 'continuous', 'fcfs', 'paged', "
              "'recompute', 16, 1, 9);"
-             "INSERT INTO requests VALUES (1, 0, 0, 1, 1, 0, 'finished', 1, 2, 0, 0, NULL),"
+             "INSERT INTO requests(run_id, req_id, arrival_s, prompt_tokens, output_tokens, "
+             "priority, status, first_token_s, finish_s, preemptions, swaps, swapped_s) VALUES "
+             "(1, 0, 0, 1, 1, 0, 'finished', 1, 2, 0, 0, NULL),"
              " (3, 0, 0, 1, 1, 0, 'finished', 1, 2, 0, 0, NULL);"
              "INSERT INTO sweeps(sweep_id, kind, created_at, kvsim_version, grid, base_args, "
              "n_points) VALUES (4, 'grid', 'now', '0.1.0', 'x=1', '', 1);");

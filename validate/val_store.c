@@ -157,10 +157,12 @@ static int load_config(sqlite3 *db, int64_t id, val_run *r, int64_t *n_req, kvs_
                       (long long)id, why2.msg);
         goto done;
     }
-    if (r->cfg.tp != 1)
+    if (r->cfg.tp != 1 || r->cfg.ep != 1 || r->cfg.cp != 1)
         rc = kvs_errf(err, KVS_EINVAL,
-                      "--run %lld: the run used --tp %lld; validation replays one device, so "
-                      "only tp 1 runs can be validated", (long long)id, (long long)r->cfg.tp);
+                      "--run %lld: the run used --tp %lld --ep %lld --cp %lld; validation "
+                      "replays one device, so only single-GPU runs can be validated",
+                      (long long)id, (long long)r->cfg.tp, (long long)r->cfg.ep,
+                      (long long)r->cfg.cp);
 done:
     free(row);
     return rc;

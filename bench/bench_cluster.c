@@ -1,0 +1,153 @@
+/* bench_cluster.c — the cost of the cluster loop (a benchmark, not a test).
+ * Simulates N requests (default 1,000,000) with ShareGPT lengths and
+ * Poisson arrivals (default 1.4 req/s, as bench_sim) for LLaMA-7B on an
+ * A100-80GB (roofline cost, vllm-v1 or vllm-v0), once on one engine at R requests/s and once on K replicas (default 16)
+ * at K*R requests/s behind each router given — the same requests with
+ * their arrival times divided by K, so that every replica carries about
+ * the load of the single engine and the simulated work (steps, batch
+ * sizes) is comparable; the ratio of times is then the price of K engines
+ * on one clock and of the router.  Prints the time of run_execute (CPU
+ * seconds of the process: it runs on one thread, and the figure does not
+ * move with other load on a shared machine), steps and mean batch of
+ * each, and the ratio (target <= 1.5).
+ *
+ *   bench_cluster [--requests N] [--rate R] [--replicas K] [--routers A,B]
+ *                 [--engine vllm-v1|vllm-v0] [--same-arrivals]
+ *
+ * --same-arrivals keeps the arrival times (every replica then carries
+ * 1/K of the load: many more, smaller steps — a different workload, shown
+ * for what it costs). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "job/job.h"
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double peak_mib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
+/* Prepare the run of `replicas` engines at `scale` times the rate. */
+static const char *engine = "vllm-v1";
+
+static int prepare(const char *spec, long long replicas, const char *router, double scale,
+                   run_config *cfg, trace *tr, cost_model *cost)
+{
+    kvs_err err;
+    job_opts jo;
+    job_opts_init(&jo);
+    char rep[32], sc[32];
+    snprintf(rep, sizeof rep, "%lld", replicas);
+    snprintf(sc, sizeof sc, "%.17g", scale);
+    const char *flags[][2] = {{"model", "llama-7b"}, {"gpu", "a100-80g"},
+                              {"max-model-len", "8192"}, {"synthetic", spec},
+                              {"seed", "1"}, {"replicas", rep},
+                              {"router", router}, {"rate-scale", sc}, {"engine", engine}};
+    model_spec m;
+    gpu_spec g;
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (job_param_set(&jo, flags[i][0], flags[i][1], &err))
+            goto fail;
+    if (job_prepare(&jo, &m, &g, tr, &err))
+        goto fail;
+    *cfg = jo.cfg;
+    if (job_cost_select(cfg, &m, &g, NULL, 0, cost, &err)) {
+        trace_free(tr);
+        goto fail;
+    }
+    return 0;
+fail:
+    fprintf(stderr, "bench_cluster: %s\n", err.msg);
+    return -1;
+}
+
+/* Simulate once; *secs gets the wall time of run_execute alone. */
+static int simulate(const char *spec, long long replicas, const char *router, double scale,
+                    double *secs)
+{
+    run_config cfg;
+    trace tr;
+    cost_model cost;
+    if (prepare(spec, replicas, router, scale, &cfg, &tr, &cost))
+        return -1;
+    run_result res;
+    kvs_err err;
+    double t0 = wall();
+    int rc = run_execute(&cfg, &tr, &cost, &res, &err);
+    *secs = wall() - t0;
+    if (rc) {
+        fprintf(stderr, "bench_cluster: %s\n", err.msg);
+    } else {
+        printf("  %2lld x %-16s %8.3f s CPU  %10lld steps, mean batch %6.1f, TTFT p99 %7.3f s, "
+               "imbalance %.3f, peak RSS %.0f MiB\n",
+               replicas, replicas > 1 ? router : "(one engine)", *secs,
+               (long long)res.sum.n_steps, res.sum.mean_batch, res.sum.ttft.p99,
+               replicas > 1 ? res.sum.load_imbalance : 1.0, peak_mib());
+        run_result_free(&res);
+    }
+    cost_model_free(&cost);
+    trace_free(&tr);
+    return rc ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    long long n = 1000000, k = 16;
+    double rate = 1.4;
+    int same = 0;
+    char routers[256] = "round-robin,least-requests";
+    const char *lengths = "traces/lengths_sharegpt_8k_llama2tok.csv";
+    static const struct option opts[] = {{"requests", required_argument, 0, 'n'},
+                                         {"rate", required_argument, 0, 'r'},
+                                         {"replicas", required_argument, 0, 'k'},
+                                         {"routers", required_argument, 0, 'R'},
+                                         {"same-arrivals", no_argument, 0, 's'},
+                                         {"engine", required_argument, 0, 'e'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    int o;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case 'n': n = atoll(optarg); break;
+        case 'r': rate = atof(optarg); break;
+        case 'k': k = atoll(optarg); break;
+        case 'R': snprintf(routers, sizeof routers, "%s", optarg); break;
+        case 's': same = 1; break;
+        case 'e': engine = optarg; break;
+        default:
+            printf("usage: bench_cluster [--requests N] [--rate R] [--replicas K]\n"
+                   "                     [--routers A,B] [--engine vllm-v1|vllm-v0]\n"
+                   "                     [--same-arrivals]\n");
+            return o == 'h' ? 0 : 2;
+        }
+    }
+    char spec[1000];
+    snprintf(spec, sizeof spec, "arrival=poisson,rate=%g,n=%lld,lengths=%s", rate, n, lengths);
+    double scale = same ? 1.0 : (double)k;
+    printf("bench_cluster: %lld requests, ShareGPT lengths, llama-7b on a100-80g, %s;\n"
+           "  one engine at %.2f req/s vs %lld replicas at %.2f req/s\n",
+           n, engine, rate, k, rate * scale);
+    double t1;
+    if (simulate(spec, 1, "round-robin", 1.0, &t1))
+        return 2;
+    for (char *save, *r = strtok_r(routers, ",", &save); r; r = strtok_r(NULL, ",", &save)) {
+        double tk;
+        if (simulate(spec, k, r, scale, &tk))
+            return 2;
+        printf("  %-21s %8.2fx the one-engine time (target <= 1.5x)\n", r, tk / t1);
+    }
+    return 0;
+}

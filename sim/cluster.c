@@ -1,0 +1,426 @@
+/* cluster.c — the multi-engine event loop and its results (cluster.h). */
+#include "cluster.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "evq.h"
+#include "router.h"
+
+const char *cluster_router_name(const run_config *cfg)
+{
+    return cfg->router[0] ? cfg->router : "round-robin";
+}
+
+int cluster_config_check(const run_config *cfg, kvs_err *err)
+{
+    if (cfg->replicas < 1 || cfg->replicas > CLUSTER_MAX_REPLICAS)
+        return kvs_errf(err, KVS_EINVAL, "--replicas: %lld is out of range [1, %d]",
+                        (long long)cfg->replicas, CLUSTER_MAX_REPLICAS);
+    if (!router_find(cluster_router_name(cfg)))
+        return kvs_errf(err, KVS_EINVAL, "--router: unknown router '%s' (%s)", cfg->router,
+                        router_names());
+    if (cfg->affinity_cap < 0)
+        return kvs_errf(err, KVS_EINVAL, "--affinity-cap: %lld is negative",
+                        (long long)cfg->affinity_cap);
+    return KVS_OK;
+}
+
+/* One replica's step sink and aggregates (as run.c's for one engine). */
+typedef struct cl_rep {
+    struct cluster *cl;    /* the cluster it belongs to */
+    int32_t index;         /* its replica number */
+    int busy;              /* a step is in flight */
+    int plan_queued;       /* it is in the cluster's todo list */
+    double wake_at;        /* time of a queued timeout PLAN, seconds, or -1 */
+    int64_t n_steps;       /* steps run */
+    int64_t peak_blocks;   /* most KV blocks held during a step */
+    double block_seconds;  /* sum of blocks held x step duration, block-seconds */
+    double busy_s;         /* sum of step durations, seconds */
+    double members_total;  /* sum of requests per step */
+    double last_end_s;     /* end of its last step, seconds */
+} cl_rep;
+
+typedef struct cluster {
+    const run_config *cfg; /* borrowed */
+    run_result *res;       /* being filled (replica[], steps, members) */
+    int64_t n;             /* replicas */
+    sched **eng;           /* [n] the engines */
+    cl_rep *rep;           /* [n] their loop state and aggregates */
+    router_replica *view;  /* [n] what the router sees */
+    int64_t *todo;         /* [n] replicas to plan at the current instant, FIFO */
+    int live;              /* 1: keep view current after every event (the
+                              router reads it); else only at the end */
+    int64_t steps_cap, members_cap; /* capacities of res->steps / res->members */
+    int64_t n_steps;       /* steps of all replicas, in start order */
+    int failed;            /* out of memory recording steps */
+} cluster;
+
+static int grow(void **p, int64_t *cap, int64_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    int64_t nc = *cap ? *cap : 1024;
+    while (nc < need)
+        nc *= 2;
+    void *np = realloc(*p, (size_t)nc * elem);
+    if (!np)
+        return -1;
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
+static void on_step(void *ctx, const sched_step *st, const sched_member *m, int64_t nm)
+{
+    cl_rep *k = ctx;
+    cluster *cl = k->cl;
+    k->n_steps++;
+    if (st->kv_blocks_used > k->peak_blocks)
+        k->peak_blocks = st->kv_blocks_used;
+    k->block_seconds += (double)st->kv_blocks_used * st->dur_s;
+    k->busy_s += st->dur_s;
+    k->members_total += (double)(st->batch.n_prefill + st->batch.n_decode);
+    int64_t global = cl->n_steps++;
+    if (!cl->cfg->record_steps || cl->failed)
+        return;
+    run_result *r = cl->res;
+    if (grow((void **)&r->steps, &cl->steps_cap, r->n_steps + 1, sizeof *r->steps) ||
+        grow((void **)&r->members, &cl->members_cap, r->n_members + nm, sizeof *r->members)) {
+        cl->failed = 1;
+        return;
+    }
+    run_step_rec *rec = &r->steps[r->n_steps++];
+    rec->step = *st;
+    rec->step.index = global; /* steps.step_id: the cluster's start order */
+    rec->member_off = r->n_members;
+    rec->replica = k->index;
+    rec->pad_ = 0;
+    memcpy(r->members + r->n_members, m, (size_t)nm * sizeof *m);
+    r->n_members += nm;
+}
+
+/* Bring the router's view of replica r up to date with its engine. */
+static void refresh_now(cluster *cl, int64_t r)
+{
+    sched_counters c;
+    sched_get_counters(cl->eng[r], &c);
+    router_replica *v = &cl->view[r];
+    v->outstanding = v->routed - c.n_finished - c.n_rejected;
+    v->kv_used = c.used_blocks;
+    assert(v->outstanding >= 0);
+}
+
+static void refresh(cluster *cl, int64_t r)
+{
+    if (cl->live)
+        refresh_now(cl, r);
+}
+
+#define PLAN_ARG(r) ((int64_t)(r)) /* a timeout PLAN event's argument */
+
+/* Replica r plans at `now` (not busy): a step's end or a timeout goes on
+ * the queue.  KVS_OK, KVS_ENOMEM, or KVS_EINVAL when it is stuck. */
+static int plan_one(cluster *cl, evq *q, int64_t r, double now, int more, kvs_err *err)
+{
+    cl_rep *k = &cl->rep[r];
+    double t_end;
+    int plan = sched_plan_step(cl->eng[r], now, more, &t_end);
+    refresh(cl, r);
+    if (plan == SCHED_PLAN_STEP) {
+        k->busy = 1;
+        if (evq_push(q, t_end, EVQ_KIND_STEP_END, r))
+            return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");
+    } else if (plan == SCHED_PLAN_WAIT && k->wake_at != t_end) {
+        k->wake_at = t_end;
+        if (evq_push(q, t_end, EVQ_KIND_PLAN, PLAN_ARG(r)))
+            return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");
+    } else if (plan == SCHED_PLAN_STUCK) {
+        return kvs_errf(err, KVS_EINVAL, "simulation (replica %lld) %s", (long long)r,
+                        sched_error(cl->eng[r]));
+    }
+    return KVS_OK;
+}
+
+/* The event loop of engine.c, one busy/plan state per replica: at one
+ * instant every step end (of any replica) comes first, then arrivals (each
+ * routed on the state those step ends left), then each touched replica
+ * plans its next step.  The plans of an instant wait in cl->todo (FIFO,
+ * each replica once) rather than on the queue: they run when the queue's
+ * next event is later than the instant, which is when engine.c's PLAN
+ * events would pop (a timeout PLAN due at the instant pops before them, as
+ * there). */
+static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *err)
+{
+    evq q;
+    router_view rv = {cl->n, cl->view, cl->eng, tr->reqs, 0, cl->cfg->affinity_cap, {{0}}};
+    rng_init(&rv.gen, cl->cfg->router_seed);
+    const router_vt *router = router_find(cluster_router_name(cl->cfg));
+    if (!router)
+        return kvs_errf(err, KVS_EINVAL, "--router: unknown router '%s'", cl->cfg->router);
+    cl->live = router->reads_state;
+    if (evq_init(&q, 16 + 2 * cl->n))
+        return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");
+    int rc = KVS_OK;
+    int64_t next = 0, ntodo = 0;
+    double now = 0.0;
+    if (tr->n > 0 && evq_push(&q, tr->reqs[0].arrival_s, EVQ_KIND_ARRIVAL, 0))
+        goto nomem;
+    evq_event e;
+    for (;;) {
+        if (ntodo > 0 && (q.n == 0 || q.ev[0].t > now)) {
+            for (int64_t i = 0; i < ntodo && rc == KVS_OK; i++) {
+                int64_t r = cl->todo[i];
+                cl->rep[r].plan_queued = 0;
+                if (!cl->rep[r].busy)
+                    rc = plan_one(cl, &q, r, now, next < tr->n, err);
+            }
+            ntodo = 0;
+            if (rc)
+                goto done;
+            continue;
+        }
+        if (!evq_pop(&q, &e))
+            break;
+        now = e.t;
+        int64_t r = e.arg;
+        if (e.kind == EVQ_KIND_STEP_END) {
+            sched_finish_step(cl->eng[r], now);
+            cl->rep[r].busy = 0;
+            cl->rep[r].last_end_s = now;
+            refresh(cl, r);
+        } else if (e.kind == EVQ_KIND_ARRIVAL) {
+            r = router->pick(&rv, e.arg);
+            assert(r >= 0 && r < cl->n);
+            rv.arrivals++;
+            cl->res->replica[e.arg] = (int32_t)r;
+            cl->view[r].routed++;
+            sched_arrive(cl->eng[r], e.arg);
+            refresh(cl, r);
+            next = e.arg + 1;
+            if (next < tr->n && evq_push(&q, tr->reqs[next].arrival_s, EVQ_KIND_ARRIVAL, next))
+                goto nomem;
+        } else { /* a timeout PLAN fired */
+            cl->rep[r].wake_at = -1.0;
+            if (!cl->rep[r].busy && (rc = plan_one(cl, &q, r, now, next < tr->n, err)))
+                goto done;
+            continue;
+        }
+        cl_rep *k = &cl->rep[r];
+        if (!k->busy && !k->plan_queued) {
+            k->plan_queued = 1;
+            cl->todo[ntodo++] = r;
+        }
+    }
+    int64_t resolved = 0;
+    for (int64_t r = 0; r < cl->n; r++) {
+        refresh_now(cl, r);
+        resolved += cl->view[r].routed - cl->view[r].outstanding;
+    }
+    if (resolved != tr->n)
+        rc = kvs_errf(err, KVS_EINTERNAL,
+                      "cluster: %lld of %lld requests unresolved at t=%.6f (a kvsim bug)",
+                      (long long)(tr->n - resolved), (long long)tr->n, now);
+    goto done;
+nomem:
+    rc = kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");
+done:
+    *end_s = now;
+    evq_free(&q);
+    return rc;
+}
+
+/* One engine's counters, added into *sum. */
+static void add_counters(const sched_counters *c, run_summary *sum)
+{
+    sum->preempt_recompute += c->preempt_recompute;
+    sum->preempt_swap += c->preempt_swap;
+    sum->preempt_priority += c->preempt_priority;
+    sum->preemptions += c->preempt_recompute + c->preempt_swap;
+    sum->prefix_hit_tokens += c->prefix_hit_tokens;
+    sum->prefix_saved_tokens += c->prefix_saved_tokens;
+    sum->prefix_evictions += c->prefix_evictions;
+    sum->prefill_chunks += c->prefill_chunks;
+}
+
+/* Hit rates from summed counters (run.c's rule: NAN without caching). */
+static void set_rates(const run_config *cfg, int64_t qt, int64_t ht, int64_t qb, int64_t hb,
+                      run_summary *sum)
+{
+    int pc = cfg->sched.prefix_caching;
+    sum->prefix_hit_rate = pc && qt > 0 ? (double)ht / (double)qt : NAN;
+    sum->prefix_block_hit_rate = pc && qb > 0 ? (double)hb / (double)qb : NAN;
+}
+
+/* Per-replica metrics: each engine's requests as a trace of their own (in
+ * trace order), so run_metrics_compute applies unchanged. */
+static int replica_metrics(cluster *cl, const trace *tr, double first_arrival)
+{
+    run_result *res = cl->res;
+    size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
+    trace_req *sub = malloc(nn * sizeof *sub);
+    sched_req_result *sr = malloc(nn * sizeof *sr);
+    res->replicas = calloc((size_t)cl->n, sizeof *res->replicas);
+    if (!sub || !sr || !res->replicas) {
+        free(sub);
+        free(sr);
+        return -1;
+    }
+    res->n_replicas = cl->n;
+    for (int64_t r = 0; r < cl->n; r++) {
+        int64_t m = 0;
+        for (int64_t i = 0; i < tr->n; i++)
+            if (res->replica[i] == r) {
+                sub[m] = tr->reqs[i];
+                sr[m++] = res->reqs[i];
+            }
+        trace st = {0};
+        st.reqs = sub;
+        st.n = m;
+        run_replica *rp = &res->replicas[r];
+        rp->replica = r;
+        run_summary *sum = &rp->sum;
+        run_metrics_compute(cl->cfg, &st, sr, sum);
+        sched_counters c;
+        sched_get_counters(cl->eng[r], &c);
+        add_counters(&c, sum);
+        set_rates(cl->cfg, c.prefix_query_tokens, c.prefix_hit_tokens, c.prefix_query_blocks,
+                  c.prefix_hit_blocks, sum);
+        const cl_rep *k = &cl->rep[r];
+        sum->total_kv_blocks = cl->cfg->sched.total_blocks;
+        sum->peak_kv_blocks = k->peak_blocks;
+        sum->mean_kv_blocks = k->busy_s > 0 ? k->block_seconds / k->busy_s : 0.0;
+        sum->n_steps = k->n_steps;
+        sum->mean_batch = k->n_steps > 0 ? k->members_total / (double)k->n_steps : 0.0;
+        sum->makespan_s = k->n_steps > 0 ? k->last_end_s - first_arrival : 0.0;
+        sum->load_imbalance = NAN;
+    }
+    free(sub);
+    free(sr);
+    return 0;
+}
+
+/* The cluster's summary: section 7 over every request, the engines'
+ * counters summed, KV figures per engine (peak: the highest of any engine;
+ * mean: over every engine's busy time), and the load imbalance. */
+static void cluster_summary(cluster *cl, const trace *tr, double end_s)
+{
+    run_result *res = cl->res;
+    run_summary *sum = &res->sum;
+    run_metrics_compute(cl->cfg, tr, res->reqs, sum);
+    int64_t qt = 0, ht = 0, qb = 0, hb = 0, most = 0;
+    double bs = 0.0, busy = 0.0, members = 0.0;
+    for (int64_t r = 0; r < cl->n; r++) {
+        sched_counters c;
+        sched_get_counters(cl->eng[r], &c);
+        add_counters(&c, sum);
+        qt += c.prefix_query_tokens;
+        ht += c.prefix_hit_tokens;
+        qb += c.prefix_query_blocks;
+        hb += c.prefix_hit_blocks;
+        const cl_rep *k = &cl->rep[r];
+        if (k->peak_blocks > sum->peak_kv_blocks)
+            sum->peak_kv_blocks = k->peak_blocks;
+        bs += k->block_seconds;
+        busy += k->busy_s;
+        members += k->members_total;
+        sum->n_steps += k->n_steps;
+        if (cl->view[r].routed > most)
+            most = cl->view[r].routed;
+    }
+    set_rates(cl->cfg, qt, ht, qb, hb, sum);
+    sum->total_kv_blocks = cl->cfg->sched.total_blocks;
+    sum->mean_kv_blocks = busy > 0 ? bs / busy : 0.0;
+    sum->mean_batch = sum->n_steps > 0 ? members / (double)sum->n_steps : 0.0;
+    sum->makespan_s = tr->n > 0 ? end_s - tr->reqs[0].arrival_s : 0.0;
+    sum->load_imbalance = tr->n > 0 ? (double)most * (double)cl->n / (double)tr->n : NAN;
+}
+
+static double now_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost, kvs_err *err)
+{
+    size_t n = (size_t)cl->n, nn = (size_t)(tr->n > 0 ? tr->n : 1);
+    cl->eng = calloc(n, sizeof *cl->eng);
+    cl->rep = calloc(n, sizeof *cl->rep);
+    cl->view = calloc(n, sizeof *cl->view);
+    cl->todo = calloc(n, sizeof *cl->todo);
+    cl->res->replica = malloc(nn * sizeof *cl->res->replica);
+    if (!cl->eng || !cl->rep || !cl->view || !cl->todo || !cl->res->replica)
+        return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory for %lld replicas",
+                        (long long)cl->n);
+    req_prefixes px = trace_prefixes(tr);
+    for (int64_t r = 0; r < cl->n; r++) {
+        int rc = sched_init(&cl->eng[r], &cl->cfg->sched, tr->reqs, tr->n, cost, err);
+        if (rc || (rc = sched_attach_prefixes(cl->eng[r], &px, err)))
+            return rc;
+        cl->rep[r].cl = cl;
+        cl->rep[r].index = (int32_t)r;
+        cl->rep[r].wake_at = -1.0;
+        sched_set_step_sink(cl->eng[r], on_step, &cl->rep[r], cl->cfg->record_steps);
+    }
+    return KVS_OK;
+}
+
+static void cluster_free(cluster *cl)
+{
+    for (int64_t r = 0; cl->eng && r < cl->n; r++)
+        sched_free(cl->eng[r]);
+    free(cl->eng);
+    free(cl->rep);
+    free(cl->view);
+    free(cl->todo);
+}
+
+int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
+                    run_result *out, kvs_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->tr = tr;
+    time_t wall = time(NULL);
+    struct tm tmv;
+    gmtime_r(&wall, &tmv);
+    strftime(out->started_at, sizeof out->started_at, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    double t0 = now_wall();
+    int rc = cluster_config_check(cfg, err);
+    if (rc)
+        return rc;
+    cluster cl = {0};
+    cl.cfg = cfg;
+    cl.res = out;
+    cl.n = cfg->replicas;
+    double end_s = 0.0;
+    if ((rc = cluster_setup(&cl, tr, cost, err)) || (rc = cluster_loop(&cl, tr, &end_s, err)))
+        goto fail;
+    if (cl.failed) {
+        rc = kvs_errf(err, KVS_ENOMEM, "--record-steps: out of memory after %lld steps",
+                      (long long)out->n_steps);
+        goto fail;
+    }
+    out->reqs = malloc((size_t)(tr->n > 0 ? tr->n : 1) * sizeof *out->reqs);
+    if (!out->reqs)
+        goto nomem;
+    for (int64_t i = 0; i < tr->n; i++)
+        out->reqs[i] = sched_results(cl.eng[out->replica[i]])[i];
+    cluster_summary(&cl, tr, end_s);
+    if (replica_metrics(&cl, tr, tr->n > 0 ? tr->reqs[0].arrival_s : 0.0) ||
+        run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes))
+        goto nomem;
+    cluster_free(&cl);
+    out->wall_s = now_wall() - t0;
+    return KVS_OK;
+nomem:
+    rc = kvs_errf(err, KVS_ENOMEM, "cluster: out of memory for the results");
+fail:
+    cluster_free(&cl);
+    run_result_free(out);
+    return rc;
+}

@@ -1,0 +1,35 @@
+/* cluster.h — a cluster run: `replicas` identical engines (each with its
+ * own scheduler, KV cache and steps) on one simulated clock, fed by a
+ * router that picks a replica at each request's arrival (sim/router.h).
+ * The rules are docs/cluster.md's; run_execute calls this when
+ * cfg->replicas > 1 and keeps the single-engine loop (engine.h) otherwise.
+ *
+ * Every request keeps its trace id; each engine is created for the whole
+ * trace and sees only the arrivals routed to it, so its per-request state
+ * costs O(n) memory per replica.  Results: run_result.reqs as for one
+ * engine, run_result.replica (which engine served each request), steps
+ * tagged with their replica and numbered in the cluster's start order, and
+ * run_result.replicas (the metrics of each engine).
+ */
+#ifndef CLUSTER_H
+#define CLUSTER_H
+
+#include "run.h"
+
+#define CLUSTER_MAX_REPLICAS 4096
+
+/* cfg->router, or "round-robin" when it is empty (a zeroed config). */
+const char *cluster_router_name(const run_config *cfg);
+
+/* Check the cluster fields of cfg: replicas in [1, CLUSTER_MAX_REPLICAS],
+ * a known router, affinity_cap >= 0.  KVS_EINVAL naming the flag.
+ * Cost: O(routers). */
+int cluster_config_check(const run_config *cfg, kvs_err *err);
+
+/* Simulate `tr` on cfg->replicas engines behind cfg->router; *out as
+ * run_execute's.  Cost: O(events * (log replicas + router)) plus the
+ * engines' own work. */
+int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
+                    run_result *out, kvs_err *err);
+
+#endif
