@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "../base/str.h"
+#include "../job/job.h"
+#include "../store/store_spool.h"
 #include "../sim/run_fields.h"
 #include "api_internal.h"
 
@@ -103,7 +105,7 @@ int kvsim_run_store(kvsim_run *r, kvsim_db *db)
     if (!r->executed || r->run_id)
         return kvs_errf(&r->err, KVS_EINVAL, "--db: the run is %s",
                         r->executed ? "already stored" : "not executed");
-    int rc = store_write_run(db->st, &r->opts.cfg, &r->res, &r->run_id, &e);
+    int rc = store_save_run(db->st, &r->opts.cfg, &r->res, &r->run_id, &e);
     if (rc)
         kvs_errf(&r->err, rc, "--db: %s", e.msg);
     return rc;

@@ -186,8 +186,14 @@ char *kvsim_compare_defaults(const kvsim_run *r);
  * compare labels it.  Errors "--variant NAME: ...". */
 int kvsim_run_variant(kvsim_run *r, const char *variant, int64_t compare_id);
 
-/* The next free compare id of db.  Errors "--db: ...". */
-int kvsim_db_next_compare_id(kvsim_db *db, int64_t *out, char err[1024]);
+/* Reserve a compare id in db for n_runs variants (`variants`: their specs,
+ * one per line), recorded 'running' in a transaction of its own, so
+ * concurrent compares never share an id; finish it with
+ * kvsim_db_finish_compare (complete 1: 'complete', 0: 'interrupted').
+ * Errors "--db: ...". */
+int kvsim_db_reserve_compare(kvsim_db *db, const char *variants, int64_t n_runs, int64_t *out,
+                             char err[1024]);
+int kvsim_db_finish_compare(kvsim_db *db, int64_t id, int complete, char err[1024]);
 
 /* ------------------------------------------------------------ sweep */
 

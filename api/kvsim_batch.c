@@ -49,16 +49,26 @@ int kvsim_run_variant(kvsim_run *r, const char *variant, int64_t compare_id)
     return KVSIM_OK;
 }
 
-int kvsim_db_next_compare_id(kvsim_db *db, int64_t *out, char err[1024])
+static int db_err(char err[1024], int rc, const kvs_err *e)
+{
+    char m[1100];
+    snprintf(m, sizeof m, "--db: %s", e->msg);
+    return api_err_out(err, rc, m);
+}
+
+int kvsim_db_reserve_compare(kvsim_db *db, const char *variants, int64_t n_runs, int64_t *out,
+                             char err[1024])
 {
     kvs_err e;
-    int rc = job_compare_next_id(db->st, out, &e);
-    if (rc) {
-        char m[1100];
-        snprintf(m, sizeof m, "--db: %s", e.msg);
-        return api_err_out(err, rc, m);
-    }
-    return KVSIM_OK;
+    int rc = store_compare_create(db->st, variants ? variants : "", n_runs, out, &e);
+    return rc ? db_err(err, rc, &e) : KVSIM_OK;
+}
+
+int kvsim_db_finish_compare(kvsim_db *db, int64_t id, int complete, char err[1024])
+{
+    kvs_err e;
+    int rc = store_group_finish(db->st, "compare", id, complete ? "complete" : "interrupted", &e);
+    return rc ? db_err(err, rc, &e) : KVSIM_OK;
 }
 
 /* ------------------------------------------------------------ sweep */
@@ -274,7 +284,7 @@ int kvsim_capacity_search(const char *base_args, const char *search, const char 
     snprintf(desc, sizeof desc, "search=%s\nslo=%s\npolicies=%s\n%s", search, slo,
              policies && *policies ? policies : sched_policy_name(pols[0]),
              strcmp(search, "tp") ? "" : "tp-list=1,2,4,8\n");
-    store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL};
+    store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL, 0, NULL, NULL, NULL};
     c.js.st = db->st;
     if ((rc = store_sweep_create(db->st, &def, &c.js.sweep_id, &e))) {
         char m[1100];

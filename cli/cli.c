@@ -1,19 +1,24 @@
 #include "cli.h"
 
 #include "../base/str.h"
+#include "../store/store.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Every error line goes through here: flag values and stored text echoed
+ * in it have their control characters (newlines, escape sequences) made
+ * '?' (str_sanitize), so it stays one harmless terminal line. */
 int cli_fail(const char *cmd, const char *fmt, ...)
 {
+    char line[4096];
     va_list ap;
-    fprintf(stderr, "kvsim %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    str_sanitize(line, sizeof line, line);
+    fprintf(stderr, "kvsim %s: %s\n", cmd, line);
     return CLI_EXIT_ERR;
 }
 
@@ -69,3 +74,27 @@ int cli_take_value(int argc, char **argv, int *i, const char *flag, const char *
     return 1;
 }
 
+
+/* The wait hook: one line per note, on stderr. */
+static void wait_note(void *ctx, const char *path, double waited_s, double limit_s)
+{
+    fprintf(stderr, "kvsim %s: --db %s: waiting for the database (locked %.0f s of at most %.0f s; "
+                    "then the run is kept in its spool)\n",
+            (const char *)ctx, path, waited_s, limit_s);
+}
+
+int cli_open_db(const char *cmd, const char *path, store **st)
+{
+    kvs_err err;
+    *st = NULL;
+    if (store_open_writable(path, st, &err))
+        return cli_fail(cmd, "--db: %s", err.msg);
+    if (!store_has_file(*st)) {
+        store_close(*st);
+        *st = NULL;
+        return cli_fail(cmd, "--db %s: an in-memory database is gone when kvsim exits, and "
+                             "its runs with it; name a file", path);
+    }
+    store_set_wait(*st, store_wait_limit(*st), wait_note, (void *)cmd);
+    return 0;
+}

@@ -28,6 +28,7 @@ int cmd_validate(int argc, char **argv);
 int cmd_query(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_cost(int argc, char **argv);
+int cmd_store(int argc, char **argv);
 
 /* Print "kvsim <cmd>: <msg>\n" to stderr and return CLI_EXIT_ERR. */
 int cli_fail(const char *cmd, const char *fmt, ...)
@@ -50,6 +51,14 @@ int cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo,
  * separate value; else return 0. */
 int cli_take_value(int argc, char **argv, int *i, const char *flag, const char **val,
                    int *missing);
+
+/* Open --db for writing runs (store_open_writable): refuses a database
+ * without a file (":memory:", "" — its runs would be gone at exit) and
+ * installs a wait hook that prints "kvsim CMD: --db PATH: waiting for the
+ * database (locked N s of at most M s)" on stderr while a write waits on a
+ * locked database.  Prints its error; CLI_EXIT_ERR or 0. */
+typedef struct store store;
+int cli_open_db(const char *cmd, const char *path, store **st);
 
 /* True if argv holds -h or --help (before any "--"). */
 int cli_wants_help(int argc, char **argv);

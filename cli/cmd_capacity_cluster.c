@@ -137,9 +137,10 @@ static int create_search(const char *cmd, const cluster_args *a, job_search *js,
              a->slo, a->gpus, a->price, a->tps ? a->tps : "1,2,4,8",
              (long long)a->max_replicas);
     int rc = 0;
-    store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL};
-    if (store_open_writable(a->base.db, st, &err) ||
-        store_sweep_create(*st, &def, &js->sweep_id, &err))
+    store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL, 0, NULL, NULL, NULL};
+    if (cli_open_db(cmd, a->base.db, st))
+        rc = CLI_EXIT_ERR;
+    else if (store_sweep_create(*st, &def, &js->sweep_id, &err))
         rc = cli_fail(cmd, "--db: %s", err.msg);
     free(base_args);
     return rc;
@@ -297,6 +298,10 @@ int capacity_cluster_main(int argc, char **argv)
     js.st = st;
     js.base = a.base;
     rc = search(cmd, &a, &js, cand, n, verbose);
+    kvs_err ferr; /* the group's status: complete once the search has run */
+    if (store_group_finish(st, "sweep", js.sweep_id, rc == 0 ? "complete" : "interrupted", &ferr) &&
+        rc == 0)
+        rc = cli_fail(cmd, "--db: %s", ferr.msg);
 out:
     free(cand);
     store_close(st);

@@ -261,9 +261,10 @@ static int create_search(const char *cmd, const search_args *a, search_ctx *c, s
              a->policies ? a->policies : sched_policy_name(a->pols[0]), tp ? "tp-list=" : "",
              tp ? (a->tps ? a->tps : "1,2,4,8") : "", tp ? "\n" : "");
     int rc = 0;
-    store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL};
-    if (store_open_writable(a->base.db, st, &err) ||
-        store_sweep_create(*st, &def, &c->js.sweep_id, &err))
+    store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL, 0, NULL, NULL, NULL};
+    if (cli_open_db(cmd, a->base.db, st))
+        rc = CLI_EXIT_ERR;
+    else if (store_sweep_create(*st, &def, &c->js.sweep_id, &err))
         rc = cli_fail(cmd, "--db: %s", err.msg);
     free(base_args);
     return rc;
@@ -349,7 +350,7 @@ int capacity_search_main(int argc, char **argv)
     search_ctx c;
     store *st = NULL;
     cap_result res[MAX_POLICIES];
-    int rc = CLI_EXIT_ERR;
+    int rc = CLI_EXIT_ERR, ran = 0;
     memset(&a, 0, sizeof a);
     memset(&c, 0, sizeof c);
     if (!(a.rest = calloc((size_t)argc + 1, sizeof *a.rest)))
@@ -366,6 +367,7 @@ int capacity_search_main(int argc, char **argv)
     c.cmd = cmd;
     if (run_searches(cmd, &a, &c, res))
         goto out;
+    ran = 1;
     const char *unit = a.kind == SEARCH_TP ? "" : !strcmp(c.js.param, "rate") ? " req/s" : "x";
     if (a.base.quiet)
         printf("%lld\n", (long long)c.js.sweep_id);
@@ -386,6 +388,12 @@ int capacity_search_main(int argc, char **argv)
                       (long long)R->best.run_id, R->best.verdict);
     }
 out:
+    if (st && c.js.sweep_id > 0) {
+        kvs_err ferr; /* a search that ran to its verdicts is complete */
+        if (store_group_finish(st, "sweep", c.js.sweep_id, ran ? "complete" : "interrupted",
+                               &ferr) && rc == 0)
+            rc = cli_fail(cmd, "--db: %s", ferr.msg);
+    }
     store_close(st);
     free(a.rest);
     return rc;

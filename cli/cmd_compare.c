@@ -116,12 +116,12 @@ int cmd_compare(int argc, char **argv)
         }
     }
     store *st = NULL;
-    if (store_open_writable(base.db, &st, &err)) {
-        rc = cli_fail(cmd, "--db: %s", err.msg);
+    if (cli_open_db(cmd, base.db, &st)) {
+        rc = CLI_EXIT_ERR;
         goto out;
     }
     int64_t compare_id = 0;
-    if (job_compare_next_id(st, &compare_id, &err)) {
+    if (job_compare_reserve(st, vs, nv, &compare_id, &err)) {
         rc = cli_fail(cmd, "--db: %s", err.msg);
         store_close(st);
         goto out;
@@ -145,6 +145,10 @@ int cmd_compare(int argc, char **argv)
         if (!base.quiet && rc == 0)
             fprintf(stderr, "kvsim compare: %s done (run %lld)\n", vs[i].name, (long long)ids[i]);
     }
+    kvs_err ferr;
+    if (store_group_finish(st, "compare", compare_id, rc == 0 ? "complete" : "interrupted",
+                           &ferr) && rc == 0)
+        rc = cli_fail(cmd, "--db: %s", ferr.msg);
     if (rc == 0) {
         if (base.quiet)
             printf("%lld\n", (long long)compare_id);

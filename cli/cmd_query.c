@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/str.h"
 #include "../store/store_query.h"
 #include "cli.h"
 
@@ -291,6 +292,11 @@ static int print_table(FILE *out, store_query *q, sqlite3_stmt *st, int header, 
             else if (bad)
                 row[i].s = NULL;
         t.rows++; /* the row's cells are owned by t now, even partial */
+        /* a table is for a terminal: stored text prints without its
+         * control characters (CSV keeps the bytes, quoted) */
+        for (int i = 0; !bad && i < t.nc; i++)
+            if (row[i].s)
+                str_sanitize(row[i].s, row[i].len + 1, row[i].s);
         if (bad) {
             rc = -2;
             break;

@@ -26,10 +26,9 @@ int cmd_run(int argc, char **argv)
     int rc = run_opts_parse_argv(cmd, &o, argc, argv);
     if (rc)
         return rc;
-    kvs_err err;
     store *st = NULL;
-    if (store_open_writable(o.db, &st, &err))
-        return cli_fail(cmd, "--db: %s", err.msg);
+    if (cli_open_db(cmd, o.db, &st))
+        return CLI_EXIT_ERR;
     int64_t run_id = 0;
     run_result res = {0};
     rc = run_opts_execute(cmd, &o, st, &run_id, &res);

@@ -159,12 +159,9 @@ static void worker_main(const char *cmd, const sweep_plan *p, int cmd_fd, int re
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGPIPE, &sa, NULL);
     store *st = NULL;
-    kvs_err err;
     int code = 0;
-    if (store_open_writable(p->base.db, &st, &err)) {
-        cli_fail(cmd, "--db: %s", err.msg);
+    if (cli_open_db(cmd, p->base.db, &st))
         code = CLI_EXIT_ERR;
-    }
     int64_t point;
     while (read_full(cmd_fd, &point, sizeof point) == 0) {
         worker_msg m = {point, 0, CLI_EXIT_ERR, 0};

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/afile.h"
 #include "../base/str.h"
 #include "../traces/trace.h"
 #include "cli.h"
@@ -101,26 +102,29 @@ static int cmd_gen(int argc, char **argv)
     trace t;
     if (load_synthetic(cmd, spec, seed, &t))
         return CLI_EXIT_ERR;
-    FILE *f = out ? fopen(out, "wb") : stdout;
-    if (!f) {
+    /* --out is written atomically: a kill leaves the old file or none,
+     * never a truncated last line that loads as a request */
+    afile af = {NULL, NULL, NULL};
+    kvs_err err;
+    if (out && afile_open(&af, out, &err)) {
         trace_free(&t);
-        return cli_fail(cmd, "--out: cannot open %s: %s", out, strerror(errno));
+        return cli_fail(cmd, "--out: cannot open %s", err.msg);
     }
+    FILE *f = out ? af.f : stdout;
     if (t.hash_off)
         fprintf(stderr, "kvsim %s: note: the native CSV has no column for prompt prefix "
                         "hashes (system_prompt=, turns=): the written trace drops them; "
                         "use --synthetic directly with kvsim run for prefix caching\n",
                 cmd);
-    kvs_err err;
     int st = trace_write_csv(&t, f, &err);
     trace_free(&t);
-    if (out && fclose(f) != 0 && st == KVS_OK)
-        st = kvs_errf(&err, KVS_EIO, "closing: %s", strerror(errno));
     if (st != KVS_OK) {
         if (out)
-            remove(out);
+            afile_abort(&af);
         return cli_fail(cmd, "%s%s%s", out ? out : "stdout", ": ", err.msg);
     }
+    if (out && afile_commit(&af, &err))
+        return cli_fail(cmd, "--out: %s", err.msg);
     return CLI_EXIT_OK;
 }
 

@@ -22,6 +22,7 @@ static const cli_command commands[] = {
     {"calibrate", cmd_calibrate, "time the real kernels and fit a cost profile"},
     {"validate", cmd_validate, "replay a stored run on the real kernels and measure the error"},
     {"query", cmd_query, "run SQL over a results database"},
+    {"store", cmd_store, "import spooled runs (recover) and list run groups with their status"},
     {"cost", cmd_cost, "show the roofline cost model's constants and where each came from"},
 };
 

@@ -146,8 +146,8 @@ static int setup_new(const char *cmd, int nrest, char **rest, const grid_src *gs
     for (int64_t i = 0; i < p->grid.n_points; i++)
         if (job_sweep_point_check(p, i, &err))
             return cli_fail(cmd, "%s", err.msg);
-    if (store_open(p->base.db, st, &err))
-        return cli_fail(cmd, "--db: %s", err.msg);
+    if (cli_open_db(cmd, p->base.db, st))
+        return CLI_EXIT_ERR;
     if (job_sweep_create(p, *st, &err))
         return cli_fail(cmd, "%s", err.msg);
     strcpy(cli->db, p->base.db);
@@ -166,8 +166,8 @@ static int setup_resume(const char *cmd, int nrest, char **rest, sweep_cli *cli,
         return CLI_EXIT_ERR;
     if (access(cli->db, F_OK) != 0)
         return cli_fail(cmd, "--db: %s does not exist", cli->db);
-    if (store_open(cli->db, st, &err))
-        return cli_fail(cmd, "--db: %s", err.msg);
+    if (cli_open_db(cmd, cli->db, st))
+        return CLI_EXIT_ERR;
     if (store_sweep_get(*st, cli->resume_id, &info, &err))
         return cli_fail(cmd, "--resume: %s", err.msg);
     int rc = CLI_EXIT_ERR;
@@ -189,7 +189,13 @@ static int setup_resume(const char *cmd, int nrest, char **rest, sweep_cli *cli,
     strcpy(p->base.db, cli->db);
     p->base.quiet = cli->quiet;
     p->sweep_id = cli->resume_id;
+    if (job_sweep_check_inputs(p, *st, &err)) {
+        cli_fail(cmd, "%s", err.msg);
+        goto out;
+    }
     rc = job_sweep_todo(p, *st, &err) ? cli_fail(cmd, "%s", err.msg) : 0;
+    if (rc == 0 && store_group_running(*st, "sweep", p->sweep_id, &err))
+        rc = cli_fail(cmd, "--db: %s", err.msg);
 out:
     store_sweep_info_free(&info);
     return rc;
@@ -353,15 +359,18 @@ int sweep_finish(const char *cmd, const sweep_cli *cli, const sweep_plan *p, sto
                "TPOT p99", "E2E p99", "SLO %", "parameters");
     while ((r = sqlite3_step(q)) == SQLITE_ROW) {
         stored++;
-        int ok = !strcmp((const char *)sqlite3_column_text(q, 2), "finished");
+        const char *status = (const char *)sqlite3_column_text(q, 2);
+        int ok = status && !strcmp(status, "finished");
         failed += !ok;
         if (cli->quiet)
             continue;
+        char key[1024]; /* stored text: printed without control characters */
+        const char *k = (const char *)sqlite3_column_text(q, 8);
+        str_sanitize(key, sizeof key, k ? k : "");
         printf("%6lld %7lld", (long long)sqlite3_column_int64(q, 0),
                (long long)sqlite3_column_int64(q, 1));
         if (!ok) {
-            printf(" %10s %9s %9s %9s %7s  %s\n", "failed", "", "", "", "",
-                   (const char *)sqlite3_column_text(q, 8));
+            printf(" %10s %9s %9s %9s %7s  %s\n", "failed", "", "", "", "", key);
             continue;
         }
         print_num(sqlite3_column_double(q, 3), sqlite3_column_type(q, 3) == SQLITE_NULL,
@@ -373,7 +382,7 @@ int sweep_finish(const char *cmd, const sweep_cli *cli, const sweep_plan *p, sto
             printf(" %7s", "-");
         else
             printf(" %7.2f", 100.0 * sqlite3_column_double(q, 7));
-        printf("  %s\n", (const char *)sqlite3_column_text(q, 8));
+        printf("  %s\n", key);
     }
     int bad = r != SQLITE_DONE;
     sqlite3_finalize(q);
@@ -385,6 +394,10 @@ int sweep_finish(const char *cmd, const sweep_cli *cli, const sweep_plan *p, sto
                (long long)p->sweep_id);
     fflush(stdout);
     int rc = 0;
+    kvs_err ferr;
+    if (store_group_finish(st, "sweep", p->sweep_id,
+                           !interrupted && stored == total ? "complete" : "interrupted", &ferr))
+        rc = cli_fail(cmd, "--db: %s", ferr.msg);
     if (interrupted)
         rc = cli_fail(cmd, "interrupted: %lld of %lld points stored; resume with: "
                            "kvsim sweep --resume %lld --db %s",

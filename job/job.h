@@ -181,6 +181,11 @@ int job_cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, sto
  * simulation plus its rows. */
 int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res, kvs_err *err);
 
+/* The trace file a run of c would load into out[cap]: --trace, else the
+ * default trace (the source tree's copy when it is not found from here);
+ * "" for a synthetic workload.  Cost: one access(). */
+void job_trace_path(const run_config *c, char *out, size_t cap);
+
 /* A stored run read back: the `runs` row's status, config and summary
  * (store/store.h's store_run_row). */
 typedef store_run_row job_run_info;
@@ -503,6 +508,14 @@ int job_sweep_point_check(const job_sweep *p, int64_t index, kvs_err *err);
  * p->sweep_id; errors "--db: ...".  Cost: O(points) rows. */
 int job_sweep_create(job_sweep *p, store *st, kvs_err *err);
 
+/* Refuse to resume a sweep whose inputs changed: every trace file recorded
+ * when it was created (sweep_inputs) must resolve, from here, to the same
+ * absolute path and hold the same bytes (SHA-256).  Errors name the file:
+ * "--resume: sweep N: --trace traces/x.csv: ...".  A sweep of an older
+ * kvsim (no sweep_inputs rows) is checked against its runs' trace_sha256.
+ * Cost: one SHA-256 per input file. */
+int job_sweep_check_inputs(const job_sweep *p, store *st, kvs_err *err);
+
 /* Collect the points without a stored run (whose stored key matches) into
  * p->todo / p->n_todo.  Cost: one query over the sweep's points. */
 int job_sweep_todo(job_sweep *p, store *st, kvs_err *err);
@@ -549,7 +562,10 @@ int job_variant_apply(job_opts *o, const job_variant *v, kvs_err *err);
  * bad one is left to the runs to report).  Cost: one trace load. */
 int job_compare_defaults(const job_opts *base, job_variant *vs, int *n, int *no_priorities);
 
-/* The next free runs.compare_id of st (1 + the largest).  Cost: one query. */
-int job_compare_next_id(store *st, int64_t *id, kvs_err *err);
+/* Reserve a compare id: the `compares` row of the n variants vs (their
+ * names and flags, one per line), status 'running', in a transaction of its
+ * own, so concurrent compares never share an id (store_compare_create).
+ * Finish it with store_group_finish(st, "compare", id, ...). */
+int job_compare_reserve(store *st, const job_variant *vs, int n, int64_t *id, kvs_err *err);
 
 #endif

@@ -135,16 +135,15 @@ int job_variant_parse(const char *arg, job_variant *v, kvs_err *err)
     return KVS_OK;
 }
 
-int job_compare_next_id(store *st, int64_t *id, kvs_err *err)
+int job_compare_reserve(store *st, const job_variant *vs, int n, int64_t *id, kvs_err *err)
 {
-    sqlite3_stmt *q = NULL;
-    int rc = sqlite3_prepare_v2(store_db(st),
-                                "SELECT COALESCE(MAX(compare_id), 0) + 1 FROM runs", -1, &q, NULL);
-    if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) {
-        *id = sqlite3_column_int64(q, 0);
-        sqlite3_finalize(q);
-        return KVS_OK;
+    char text[4096];
+    size_t len = 0;
+    text[0] = 0;
+    for (int i = 0; i < n && len < sizeof text; i++) {
+        int k = snprintf(text + len, sizeof text - len, "%s%s%s%s", i ? "\n" : "", vs[i].name,
+                         vs[i].flags[0] ? ":" : "", vs[i].flags);
+        len = k < 0 ? sizeof text : len + (size_t)k;
     }
-    sqlite3_finalize(q);
-    return kvs_errf(err, KVS_EDB, "%s: %s", store_path(st), sqlite3_errmsg(store_db(st)));
+    return store_compare_create(st, text, n, id, err);
 }

@@ -75,14 +75,16 @@ static int add_value(sweep_axis *a, const char *v, size_t len, kvs_err *err)
     if (memchr(v, '#', len) || memchr(v, '\n', len))
         return kvs_errf(err, KVS_EINVAL, "%s: %s: '%.*s': a value may not hold '#' or a newline",
                         a->where, a->key, (int)len, v);
-    for (int i = 0; i < a->n_values; i++)
-        if (strlen(a->values[i]) == len && !memcmp(a->values[i], v, len))
-            return kvs_errf(err, KVS_EINVAL, "%s: %s: value '%s' given twice", a->where,
-                            a->key, a->values[i]);
-    char **nv = realloc(a->values, (size_t)(a->n_values + 1) * sizeof *nv);
-    if (!nv)
-        return kvs_errf(err, KVS_ENOMEM, "%s: out of memory", a->where);
-    a->values = nv;
+    /* capacity doubles at every power of two, so n values cost O(n) moves;
+     * duplicates are found once the axis is complete (axis_check_unique) */
+    char **nv = a->values;
+    int n = a->n_values;
+    if ((n & (n - 1)) == 0) {
+        nv = realloc(a->values, (size_t)(n ? 2 * n : 1) * sizeof *nv);
+        if (!nv)
+            return kvs_errf(err, KVS_ENOMEM, "%s: out of memory", a->where);
+        a->values = nv;
+    }
     if (!(nv[a->n_values] = strndup(v, len)))
         return kvs_errf(err, KVS_ENOMEM, "%s: out of memory", a->where);
     a->n_values++;
@@ -91,6 +93,31 @@ static int add_value(sweep_axis *a, const char *v, size_t len, kvs_err *err)
         return kvs_errf(err, KVS_EINVAL, "%s: %s: value '%s' is not on or off", a->where,
                         a->key, nv[a->n_values - 1]);
     return KVS_OK;
+}
+
+static int cmp_value(const void *x, const void *y)
+{
+    return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* A value given twice is an error naming it.  Cost: O(n log n) on a sorted
+ * copy of the pointers (the axis keeps its order). */
+static int axis_check_unique(const sweep_axis *a, kvs_err *err)
+{
+    if (a->n_values < 2)
+        return KVS_OK;
+    char **s = malloc((size_t)a->n_values * sizeof *s);
+    if (!s)
+        return kvs_errf(err, KVS_ENOMEM, "%s: out of memory", a->where);
+    memcpy(s, a->values, (size_t)a->n_values * sizeof *s);
+    qsort(s, (size_t)a->n_values, sizeof *s, cmp_value);
+    int rc = KVS_OK;
+    for (int i = 1; i < a->n_values && !rc; i++)
+        if (!strcmp(s[i - 1], s[i]))
+            rc = kvs_errf(err, KVS_EINVAL, "%s: %s: value '%s' given twice", a->where, a->key,
+                          s[i]);
+    free(s);
+    return rc;
 }
 
 int sweep_grid_add(sweep_grid *g, const struct option *opts, const char *text,
@@ -135,6 +162,8 @@ int sweep_grid_add(sweep_grid *g, const struct option *opts, const char *text,
             break;
         p = e + 1;
     }
+    if ((rc = axis_check_unique(&a, err)))
+        goto fail;
     if (g->n_axes == SWEEP_MAX_AXES) {
         rc = kvs_errf(err, KVS_EINVAL, "%s: more than %d axes", where, SWEEP_MAX_AXES);
         goto fail;

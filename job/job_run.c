@@ -2,6 +2,7 @@
 #include "job.h"
 
 #include "../sim/cluster.h"
+#include "../store/store_spool.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -59,6 +60,24 @@ int job_check(const job_opts *o, kvs_err *err)
     return sched_config_check(&c.sched, 1, err);
 }
 
+void job_trace_path(const run_config *c, char *out, size_t cap)
+{
+    if (c->synthetic[0]) {
+        snprintf(out, cap, "%s", "");
+        return;
+    }
+    if (c->trace_path[0]) {
+        snprintf(out, cap, "%s", c->trace_path);
+        return;
+    }
+    snprintf(out, cap, "%s", DEFAULT_TRACE);
+#ifdef KVSIM_SOURCE_DIR
+    /* run from anywhere: fall back to the source tree's copy */
+    if (access(out, R_OK) != 0)
+        snprintf(out, cap, "%s/%s", KVSIM_SOURCE_DIR, DEFAULT_TRACE);
+#endif
+}
+
 /* Load the trace file (the default one when none is named) or generate the
  * synthetic workload. */
 static int load_workload(run_config *c, trace *tr, kvs_err *err)
@@ -68,15 +87,8 @@ static int load_workload(run_config *c, trace *tr, kvs_err *err)
         int rc = trace_synth_parse(c->synthetic, &spec, err);
         return rc ? rc : trace_synth_gen(&spec, c->synthetic, c->seed, tr, err);
     }
-    if (!c->trace_path[0]) {
-        strcpy(c->trace_path, DEFAULT_TRACE);
-#ifdef KVSIM_SOURCE_DIR
-        /* run from anywhere: fall back to the source tree's copy */
-        if (access(c->trace_path, R_OK) != 0)
-            snprintf(c->trace_path, sizeof c->trace_path, "%s/%s", KVSIM_SOURCE_DIR,
-                     DEFAULT_TRACE);
-#endif
-    }
+    if (!c->trace_path[0])
+        job_trace_path(c, c->trace_path, sizeof c->trace_path);
     return trace_load(c->trace_path, tr, err);
 }
 
@@ -129,14 +141,14 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kv
     if ((rc = run_execute(&o->cfg, &tr, &cost, &res, &e))) {
         kvs_err e2;
         int64_t failed_id = 0;
-        if (store_write_failed_run(st, &o->cfg, &tr, e.msg, res.started_at, res.wall_s,
+        if (store_save_failed_run(st, &o->cfg, &tr, e.msg, res.started_at, res.wall_s,
                                    &failed_id, &e2) == 0)
             kvs_errf(err, rc, "%s (recorded as failed run %lld)", e.msg, (long long)failed_id);
         else
             kvs_errf(err, rc, "%s", e.msg);
         goto done;
     }
-    if ((rc = store_write_run(st, &o->cfg, &res, run_id, &e))) {
+    if ((rc = store_save_run(st, &o->cfg, &res, run_id, &e))) {
         kvs_errf(err, rc, "--db: %s", e.msg);
         goto done;
     }

@@ -3,8 +3,15 @@
  * simulating and storing one point. */
 #include "job.h"
 
+#include "../store/store_spool.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../base/str.h"
 
 /* ------------------------------------------------------------ plan */
 
@@ -160,16 +167,180 @@ static const char *param_value(void *ctx, int64_t point, int i)
     return g->axes[i].values[choice[i]];
 }
 
+/* The distinct trace files of a sweep's points: as given, absolute, and
+ * the SHA-256 of their bytes. */
+typedef struct sweep_inputs {
+    int n, cap;
+    char **path, **abs, **sha; /* [n] each, owned */
+} sweep_inputs;
+
+static void inputs_free(sweep_inputs *in)
+{
+    for (int i = 0; i < in->n; i++) {
+        free(in->path[i]);
+        free(in->abs[i]);
+        free(in->sha[i]);
+    }
+    free(in->path);
+    free(in->abs);
+    free(in->sha);
+    memset(in, 0, sizeof *in);
+}
+
+static int inputs_add(sweep_inputs *in, const char *path, kvs_err *err)
+{
+    for (int i = 0; i < in->n; i++)
+        if (!strcmp(in->path[i], path))
+            return KVS_OK;
+    char abs[PATH_MAX], sha[65];
+    kvs_err e;
+    if (!realpath(path, abs))
+        return kvs_errf(err, KVS_EIO, "--trace %s: %s", path, strerror(errno));
+    if (trace_sha256_file(abs, sha, &e))
+        return kvs_errf(err, KVS_EIO, "--trace %s: %s", path, e.msg);
+    if (in->n == in->cap) {
+        int cap = in->cap ? 2 * in->cap : 4;
+        char **a = realloc(in->path, (size_t)cap * sizeof *a);
+        if (a)
+            in->path = a;
+        char **b = a ? realloc(in->abs, (size_t)cap * sizeof *b) : NULL;
+        if (b)
+            in->abs = b;
+        char **c = b ? realloc(in->sha, (size_t)cap * sizeof *c) : NULL;
+        if (!c)
+            return kvs_errf(err, KVS_ENOMEM, "out of memory");
+        in->sha = c;
+        in->cap = cap;
+    }
+    in->path[in->n] = strdup(path);
+    in->abs[in->n] = strdup(abs);
+    in->sha[in->n] = strdup(sha);
+    if (!in->path[in->n] || !in->abs[in->n] || !in->sha[in->n]) {
+        free(in->path[in->n]);
+        free(in->abs[in->n]);
+        free(in->sha[in->n]);
+        return kvs_errf(err, KVS_ENOMEM, "out of memory");
+    }
+    in->n++;
+    return KVS_OK;
+}
+
+/* Every point's trace file into in.  Cost: O(points x distinct files). */
+static int collect_inputs(const job_sweep *p, sweep_inputs *in, kvs_err *err)
+{
+    for (int64_t i = 0; i < p->grid.n_points; i++) {
+        job_opts o;
+        char path[sizeof o.cfg.trace_path + 64];
+        int rc = job_sweep_point_opts(p, i, &o, err);
+        if (rc)
+            return rc;
+        job_trace_path(&o.cfg, path, sizeof path);
+        if (path[0] && (rc = inputs_add(in, path, err)))
+            return rc;
+    }
+    return KVS_OK;
+}
+
 int job_sweep_create(job_sweep *p, store *st, kvs_err *err)
 {
     kvs_err e;
     const char *params[SWEEP_MAX_AXES];
+    sweep_inputs in = {0, 0, NULL, NULL, NULL};
     for (int i = 0; i < p->grid.n_axes; i++)
         params[i] = p->grid.axes[i].key;
-    store_sweep_def def = {"grid",           p->grid_text, p->base_args, p->grid.n_points,
-                           p->grid.n_axes, params,       param_value,  &p->grid};
-    int rc = store_sweep_create(st, &def, &p->sweep_id, &e);
+    int rc = collect_inputs(p, &in, err);
+    if (rc) {
+        inputs_free(&in);
+        return rc;
+    }
+    store_sweep_def def = {"grid",         p->grid_text, p->base_args,
+                           p->grid.n_points, p->grid.n_axes, params,
+                           param_value,    &p->grid,     in.n,
+                           (const char *const *)in.path, (const char *const *)in.abs,
+                           (const char *const *)in.sha};
+    rc = store_sweep_create(st, &def, &p->sweep_id, &e);
+    inputs_free(&in);
     return rc ? kvs_errf(err, rc, "--db: %s", e.msg) : KVS_OK;
+}
+
+typedef struct input_check {
+    const job_sweep *p;
+    kvs_err *err;
+    int64_t seen; /* rows checked */
+} input_check;
+
+static int check_input(void *ctx, const char *path, const char *abs, const char *sha)
+{
+    input_check *c = ctx;
+    char now[PATH_MAX], hex[65], safe[512], safe_abs[512];
+    kvs_err e;
+    long long id = (long long)c->p->sweep_id;
+    c->seen++;
+    str_sanitize(safe, sizeof safe, path);
+    str_sanitize(safe_abs, sizeof safe_abs, abs);
+    if (!realpath(path, now))
+        return kvs_errf(c->err, KVS_EINVAL,
+                        "--resume: sweep %lld: --trace %s: %s from this directory (the sweep "
+                        "read %s; resume it from the directory it was started in)",
+                        id, safe, strerror(errno), safe_abs);
+    if (strcmp(now, abs)) {
+        char safe_now[512];
+        return kvs_errf(c->err, KVS_EINVAL,
+                        "--resume: sweep %lld: --trace %s is %s from here, but the sweep read "
+                        "%s; resume it from the directory it was started in",
+                        id, safe, str_sanitize(safe_now, sizeof safe_now, now), safe_abs);
+    }
+    if (trace_sha256_file(now, hex, &e))
+        return kvs_errf(c->err, KVS_EIO, "--resume: sweep %lld: %s", id, e.msg);
+    if (strcmp(hex, sha)) {
+        char safe_sha[72];
+        return kvs_errf(c->err, KVS_EINVAL,
+                        "--resume: sweep %lld: --trace %s changed since the sweep started "
+                        "(SHA-256 %.12s..., stored %.12s...)",
+                        id, safe_abs, hex, str_sanitize(safe_sha, sizeof safe_sha, sha));
+    }
+    return KVS_OK;
+}
+
+int job_sweep_check_inputs(const job_sweep *p, store *st, kvs_err *err)
+{
+    input_check c = {p, err, 0};
+    kvs_err e;
+    int rc = store_sweep_inputs(st, p->sweep_id, check_input, &c, &e);
+    if (rc)
+        return rc == KVS_EDB ? kvs_errf(err, rc, "--db: %s", e.msg) : rc;
+    if (c.seen > 0)
+        return KVS_OK;
+    /* an older sweep: its points' runs name the bytes they read */
+    sweep_inputs in = {0, 0, NULL, NULL, NULL};
+    if ((rc = collect_inputs(p, &in, err))) {
+        inputs_free(&in);
+        return kvs_errf(err, rc, "--resume: sweep %lld: %s", (long long)p->sweep_id, err->msg);
+    }
+    for (int i = 0; i < in.n && !rc; i++) {
+        sqlite3_stmt *q = NULL;
+        if (sqlite3_prepare_v2(store_db(st),
+                               "SELECT count(*) FROM sweep_points sp JOIN runs r USING (run_id) "
+                               "WHERE sp.sweep_id = ?1 AND r.trace_path = ?2 AND "
+                               "r.trace_sha256 IS NOT NULL AND r.trace_sha256 != ?3",
+                               -1, &q, NULL) != SQLITE_OK) {
+            rc = kvs_errf(err, KVS_EDB, "--db: %s", sqlite3_errmsg(store_db(st)));
+            break;
+        }
+        sqlite3_bind_int64(q, 1, p->sweep_id);
+        sqlite3_bind_text(q, 2, in.path[i], -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 3, in.sha[i], -1, SQLITE_STATIC);
+        if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int64(q, 0) > 0) {
+            char safe[512];
+            rc = kvs_errf(err, KVS_EINVAL,
+                          "--resume: sweep %lld: --trace %s is not the file its runs read "
+                          "(SHA-256 differs)",
+                          (long long)p->sweep_id, str_sanitize(safe, sizeof safe, in.abs[i]));
+        }
+        sqlite3_finalize(q);
+    }
+    inputs_free(&in);
+    return rc;
 }
 
 int job_sweep_todo(job_sweep *p, store *st, kvs_err *err)
@@ -255,12 +426,12 @@ int job_sweep_store(const job_sweep *p, store *st, const run_packed *r, int64_t 
     if (r->status == 0) {
         run_result res = r->res;
         res.tr = &r->tr;
-        if ((rc = store_write_run(st, &r->cfg, &res, run_id, &e)))
+        if ((rc = store_save_run(st, &r->cfg, &res, run_id, &e)))
             kvs_errf(err, rc, "point %lld (%s): --db: %s", (long long)idx, key, e.msg);
     } else {
         int64_t id = 0;
         rc = KVS_EINVAL;
-        if (store_write_failed_run(st, &r->cfg, &r->tr, r->error, r->res.started_at,
+        if (store_save_failed_run(st, &r->cfg, &r->tr, r->error, r->res.started_at,
                                    r->res.wall_s, &id, &e) == 0)
             kvs_errf(err, rc, "point %lld (%s): %s (recorded as failed run %lld)", (long long)idx,
                      key, r->error, (long long)id);

@@ -76,8 +76,15 @@ void kernels_weights_free(kernels_weights *w)
 int64_t kernels_kv_bytes(const kernels_backend *be, const model_spec *m, int64_t layers,
                          int64_t num_blocks, int64_t block_size)
 {
-    return 2 * layers * num_blocks * block_size * m->kv_heads * m->head_dim *
-           (int64_t)be->vt->act_bytes;
+    /* saturates at INT64_MAX (a size no device has), so that sizes read
+     * from a tampered database cannot wrap around to a small one */
+    const int64_t f[] = {layers, num_blocks, block_size, m->kv_heads, m->head_dim,
+                         (int64_t)be->vt->act_bytes};
+    int64_t n = 2;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i] < 0 || __builtin_mul_overflow(n, f[i], &n))
+            return INT64_MAX;
+    return n;
 }
 
 int kernels_kv_init(kernels_backend *be, const model_spec *m, int64_t layers,

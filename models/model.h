@@ -141,6 +141,16 @@ typedef struct gpu_spec {
  *   head_dim, intermediate, vocab, max_ctx, dtype_bytes; '#' comments).
  * Unknown names list the known ones in err.  Cost: one file read at most. */
 int model_lookup(const char *name, model_spec *out, kvs_err *err);
+
+/* model_lookup for a name read back from a database (runs.model), which
+ * whoever can write the database chooses: a built-in or alias name, or a
+ * path only when it has the shape of a model config (ends in ".conf" or
+ * ".json", or names a directory), as a run's --model that was a path has.
+ * Any other name is never opened: KVS_EINVAL "model 'X' is not a built-in
+ * model name ...".  A stored path that does not read as a model is
+ * refused without quoting the file's contents.  Cost: O(models), or one
+ * config read. */
+int model_lookup_name(const char *name, model_spec *out, kvs_err *err);
 /* Find a built-in GPU by name, or read a GPU file (gpu_file_read) when
  * `name` contains '/' or ends in ".gpu". */
 int gpu_lookup(const char *name, gpu_spec *out, kvs_err *err);

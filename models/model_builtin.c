@@ -174,3 +174,26 @@ int model_lookup(const char *name, model_spec *out, kvs_err *err)
                     "a folder holding one, or a .conf file)",
                     name, known);
 }
+
+int model_lookup_name(const char *name, model_spec *out, kvs_err *err)
+{
+    if (!name)
+        name = "";
+    for (size_t i = 0; i < N_BUILTIN; i++)
+        if (!strcmp(name, builtins[i].spec.name))
+            return model_lookup(name, out, err);
+    for (size_t i = 0; i < N_ALIAS; i++)
+        if (!strcmp(name, aliases[i].alias) || !strcmp(name, aliases[i].hub))
+            return model_lookup(name, out, err);
+    if (ends_with(name, ".conf") || ends_with(name, ".json") || is_dir(name)) {
+        kvs_err e;
+        if (model_lookup(name, out, &e) == KVS_OK)
+            return KVS_OK;
+        return kvs_errf(err, KVS_EINVAL, "model config '%.200s' does not read as a model", name);
+    }
+    return kvs_errf(err, KVS_EINVAL,
+                    "model '%.200s' is not a built-in model name (a stored model is resolved by "
+                    "name only, and opened as a file only when it names a .conf, a .json or a "
+                    "directory)",
+                    name);
+}

@@ -8,6 +8,7 @@
 #include "store.h"
 
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,6 +300,161 @@ static size_t runs_ddl(char *buf, size_t cap)
     return len;
 }
 
+/* Version 4 -> 5 (issue 16, hardening): keys that are never reused and
+ * groups whose id is reserved before their runs.  SQLite cannot add
+ * AUTOINCREMENT to a key in place, so each keyed table is rebuilt: a copy
+ * with the same columns, the rows moved, the old table dropped and the copy
+ * renamed (store_open runs this with foreign keys off and the legacy
+ * rename, so the drop cascades nothing and the views over the tables stay
+ * as they are).  The `runs` copy is generated from the run_fields table
+ * (hardening_runs_rebuild).  New: `compares` (one row per `kvsim compare`,
+ * reserved before its runs), sweeps.status / pid / host, `sweep_inputs`
+ * (each input file of a sweep: its path as given, absolute path and
+ * SHA-256, checked by --resume), and
+ * `spool_imports` (spool files already imported, store_spool.h). */
+#define HARDENING_VERSION 5
+
+#define GROUP_STATUS "status TEXT NOT NULL DEFAULT 'running'\n" \
+    "    CHECK (status IN ('running', 'complete', 'interrupted')),\n" \
+    "  pid INTEGER,\n  host TEXT"
+
+static const char schema_v3_tables[] =
+    "CREATE TABLE sweeps_v3(\n"
+    "  sweep_id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  kind TEXT NOT NULL CHECK (kind IN ('grid', 'search')),\n"
+    "  created_at TEXT NOT NULL,\n"
+    "  kvsim_version TEXT NOT NULL,\n"
+    "  grid TEXT NOT NULL,\n"
+    "  base_args TEXT NOT NULL,\n"
+    "  n_points INTEGER,\n"
+    "  " GROUP_STATUS "\n"
+    ");\n"
+    /* an old grid is complete when every point has a run, a search when it
+     * has results; anything else was left part-way */
+    "INSERT INTO sweeps_v3(sweep_id, kind, created_at, kvsim_version, grid, base_args, n_points,\n"
+    "                      status)\n"
+    "SELECT sweep_id, kind, created_at, kvsim_version, grid, base_args, n_points,\n"
+    "  CASE WHEN (kind = 'grid' AND n_points = (SELECT count(*) FROM sweep_points p\n"
+    "                                           WHERE p.sweep_id = w.sweep_id))\n"
+    "         OR (kind = 'search' AND EXISTS (SELECT 1 FROM search_results r\n"
+    "                                         WHERE r.sweep_id = w.sweep_id))\n"
+    "       THEN 'complete' ELSE 'interrupted' END\n"
+    "FROM sweeps w;\n"
+    "DROP TABLE sweeps;\n"
+    "ALTER TABLE sweeps_v3 RENAME TO sweeps;\n"
+    "\n"
+    "CREATE TABLE calibrations_v3(\n"
+    "  calib_id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  created_at TEXT,\n"
+    "  device TEXT NOT NULL CHECK (device IN ('cpu', 'cuda')),\n"
+    "  device_name TEXT, gpu TEXT, model TEXT, driver_version TEXT, runtime_version TEXT,\n"
+    "  kvsim_version TEXT, props_json TEXT, status TEXT\n"
+    ");\n"
+    "INSERT INTO calibrations_v3 SELECT calib_id, created_at, device, device_name, gpu, model,\n"
+    "  driver_version, runtime_version, kvsim_version, props_json, status FROM calibrations;\n"
+    "DROP TABLE calibrations;\n"
+    "ALTER TABLE calibrations_v3 RENAME TO calibrations;\n"
+    "\n"
+    "CREATE TABLE profiles_v3(\n"
+    "  profile_id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  calib_id INTEGER REFERENCES calibrations(calib_id),\n"
+    "  created_at TEXT, device TEXT, gpu TEXT, model TEXT, params_json TEXT, fit_error_json TEXT\n"
+    ");\n"
+    "INSERT INTO profiles_v3 SELECT profile_id, calib_id, created_at, device, gpu, model,\n"
+    "  params_json, fit_error_json FROM profiles;\n"
+    "DROP TABLE profiles;\n"
+    "ALTER TABLE profiles_v3 RENAME TO profiles;\n"
+    "CREATE INDEX IF NOT EXISTS profiles_calib ON profiles(calib_id);\n"
+    "\n"
+    "CREATE TABLE validations_v3(\n"
+    "  validation_id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  run_id INTEGER REFERENCES runs(run_id) ON DELETE CASCADE,\n"
+    "  device TEXT,\n"
+    "  profile_id INTEGER REFERENCES profiles(profile_id),\n"
+    "  created_at TEXT, max_steps INTEGER, sampling TEXT, summary_json TEXT\n"
+    ");\n"
+    "INSERT INTO validations_v3 SELECT validation_id, run_id, device, profile_id, created_at,\n"
+    "  max_steps, sampling, summary_json FROM validations;\n"
+    "DROP TABLE validations;\n"
+    "ALTER TABLE validations_v3 RENAME TO validations;\n"
+    "CREATE INDEX IF NOT EXISTS validations_run ON validations(run_id);\n"
+    "\n"
+    "CREATE TABLE compares(\n"
+    "  compare_id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "  created_at TEXT NOT NULL,\n"
+    "  kvsim_version TEXT NOT NULL,\n"
+    "  variants TEXT NOT NULL,\n"
+    "  n_runs INTEGER,\n"
+    "  " GROUP_STATUS "\n"
+    ");\n"
+    "INSERT INTO compares(compare_id, created_at, kvsim_version, variants, n_runs, status)\n"
+    "SELECT compare_id, coalesce(min(started_at), ''), min(kvsim_version), '', count(*),\n"
+    "       'complete'\n"
+    "FROM runs WHERE compare_id IS NOT NULL GROUP BY compare_id;\n"
+    "\n"
+    /* the input files of a sweep or search, checked on --resume */
+    "CREATE TABLE sweep_inputs(\n"
+    "  sweep_id INTEGER NOT NULL REFERENCES sweeps(sweep_id) ON DELETE CASCADE,\n"
+    "  path TEXT NOT NULL,\n"
+    "  abs_path TEXT NOT NULL,\n"
+    "  sha256 TEXT NOT NULL,\n"
+    "  PRIMARY KEY (sweep_id, path)\n"
+    ") WITHOUT ROWID;\n"
+    "\n"
+    "CREATE TABLE spool_imports(\n"
+    "  name TEXT PRIMARY KEY,\n"
+    "  run_id INTEGER,\n"
+    "  imported_at TEXT NOT NULL\n"
+    ");\n";
+
+/* The `runs` rebuild of version HARDENING_VERSION: the columns that exist
+ * before it (since < HARDENING_VERSION), under an AUTOINCREMENT key. */
+static char *hardening_runs_rebuild(void)
+{
+    size_t nf;
+    const run_field *f = run_fields(&nf);
+    char *cols = sqlite3_mprintf("run_id"), *defs = sqlite3_mprintf("");
+    for (size_t i = 0; i < nf && cols && defs; i++) {
+        if (f[i].since >= HARDENING_VERSION)
+            continue;
+        char *c = sqlite3_mprintf("%s, %s", cols, f[i].name);
+        char *d = sqlite3_mprintf("%s,\n  %s %s", defs, f[i].name, f[i].sql);
+        sqlite3_free(cols);
+        sqlite3_free(defs);
+        cols = c;
+        defs = d;
+    }
+    char *sql = cols && defs
+                    ? sqlite3_mprintf("CREATE TABLE runs_v3(\n"
+                                      "  run_id INTEGER PRIMARY KEY AUTOINCREMENT%s\n);\n"
+                                      "INSERT INTO runs_v3(%s) SELECT %s FROM runs;\n"
+                                      "DROP TABLE runs;\n"
+                                      "ALTER TABLE runs_v3 RENAME TO runs;\n"
+                                      "CREATE INDEX IF NOT EXISTS runs_compare_id ON runs(compare_id);\n"
+                                      "CREATE INDEX IF NOT EXISTS runs_sweep_id ON runs(sweep_id);\n"
+                                      /* ids of runs deleted with foreign keys
+                                       * off may live on in orphan rows: the
+                                       * next id is above every one of them */
+                                      "DELETE FROM sqlite_sequence WHERE name = 'runs';\n"
+                                      "INSERT INTO sqlite_sequence(name, seq) SELECT 'runs', max(\n"
+                                      "  (SELECT coalesce(max(run_id), 0) FROM runs),\n"
+                                      "  (SELECT coalesce(max(run_id), 0) FROM requests),\n"
+                                      "  (SELECT coalesce(max(run_id), 0) FROM steps),\n"
+                                      "  (SELECT coalesce(max(run_id), 0) FROM class_metrics),\n"
+                                      "  (SELECT coalesce(max(run_id), 0) FROM replica_metrics),\n"
+                                      "  (SELECT coalesce(max(run_id), 0) FROM sweep_points),\n"
+                                      "  (SELECT coalesce(max(run_id), 0) FROM search_probes),\n"
+                                      "  (SELECT coalesce(max(run_id), 0) FROM validations));\n"
+                                      "%s",
+                                      defs, cols, cols, schema_v3_tables)
+                    : NULL;
+    sqlite3_free(cols);
+    sqlite3_free(defs);
+    char *out = sql ? strdup(sql) : NULL;
+    sqlite3_free(sql);
+    return out;
+}
+
 static char *migrations[STORE_SCHEMA_VERSION];
 static pthread_once_t schema_once = PTHREAD_ONCE_INIT;
 
@@ -391,8 +547,23 @@ static void schema_build(void)
         memcpy(s + a + r, schema_v1_tail, b + 1);
     }
     migrations[0] = s;
-    for (int v = 2; v <= STORE_SCHEMA_VERSION; v++)
-        migrations[v - 1] = migration_build(v);
+    for (int v = 2; v <= STORE_SCHEMA_VERSION; v++) {
+        char *alter = migration_build(v);
+        if (v != HARDENING_VERSION || !alter) {
+            migrations[v - 1] = alter;
+            continue;
+        }
+        char *rebuild = hardening_runs_rebuild();
+        size_t a = rebuild ? strlen(rebuild) : 0, b = strlen(alter);
+        char *both = rebuild ? malloc(a + b + 1) : NULL;
+        if (both) {
+            memcpy(both, rebuild, a);
+            memcpy(both + a, alter, b + 1);
+        }
+        free(rebuild);
+        free(alter);
+        migrations[v - 1] = both;
+    }
 }
 
 const char *store_migration_sql(int from_version)

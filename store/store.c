@@ -12,17 +12,30 @@
 #include <string.h>
 #include <time.h>
 
+#include "store_spool.h"
+
 #define STORE_DEFAULT_BUSY_MS 5000
+#define STORE_DEFAULT_WAIT_S 600.0
 
 struct store {
-    sqlite3 *db;  /* open connection, owned */
-    char *path;   /* path (or URI) as given to store_open, owned */
-    int busy_ms;  /* give up on a locked database after this many ms */
+    sqlite3 *db;          /* open connection, owned */
+    char *path;           /* path (or URI) as given to store_open, owned */
+    int busy_ms;          /* give up on a locked database after this many ms */
+    int busy;             /* 1 = the last store_begin/commit gave up on a lock */
+    double wait_s;        /* store_save_run waits this long, s, then spools */
+    store_wait_fn wait_fn; /* told while store_save_run waits; may be NULL */
+    void *wait_ctx;       /* for wait_fn */
 };
 
 sqlite3 *store_db(store *s) { return s->db; }
 
 const char *store_path(const store *s) { return s->path; }
+
+int store_has_file(store *s)
+{
+    const char *f = sqlite3_db_filename(s->db, "main");
+    return f && *f;
+}
 
 void store_set_busy_timeout(store *s, int ms)
 {
@@ -42,6 +55,25 @@ static int db_fail(const store *s, kvs_err *err, const char *what)
                     os ? strerror(e) : "", os ? ")" : "");
 }
 
+void store_set_wait(store *s, double limit_s, store_wait_fn fn, void *ctx)
+{
+    s->wait_s = limit_s >= 0 ? limit_s : 0;
+    s->wait_fn = fn;
+    s->wait_ctx = ctx;
+}
+
+double store_wait_limit(const store *s) { return s->wait_s; }
+
+void store_wait_note(store *s, double waited_s)
+{
+    if (s->wait_fn)
+        s->wait_fn(s->wait_ctx, s->path, waited_s, s->wait_s);
+}
+
+int store_busy(const store *s) { return s->busy; }
+
+int store_busy_timeout(const store *s) { return s->busy_ms; }
+
 static double now_ms(void)
 {
     struct timespec ts;
@@ -55,12 +87,15 @@ static double now_ms(void)
 static int exec_retry(store *s, const char *sql, kvs_err *err)
 {
     double deadline = now_ms() + s->busy_ms;
+    s->busy = 0;
     for (;;) {
         int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
         if (rc == SQLITE_OK)
             return KVS_OK;
-        if ((rc & 0xff) != SQLITE_BUSY || now_ms() >= deadline)
+        if ((rc & 0xff) != SQLITE_BUSY || now_ms() >= deadline) {
+            s->busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
             return db_fail(s, err, NULL);
+        }
         struct timespec nap = {0, 5 * 1000 * 1000};
         nanosleep(&nap, NULL);
     }
@@ -145,6 +180,8 @@ static int refuse_newer(const store *s, int v, kvs_err *err)
                     s->path, v, KVSIM_VERSION, STORE_SCHEMA_VERSION);
 }
 
+static int schema_migrate(store *s, kvs_err *err);
+
 /* Bring the schema to STORE_SCHEMA_VERSION in one transaction; writes
  * nothing when it is already current (so a read-only file opens). */
 static int schema_upgrade(store *s, kvs_err *err)
@@ -156,7 +193,24 @@ static int schema_upgrade(store *s, kvs_err *err)
         return refuse_newer(s, v, err);
     if (v == STORE_SCHEMA_VERSION)
         return KVS_OK;
+    /* A migration may rebuild a table (drop and rename): without foreign
+     * keys the drop cascades nothing, and the legacy rename leaves the
+     * views over the table alone.  Both are connection settings, changed
+     * outside the transaction and restored after it. */
+    int legacy = 0;
+    (void)sqlite3_exec(s->db, "PRAGMA foreign_keys=OFF", NULL, NULL, NULL);
+    (void)sqlite3_db_config(s->db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 1, &legacy);
+    rc = schema_migrate(s, err);
+    (void)sqlite3_db_config(s->db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 0, &legacy);
+    if (sqlite3_exec(s->db, "PRAGMA foreign_keys=ON", NULL, NULL, NULL) != SQLITE_OK && !rc)
+        rc = db_fail(s, err, NULL);
+    return rc;
+}
 
+/* The migrations themselves, in one transaction. */
+static int schema_migrate(store *s, kvs_err *err)
+{
+    int v, rc;
     if ((rc = store_begin(s, err)))
         return rc;
     /* Another process may have upgraded it while we waited for the lock. */
@@ -195,6 +249,23 @@ fail:
     return rc;
 }
 
+/* $KVSIM_DB_WAIT_S or the default. */
+static int wait_s_from_env(double *s, kvs_err *err)
+{
+    const char *e = getenv("KVSIM_DB_WAIT_S");
+    *s = STORE_DEFAULT_WAIT_S;
+    if (!e)
+        return KVS_OK;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(e, &end);
+    if (!*e || *end || errno || !(v >= 0 && v <= 1e7))
+        return kvs_errf(err, KVS_EINVAL,
+                        "KVSIM_DB_WAIT_S: '%s' is not a number of seconds in [0, 1e7]", e);
+    *s = v;
+    return KVS_OK;
+}
+
 /* $KVSIM_BUSY_TIMEOUT_MS or the default. */
 static int busy_ms_from_env(int *ms, kvs_err *err)
 {
@@ -224,7 +295,7 @@ int store_open(const char *path, store **out, kvs_err *err)
         rc = kvs_errf(err, KVS_ENOMEM, "%s: out of memory", path);
         goto fail;
     }
-    if ((rc = busy_ms_from_env(&s->busy_ms, err)))
+    if ((rc = busy_ms_from_env(&s->busy_ms, err)) || (rc = wait_s_from_env(&s->wait_s, err)))
         goto fail;
     src = sqlite3_open_v2(path, &s->db,
                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI |
@@ -277,6 +348,11 @@ int store_open_writable(const char *path, store **out, kvs_err *err)
     if ((rc = store_require_writable(*out, err))) {
         store_close(*out);
         *out = NULL;
+        return rc;
     }
-    return rc;
+    /* Runs an earlier writer kept in the spool (store_spool.h) go in now;
+     * a spool that cannot be imported yet stays for the next writer. */
+    store_spool_report rep;
+    (void)store_spool_import(*out, &rep, NULL);
+    return KVS_OK;
 }

@@ -19,7 +19,7 @@
 typedef struct sqlite3 sqlite3;
 typedef struct store store;
 
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 
 /* Open (creating if needed) and bring the schema to STORE_SCHEMA_VERSION.
  * Refuses a database with a newer schema.  `path` may be an SQLite URI
@@ -32,17 +32,38 @@ void store_close(store *s);
  * permission), so a command can fail before hours of simulation rather than
  * at its first write.  Cost: O(1). */
 int store_require_writable(store *s, kvs_err *err);
-/* store_open, then store_require_writable (closing it on failure). */
+/* store_open, then store_require_writable (closing it on failure), then
+ * store_spool_import of any runs an earlier writer had to spool (best
+ * effort: a spool that cannot be imported now stays for the next writer). */
 int store_open_writable(const char *path, store **out, kvs_err *err);
 /* The raw handle, for modules that own extra tables (calibration, query). */
 sqlite3 *store_db(store *s);
 const char *store_path(const store *s);
+/* 1 when the database lives in a file, 0 for ":memory:" or a temporary
+ * database (whose runs are gone when it closes). */
+int store_has_file(store *s);
 
 /* How long to wait on a locked database: SQLite's busy handler and
  * store_begin's retries give up after `ms` milliseconds and report
  * "database is locked".  store_open uses $KVSIM_BUSY_TIMEOUT_MS when set (a
  * non-negative integer), else 5000; tests set it small. */
 void store_set_busy_timeout(store *s, int ms);
+
+/* Waiting for a locked database without losing the run (store_spool.h):
+ * store_save_run retries for up to `limit_s` seconds (store_open reads
+ * $KVSIM_DB_WAIT_S, else 600 s) and, once it has waited a few seconds,
+ * calls fn(ctx, path, waited_s, limit_s) every few seconds so that the
+ * caller can say so (the library prints nothing).  fn may be NULL. */
+typedef void (*store_wait_fn)(void *ctx, const char *path, double waited_s, double limit_s);
+void store_set_wait(store *s, double limit_s, store_wait_fn fn, void *ctx);
+double store_wait_limit(const store *s);
+/* Call the wait hook (if any) with the time waited so far, s. */
+void store_wait_note(store *s, double waited_s);
+/* 1 when the last store_begin or store_commit gave up because the database
+ * was locked (as opposed to any other failure), else 0. */
+int store_busy(const store *s);
+/* The busy timeout in ms (store_set_busy_timeout). */
+int store_busy_timeout(const store *s);
 
 /* The SQL script (store/schema.c) that brings a database from schema version
  * `from_version` to from_version + 1; NULL outside [0, STORE_SCHEMA_VERSION).
@@ -104,6 +125,22 @@ void store_rollback(store *s);
  * run_load, policy_at_load and slo_attainment); docs/exploration.md
  * documents them. */
 
+/* Groups (store/store_groups.c).  A `kvsim compare` reserves its id by
+ * inserting its `compares` row (status 'running', with this process's pid
+ * and host) in a transaction of its own before its first run; the
+ * AUTOINCREMENT key is never handed out twice.  store_group_finish records
+ * 'complete' or 'interrupted' for kind "compare" or "sweep" (sweeps and
+ * capacity searches); store_group_running marks a resumed group running
+ * again (autocommit; for a sweep it also drops the sweep_points rows whose
+ * run no longer exists, so that point runs again); store_groups_mark_stale marks 'interrupted' every
+ * group still 'running' whose process on this host is gone (a SIGKILL). */
+int store_compare_create(store *s, const char *variants, int64_t n_runs, int64_t *compare_id,
+                         kvs_err *err);
+int store_group_finish(store *s, const char *kind, int64_t id, const char *status,
+                       kvs_err *err);
+int store_group_running(store *s, const char *kind, int64_t id, kvs_err *err);
+int store_groups_mark_stale(store *s, int64_t *n_marked, kvs_err *err);
+
 /* A sweep to create: kind "grid" or "search", its grid text and base run
  * arguments (both stored verbatim), n_points (> 0 for a grid; 0 = grown
  * point by point) and, for a grid, every point's parameter values:
@@ -118,10 +155,15 @@ typedef struct store_sweep_def {
     const char *(*value)(void *ctx, int64_t point, int param); /* a point's value;
                                                                   * read before the next call */
     void *ctx;                       /* for value() */
+    int n_inputs;                    /* input files (sweep_inputs rows); 0 = none */
+    const char *const *input_path;   /* [n_inputs] path as given */
+    const char *const *input_abs;    /* [n_inputs] absolute path */
+    const char *const *input_sha256; /* [n_inputs] hex SHA-256 of the bytes */
 } store_sweep_def;
 
-/* Allocate a sweep: its `sweeps` row and (grid) every point's
- * sweep_point_params rows, in one transaction of their own.  Cost:
+/* Allocate a sweep: its `sweeps` row (status 'running'), (grid) every
+ * point's sweep_point_params rows and its sweep_inputs rows, in one
+ * transaction of their own.  Cost:
  * O(n_points * n_params) inserts. */
 int store_sweep_create(store *s, const store_sweep_def *def, int64_t *sweep_id,
                        kvs_err *err);
@@ -146,10 +188,17 @@ typedef struct store_sweep_info {
     char *base_args;     /* owned */
     int64_t n_points;    /* 0 when not fixed */
 } store_sweep_info;
+/* Call fn(ctx, path, abs_path, sha256) for each sweep_inputs row of the
+ * sweep (path order); a non-zero return stops and is returned. */
+int store_sweep_inputs(store *s, int64_t sweep_id,
+                       int (*fn)(void *ctx, const char *path, const char *abs_path,
+                                 const char *sha256),
+                       void *ctx, kvs_err *err);
 /* Read a sweep's row; KVS_EINVAL "PATH: no sweep N" when absent. */
 int store_sweep_get(store *s, int64_t sweep_id, store_sweep_info *out, kvs_err *err);
 void store_sweep_info_free(store_sweep_info *info);
-/* run_ids[p] = the run of point p, 0 when it has none (p < n_points).
+/* run_ids[p] = the run of point p, 0 when it has none (p < n_points; a
+ * point row whose run was deleted counts as none).
  * check_key(ctx, p, key), when given, returns non-zero if the stored key is
  * not point p's, which fails with KVS_EDB. */
 int store_sweep_done(store *s, int64_t sweep_id, int64_t n_points, int64_t *run_ids,

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 
 static int db_fail(store *s, kvs_err *err, const char *what)
@@ -68,7 +69,8 @@ int store_sweep_create(store *s, const store_sweep_def *d, int64_t *sweep_id, kv
         return rc;
     if (sqlite3_prepare_v2(db,
                            "INSERT INTO sweeps(kind, created_at, kvsim_version, grid, "
-                           "base_args, n_points) VALUES(?1,?2,?3,?4,?5,?6)",
+                           "base_args, n_points, status, pid, host) "
+                           "VALUES(?1,?2,?3,?4,?5,?6,'running',?7,?8)",
                            -1, &st, NULL) != SQLITE_OK) {
         rc = db_fail(s, err, "preparing sweeps insert");
         goto fail;
@@ -79,6 +81,12 @@ int store_sweep_create(store *s, const store_sweep_def *d, int64_t *sweep_id, kv
     b |= sqlite3_bind_text(st, 4, d->grid, -1, SQLITE_STATIC);
     b |= sqlite3_bind_text(st, 5, d->base_args, -1, SQLITE_STATIC);
     b |= d->n_points > 0 ? sqlite3_bind_int64(st, 6, d->n_points) : sqlite3_bind_null(st, 6);
+    char host[256];
+    if (gethostname(host, sizeof host) != 0)
+        host[0] = 0;
+    host[sizeof host - 1] = 0;
+    b |= sqlite3_bind_int64(st, 7, (int64_t)getpid());
+    b |= sqlite3_bind_text(st, 8, host, -1, SQLITE_TRANSIENT);
     if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
         rc = db_fail(s, err, "writing the sweeps row");
         goto fail;
@@ -95,6 +103,25 @@ int store_sweep_create(store *s, const store_sweep_def *d, int64_t *sweep_id, kv
             for (int i = 0; i < d->n_params; i++)
                 if ((rc = insert_param(s, st, id, p, d->params[i], d->value(d->ctx, p, i), err)))
                     goto fail;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (d->n_inputs > 0 &&
+        sqlite3_prepare_v2(db, "INSERT INTO sweep_inputs(sweep_id, path, abs_path, sha256) "
+                               "VALUES(?1,?2,?3,?4)", -1, &st, NULL) != SQLITE_OK) {
+        rc = db_fail(s, err, "preparing sweep_inputs insert");
+        goto fail;
+    }
+    for (int i = 0; i < d->n_inputs; i++) {
+        b = sqlite3_bind_int64(st, 1, id);
+        b |= sqlite3_bind_text(st, 2, d->input_path[i], -1, SQLITE_STATIC);
+        b |= sqlite3_bind_text(st, 3, d->input_abs[i], -1, SQLITE_STATIC);
+        b |= sqlite3_bind_text(st, 4, d->input_sha256[i], -1, SQLITE_STATIC);
+        if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
+            rc = db_fail(s, err, "writing sweep_inputs");
+            goto fail;
+        }
+        sqlite3_reset(st);
     }
     if ((rc = store_commit(s, err)))
         goto fail;
@@ -232,8 +259,9 @@ int store_sweep_done(store *s, int64_t sweep_id, int64_t n_points, int64_t *run_
     for (int64_t i = 0; i < n_points; i++)
         run_ids[i] = 0;
     if (sqlite3_prepare_v2(store_db(s),
-                           "SELECT point_index, point_key, run_id FROM sweep_points "
-                           "WHERE sweep_id = ?1 ORDER BY point_index",
+                           "SELECT point_index, point_key, run_id FROM sweep_points sp "
+                           "WHERE sweep_id = ?1 AND EXISTS (SELECT 1 FROM runs r "
+                           "WHERE r.run_id = sp.run_id) ORDER BY point_index",
                            -1, &st, NULL) != SQLITE_OK)
         return db_fail(s, err, "reading sweep_points");
     sqlite3_bind_int64(st, 1, sweep_id);
@@ -310,5 +338,36 @@ int store_search_result(store *s, int64_t sweep_id, const store_search_row *row,
     if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
         rc = db_fail(s, err, "writing search_results");
     sqlite3_finalize(st);
+    return rc;
+}
+
+int store_sweep_inputs(store *s, int64_t sweep_id,
+                       int (*fn)(void *ctx, const char *path, const char *abs_path,
+                                 const char *sha256),
+                       void *ctx, kvs_err *err)
+{
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(store_db(s),
+                           "SELECT path, abs_path, sha256 FROM sweep_inputs WHERE sweep_id = ?1 "
+                           "ORDER BY path",
+                           -1, &q, NULL) != SQLITE_OK)
+        return db_fail(s, err, "reading sweep_inputs");
+    sqlite3_bind_int64(q, 1, sweep_id);
+    int r, rc = KVS_OK;
+    while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *p = (const char *)sqlite3_column_text(q, 0);
+        const char *a = (const char *)sqlite3_column_text(q, 1);
+        const char *h = (const char *)sqlite3_column_text(q, 2);
+        if (!p || !a || !h) {
+            rc = kvs_errf(err, KVS_EINVAL, "%s: sweep_inputs of sweep %lld: a NULL value",
+                          store_path(s), (long long)sweep_id);
+            break;
+        }
+        if ((rc = fn(ctx, p, a, h)))
+            break;
+    }
+    if (!rc && r != SQLITE_DONE)
+        rc = db_fail(s, err, "reading sweep_inputs");
+    sqlite3_finalize(q);
     return rc;
 }

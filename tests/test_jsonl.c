@@ -164,6 +164,35 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* A line with more values than the longest valid request has hash_ids
+ * (ceil(10^9 / 512) = 1,953,125) is refused before json-c parses it, so
+ * its memory stays bounded: 2,000,000 ids of "1" (4 MB) is one line
+ * naming the count (the ids and the three keys before them). */
+START_TEST(test_huge_line_refused_unparsed)
+{
+    enum { N = 2000000 };
+    const char head[] = "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 2, "
+                        "\"hash_ids\": [";
+    size_t cap = sizeof head + 2 * (size_t)N + 8, len = sizeof head - 1;
+    char *text = malloc(cap);
+    ck_assert_ptr_nonnull(text);
+    memcpy(text, head, len);
+    for (int i = 0; i < N; i++) {
+        text[len++] = '1';
+        text[len++] = i + 1 < N ? ',' : ']';
+    }
+    memcpy(text + len, "}\n", 3);
+    char *path = tu_write_file(tu_tmpdir(), "huge.jsonl", text);
+    free(text);
+    trace t;
+    kvs_err err;
+    ck_assert_int_eq(trace_load(path, &t, &err), KVS_EINVAL);
+    ck_assert_msg(strstr(err.msg, ":1: 2000003 comma-separated values on one line; a request has at most "
+                                  "1953125 hash_ids"), "%s", err.msg);
+    free(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("jsonl");
@@ -172,6 +201,7 @@ int main(void)
     tcase_add_test(c, test_small_file);
     tcase_add_test(c, test_shipped_traces);
     tcase_add_test(c, test_bad_input);
+    tcase_add_test(c, test_huge_line_refused_unparsed);
     suite_add_tcase(s, c);
     return tu_run_suites(&s, 1);
 }

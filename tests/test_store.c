@@ -217,6 +217,7 @@ static int64_t write_ok(store *s, const fixture *f)
     return id;
 }
 
+
 /* ------------------------------------------------------------ schema */
 
 START_TEST(test_schema_created)
@@ -229,9 +230,9 @@ START_TEST(test_schema_created)
     q_eq(db,
          "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
          "WHERE type = 'table' ORDER BY name)",
-         "calibrations,class_metrics,kernel_measurements,meta,profiles,replica_metrics,requests,runs,search_probes,"
-         "search_results,steps,sweep_point_params,sweep_points,sweeps,validation_steps,"
-         "validations");
+         "calibrations,class_metrics,compares,kernel_measurements,meta,profiles,replica_metrics,"
+         "requests,runs,search_probes,search_results,spool_imports,sqlite_sequence,steps,"
+         "sweep_inputs,sweep_point_params,sweep_points,sweeps,validation_steps,validations");
     q_eq(db,
          "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
          "WHERE type = 'view' ORDER BY name)",

@@ -477,6 +477,36 @@ static void small_run(run_config *cfg, trace *tr, run_result *res, const char *s
     cost_model_free(&cost);
 }
 
+/* 100,000 values on one axis (the parser is linear: the values grow
+ * geometrically and duplicates are found on a sorted copy): every value
+ * kept in order; the same list with its last value repeating the 50,000th
+ * is refused naming that value. */
+START_TEST(test_grid_many_values)
+{
+    enum { N = 100000 };
+    char *text = malloc((size_t)N * 8 + 32);
+    ck_assert_ptr_nonnull(text);
+    size_t len = (size_t)sprintf(text, "seed=");
+    for (int i = 0; i < N; i++)
+        len += (size_t)sprintf(text + len, "%s%d", i ? "," : "", i);
+    sweep_grid g;
+    sweep_grid_init(&g);
+    add_ok(&g, text);
+    ck_assert_int_eq(g.axes[0].n_values, N);
+    ck_assert_int_eq(g.n_points, N);
+    ck_assert_str_eq(g.axes[0].values[0], "0");
+    ck_assert_str_eq(g.axes[0].values[N - 1], "99999");
+    sweep_grid_free(&g);
+    sprintf(text + len, ",49999");
+    kvs_err err = {{0}};
+    sweep_grid_init(&g);
+    ck_assert_int_eq(sweep_grid_add(&g, opts, text, "--grid", &err), KVS_EINVAL);
+    ck_assert_str_eq(err.msg, "--grid: seed: value '49999' given twice");
+    sweep_grid_free(&g);
+    free(text);
+}
+END_TEST
+
 START_TEST(test_pack_round_trip)
 {
     run_packed p;
@@ -592,7 +622,7 @@ START_TEST(test_store_sweeps)
     ck_assert_int_eq(store_open(path, &s, &err), KVS_OK);
     sqlite3 *db = store_db(s);
     const char *params[] = {"alpha", "beta"};
-    store_sweep_def def = {"grid", "alpha=...\n", "--model\nx\n", 3, 2, params, grid_value, NULL};
+    store_sweep_def def = {"grid", "alpha=...\n", "--model\nx\n", 3, 2, params, grid_value, NULL, 0, NULL, NULL, NULL};
     int64_t id = 0;
     ck_assert_msg(store_sweep_create(s, &def, &id, &err) == KVS_OK, "%s", err.msg);
     ck_assert_int_eq(id, 1);
@@ -747,6 +777,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_rate_search_invariants);
     tcase_add_test(tc, test_rate_search_edges);
     tcase_add_test(tc, test_list_search);
+    tcase_add_test(tc, test_grid_many_values);
     tcase_add_test(tc, test_pack_round_trip);
     tcase_add_test(tc, test_store_sweeps);
     tcase_add_test(tc, test_store_views);

@@ -15,6 +15,8 @@
 #include "trace_internal.h"
 
 #define MOONCAKE_BLOCK 512 /* tokens per hash_ids entry */
+/* hash_ids of the longest prompt accepted: ceil(TRACE_MAX_TOKENS / 512) */
+#define MOONCAKE_MAX_IDS ((TRACE_MAX_TOKENS + MOONCAKE_BLOCK - 1) / MOONCAKE_BLOCK)
 
 typedef struct jl {
     const char *path;
@@ -220,9 +222,28 @@ int trace_load_jsonl(const char *path, trace *out, kvs_err *err)
                           (long long)line);
             goto done;
         }
+        /* json-c spends ~100 bytes per array element: a line with more
+         * commas than a valid line's ids (input_length <= TRACE_MAX_TOKENS)
+         * is refused before it is parsed, which bounds the parse to about
+         * 200 MB, whatever the line's length */
+        int64_t commas = 0;
+        for (const char *c = buf; (c = memchr(c, ',', len - (size_t)(c - buf))); c++)
+            commas++;
+        if (commas > MOONCAKE_MAX_IDS + 8) {
+            st = kvs_errf(err, KVS_EINVAL, "%s:%lld: %lld comma-separated values on one line; a request has at "
+                          "most %lld hash_ids (input_length <= %lld tokens)", path,
+                          (long long)line, (long long)commas + 1, (long long)MOONCAKE_MAX_IDS,
+                          (long long)TRACE_MAX_TOKENS);
+            goto done;
+        }
         json_tokener_reset(tok);
         json_object *o = json_tokener_parse_ex(tok, buf, (int)len);
         enum json_tokener_error je = json_tokener_get_error(tok);
+        if (!o && je == json_tokener_success) { /* json-c's allocation failed */
+            st = kvs_errf(err, KVS_ENOMEM, "%s:%lld: out of memory parsing a line of %zu bytes",
+                          path, (long long)line, len);
+            goto done;
+        }
         if (!o || je != json_tokener_success) {
             st = kvs_errf(err, KVS_EINVAL, "%s:%lld: not valid JSON: %s", path, (long long)line,
                           je == json_tokener_continue ? "the line ends inside a value"

@@ -3,6 +3,8 @@
  * writing a validation with its steps in one transaction. */
 #include "validate.h"
 
+#include "../job/job.h"
+
 #include <errno.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -94,6 +96,31 @@ void val_run_free(val_run *r)
 
 /* ------------------------------------------------------------ the run row */
 
+/* A stored engine value outside the range of its flag (job_param_find) is a
+ * tampered or broken row: KVS_EINVAL naming runs.COLUMN. */
+static int stored_in_range(int64_t id, const val_run *r, kvs_err *err)
+{
+    const sched_config *k = &r->cfg.sched;
+    const struct {
+        const char *flag, *column;
+        int64_t v;
+    } f[] = {{"block-size", "block_size", k->block_size},
+             {"kv-blocks", "kv_blocks", k->total_blocks},
+             {"max-seqs", "max_seqs", k->max_seqs},
+             {"max-batched-tokens", "max_batched_tokens", k->max_batched_tokens},
+             {"max-model-len", "max_model_len", k->max_model_len},
+             {"tp", "tp", r->cfg.tp}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        const job_param *p = job_param_find(f[i].flag);
+        if (p && ((double)f[i].v < p->lo || (double)f[i].v > p->hi))
+            return kvs_errf(err, KVS_EINVAL,
+                            "--run %lld: runs.%s = %lld is outside [%.0f, %.0f] (as --%s)",
+                            (long long)id, f[i].column, (long long)f[i].v, p->lo, p->hi,
+                            f[i].flag);
+    }
+    return KVS_OK;
+}
+
 static int load_config(sqlite3 *db, int64_t id, val_run *r, int64_t *n_req, kvs_err *err)
 {
     store_run_row *row = malloc(sizeof *row);
@@ -121,6 +148,15 @@ static int load_config(sqlite3 *db, int64_t id, val_run *r, int64_t *n_req, kvs_
                       (long long)id);
         goto done;
     }
+    /* the stored values within the ranges their flags accept */
+    if ((rc = stored_in_range(id, r, err)))
+        goto done;
+    kvs_err why2;
+    if (sched_config_check(k, *n_req, &why2)) {
+        rc = kvs_errf(err, KVS_EINVAL, "--run %lld: the stored configuration is malformed (%s)",
+                      (long long)id, why2.msg);
+        goto done;
+    }
     if (r->cfg.tp != 1 || r->cfg.ep != 1 || r->cfg.cp != 1)
         rc = kvs_errf(err, KVS_EINVAL,
                       "--run %lld: the run used --tp %lld --ep %lld --cp %lld; validation "
@@ -140,6 +176,17 @@ static int load_requests(sqlite3 *db, val_run *r, int64_t n, kvs_err *err)
         "SELECT req_id, arrival_s, prompt_tokens, output_tokens, priority, status, "
         "first_token_s, finish_s, preemptions, swaps, swapped_s FROM requests "
         "WHERE run_id = ? ORDER BY req_id";
+    /* the stored count sizes the arrays: it must be the rows there are */
+    sqlite3_stmt *cq = NULL;
+    int64_t rows = -1;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM requests WHERE run_id = ?1", -1, &cq,
+                           NULL) == SQLITE_OK &&
+        sqlite3_bind_int64(cq, 1, r->run_id) == SQLITE_OK && sqlite3_step(cq) == SQLITE_ROW)
+        rows = sqlite3_column_int64(cq, 0);
+    sqlite3_finalize(cq);
+    if (rows != n)
+        return kvs_errf(err, KVS_EINVAL, "--run %lld: runs.n_requests is %lld but %lld requests "
+                        "rows are stored", (long long)r->run_id, (long long)n, (long long)rows);
     size_t nn = (size_t)(n > 0 ? n : 1);
     r->tr.reqs = calloc(nn, sizeof *r->tr.reqs);
     r->reqs = calloc(nn, sizeof *r->reqs);
@@ -349,9 +396,8 @@ int val_run_load(sqlite3 *db, int64_t run_id, val_run *out, kvs_err *err)
     int rc = load_config(db, run_id, out, &n_req, err);
     if (rc != KVS_OK)
         goto fail;
-    if (model_lookup(out->cfg.model, &out->model, &merr) != KVS_OK) {
-        rc = kvs_errf(err, KVS_EINVAL, "--run %lld: model '%s': %s", (long long)run_id,
-                      out->cfg.model, merr.msg);
+    if (model_lookup_name(out->cfg.model, &out->model, &merr) != KVS_OK) {
+        rc = kvs_errf(err, KVS_EINVAL, "--run %lld: runs.model: %s", (long long)run_id, merr.msg);
         goto fail;
     }
     if ((rc = load_requests(db, out, n_req, err)) != KVS_OK ||

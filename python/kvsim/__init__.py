@@ -412,23 +412,32 @@ def compare(variants: Optional[Union[Sequence[str], Mapping[str, Mapping[str, An
         specs = list(variants)
     names = [s.split(":", 1)[0] for s in specs]
     d = _Db(db) if db is not None else None
+    cid = 0
     try:
-        cid = 0
-        if d is not None:
-            out = C.c_int64()
-            err = C.create_string_buffer(_lib.ERRBUF)
-            if _lib.db_next_compare_id(d.ptr, C.byref(out), err):
-                raise Error(err.value.decode())
-            cid = out.value
         for s in specs:  # check every variant before running any
             h = _new_run(pairs)
             h.check(_lib.run_variant(h.ptr, s.encode(), 0))
+        if d is not None:
+            out = C.c_int64()
+            err = C.create_string_buffer(_lib.ERRBUF)
+            if _lib.db_reserve_compare(d.ptr, "\n".join(specs).encode(), len(specs),
+                                       C.byref(out), err):
+                raise Error(err.value.decode())
+            cid = out.value
         def store(i: int, h: _Handle) -> None:
             if d is not None:
                 h.check(_lib.run_store(h.ptr, d.ptr))
 
         hs = _parallel(lambda s: _simulate(pairs, s, cid), specs, jobs, store)
         runs = [Run(h, pairs) for h in hs]
+        if d is not None:
+            err = C.create_string_buffer(_lib.ERRBUF)
+            if _lib.db_finish_compare(d.ptr, cid, 1, err):
+                raise Error(err.value.decode())
+    except BaseException:
+        if d is not None and cid:
+            _lib.db_finish_compare(d.ptr, cid, 0, C.create_string_buffer(_lib.ERRBUF))
+        raise
     finally:
         if d is not None:
             d.close()

@@ -114,7 +114,9 @@ def take_string(p: int | None) -> str | None:
 version = _fn("kvsim_version", _str)
 db_open = _fn("kvsim_db_open", C.c_int, _str, C.POINTER(_db), _err)
 db_close = _fn("kvsim_db_close", None, _db)
-db_next_compare_id = _fn("kvsim_db_next_compare_id", C.c_int, _db, C.POINTER(_i64), _err)
+db_reserve_compare = _fn("kvsim_db_reserve_compare", C.c_int, _db, C.c_char_p, _i64,
+                         C.POINTER(_i64), _err)
+db_finish_compare = _fn("kvsim_db_finish_compare", C.c_int, _db, _i64, C.c_int, _err)
 run_new = _fn("kvsim_run_new", _run)
 run_free = _fn("kvsim_run_free", None, _run)
 run_set = _fn("kvsim_run_set", C.c_int, _run, _str, _str)

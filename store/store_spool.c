@@ -1,0 +1,448 @@
+/* store_spool.c — waiting for a locked database, keeping a run in a spool
+ * file when the wait runs out, and importing spooled runs (see
+ * store_spool.h). */
+#include "store_spool.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SPOOL_FORMAT "kvsim run spool 1"
+#define SPOOL_NOTE_FIRST_S 3.0 /* first progress note after this wait, s */
+#define SPOOL_NOTE_EVERY_S 5.0 /* then one every this many s */
+#define SPOOL_ATTEMPT_MS 1000  /* one attempt's busy wait at most, ms */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void nap_s(double s)
+{
+    if (s <= 0)
+        return;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+int store_spool_dir(store *s, char *buf, size_t cap, kvs_err *err)
+{
+    const char *f = sqlite3_db_filename(store_db(s), "main");
+    if (!f || !*f)
+        return kvs_errf(err, KVS_EINVAL, "%s: an in-memory database has no spool",
+                        store_path(s));
+    if ((size_t)snprintf(buf, cap, "%s.spool", f) >= cap)
+        return kvs_errf(err, KVS_EINVAL, "%s: database path too long for a spool", f);
+    return KVS_OK;
+}
+
+/* ------------------------------------------------------------ writing */
+
+/* The write to retry: a finished or a failed run. */
+typedef struct spool_job {
+    const run_config *cfg;
+    const run_result *res; /* NULL: a failed run */
+    const trace *tr;
+    const char *error, *started_at;
+    double wall_s;
+} spool_job;
+
+static int job_write(store *s, const spool_job *j, int64_t *id, kvs_err *err)
+{
+    if (j->res)
+        return store_write_run(s, j->cfg, j->res, id, err);
+    return store_write_failed_run(s, j->cfg, j->tr, j->error, j->started_at, j->wall_s, id,
+                                  err);
+}
+
+/* fsync a file or directory by path; 0 on success. */
+static int sync_path(const char *p, int dir)
+{
+    int fd = open(p, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int r = fsync(fd);
+    close(fd);
+    return r;
+}
+
+/* The sweep point the main connection is tagging (store_sweep_tag), so the
+ * import can insert its sweep_points row; "" when not tagging. */
+static void current_tag(store *s, int64_t sweep_id, char *sql_values, size_t cap)
+{
+    sqlite3_stmt *q = NULL;
+    sql_values[0] = 0;
+    if (sweep_id <= 0 ||
+        sqlite3_prepare_v2(store_db(s),
+                           "SELECT point_index, point_key FROM temp.kvsim_sweep_cur "
+                           "WHERE sweep_id = ?1",
+                           -1, &q, NULL) != SQLITE_OK) {
+        sqlite3_finalize(q);
+        return;
+    }
+    sqlite3_bind_int64(q, 1, sweep_id);
+    if (sqlite3_step(q) == SQLITE_ROW) {
+        char *v = sqlite3_mprintf("('sweep_id', %lld), ('point_index', %lld), ('point_key', %Q)",
+                                  (long long)sweep_id, (long long)sqlite3_column_int64(q, 0),
+                                  (const char *)sqlite3_column_text(q, 1));
+        if (v)
+            snprintf(sql_values, cap, "%s", v);
+        sqlite3_free(v);
+    }
+    sqlite3_finalize(q);
+}
+
+/* Describe the spool file in its `spool` table. */
+static int write_spool_meta(store *sp, store *main, const spool_job *j, kvs_err *err)
+{
+    char tag[1400], now[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    current_tag(main, j->cfg->sweep_id, tag, sizeof tag);
+    char *sql = sqlite3_mprintf(
+        "CREATE TABLE spool(key TEXT PRIMARY KEY, value);\n"
+        "INSERT INTO spool VALUES ('format', %Q), ('database', %Q), ('created_at', %Q),\n"
+        "  ('pid', %lld), ('kvsim_version', %Q)%s%s;\n"
+        "PRAGMA journal_mode=DELETE;",
+        SPOOL_FORMAT, sqlite3_db_filename(store_db(main), "main"), now, (long long)getpid(),
+        KVSIM_VERSION, tag[0] ? ", " : "", tag);
+    if (!sql)
+        return kvs_errf(err, KVS_ENOMEM, "%s: out of memory", store_path(sp));
+    int r = sqlite3_exec(store_db(sp), sql, NULL, NULL, NULL);
+    sqlite3_free(sql);
+    if (r != SQLITE_OK)
+        return kvs_errf(err, KVS_EDB, "%s: writing the spool table: %s", store_path(sp),
+                        sqlite3_errmsg(store_db(sp)));
+    return KVS_OK;
+}
+
+/* Keep the run in DIR/run-...db; *final receives its path. */
+static int spool_write(store *s, const spool_job *j, char *final, size_t cap, kvs_err *err)
+{
+    static int seq; /* files spooled by this process */
+    char dir[4096], tmp[4200], stamp[32];
+    int rc;
+    if ((rc = store_spool_dir(s, dir, sizeof dir, err)))
+        return rc;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return kvs_errf(err, KVS_EIO, "%s: cannot create it: %s", dir, strerror(errno));
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    seq++;
+    snprintf(final, cap, "%s/run-%s-%lld-%d.db", dir, stamp, (long long)getpid(), seq);
+    snprintf(tmp, sizeof tmp, "%s/.run-%s-%lld-%d.tmp", dir, stamp, (long long)getpid(), seq);
+    unlink(tmp);
+    store *sp = NULL;
+    int64_t id = 0;
+    if ((rc = store_open(tmp, &sp, err)) || (rc = job_write(sp, j, &id, err)) ||
+        (rc = write_spool_meta(sp, s, j, err))) {
+        store_close(sp);
+        unlink(tmp);
+        return rc;
+    }
+    store_close(sp);
+    if (sync_path(tmp, 0) != 0 || rename(tmp, final) != 0) {
+        rc = kvs_errf(err, KVS_EIO, "%s: %s", final, strerror(errno));
+        unlink(tmp);
+        return rc;
+    }
+    (void)sync_path(dir, 1);
+    return KVS_OK;
+}
+
+/* Write, retrying a locked database with backoff up to the wait limit; then
+ * spool. */
+static int save(store *s, const spool_job *j, int64_t *run_id, kvs_err *err)
+{
+    double t0 = now_s(), limit = store_wait_limit(s), next_note = SPOOL_NOTE_FIRST_S;
+    double backoff = 0.01;
+    int busy_ms = store_busy_timeout(s);
+    unsigned rnd = (unsigned)getpid() * 2654435761u;
+    int rc;
+    *run_id = 0;
+    for (;;) {
+        double left = limit - (now_s() - t0);
+        int ms = left <= 0 ? 0 : left * 1e3 < SPOOL_ATTEMPT_MS ? (int)(left * 1e3) : SPOOL_ATTEMPT_MS;
+        store_set_busy_timeout(s, ms < busy_ms ? ms : busy_ms);
+        rc = job_write(s, j, run_id, err);
+        store_set_busy_timeout(s, busy_ms);
+        if (rc == KVS_OK || !store_busy(s))
+            return rc;
+        double waited = now_s() - t0;
+        if (waited >= limit)
+            break;
+        if (waited >= next_note) {
+            store_wait_note(s, waited);
+            next_note = waited + SPOOL_NOTE_EVERY_S;
+        }
+        rnd = rnd * 1103515245u + 12345u;
+        double pause = backoff * (0.5 + (double)(rnd >> 16 & 0x7fff) / 32768.0);
+        if (pause > limit - waited)
+            pause = limit - waited;
+        if (pause > next_note - waited) /* wake for the next note on time */
+            pause = next_note - waited > 0.01 ? next_note - waited : 0.01;
+        nap_s(pause);
+        backoff = backoff * 2 < 1.0 ? backoff * 2 : 1.0;
+    }
+    char file[4300];
+    kvs_err e;
+    double waited = now_s() - t0;
+    if (spool_write(s, j, file, sizeof file, &e))
+        return kvs_errf(err, KVS_EDB, "%s: database is locked after %.0f s, and the run could "
+                        "not be spooled either: %s", store_path(s), waited, e.msg);
+    return kvs_errf(err, KVS_EDB,
+                    "%s: database is locked after %.0f s; the run is kept in %s (the next "
+                    "write or `kvsim store recover --db %s` imports it)",
+                    store_path(s), waited, file, store_path(s));
+}
+
+int store_save_run(store *s, const run_config *cfg, const run_result *res, int64_t *run_id,
+                   kvs_err *err)
+{
+    spool_job j = {cfg, res, res ? res->tr : NULL, NULL, NULL, 0};
+    if (!res)
+        return kvs_errf(err, KVS_EINVAL, "%s: no run result to store", store_path(s));
+    return save(s, &j, run_id, err);
+}
+
+int store_save_failed_run(store *s, const run_config *cfg, const trace *tr, const char *error,
+                          const char *started_at, double wall_s, int64_t *run_id, kvs_err *err)
+{
+    spool_job j = {cfg, NULL, tr, error, started_at, wall_s};
+    return save(s, &j, run_id, err);
+}
+
+/* ---------------------------------------------------------- importing */
+
+/* `"a","b",...` — the columns table `t` has in both main and kvsim_spool,
+ * except `skip`; NULL on failure (sqlite3_free it). */
+static char *common_columns(sqlite3 *db, const char *t, const char *skip)
+{
+    sqlite3_stmt *q = NULL;
+    char *out = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT group_concat('\"' || replace(m.name, '\"', '\"\"') || '\"', ',') "
+                           "FROM pragma_table_info(?1, 'main') m WHERE m.name != ?2 AND m.name IN "
+                           "(SELECT name FROM pragma_table_info(?1, 'kvsim_spool'))",
+                           -1, &q, NULL) != SQLITE_OK)
+        return NULL;
+    sqlite3_bind_text(q, 1, t, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, skip, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_text(q, 0))
+        out = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(q, 0));
+    sqlite3_finalize(q);
+    return out;
+}
+
+/* Run printf-built SQL; SQLITE_* code. */
+static int execf(sqlite3 *db, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    if (!sql)
+        return SQLITE_NOMEM;
+    int r = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    sqlite3_free(sql);
+    return r;
+}
+
+/* One int64 from SQL, or `dflt`. */
+static int64_t query_i64(sqlite3 *db, const char *sql, const char *arg, int64_t dflt)
+{
+    sqlite3_stmt *q = NULL;
+    int64_t v = dflt;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK) {
+        if (arg)
+            sqlite3_bind_text(q, 1, arg, -1, SQLITE_STATIC);
+        if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL)
+            v = sqlite3_column_int64(q, 0);
+    }
+    sqlite3_finalize(q);
+    return v;
+}
+
+/* Copy spool run `old` and its rows; *new_id receives its new key.  Inside
+ * the caller's transaction. */
+static int copy_run(sqlite3 *db, int64_t old, int64_t *new_id)
+{
+    static const char *const child[] = {"requests", "steps", "class_metrics", "replica_metrics"};
+    char *cols = common_columns(db, "runs", "run_id");
+    if (!cols)
+        return SQLITE_ERROR;
+    int r = execf(db, "INSERT INTO main.runs(%s) SELECT %s FROM kvsim_spool.runs WHERE run_id = %lld",
+                  cols, cols, (long long)old);
+    sqlite3_free(cols);
+    if (r != SQLITE_OK)
+        return r;
+    *new_id = sqlite3_last_insert_rowid(db);
+    for (size_t i = 0; i < sizeof child / sizeof *child; i++) {
+        if (query_i64(db, "SELECT count(*) FROM kvsim_spool.sqlite_master WHERE name = ?1",
+                      child[i], 0) == 0)
+            continue;
+        if (!(cols = common_columns(db, child[i], "run_id")))
+            return SQLITE_ERROR;
+        r = execf(db, "INSERT INTO main.%s(run_id,%s) SELECT %lld,%s FROM kvsim_spool.%s "
+                      "WHERE run_id = %lld",
+                  child[i], cols, (long long)*new_id, cols, child[i], (long long)old);
+        sqlite3_free(cols);
+        if (r != SQLITE_OK)
+            return r;
+    }
+    /* The sweep point it was written for, unless that point has a run now. */
+    return execf(db,
+                 "INSERT OR IGNORE INTO main.sweep_points(sweep_id, point_index, point_key, run_id) "
+                 "SELECT s.value, p.value, k.value, %lld FROM kvsim_spool.spool s, "
+                 "kvsim_spool.spool p, kvsim_spool.spool k WHERE s.key = 'sweep_id' AND "
+                 "p.key = 'point_index' AND k.key = 'point_key' AND EXISTS (SELECT 1 FROM "
+                 "main.sweeps w WHERE w.sweep_id = s.value) AND NOT EXISTS (SELECT 1 FROM "
+                 "main.sweep_points x WHERE x.sweep_id = s.value AND x.point_index = p.value)",
+                 (long long)*new_id);
+}
+
+/* Import one attached spool: 1 = imported, 2 = already imported, 0 = failed
+ * (message in err). */
+static int import_attached(store *s, const char *name, int64_t *first_id, kvs_err *err)
+{
+    sqlite3 *db = store_db(s);
+    kvs_err e;
+    if (query_i64(db, "SELECT count(*) FROM kvsim_spool.spool WHERE key = 'format' AND value = ?1",
+                  SPOOL_FORMAT, 0) != 1) {
+        kvs_errf(err, KVS_EINVAL, "not a kvsim run spool");
+        return 0;
+    }
+    if (store_begin(s, &e)) {
+        kvs_errf(err, KVS_EDB, "%s", e.msg);
+        return 0;
+    }
+    if (query_i64(db, "SELECT count(*) FROM main.spool_imports WHERE name = ?1", name, 0) > 0) {
+        store_rollback(s);
+        return 2;
+    }
+    sqlite3_stmt *q = NULL;
+    int r = sqlite3_prepare_v2(db, "SELECT run_id FROM kvsim_spool.runs ORDER BY run_id", -1, &q,
+                               NULL);
+    int64_t first = 0;
+    while (r == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) {
+        int64_t id = 0;
+        r = copy_run(db, sqlite3_column_int64(q, 0), &id);
+        if (!first)
+            first = id;
+    }
+    sqlite3_finalize(q);
+    if (r == SQLITE_OK)
+        r = execf(db, "INSERT INTO main.spool_imports(name, run_id, imported_at) VALUES "
+                      "(%Q, %lld, strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', 'now'))",
+                  name, (long long)first);
+    if (r != SQLITE_OK) {
+        kvs_errf(err, KVS_EDB, "%s", sqlite3_errmsg(db));
+        store_rollback(s);
+        return 0;
+    }
+    if (store_commit(s, &e)) {
+        kvs_errf(err, KVS_EDB, "%s", e.msg);
+        store_rollback(s);
+        return 0;
+    }
+    *first_id = first;
+    return 1;
+}
+
+static int import_file(store *s, const char *path, const char *name, int64_t *first_id,
+                       kvs_err *err)
+{
+    sqlite3 *db = store_db(s);
+    if (execf(db, "ATTACH %Q AS kvsim_spool", path) != SQLITE_OK) {
+        kvs_errf(err, KVS_EDB, "%s", sqlite3_errmsg(db));
+        return 0;
+    }
+    int r = import_attached(s, name, first_id, err);
+    (void)sqlite3_exec(db, "DETACH kvsim_spool", NULL, NULL, NULL);
+    if (r)
+        unlink(path);
+    return r;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The complete spool files of `dir` (run-*.db), sorted; *n entries. */
+static char **list_spool(const char *dir, size_t *n)
+{
+    DIR *d = opendir(dir);
+    char **v = NULL;
+    size_t cap = 0;
+    *n = 0;
+    if (!d)
+        return NULL;
+    struct dirent *ent;
+    while ((ent = readdir(d))) {
+        size_t len = strlen(ent->d_name);
+        if (strncmp(ent->d_name, "run-", 4) != 0 || len < 7 || strcmp(ent->d_name + len - 3, ".db"))
+            continue;
+        if (*n == cap) {
+            char **w = realloc(v, (cap = cap ? cap * 2 : 8) * sizeof *v);
+            if (!w)
+                break;
+            v = w;
+        }
+        if (!(v[*n] = strdup(ent->d_name)))
+            break;
+        (*n)++;
+    }
+    closedir(d);
+    if (*n)
+        qsort(v, *n, sizeof *v, by_name);
+    return v;
+}
+
+int store_spool_import(store *s, store_spool_report *rep, kvs_err *err)
+{
+    char dir[4096];
+    memset(rep, 0, sizeof *rep);
+    if (store_spool_dir(s, dir, sizeof dir, NULL))
+        return KVS_OK; /* an in-memory database never spools */
+    size_t n;
+    char **names = list_spool(dir, &n);
+    int rc = KVS_OK;
+    for (size_t i = 0; i < n; i++) {
+        char path[4400];
+        kvs_err e;
+        int64_t id = 0;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        int r = import_file(s, path, names[i], &id, &e);
+        if (r == 1) {
+            rep->imported++;
+            if (!rep->first_run_id)
+                rep->first_run_id = id;
+        } else if (r == 2) {
+            rep->duplicates++;
+        } else {
+            rep->left++;
+            if (!rep->error[0]) {
+                snprintf(rep->error, sizeof rep->error, "%s", e.msg);
+                rc = kvs_errf(err, KVS_EDB, "%s: %s", path, e.msg);
+            }
+        }
+        free(names[i]);
+    }
+    free(names);
+    return rc;
+}

@@ -1,0 +1,293 @@
+/* test_spool.c — no run lost to a locked database (store/store_spool.h),
+ * group ids reserved once (store/store_groups.c) and the schema 3
+ * migration (AUTOINCREMENT keys that stay above ids of deleted runs). */
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "job/job.h"
+#include "store/store.h"
+#include "store/store_spool.h"
+#include "testutil.h"
+
+static void small_run(run_config *cfg, trace *tr, run_result *res, const char *spec)
+{
+    kvs_err err = {{0}};
+    model_spec m;
+    gpu_spec g;
+    trace_synth_spec ss;
+    cost_model cost = {0};
+    run_config_defaults(cfg);
+    strcpy(cfg->model, "llama-2-7b");
+    strcpy(cfg->synthetic, spec);
+    cfg->record_steps = 1;
+    cfg->seed = 5;
+    ck_assert_int_eq(model_lookup(cfg->model, &m, &err), 0);
+    ck_assert_int_eq(gpu_lookup(cfg->gpu, &g, &err), 0);
+    ck_assert_msg(trace_synth_parse(spec, &ss, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(trace_synth_gen(&ss, spec, cfg->seed, tr, &err), 0);
+    ck_assert_msg(run_config_resolve(cfg, &m, &g, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(cost_model_create(cfg->cost, &m, &g, cfg->tp, &cost, &err), 0);
+    ck_assert_msg(run_execute(cfg, tr, &cost, res, &err) == 0, "%s", err.msg);
+    cost_model_free(&cost);
+}
+
+static int64_t q_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *q = NULL;
+    ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(db));
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return v;
+}
+
+static void raw_exec(sqlite3 *db, const char *sql)
+{
+    char *msg = NULL;
+    ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, &msg) == SQLITE_OK, "%s: %s", sql,
+                  msg ? msg : "?");
+}
+
+static int count_spool(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    if (!d)
+        return 0;
+    while ((e = readdir(d)))
+        n += strncmp(e->d_name, "run-", 4) == 0;
+    closedir(d);
+    return n;
+}
+
+/* The wait hook: count the notes. */
+static void note(void *ctx, const char *path, double waited, double limit)
+{
+    (void)path;
+    ck_assert(waited <= limit + 1);
+    (*(int *)ctx)++;
+}
+
+/* A held write lock longer than the wait limit: the run goes to the spool,
+ * whole (its requests, steps and sweep point); the next import moves it
+ * in, once, even when the same file is offered again. */
+START_TEST(test_locked_run_spooled_then_imported)
+{
+    char path[1200], dir[1300];
+    const char *tmp = tu_tmpdir();
+    snprintf(path, sizeof path, "%s/s.db", tmp);
+    snprintf(dir, sizeof dir, "%s.spool", path);
+    store *s = NULL;
+    kvs_err err = {{0}};
+    ck_assert_int_eq(store_open(path, &s, &err), KVS_OK);
+    run_config cfg;
+    trace tr;
+    run_result res;
+    small_run(&cfg, &tr, &res, "rate=10,n=40,prompt=64,output=8");
+    const char *params[] = {"x"};
+    store_sweep_def def = {"grid", "x=1\n", "", 1, 0, params, NULL, NULL, 0, NULL, NULL, NULL};
+    int64_t sweep = 0, id = -1;
+    ck_assert_int_eq(store_sweep_create(s, &def, &sweep, &err), KVS_OK);
+    cfg.sweep_id = sweep;
+    ck_assert_int_eq(store_sweep_tag(s, sweep, 0, "x=1", &err), KVS_OK);
+
+    sqlite3 *other = NULL;
+    ck_assert_int_eq(sqlite3_open(path, &other), SQLITE_OK);
+    raw_exec(other, "BEGIN IMMEDIATE");
+    int notes = 0;
+    store_set_busy_timeout(s, 50);
+    store_set_wait(s, 3.5, note, &notes);
+    ck_assert_int_eq(store_save_run(s, &cfg, &res, &id, &err), KVS_EDB);
+    ck_assert_int_eq(id, 0);
+    ck_assert_msg(strstr(err.msg, "database is locked after") && strstr(err.msg, ".spool/run-"),
+                  "%s", err.msg);
+    ck_assert_int_eq(notes, 1); /* one note at 3 s, none before */
+    ck_assert_int_eq(count_spool(dir), 1);
+    store_sweep_untag(s);
+
+    /* still locked: the import leaves the file */
+    store_spool_report rep;
+    ck_assert_int_eq(store_spool_import(s, &rep, &err), KVS_EDB);
+    ck_assert_int_eq(rep.left, 1);
+    ck_assert_int_eq(count_spool(dir), 1);
+    raw_exec(other, "ROLLBACK");
+
+    /* keep a copy to offer it twice */
+    char cmd[4000];
+    snprintf(cmd, sizeof cmd, "cp %s/run-*.db %s/copy.keep", dir, tmp);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_msg(store_spool_import(s, &rep, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_int_eq(rep.imported, 1);
+    ck_assert_int_eq(count_spool(dir), 0);
+    sqlite3 *db = store_db(s);
+    int64_t rid = rep.first_run_id;
+    ck_assert_int_eq(rid, 1);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM requests WHERE run_id = %lld", (long long)rid);
+    ck_assert_int_eq(q_int(db, sql), 40);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM steps WHERE run_id = %lld", (long long)rid);
+    ck_assert_int_eq(q_int(db, sql), res.n_steps);
+    snprintf(sql, sizeof sql, "SELECT run_id FROM sweep_points WHERE sweep_id = %lld AND "
+             "point_index = 0", (long long)sweep);
+    ck_assert_int_eq(q_int(db, sql), rid);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM spool_imports"), 1);
+
+    /* the same file again (a second importer, a kill before the unlink) */
+    snprintf(cmd, sizeof cmd, "cp %s/copy.keep %s/$(sqlite3 -noheader %s "
+             "'SELECT name FROM spool_imports')", tmp, dir, path);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(count_spool(dir), 1);
+    ck_assert_msg(store_spool_import(s, &rep, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_int_eq(rep.imported, 0);
+    ck_assert_int_eq(rep.duplicates, 1);
+    ck_assert_int_eq(count_spool(dir), 0);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 1);
+
+    /* unlocked: store_save_run writes at once */
+    ck_assert_int_eq(store_save_run(s, &cfg, &res, &id, &err), KVS_OK);
+    ck_assert_int_eq(id, 2);
+    sqlite3_close(other);
+    run_result_free(&res);
+    trace_free(&tr);
+    store_close(s);
+}
+END_TEST
+
+/* A database one version older (the hardening migration is the last one):
+ * a run deleted with foreign keys off left orphan
+ * requests under id 3.  The upgrade keeps every row, and the next run gets
+ * id 4, not 3; deleting run 4 and writing again gives 5 (AUTOINCREMENT). */
+START_TEST(test_upgrade_keys_never_reused)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/v2.db", tu_tmpdir());
+    sqlite3 *db;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    for (int v = 0; v < STORE_SCHEMA_VERSION - 1; v++)
+        raw_exec(db, store_migration_sql(v));
+    char meta[96];
+    snprintf(meta, sizeof meta, "INSERT INTO meta VALUES ('schema_version', '%d')",
+             STORE_SCHEMA_VERSION - 1);
+    raw_exec(db, meta);
+    raw_exec(db,
+             "SELECT 1;"
+             "INSERT INTO runs(run_id, status, kvsim_version, model, batching, policy, alloc, "
+             "preemption, block_size, n_requests, compare_id) VALUES "
+             "(1, 'finished', '0.1.0', 'llama-2-7b', 'continuous', 'fcfs', 'paged', 'recompute', "
+             "16, 1, 9), (2, 'finished', '0.1.0', 'llama-2-7b', 'continuous', 'fcfs', 'paged', "
+             "'recompute', 16, 1, 9);"
+             "INSERT INTO requests(run_id, req_id, arrival_s, prompt_tokens, output_tokens, "
+             "priority, status, first_token_s, finish_s, preemptions, swaps, swapped_s) VALUES "
+             "(1, 0, 0, 1, 1, 0, 'finished', 1, 2, 0, 0, NULL),"
+             " (3, 0, 0, 1, 1, 0, 'finished', 1, 2, 0, 0, NULL);"
+             "INSERT INTO sweeps(sweep_id, kind, created_at, kvsim_version, grid, base_args, "
+             "n_points) VALUES (4, 'grid', 'now', '0.1.0', 'x=1', '', 1);");
+    sqlite3_close(db);
+    store *s = NULL;
+    kvs_err err = {{0}};
+    ck_assert_msg(store_open(path, &s, &err) == KVS_OK, "%s", err.msg);
+    db = store_db(s);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 2);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests"), 2);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'runs' AND "
+                               "sql LIKE '%AUTOINCREMENT%'"), 1);
+    /* the old compare is a complete group; the old sweep without its run, interrupted */
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM compares WHERE compare_id = 9 AND "
+                               "n_runs = 2 AND status = 'complete'"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sweeps WHERE sweep_id = 4 AND "
+                               "status = 'interrupted'"), 1);
+    ck_assert_int_eq(q_int(db, "PRAGMA foreign_keys"), 1);
+    run_config cfg;
+    trace tr;
+    run_result res;
+    small_run(&cfg, &tr, &res, "rate=10,n=5,prompt=16,output=4");
+    int64_t id = 0;
+    ck_assert_msg(store_write_run(s, &cfg, &res, &id, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_int_eq(id, 4);
+    raw_exec(db, "PRAGMA foreign_keys=OFF; DELETE FROM runs WHERE run_id = 4; "
+                 "PRAGMA foreign_keys=ON");
+    ck_assert_int_eq(store_write_run(s, &cfg, &res, &id, &err), KVS_OK);
+    ck_assert_int_eq(id, 5);
+    /* group ids: a new compare follows 9, a new sweep follows 4 */
+    int64_t cid = 0, sid = 0;
+    ck_assert_int_eq(store_compare_create(s, "a\nb", 2, &cid, &err), KVS_OK);
+    ck_assert_int_eq(cid, 10);
+    store_sweep_def def = {"search", "s", "", 0, 0, NULL, NULL, NULL, 0, NULL, NULL, NULL};
+    ck_assert_int_eq(store_sweep_create(s, &def, &sid, &err), KVS_OK);
+    ck_assert_int_eq(sid, 5);
+    run_result_free(&res);
+    trace_free(&tr);
+    store_close(s);
+}
+END_TEST
+
+/* Group status: running with this pid, then complete; a group whose process
+ * is gone is marked interrupted by store_groups_mark_stale, a live one is
+ * left running. */
+START_TEST(test_group_status)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/g.db", tu_tmpdir());
+    store *s = NULL;
+    kvs_err err = {{0}};
+    ck_assert_int_eq(store_open(path, &s, &err), KVS_OK);
+    sqlite3 *db = store_db(s);
+    int64_t a = 0, b = 0, c = 0;
+    ck_assert_int_eq(store_compare_create(s, "x", 1, &a, &err), KVS_OK);
+    ck_assert_int_eq(store_compare_create(s, "y", 1, &b, &err), KVS_OK);
+    ck_assert_int_eq(store_compare_create(s, "z", 1, &c, &err), KVS_OK);
+    ck_assert_int_eq(a, 1);
+    ck_assert_int_eq(b, 2);
+    ck_assert_int_eq(c, 3);
+    char sql[200];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM compares WHERE status = 'running' AND pid = %d",
+             (int)getpid());
+    ck_assert_int_eq(q_int(db, sql), 3);
+    ck_assert_int_eq(store_group_finish(s, "compare", a, "complete", &err), KVS_OK);
+    /* b belongs to a process that has exited */
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    waitpid(child, NULL, 0);
+    snprintf(sql, sizeof sql, "UPDATE compares SET pid = %d WHERE compare_id = 2", (int)child);
+    raw_exec(db, sql);
+    int64_t marked = 0;
+    ck_assert_int_eq(store_groups_mark_stale(s, &marked, &err), KVS_OK);
+    ck_assert_int_eq(marked, 1);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM compares WHERE compare_id = 1 AND "
+                               "status = 'complete'"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM compares WHERE compare_id = 2 AND "
+                               "status = 'interrupted'"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM compares WHERE compare_id = 3 AND "
+                               "status = 'running'"), 1);
+    ck_assert_int_eq(store_group_finish(s, "compare", c, "done", &err), KVS_EINTERNAL);
+    store_close(s);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("spool");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_locked_run_spooled_then_imported);
+    tcase_add_test(tc, test_upgrade_keys_never_reused);
+    tcase_add_test(tc, test_group_status);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    Suite *s = suite();
+    return tu_run_suites(&s, 1);
+}
