@@ -554,6 +554,8 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
             waiting_walk(s, &b);
         if (v->ns > 0)
             break;
+        if (!preempted && v->pd.kept_reqs > 0)
+            return SCHED_PLAN_IDLE; /* kept blocks come back at their release */
         if (!preempted) {
             snprintf(s->errmsg, sizeof s->errmsg,
                      "stuck at t=%.6f s: the V1 step scheduled nothing and preempted nobody "

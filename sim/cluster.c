@@ -344,6 +344,16 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
         refresh_now(cl, r);
         resolved += cl->view[r].routed - cl->view[r].outstanding;
     }
+    for (int64_t r = 0; rc == KVS_OK && cl->np < cl->n && r < cl->n; r++) {
+        sched_counters c; /* --pd: every kept block went back (D5) */
+        sched_get_counters(cl->eng[r], &c);
+        if (c.used_blocks != 0)
+            rc = kvs_errf(err, KVS_EINTERNAL,
+                          "cluster: replica %lld ends holding %lld KV blocks (a kvsim bug)",
+                          (long long)r, (long long)c.used_blocks);
+    }
+    if (rc)
+        goto done;
     if (resolved != tr->n + cl->handoffs) /* a hand-off resolves on both sides */
         rc = kvs_errf(err, KVS_EINTERNAL,
                       "cluster: %lld of %lld requests unresolved at t=%.6f (a kvsim bug)",
