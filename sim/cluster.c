@@ -585,8 +585,15 @@ int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *co
             m.first_token_s = out->reqs[i].first_token_s;
             m.preemptions += out->reqs[i].preemptions;
             out->reqs[i] = m;
+            double x = out->kv_transfer_s[i];
+            out->kv_transfers++;
+            out->kv_transfer_mean_s += x;
+            out->kv_transfer_max_s = x > out->kv_transfer_max_s ? x : out->kv_transfer_max_s;
         }
     }
+    out->kv_decoders = cl.n - cl.np;
+    if (out->kv_transfers > 0)
+        out->kv_transfer_mean_s /= (double)out->kv_transfers;
     cluster_summary(&cl, tr, end_s);
     if (replica_metrics(&cl, tr, tr->n > 0 ? tr->reqs[0].arrival_s : 0.0) ||
         run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes))

@@ -130,6 +130,10 @@ typedef struct run_result {
                                     (output 1 or refused at prefill); NULL unless --pd */
     double *kv_transfer_s;       /* [tr->n] KV transfer time, seconds, NAN none; NULL
                                     unless --pd */
+    int64_t kv_decoders;         /* --pd: D, the last D of the replicas decode; 0 without */
+    int64_t kv_transfers;        /* --pd: requests whose KV moved */
+    double kv_transfer_mean_s;   /* --pd: their mean transfer time, seconds (0 if none) */
+    double kv_transfer_max_s;    /* --pd: the longest, seconds */
     run_replica *replicas;       /* [n_replicas] per-replica metrics, owned; NULL
                                     for one engine */
     int64_t n_replicas;

@@ -191,6 +191,10 @@ START_TEST(test_pd_golden)
     ck_assert(fabs(res.kv_transfer_s[0] - 0.011) < EPS);
     ck_assert(isnan(res.kv_transfer_s[1]));
     ck_assert(fabs(res.kv_transfer_s[2] - 0.011) < EPS);
+    ck_assert_int_eq(res.kv_transfers, 2);
+    ck_assert_int_eq(res.kv_decoders, 2);
+    ck_assert(fabs(res.kv_transfer_mean_s - 0.011) < EPS);
+    ck_assert(fabs(res.kv_transfer_max_s - 0.011) < EPS);
     /* steps: replica 0 at 0 (8 blocks: r0 3 + r1 5) and 0.4 (6 blocks);
      * replica 1 at 0.411 and 0.521; replica 2 at 0.611 */
     static const int32_t want_rep[] = {0, 0, 1, 1, 2};
