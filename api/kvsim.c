@@ -8,21 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../job/job.h"
+#include "../base/str.h"
 #include "../sim/run_fields.h"
-
-struct kvsim_db {
-    store *st;       /* owned */
-};
-
-struct kvsim_run {
-    job_opts opts;   /* the flags, then the resolved configuration */
-    run_result res;  /* after execute; res.tr points at tr */
-    trace tr;        /* the requests simulated (owned) */
-    int executed;    /* 1 after a successful execute */
-    int64_t run_id;  /* 0 until stored */
-    kvs_err err;     /* the last error */
-};
+#include "api_internal.h"
 
 /* kvs_status and kvsim_status are the same numbers. */
 _Static_assert(KVSIM_EINTERNAL == (int)KVS_EINTERNAL && KVSIM_EDB == (int)KVS_EDB,
@@ -105,12 +93,20 @@ int kvsim_run_execute(kvsim_run *r, kvsim_db *db)
     cost_model_free(&cost);
     if (rc)
         return rc;
-    if (db && (rc = store_write_run(db->st, &r->opts.cfg, &r->res, &r->run_id, &e))) {
-        kvs_errf(&r->err, rc, "--db: %s", e.msg);
-        return rc;
-    }
     r->executed = 1;
-    return KVSIM_OK;
+    return db ? kvsim_run_store(r, db) : KVSIM_OK;
+}
+
+int kvsim_run_store(kvsim_run *r, kvsim_db *db)
+{
+    kvs_err e;
+    if (!r->executed || r->run_id)
+        return kvs_errf(&r->err, KVS_EINVAL, "--db: the run is %s",
+                        r->executed ? "already stored" : "not executed");
+    int rc = store_write_run(db->st, &r->opts.cfg, &r->res, &r->run_id, &e);
+    if (rc)
+        kvs_errf(&r->err, rc, "--db: %s", e.msg);
+    return rc;
 }
 
 const char *kvsim_run_error(const kvsim_run *r) { return r->err.msg; }
@@ -158,5 +154,94 @@ int kvsim_run_request(const kvsim_run *r, int64_t i, kvsim_request *out)
     out->preemptions = s->preemptions;
     out->swaps = s->swaps;
     out->swapped_s = s->swapped_s;
+    out->replica = r->res.replica ? r->res.replica[i] : 0;
+    out->pad_ = 0;
     return KVSIM_OK;
+}
+
+int64_t kvsim_run_step_count(const kvsim_run *r) { return r->executed ? r->res.n_steps : 0; }
+
+static const char *step_kind(int32_t k)
+{
+    static const char *const names[] = {"prefill", "decode", "mixed"};
+    return k >= 0 && k < 3 ? names[k] : "invalid";
+}
+
+int kvsim_run_step(const kvsim_run *r, int64_t i, kvsim_step *out)
+{
+    if (!r->executed || i < 0 || i >= r->res.n_steps)
+        return KVSIM_EINVAL;
+    const sched_step *p = &r->res.steps[i].step;
+    *out = (kvsim_step){p->index, p->start_s, p->dur_s, {0},
+                        p->batch.n_prefill, p->batch.n_decode, p->batch.tokens,
+                        p->batch.kv_read, p->batch.prefill_sq, p->kv_blocks_used,
+                        p->n_waiting, p->n_running, p->n_preempted,
+                        p->swap_out_blocks, p->swap_in_blocks, r->res.steps[i].replica};
+    snprintf(out->kind, sizeof out->kind, "%s", step_kind(p->kind));
+    return KVSIM_OK;
+}
+
+int kvsim_run_steps(const kvsim_run *r, int64_t first, int64_t n, kvsim_step *out)
+{
+    if (first < 0 || n < 0 || first + n > kvsim_run_step_count(r))
+        return KVSIM_EINVAL;
+    for (int64_t i = 0; i < n; i++)
+        kvsim_run_step(r, first + i, &out[i]);
+    return KVSIM_OK;
+}
+
+int kvsim_run_requests(const kvsim_run *r, int64_t first, int64_t n, kvsim_request *out)
+{
+    if (first < 0 || n < 0 || first + n > kvsim_run_request_count(r))
+        return KVSIM_EINVAL;
+    for (int64_t i = 0; i < n; i++)
+        kvsim_run_request(r, first + i, &out[i]);
+    return KVSIM_OK;
+}
+
+int api_err_out(char *err, int rc, const char *msg)
+{
+    if (err)
+        snprintf(err, 1024, "%s", msg);
+    return rc;
+}
+
+char *kvsim_run_memory_json(kvsim_run *r)
+{
+    job_opts o = r->opts;
+    model_spec m;
+    gpu_spec g;
+    kv_capacity c;
+    r->err.msg[0] = 0;
+    if (job_model_setup(&o, &m, &g, &r->err) || run_config_resolve(&o.cfg, &m, &g, &r->err))
+        return NULL;
+    const sched_config *sc = &o.cfg.sched;
+    /* the layout run_config_resolve sizes the cache with */
+    model_par par = {o.cfg.tp, o.cfg.ep > 0 ? o.cfg.ep : 1, o.cfg.cp > 0 ? o.cfg.cp : 1};
+    int rc = model_kv_capacity_par(&m, &g, &par, o.cfg.gpu_mem_util, sc->block_size,
+                                   sc->max_batched_tokens, sc->max_seqs, &c, &r->err);
+    if (rc)
+        return NULL;
+    char name[600], gpu[80];
+    str_json_escape(name, sizeof name, m.name);
+    str_json_escape(gpu, sizeof gpu, g.name);
+    char *out = malloc(2048);
+    if (!out) {
+        kvs_errf(&r->err, KVS_ENOMEM, "out of memory");
+        return NULL;
+    }
+    snprintf(out, 2048,
+             "{\"model\": \"%s\", \"gpu\": \"%s\", \"tp\": %lld, \"ep\": %lld, \"cp\": %lld, "
+             "\"block_size\": %lld, "
+             "\"max_batched_tokens\": %lld, \"max_seqs\": %lld, \"gpu_mem_bytes\": %lld, "
+             "\"usable_bytes\": %lld, \"weight_bytes\": %lld, \"activation_bytes\": %lld, "
+             "\"kv_bytes\": %lld, \"kv_bytes_per_token\": %lld, \"block_bytes\": %lld, "
+             "\"kv_blocks\": %lld, \"kv_tokens\": %lld, \"total_blocks\": %lld}",
+             name, gpu, (long long)o.cfg.tp, (long long)par.ep, (long long)par.cp,
+             (long long)sc->block_size,
+             (long long)sc->max_batched_tokens, (long long)sc->max_seqs, (long long)g.mem_bytes,
+             (long long)c.usable_bytes, (long long)c.weight_bytes, (long long)c.activation_bytes,
+             (long long)c.kv_bytes, (long long)c.kv_bytes_per_token, (long long)c.block_bytes,
+             (long long)c.kv_blocks, (long long)c.kv_tokens, (long long)sc->total_blocks);
+    return out;
 }

@@ -87,12 +87,156 @@ typedef struct kvsim_request {
     int32_t preemptions;     /* recompute + swap */
     int32_t swaps;           /* swap-outs among them */
     double swapped_s;        /* seconds swapped out to the host */
+    int32_t replica;         /* the engine of a cluster that served it (0: one engine) */
+    int32_t pad_;            /* 0 */
 } kvsim_request;
 
 /* Requests of the executed run (0 before execute), and request i of them.
  * KVSIM_EINVAL for i out of range.  Cost: O(1). */
 int64_t kvsim_run_request_count(const kvsim_run *r);
 int kvsim_run_request(const kvsim_run *r, int64_t i, kvsim_request *out);
+/* Requests [first, first + n) into out[n] at once.  KVSIM_EINVAL when the
+ * range is not within the run's requests.  Cost: O(n). */
+int kvsim_run_requests(const kvsim_run *r, int64_t first, int64_t n, kvsim_request *out);
+
+/* ------------------------------------------------------------ steps */
+
+/* One simulated step, as its `steps` row (without the members blob).
+ * Steps are kept only when the run had "record-steps" set. */
+typedef struct kvsim_step {
+    int64_t step_id;         /* 0-based step number */
+    double start_s;          /* seconds since the trace's start */
+    double dur_s;            /* compute + swap transfer seconds */
+    char kind[8];            /* "prefill", "decode" or "mixed" */
+    int64_t n_prefill;       /* prefill requests (chunks) */
+    int64_t n_decode;        /* decode requests */
+    int64_t tokens;          /* tokens processed */
+    int64_t kv_read;         /* tokens of KV read by the decodes */
+    int64_t prefill_sq;      /* sum of squared prefill chunk lengths, tokens^2 */
+    int64_t kv_blocks_used;  /* blocks held during the step */
+    int64_t n_waiting;       /* waiting queue at step start */
+    int64_t n_running;       /* running requests */
+    int64_t n_preempted;     /* preempted while forming the step */
+    int64_t swap_out_blocks; /* blocks moved to the host */
+    int64_t swap_in_blocks;  /* blocks moved back */
+    int64_t replica;         /* the engine of a cluster that ran it (0: one engine) */
+} kvsim_step;
+
+/* Steps of the executed run (0 before execute or without record-steps),
+ * and step i of them.  KVSIM_EINVAL for i out of range.  Cost: O(1). */
+int64_t kvsim_run_step_count(const kvsim_run *r);
+int kvsim_run_step(const kvsim_run *r, int64_t i, kvsim_step *out);
+/* Steps [first, first + n) into out[n] at once, as kvsim_run_requests. */
+int kvsim_run_steps(const kvsim_run *r, int64_t first, int64_t n, kvsim_step *out);
+
+/* Store an executed run that was executed without a database (so runs can
+ * simulate in parallel threads and be stored by one).  Sets its run id;
+ * KVSIM_EINVAL when not executed or already stored.  Errors "--db: ...". */
+int kvsim_run_store(kvsim_run *r, kvsim_db *db);
+
+/* The KV memory picture of r's configuration on one GPU, before it runs:
+ * the model and GPU looked up, the engine profile's defaults applied and
+ * the configuration resolved as the run would be, then models/'s KV
+ * capacity (docs/semantics.md section 2).  One JSON object: tp, ep, cp,
+ * block_size, max_batched_tokens, max_seqs, gpu_mem_bytes, usable_bytes,
+ * weight_bytes, activation_bytes, kv_bytes, kv_bytes_per_token,
+ * block_bytes, kv_blocks (the capacity), kv_tokens and total_blocks (what
+ * the run uses: --kv-blocks when given); bytes per GPU.  malloc'd; NULL
+ * with r's error set on failure.  Cost: a lookup. */
+char *kvsim_run_memory_json(kvsim_run *r);
+
+/* ------------------------------------------------------------ run flags */
+
+/* One run flag of `kvsim run --help`, from the job layer's table. */
+typedef struct kvsim_flag {
+    const char *name;      /* "max-seqs" (no dashes) */
+    const char *kind;      /* "text", "int", "uint", "number", "choice",
+                              "switch", "slo" or "off" (a switch turning
+                              another off) */
+    const char *section;   /* --help heading: "workload", "engine", ... */
+    const char *metavar;   /* value placeholder ("N"); NULL for switches */
+    const char *help;      /* --help text, including its "(default ...)" */
+    const char *negation;  /* the switch that undoes this one, or NULL */
+    int per_run;           /* 1 if sweeps and compares may vary it */
+} kvsim_flag;
+
+/* The run flags: kvsim_flag_count() of them, in --help order; static
+ * storage.  KVSIM_EINVAL for i out of range.  Cost: O(1). */
+int64_t kvsim_flag_count(void);
+int kvsim_flag_at(int64_t i, kvsim_flag *out);
+
+/* ------------------------------------------------------------ catalogue */
+
+/* The built-in models and shipped Hugging Face configs, and the built-in
+ * GPUs, as one JSON array of objects (keys as `kvsim models --json` and
+ * `kvsim gpus --json` use); malloc'd, the caller frees; NULL when out of
+ * memory.  Cost: O(models), reading each shipped config once. */
+char *kvsim_models_json(void);
+char *kvsim_gpus_json(void);
+
+/* ------------------------------------------------------------ compare */
+
+/* The default variants of `kvsim compare` for r's workload as lines
+ * "NAME:FLAG=VALUE,...\n" (a bare NAME for the base); malloc'd, NULL when
+ * out of memory.  Reads the trace once.  Cost: one trace load. */
+char *kvsim_compare_defaults(const kvsim_run *r);
+
+/* Apply a variant "NAME:FLAG=VALUE,..." over r's flags and tag the run as
+ * variant NAME of compare `compare_id` (0: untagged), labelled as kvsim
+ * compare labels it.  Errors "--variant NAME: ...". */
+int kvsim_run_variant(kvsim_run *r, const char *variant, int64_t compare_id);
+
+/* The next free compare id of db.  Errors "--db: ...". */
+int kvsim_db_next_compare_id(kvsim_db *db, int64_t *out, char err[1024]);
+
+/* ------------------------------------------------------------ sweep */
+
+typedef struct kvsim_sweep kvsim_sweep;
+
+/* A sweep grid over base flags: base_args one argument per line
+ * ("--model\nllama-2-7b\n--prefix-caching\n"), grid_text one axis per line
+ * ("max-seqs=8,16\nrate-scale=1,2\n"), as `kvsim sweep` stores them.  With
+ * db non-NULL the sweep and its points are created there (kvsim_sweep_id).
+ * Errors name the axis or flag.  Free with kvsim_sweep_free. */
+int kvsim_sweep_new(const char *base_args, const char *grid_text, kvsim_db *db,
+                    kvsim_sweep **out, char err[1024]);
+void kvsim_sweep_free(kvsim_sweep *s);
+int64_t kvsim_sweep_point_count(const kvsim_sweep *s);
+int64_t kvsim_sweep_id(const kvsim_sweep *s);
+/* Point i's key ("max-seqs=8 rate-scale=2") into buf[n]. */
+int kvsim_sweep_point_key(const kvsim_sweep *s, int64_t i, char *buf, size_t n);
+/* A new run with point i's flags (base, the point's values, the sweep id
+ * and its label); *out NULL and err filled on failure.  The run is
+ * executed and stored as any other; kvsim_sweep_store_point stores it as
+ * the point.  Cost: O(axes x flags). */
+int kvsim_sweep_point_run(const kvsim_sweep *s, int64_t i, kvsim_run **out, char err[1024]);
+/* Store executed point run r (executed without a database) as point i of
+ * the sweep in db.  Errors "point I (KEY): --db: ...". */
+int kvsim_sweep_store_point(const kvsim_sweep *s, int64_t i, kvsim_run *r, kvsim_db *db);
+
+/* ------------------------------------------------------------ capacity */
+
+/* `kvsim capacity --search SEARCH --slo SLO [--policies P,...]` over
+ * base_args (as kvsim_sweep_new's): search is "rate" or "tp"; policies
+ * NULL or "" for the base's.  Every probe is stored in db.  *json gets the
+ * object `kvsim capacity --search --json` prints (malloc'd; the caller
+ * frees).  Errors as the CLI's. */
+int kvsim_capacity_search(const char *base_args, const char *search, const char *slo,
+                          const char *policies, kvsim_db *db, char **json, char err[1024]);
+
+/* ------------------------------------------------------------ datasets */
+
+/* `kvsim trace import FORMAT IN -o OUT`: convert dataset `in` ("sharegpt",
+ * "burstgpt", "azure2024", "vllm-custom") into native CSV `out`, written
+ * atomically.  opts: "NAME=VALUE" lines of the import options
+ * (chars-per-token, turns, rate, seed, output-len; a bare "turns"), may be
+ * NULL.  counts[3] (may be NULL) gets records read, requests written and
+ * records skipped.  Errors as the CLI's ("FILE: record 3: ..."). */
+int kvsim_trace_import(const char *format, const char *in, const char *out, const char *opts,
+                       int64_t counts[3], char err[1024]);
+
+/* The import formats as "NAME\tDESCRIPTION\n" lines (static storage). */
+const char *kvsim_trace_formats(void);
 
 #ifdef __cplusplus
 }

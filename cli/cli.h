@@ -22,6 +22,7 @@ int cmd_capacity(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_gpus(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
+int cmd_trace_import(int argc, char **argv); /* cmd_trace_import.c */
 int cmd_calibrate(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_query(int argc, char **argv);

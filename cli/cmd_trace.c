@@ -29,7 +29,9 @@ static void usage_top(FILE *f)
     fprintf(f, "usage: kvsim trace <subcommand> [options]   (kvsim trace <subcommand> --help)\n\n"
                "subcommands:\n"
                "  gen    write a synthetic trace in kvsim's native CSV format\n"
-               "  stats  print a trace's statistics (rate, burstiness, lengths)\n\n"
+               "  stats  print a trace's statistics (rate, burstiness, lengths)\n"
+               "  import convert a dataset (ShareGPT, BurstGPT, Azure 2024, vllm bench\n"
+               "         custom JSONL) into a native trace\n\n"
                "Native CSV: header arrival_s,prompt_tokens,output_tokens[,priority].\n"
                "Also read: Azure LLM inference 2023 (TIMESTAMP,ContextTokens,GeneratedTokens).\n");
 }
@@ -242,7 +244,8 @@ static int cmd_stats(int argc, char **argv)
 int cmd_trace(int argc, char **argv)
 {
     if (argc < 2)
-        return cli_fail("trace", "missing subcommand: gen or stats (try kvsim trace --help)");
+        return cli_fail("trace",
+                        "missing subcommand: gen, stats or import (try kvsim trace --help)");
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage_top(stdout);
         return CLI_EXIT_OK;
@@ -251,5 +254,7 @@ int cmd_trace(int argc, char **argv)
         return cmd_gen(argc - 1, argv + 1);
     if (!strcmp(argv[1], "stats"))
         return cmd_stats(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "import"))
+        return cmd_trace_import(argc - 1, argv + 1);
     return cli_fail("trace", "unknown subcommand '%s' (try kvsim trace --help)", argv[1]);
 }

@@ -64,6 +64,11 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
                 sched_policy_name(k->policy), k->chunked_prefill ? "on" : "off",
                 k->prefix_caching ? "on" : "off",
                 k->long_prefill_threshold ? ", long-prefill threshold set" : "", c->cost);
+    else if (k->engine == SCHED_ENGINE_TRTLLM)
+        fprintf(f, "\n  engine           trtllm: in-flight batching, %s, chunked context %s; "
+                   "cost %s\n",
+                k->alloc == SCHED_ALLOC_PAGED ? "max utilization" : "guaranteed no evict",
+                k->chunked_prefill ? "on" : "off", c->cost);
     else
         fprintf(f, "\n  engine           vllm-v0: %s batching, %s, %s KV, %s preemption; cost %s\n",
                 sched_batching_name(k->batching), sched_policy_name(k->policy),

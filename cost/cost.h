@@ -101,6 +101,12 @@ typedef struct cost_roofline_consts {
     double eff_nvlink;       /* fraction of NVLink per-direction bandwidth */
     double collective_lat_s; /* fixed latency of one all-reduce/gather, s */
     double step_overhead_s;  /* CPU scheduling, launch, sampling per step, s */
+    /* Added for the engine profiles (0 = off, the V0 profile's values) */
+    double step_overhead_seq_s;  /* more step overhead per sequence in the step, s */
+    double kernel_lat_s;         /* fixed time of each kernel (op instance), s */
+    double collective_lat_peer_s; /* more all-reduce latency per TP peer past 2, s */
+    double gemm_dim_half;    /* dense GEMMs run at d / (d + this) of their rate, d the
+                                smaller per-GPU weight dimension, elements; 0 = off */
 } cost_roofline_consts;
 
 void cost_roofline_consts_default(cost_roofline_consts *c);

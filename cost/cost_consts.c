@@ -29,6 +29,14 @@ static const cost_const_info consts[] = {
      "small-message NCCL all-reduce inside one NVLink node: ~10 us"},
     {"step_overhead_s", "s", K(step_overhead_s), 0.0, 10.0, 0,
      "vLLM RFC #6854: ~4 ms of GPU idle per V0 decode step (scheduling, I/O)"},
+    {"step_overhead_seq_s", "s", K(step_overhead_seq_s), 0.0, 1.0, 0,
+     "per-sequence input preparation and sampling; 0 unless an engine profile sets it"},
+    {"kernel_lat_s", "s", K(kernel_lat_s), 0.0, 1.0, 0,
+     "fixed time of one kernel (launch gap, ramp, tail): ~2-5 us; 0 unless a profile sets it"},
+    {"collective_lat_peer_s", "s", K(collective_lat_peer_s), 0.0, 1.0, 0,
+     "nccl-tests small all-reduce grows ~1-2 us per GPU past 2 in one NVLink node"},
+    {"gemm_dim_half", "elements", K(gemm_dim_half), 0.0, 1e6, 0,
+     "narrow per-GPU GEMMs fill fewer tiles and waves; 0 unless a profile sets it"},
 };
 #define N_CONSTS (sizeof consts / sizeof consts[0])
 

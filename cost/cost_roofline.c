@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void cost_roofline_consts_default(cost_roofline_consts *c)
 {
@@ -43,6 +44,12 @@ void cost_roofline_consts_default(cost_roofline_consts *c)
      * preparation and output processing in the V0 engine; 3 ms sits a
      * little below since small batches carry less of that work. */
     c->step_overhead_s = 3e-3;
+    /* Off by default (V0 keeps its figures); the vllm-v1 and trtllm
+     * profiles set them (job/job_engine.c, docs/cost-models.md). */
+    c->step_overhead_seq_s = 0.0;
+    c->kernel_lat_s = 0.0;
+    c->collective_lat_peer_s = 0.0;
+    c->gemm_dim_half = 0.0;
 }
 
 /* Each op's FLOPs and bytes are affine in the batch features (tokens,
@@ -58,6 +65,7 @@ typedef struct roofline {
     int64_t tp;
     model_par p;                     /* tp, ep, cp */
     double peak[MODEL_OP_COUNT];     /* FLOP/s each op's compute runs at */
+    double shape[MODEL_OP_COUNT];    /* 1 / (rate factor of a narrow GEMM), >= 1 */
     cost_roofline_consts k;
     int64_t repeats[MODEL_OP_COUNT]; /* instances of each op per step */
     double cs[MODEL_OP_COUNT][RF_NFEAT]; /* compute seconds per feature unit */
@@ -93,13 +101,43 @@ static void roofline_ops(const roofline *r, const cost_batch *b, double *cs, dou
             continue;
         model_op_cost_par(&r->m, &r->p, op, &c, &flops, &bytes);
         if (model_op_is_collective(op)) {
-            ms[i] = n * (r->k.collective_lat_s + bytes / (r->g.nvlink_Bps * r->k.eff_nvlink));
+            double peers = r->tp > 2 ? (double)(r->tp - 2) : 0.0;
+            ms[i] = n * (r->k.collective_lat_s + r->k.collective_lat_peer_s * peers +
+                         bytes / (r->g.nvlink_Bps * r->k.eff_nvlink));
         } else {
             cs[i] = n * flops / (r->peak[i] * op_eff_flops(r, op));
             ms[i] = n * bytes / (r->g.hbm_Bps * r->k.eff_hbm);
+            if (r->shape[i] != 1.0) { /* a narrow GEMM runs at 1/shape of its rate */
+                cs[i] *= r->shape[i];
+                ms[i] *= r->shape[i];
+            }
+            if (r->k.kernel_lat_s > 0) { /* a kernel's fixed time adds to both bounds */
+                cs[i] += n * r->k.kernel_lat_s;
+                ms[i] += n * r->k.kernel_lat_s;
+            }
         }
     }
     ms[MODEL_OP_ATTN_PREFILL] += r->cached_kv_s * (double)b->prefill_cached;
+}
+
+/* The smaller per-GPU weight dimension of a dense LLaMA-style GEMM, or 0
+ * for the ops it does not describe (attention, MoE, MLA projections). */
+static double gemm_dim(const model_spec *m, int64_t tp, model_op op)
+{
+    if (m->attn_type == MODEL_ATTN_MLA && (op == MODEL_OP_QKV || op == MODEL_OP_O_PROJ))
+        return 0;
+    const double H = (double)m->hidden, hd = (double)m->head_dim;
+    const double q = (double)m->heads / (double)tp * hd;
+    const double kv = 2.0 * (double)model_kv_heads_per_gpu(m, tp) * hd;
+    const double I = (double)m->intermediate / (double)tp;
+    switch (op) {
+    case MODEL_OP_QKV: return fmin(H, q + kv);
+    case MODEL_OP_O_PROJ: return fmin(q, H);
+    case MODEL_OP_MLP_GATE_UP: return fmin(H, 2.0 * I);
+    case MODEL_OP_MLP_DOWN: return fmin(I, H);
+    case MODEL_OP_LM_HEAD: return fmin(H, (double)m->vocab / (double)tp);
+    default: return 0;
+    }
 }
 
 /* Derive the affine coefficients from roofline_ops at basis batches. */
@@ -137,7 +175,8 @@ static double roofline_step_s(void *self, const cost_batch *b)
     const double x[RF_NFEAT] = {1.0, (double)b->tokens, (double)b->kv_read,
                                 (double)(b->prefill_sq + 2 * b->prefill_ctx),
                                 (double)b->n_prefill, (double)b->n_decode};
-    double s = r->k.step_overhead_s;
+    double s = r->k.step_overhead_s +
+               r->k.step_overhead_seq_s * (double)(b->n_prefill + b->n_decode);
     for (int i = 0; i < MODEL_OP_COUNT; i++) {
         double c = 0.0, m = 0.0;
         if (r->nonlinear[i])
@@ -180,6 +219,12 @@ static void roofline_describe(void *self, char *buf, size_t n)
              "eff_nvlink=%g collective_lat_s=%g step_overhead_s=%g",
              r->m.name, r->g.name, (long long)r->tp, par, r->k.eff_gemm, r->k.eff_attn,
              r->k.eff_hbm, r->k.eff_nvlink, r->k.collective_lat_s, r->k.step_overhead_s);
+    size_t len = strlen(buf);
+    if (len < n && (r->k.step_overhead_seq_s > 0 || r->k.kernel_lat_s > 0 ||
+                    r->k.collective_lat_peer_s > 0 || r->k.gemm_dim_half > 0))
+        snprintf(buf + len, n - len, " step_overhead_seq_s=%g kernel_lat_s=%g "
+                 "collective_lat_peer_s=%g gemm_dim_half=%g", r->k.step_overhead_seq_s,
+                 r->k.kernel_lat_s, r->k.collective_lat_peer_s, r->k.gemm_dim_half);
 }
 
 static void roofline_free(void *self) { free(self); }
@@ -203,7 +248,9 @@ int cost_roofline_create_par(const model_spec *m, const gpu_spec *g, const model
     const int64_t tp = p->tp;
     if (!eff_ok(k->eff_gemm) || !eff_ok(k->eff_attn) || !eff_ok(k->eff_hbm) ||
         !eff_ok(k->eff_nvlink) || !time_ok(k->collective_lat_s) ||
-        !time_ok(k->step_overhead_s))
+        !time_ok(k->step_overhead_s) || !time_ok(k->step_overhead_seq_s) ||
+        !time_ok(k->kernel_lat_s) || !time_ok(k->collective_lat_peer_s) ||
+        !time_ok(k->gemm_dim_half))
         return kvs_errf(err, KVS_EINVAL,
                         "--cost: roofline efficiencies must be in (0, 1] and times >= 0");
     if (!(g->fp16_flops > 0 && g->hbm_Bps > 0 && g->nvlink_Bps > 0))
@@ -225,6 +272,8 @@ int cost_roofline_create_par(const model_spec *m, const gpu_spec *g, const model
         int expert = op == MODEL_OP_MOE_GATE_UP || op == MODEL_OP_MOE_DOWN;
         r->peak[i] = m->quant_experts_only && !expert ? g->fp16_flops : peak_w;
         r->repeats[i] = model_op_repeats_par(m, p, op);
+        double d = gemm_dim(m, tp, op);
+        r->shape[i] = d > 0 && k->gemm_dim_half > 0 ? (d + k->gemm_dim_half) / d : 1.0;
         r->nonlinear[i] = r->repeats[i] > 0 && model_op_is_nonlinear(op);
         r->any_nonlinear |= r->nonlinear[i];
     }

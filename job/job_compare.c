@@ -22,6 +22,14 @@ static const job_variant v1_variants[] = {
     {"priority", "policy=priority"},
 };
 
+static const job_variant trt_variants[] = {
+    {"trtllm", ""},
+    {"max-utilization", "alloc=paged"},
+    {"no-chunked-context", "no-chunked-prefill"},
+    {"vllm-v1", "engine=vllm-v1"},
+    {"vllm-v1-priority", "engine=vllm-v1,policy=priority"},
+};
+
 /* Added to the default set when the workload has prompt prefix hashes (a
  * Mooncake .jsonl trace, a CSV hash_ids column, or --synthetic with
  * system_prompt= or turns=). */
@@ -59,12 +67,15 @@ static void workload_features(const job_opts *o, int *prefixes, int *priorities)
 int job_compare_defaults(const job_opts *base, job_variant *vs, int *n, int *no_priorities)
 {
     int v1 = base->cfg.sched.engine == SCHED_ENGINE_VLLM_V1;
-    const job_variant *set = v1 ? v1_variants : v0_variants;
+    int trt = base->cfg.sched.engine == SCHED_ENGINE_TRTLLM;
+    const job_variant *set = trt ? trt_variants : v1 ? v1_variants : v0_variants;
     const job_variant *pfx = v1 ? v1_prefix_variants : v0_prefix_variants;
-    int nv = v1 ? (int)(sizeof v1_variants / sizeof *v1_variants)
-                : (int)(sizeof v0_variants / sizeof *v0_variants);
-    int np = v1 ? (int)(sizeof v1_prefix_variants / sizeof *v1_prefix_variants)
-                : (int)(sizeof v0_prefix_variants / sizeof *v0_prefix_variants);
+    int nv = trt  ? (int)(sizeof trt_variants / sizeof *trt_variants)
+             : v1 ? (int)(sizeof v1_variants / sizeof *v1_variants)
+                  : (int)(sizeof v0_variants / sizeof *v0_variants);
+    int np = trt  ? 0 /* no block reuse under trtllm */
+             : v1 ? (int)(sizeof v1_prefix_variants / sizeof *v1_prefix_variants)
+                  : (int)(sizeof v0_prefix_variants / sizeof *v0_prefix_variants);
     memcpy(vs, set, (size_t)nv * sizeof *vs);
     int has_prefixes = 0, has_priorities = 0;
     workload_features(base, &has_prefixes, &has_priorities);

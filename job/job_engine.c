@@ -4,6 +4,7 @@
 #include "job.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A flag the profile lacks, if it was given. */
@@ -50,6 +51,7 @@ static int v1_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_err
         int64_t seqs = big ? 1024 : 256;
         s->max_seqs = seqs < s->max_batched_tokens ? seqs : s->max_batched_tokens;
     }
+    o->cfg.kv_rule = MODEL_KV_RULE_VLLM; /* docs/engine-memory.md */
     return KVS_OK;
 }
 
@@ -63,12 +65,72 @@ static int v0_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_err
                         "V0 reads the trace's own prefix segments", err);
 }
 
+/* Put a profile's roofline constants before the user's own (later keys
+ * win), when the cost model is the roofline. */
+static int profile_cost(job_opts *o, const char *params, kvs_err *err)
+{
+    char *c = o->cfg.cost;
+    const char *user = !strcmp(c, "roofline") ? "" : !strncmp(c, "roofline:", 9) ? c + 9 : NULL;
+    if (!user || !strncmp(user, params, strlen(params)))
+        return KVS_OK; /* not the roofline, or the profile's constants are there */
+    char buf[sizeof o->cfg.cost];
+    int n = snprintf(buf, sizeof buf, "roofline:%s%s%s", params, *user ? "," : "", user);
+    if (n < 0 || (size_t)n >= sizeof buf)
+        return kvs_errf(err, KVS_EINVAL, "--cost: too long with the profile's constants");
+    memcpy(c, buf, (size_t)n + 1);
+    return KVS_OK;
+}
+
+/* The trtllm profile's roofline constants (docs/engine-trtllm.md, section
+ * 7): kernel and per-peer all-reduce latencies from published figures,
+ * the rest fitted on the FIT table (bench/fidelity). */
+#define TRT_COST "eff_gemm=0.75,eff_attn=0.6,step_overhead_ms=1,step_overhead_seq_us=5," \
+                 "kernel_lat_us=3,collective_lat_peer_us=1.5"
+
+/* TensorRT-LLM (docs/engine-trtllm.md): the C++ batch manager's in-flight
+ * batching with chunked context, capacity scheduler "guaranteed no evict"
+ * (--alloc reserved-oracle, the default) or "max utilization" (--alloc
+ * paged); tokens_per_block 64, max_num_tokens 8192, max_batch_size 2048,
+ * KV = free_gpu_memory_fraction (--gpu-mem-util, 0.9) of what is free after
+ * the engine loads. */
+static int trt_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_err *err)
+{
+    (void)m;
+    (void)g;
+    sched_config *s = &o->cfg.sched;
+    const char *p = "trtllm";
+    int rc;
+    if ((rc = refuse_given(o, "watermark", p, "TensorRT-LLM keeps no watermark", err)) ||
+        (rc = refuse_given(o, "swap-gib", p, "a paused request recomputes", err)) ||
+        (rc = refuse_given(o, "segment-tokens", p, "KV block reuse is not modelled", err)) ||
+        (rc = refuse_given(o, "prefix-caching", p, "KV block reuse is not modelled", err)))
+        return rc;
+    if (!job_param_given(o, "chunked-prefill") && !job_param_given(o, "no-chunked-prefill"))
+        s->chunked_prefill = 1;
+    s->prefix_caching = 0;
+    s->watermark = 0.0;
+    if (!job_param_given(o, "alloc"))
+        s->alloc = SCHED_ALLOC_RESERVED_ORACLE;
+    if (!job_param_given(o, "block-size"))
+        s->block_size = 64;
+    if (!job_param_given(o, "max-batched-tokens"))
+        s->max_batched_tokens = 8192;
+    if (!job_param_given(o, "max-seqs"))
+        s->max_seqs = 2048;
+    o->cfg.kv_rule = MODEL_KV_RULE_TRTLLM;
+    return profile_cost(o, TRT_COST, err);
+}
+
 static const job_engine engines[] = {
     {"vllm-v1", SCHED_ENGINE_VLLM_V1,
      "vLLM V1 scheduler (v0.11.0): one token budget, chunked prefill and prefix caching on",
      v1_apply},
     {"vllm-v0", SCHED_ENGINE_VLLM_V0,
      "vLLM V0 engine: prefill-first steps, watermark, swap or recompute preemption", v0_apply},
+    {"trtllm", SCHED_ENGINE_TRTLLM,
+     "TensorRT-LLM in-flight batching: context chunks beside generation, guaranteed no evict "
+     "(--alloc reserved-oracle) or max utilization (--alloc paged)",
+     trt_apply},
 };
 
 #define N_ENGINES (sizeof engines / sizeof engines[0])

@@ -60,7 +60,8 @@ static const job_param params[] = {
     {"engine", P_ENGINE, JOB_PARAM_ENUM, 0, 0, "engine", "NAME",
      "engine profile: vllm-v1 (default: vLLM's V1 scheduler and" IND
      "defaults, docs/semantics-v1.md) | vllm-v0 (vLLM's V0 engine," IND
-     "docs/semantics.md); flags given override the profile", JOB_VARY_ALL},
+     "docs/semantics.md) | trtllm (TensorRT-LLM in-flight batching," IND
+     "docs/engine-trtllm.md); flags given override the profile", JOB_VARY_ALL},
     {"batching", P_BATCHING, JOB_PARAM_ENUM, 0, 0, "engine", "MODE",
      "continuous | static (default continuous)", JOB_VARY_ALL},
     {"policy", P_POLICY, JOB_PARAM_ENUM, 0, 0, "engine", "P",
@@ -69,7 +70,9 @@ static const job_param params[] = {
     {"priority-preemption", P_PPRE, JOB_PARAM_SWITCH, 0, 0, "engine", NULL,
      "preempt worse-priority running requests for the queue head", JOB_VARY_ALL},
     {"alloc", P_ALLOC, JOB_PARAM_ENUM, 0, 0, "engine", "A",
-     "paged | reserved | reserved-oracle (default paged)", JOB_VARY_ALL},
+     "paged | reserved | reserved-oracle (default paged; under" IND
+     "trtllm reserved-oracle = guaranteed no evict, the default," IND
+     "paged = max utilization)", JOB_VARY_ALL},
     {"preemption", P_PREEMPT, JOB_PARAM_ENUM, 0, 0, "engine", "P",
      "recompute | swap | off (default recompute)", JOB_VARY_ALL},
     {"swap-gib", P_SWAP, JOB_PARAM_F64, 0.0, 1e6, "engine", "G",
@@ -320,7 +323,7 @@ static int set_enum(job_opts *o, const job_param *p, const char *arg, kvs_err *e
         break;
     case P_ENGINE:
         v = s->engine = sched_engine_parse(arg);
-        choices = "vllm-v1, vllm-v0";
+        choices = "vllm-v1, vllm-v0, trtllm";
         break;
     default:
         return kvs_errf(err, KVS_EINTERNAL, "--%s: internal: not an enum", p->name);

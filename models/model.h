@@ -515,4 +515,30 @@ const char *model_op_name(model_op op);
  * the GPU link), else 0. */
 int model_op_is_collective(model_op op);
 
+
+/* ------------------------------------------- engine capacity rules (memory.c)
+ * How an engine sizes its KV cache (docs/engine-memory.md).  KVSIM is
+ * model_kv_capacity_par (today's rule, the V0 profile's); VLLM takes
+ * util * total - weights - activation peak - non-torch memory; TRTLLM takes
+ * frac * (total - weights - activations - non-torch memory) and rounds its
+ * token count up to whole blocks.  total is model_cuda_total_bytes. */
+typedef enum model_kv_rule {
+    MODEL_KV_RULE_KVSIM = 0,
+    MODEL_KV_RULE_VLLM = 1,
+    MODEL_KV_RULE_TRTLLM = 2
+} model_kv_rule;
+
+/* Memory CUDA reports on g: the runtime total less the driver's share. */
+int64_t model_cuda_total_bytes(const gpu_spec *g);
+/* Memory per GPU an engine holds outside its tensors at TP degree tp:
+ * CUDA context and workspaces, plus communicator buffers per peer. */
+int64_t model_nontorch_bytes(int64_t tp);
+const char *model_kv_rule_name(model_kv_rule r);
+/* KV capacity under rule; frac is --gpu-mem-util.  Errors as
+ * model_kv_capacity, naming the flags. */
+int model_kv_capacity_rule(const model_spec *m, const gpu_spec *g, const model_par *p,
+                           model_kv_rule rule, double frac, int64_t block_size,
+                           int64_t max_batched_tokens, int64_t max_seqs, kv_capacity *out,
+                           kvs_err *err);
+
 #endif

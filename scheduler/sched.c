@@ -69,10 +69,12 @@ int sched_config_check(const sched_config *c, int64_t n, kvs_err *err)
                         "2^63, the largest attention cost a step can count; lower them",
                         (long long)c->max_model_len, (long long)c->max_batched_tokens,
                         (long long)(c->total_blocks * c->block_size));
-    if ((unsigned)c->engine > SCHED_ENGINE_VLLM_V1)
+    if ((unsigned)c->engine > SCHED_ENGINE_TRTLLM)
         return kvs_errf(err, KVS_EINVAL, "scheduler: unknown engine value in config");
     if (c->engine == SCHED_ENGINE_VLLM_V1)
         return sched_v1_config_check(c, err); /* v1.c; V1 has no watermark */
+    if (c->engine == SCHED_ENGINE_TRTLLM)
+        return sched_trt_config_check(c, err); /* trtllm.c */
     if (c->long_prefill_threshold != 0)
         return kvs_errf(err, KVS_EINVAL,
                         "--long-prefill-threshold: needs --engine vllm-v1");
@@ -127,7 +129,9 @@ int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
     s->reqs = reqs;
     s->n = n;
     s->cost = cost;
-    s->eng = cfg->engine == SCHED_ENGINE_VLLM_V1 ? &sched_engine_v1 : &sched_engine_v0;
+    s->eng = cfg->engine == SCHED_ENGINE_VLLM_V1   ? &sched_engine_v1
+             : cfg->engine == SCHED_ENGINE_TRTLLM ? &sched_engine_trtllm
+                                                  : &sched_engine_v0;
     if ((rc = s->eng->init(s, err))) {
         sched_free(s);
         return rc;
@@ -314,7 +318,7 @@ static const sched_engine_vt sched_engine_v0 = {
 };
 
 /* ---------------------------------------------------------------- names */
-static const char *const engine_names[] = {"vllm-v0", "vllm-v1"};
+static const char *const engine_names[] = {"vllm-v0", "vllm-v1", "trtllm"};
 static const char *const batching_names[] = {"continuous", "static"};
 static const char *const policy_names[] = {"fcfs", "priority", "lpm"};
 static const char *const alloc_names[] = {"paged", "reserved", "reserved-oracle"};
@@ -332,7 +336,7 @@ static int parse_in(const char *const *tbl, size_t n, const char *s)
 }
 
 const char *sched_engine_name(int v) { return NAME_OF(engine_names, v); }
-int sched_engine_parse(const char *s) { return parse_in(engine_names, 2, s); }
+int sched_engine_parse(const char *s) { return parse_in(engine_names, 3, s); }
 const char *sched_batching_name(int v) { return NAME_OF(batching_names, v); }
 const char *sched_policy_name(int v) { return NAME_OF(policy_names, v); }
 const char *sched_alloc_name(int v) { return NAME_OF(alloc_names, v); }

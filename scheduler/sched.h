@@ -63,7 +63,8 @@ typedef enum sched_preempt {
  * zeroed config keeps the V0 behaviour. */
 typedef enum sched_engine {
     SCHED_ENGINE_VLLM_V0 = 0,
-    SCHED_ENGINE_VLLM_V1 = 1
+    SCHED_ENGINE_VLLM_V1 = 1,
+    SCHED_ENGINE_TRTLLM = 2  /* docs/engine-trtllm.md (scheduler/trtllm.c) */
 } sched_engine;
 
 typedef struct sched_config {
@@ -266,7 +267,7 @@ void sched_release_finished(sched *s, int64_t id);
 
 /* Enum names for flags and the store ("continuous", "fcfs", "paged", ...),
  * and the reverse; parse returns -1 for an unknown name. */
-const char *sched_engine_name(int v);   /* "vllm-v0", "vllm-v1" */
+const char *sched_engine_name(int v);   /* "vllm-v0", "vllm-v1", "trtllm" */
 int sched_engine_parse(const char *s);
 const char *sched_batching_name(int v);
 const char *sched_policy_name(int v);

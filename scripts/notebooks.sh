@@ -19,8 +19,10 @@
 # x policy x batching on a ShareGPT-length synthetic workload, a capacity
 # search, and — when `kvsim calibrate --device cpu` works in this build — a
 # CPU calibration of models/tiny.conf, a calibrated run and its validation
-# (skipped with a note otherwise).  Needs jupyter-nbconvert, python3-pandas
-# and python3-matplotlib (scripts/setup.sh full installs them).
+# (skipped with a note otherwise).  The notebooks use the kvsim Python
+# package: python/ with the build's libkvsim.so next to BIN.  Needs
+# jupyter-nbconvert, python3-pandas and python3-matplotlib (scripts/setup.sh
+# full installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -78,6 +80,22 @@ if [ -z "$db" ]; then
 fi
 db=$(realpath "$db")
 
+# The notebooks use the Python package: the source in python/ with the
+# library of this build (an installed kvsim package works too).
+lib=$(dirname "$kvsim")/libkvsim.so
+if [ -f "$lib" ]; then
+  export KVSIM_LIBRARY=$lib
+  export PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
+  # a sanitizer build's library needs its runtimes loaded first in the kernel
+  san=$(ldd "$lib" 2> /dev/null | awk '/libasan|libubsan/ { print $3 }' | tr '\n' ' ')
+  if [ -n "$san" ]; then
+    export LD_PRELOAD="$san${LD_PRELOAD:+ $LD_PRELOAD}"
+    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+  fi
+elif ! python3 -c 'import kvsim' > /dev/null 2>&1; then
+  echo "notebooks.sh: no $lib (configure with -DKVSIM_SHARED=ON) and no kvsim package installed" >&2
+  exit 2
+fi
 status=0
 for nb in notebooks/*.ipynb; do
   name=$(basename "$nb" .ipynb)

@@ -7,8 +7,9 @@
 #
 #   build  kvsim and the benchmarks: compiler, cmake, pkg-config, SQLite,
 #          libcsv, json-c (configured with -DKVSIM_TESTS=OFF)
-#   tests  the above + Check and the sqlite3 shell, for the test suite (the
-#          default; the tests that need more skip visibly)
+#   tests  the above + Check, the sqlite3 shell and python3-venv (the Python
+#          package: pip install ./python, tests/py_package.sh), for the test
+#          suite (the default; the tests that need more skip visibly)
 #   full   the above + what the whole suite exercises: MPI (kvsim sweep under
 #          mpirun), Jupyter/ipykernel/matplotlib/pandas (the notebooks),
 #          clang + libFuzzer (the fuzz targets), python3
@@ -38,6 +39,14 @@ need() {
 has_pc() { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$1"; }
 has_header() { printf '#include <%s>\n' "$1" | cc -E -x c - >/dev/null 2>&1; }
 has_pydeb() { python3 -c "import $1" 2>/dev/null; }
+# python3 -m venv works (Debian ships ensurepip's wheels in python3-venv)
+has_venv() {
+  local d
+  d=$(mktemp -d) && python3 -m venv "$d/v" >/dev/null 2>&1
+  local rc=$?
+  rm -rf "$d"
+  return $rc
+}
 has_deb() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 need build-essential command -v cc
@@ -50,6 +59,8 @@ need libcsv-dev has_header csv.h
 if [ "$level" != build ]; then
   need check has_pc check
   need sqlite3 command -v sqlite3
+  need python3 command -v python3
+  need python3-venv has_venv
 fi
 if [ "$level" = full ]; then
   need python3 command -v python3

@@ -81,8 +81,9 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
     } else {
         kv_capacity cap;
         model_par par = {cfg->tp, cfg->ep > 0 ? cfg->ep : 1, cfg->cp > 0 ? cfg->cp : 1};
-        int rc = model_kv_capacity_par(m, g, &par, cfg->gpu_mem_util, sc->block_size,
-                                   sc->max_batched_tokens, sc->max_seqs, &cap, err);
+        int rc = model_kv_capacity_rule(m, g, &par, (model_kv_rule)cfg->kv_rule,
+                                        cfg->gpu_mem_util, sc->block_size,
+                                        sc->max_batched_tokens, sc->max_seqs, &cap, err);
         if (rc)
             return rc;
         if (cap.kv_blocks < 1)

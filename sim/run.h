@@ -32,6 +32,8 @@ typedef struct run_config {
     sched_config sched;       /* engine parameters (total_blocks resolved) */
     int64_t kv_blocks_flag;   /* --kv-blocks, 0 = computed from memory */
     double gpu_mem_util;      /* fraction of HBM kvsim may use */
+    int kv_rule;              /* model_kv_rule: how the engine sizes its KV cache (set by
+                                 the engine profile; 0 = kvsim's own rule) */
     double swap_gib;          /* host swap space for --preemption swap */
     char cost[256];           /* cost model spec as given */
     char cost_desc[512];      /* cost model's own description */

@@ -4,6 +4,8 @@
 # build has them) and executes every notebook in notebooks/ headless against
 # it; each must run without error and write its figures as non-empty PNGs.
 # The data-driven notebooks must plot data, not their "nothing to plot" note.
+# The notebooks use the kvsim Python package (python/ with the build's
+# libkvsim.so) and run no subprocess: none may import subprocess.
 # Skipped (exit 0, with a note) when jupyter nbconvert is not installed.
 set -u
 KVSIM=$(realpath "${1:-build/kvsim}")
@@ -27,7 +29,7 @@ fi
 scripts/notebooks.sh --kvsim "$KVSIM" --out "$T/out" "${extra[@]}" > "$T/log.txt" 2>&1
 rc=$?
 [ $rc -eq 0 ] && ok || bad "notebooks.sh exit $rc: $(tail -30 "$T/log.txt")"
-for png in batching latency_throughput kv_memory kv_attention calibration validation; do
+for png in batching latency_throughput kv_memory kv_attention calibration validation plan_deployment plan_memory; do
   [ -s "$T/out/$png.png" ] && ok || bad "$png.png missing or empty"
   # a PNG file starts with its 8-byte signature
   [ "$(head -c 8 "$T/out/$png.png" 2> /dev/null | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] &&
@@ -36,6 +38,9 @@ done
 for nb in notebooks/*.ipynb; do
   name=$(basename "$nb" .ipynb)
   [ -s "$T/out/executed/$name.ipynb" ] && ok || bad "$name: no executed notebook"
+done
+for nb in notebooks/*.ipynb; do
+  grep -q '"import[^"]*subprocess' "$nb" && bad "$(basename "$nb") imports subprocess" || ok
 done
 # the notes a notebook printed (its outputs, not its source)
 notes() {

@@ -202,4 +202,78 @@ int trace_stats_compute(const trace *t, trace_stats *out, kvs_err *err);
 /* Hex SHA-256 of a file's bytes into hex[65]. */
 int trace_sha256_file(const char *path, char hex[65], kvs_err *err);
 
+/* Write t as native CSV to `path` atomically: a temporary file in the same
+ * directory, flushed and renamed over path, so a reader sees the old file
+ * or the whole new one, never a part.  Errors name the path.  Cost: O(n). */
+int trace_write_csv_path(const trace *t, const char *path, kvs_err *err);
+
+/* ------------------------------------------------------------ importers (import*.c) */
+
+/* Datasets people have, converted to a native trace (`kvsim trace import`):
+ *   sharegpt      ShareGPT JSON: an array of {"conversations": [{"from",
+ *                 "value"}, ...]}; one request per conversation from its
+ *                 first turn (prompt) and the reply (turn 2), as vLLM's
+ *                 benchmarks sample it, or with turns = 1 one per
+ *                 (turn, reply) pair, the prompt holding the whole
+ *                 conversation so far.  A turn's tokens are its "tokens"
+ *                 count when it has one, else ceil(characters /
+ *                 chars_per_token).  Conversations of fewer than 2 turns
+ *                 are skipped (counted).
+ *   burstgpt      BurstGPT CSV: Timestamp,Model,Request tokens,Response
+ *                 tokens,Total tokens,Log Type; arrival = Timestamp - first;
+ *                 rows with 0 request or response tokens (failed requests)
+ *                 are skipped (counted).
+ *   azure2024     Azure LLM inference 2024 CSV: TIMESTAMP,ContextTokens,
+ *                 GeneratedTokens with timestamps "YYYY-MM-DD
+ *                 HH:MM:SS.ffffff[+HH:MM]"; rows with 0 tokens skipped.
+ *   vllm-custom   `vllm bench serve --dataset-name custom` JSONL: one
+ *                 {"prompt": TEXT} per line, optional "prompt_tokens" /
+ *                 "output_tokens" counts; the output is output_len tokens
+ *                 when a line gives none.
+ * Datasets without times (sharegpt, vllm-custom) arrive as a Poisson
+ * process of `rate` requests/s drawn with `seed`, or all at time 0 when
+ * rate is 0 (vLLM's default, an infinite request rate).  Malformed input
+ * (bad JSON or CSV, a missing or mistyped field, a negative count, a
+ * decreasing time) is one error naming the file and the record
+ * ("FILE: record 12: conversations[1]: no \"value\"", "FILE:7: ..."). */
+typedef struct trace_import_opts {
+    double chars_per_token; /* characters (UTF-8 code points) per token; default 4 */
+    int turns;              /* sharegpt: 1 = every turn, 0 = the first (default) */
+    double rate;            /* requests/s of generated arrivals; 0 = all at 0 (default) */
+    uint64_t seed;          /* seed of generated arrivals; default 0 */
+    int64_t output_len;     /* vllm-custom: output tokens of a line without a count; 256 */
+} trace_import_opts;
+
+/* What an import read. */
+typedef struct trace_import_info {
+    int64_t records;        /* conversations, rows or lines read */
+    int64_t requests;       /* requests written */
+    int64_t skipped;        /* records left out, for skipped_why */
+    char skipped_why[96];   /* "conversations of fewer than 2 turns", or "" */
+} trace_import_info;
+
+typedef struct trace_importer {
+    const char *name;       /* FORMAT of kvsim trace import: "sharegpt" */
+    const char *doc;        /* one line for --help */
+    /* Required: read `path` into *out (arrival order). */
+    int (*read)(const char *path, const trace_import_opts *o, trace *out,
+                trace_import_info *info, kvs_err *err);
+} trace_importer;
+
+void trace_import_opts_init(trace_import_opts *o);
+/* Set option `name` ("chars-per-token", "turns" (value ignored), "rate",
+ * "seed", "output-len") from text; errors name "--NAME". */
+int trace_import_opt_set(trace_import_opts *o, const char *name, const char *value,
+                         kvs_err *err);
+size_t trace_importer_count(void);
+const trace_importer *trace_importer_at(size_t i);        /* NULL past the end */
+const trace_importer *trace_importer_find(const char *name); /* NULL if none */
+
+/* Read `in` as `format` and write it to `out_path` as native CSV
+ * atomically (trace_write_csv_path).  info may be NULL.  Errors: an
+ * unknown format names the known ones; the reader's errors; the writer's.
+ * Cost: O(input). */
+int trace_import(const char *format, const char *in, const char *out_path,
+                 const trace_import_opts *o, trace_import_info *info, kvs_err *err);
+
 #endif

@@ -51,9 +51,7 @@ static int digits(const char *s, int n, int64_t *v)
     return 0;
 }
 
-/* Parse "YYYY-MM-DD HH:MM:SS[.f{1,9}]" into whole seconds since 1970 and
- * nanoseconds; 0 on success, -1 with *why set otherwise. */
-static int parse_timestamp(const char *s, int64_t *sec, int64_t *ns, const char **why)
+int trace_parse_timestamp(const char *s, int64_t *sec, int64_t *ns, const char **why)
 {
     static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     int64_t y, mo, d, h, mi, se;
@@ -246,7 +244,7 @@ static int on_row(void *ctx, int64_t line, char **f, int nf, kvs_err *err)
         return st;
     if (t->format == TRACE_FORMAT_AZURE) {
         int64_t s, ns;
-        if (parse_timestamp(f[0], &s, &ns, &why))
+        if (trace_parse_timestamp(f[0], &s, &ns, &why))
             return kvs_errf(err, KVS_EINVAL, "%s:%lld: TIMESTAMP: '%s' %s", L->path,
                             (long long)line, f[0], why);
         if (t->n == 0) {

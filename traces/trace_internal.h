@@ -4,7 +4,8 @@
  * - an incremental SHA-256 (FIPS 180-4), used to fingerprint trace files;
  * - a CSV row reader on top of libcsv that hands each record, with the
  *   physical line it starts on, to a callback and hashes the bytes it reads;
- * - strict parsers for the integer and decimal fields of trace files.
+ * - strict parsers for the integer and decimal fields of trace files;
+ * - what the dataset importers share.
  */
 #ifndef TRACE_INTERNAL_H
 #define TRACE_INTERNAL_H
@@ -13,6 +14,7 @@
 #include <stdint.h>
 
 #include "../base/kvs.h"
+#include "trace.h"
 
 typedef struct trace_sha256 {
     uint32_t h[8];       /* chaining state */
@@ -55,5 +57,25 @@ int trace_parse_i64(const char *s, int64_t *out, const char **why);
 /* Plain decimal (digits, optional sign, point and exponent); no hex, inf or
  * nan. */
 int trace_parse_f64(const char *s, double *out, const char **why);
+
+/* Parse "YYYY-MM-DD HH:MM:SS[.f{1,9}]" (UTC) into whole seconds since 1970
+ * and nanoseconds; 0 on success, -1 with *why set otherwise. */
+int trace_parse_timestamp(const char *s, int64_t *sec, int64_t *ns, const char **why);
+
+/* ---- shared by the importers (import.c, import_json.c) */
+
+/* Append r to t (growing t->reqs; *cap is its capacity).  KVS_ENOMEM
+ * naming path. */
+int trace_import_push(trace *t, int64_t *cap, trace_req r, const char *path, kvs_err *err);
+/* Tokens of a text: ceil(UTF-8 code points / chars_per_token), at least 1. */
+int64_t trace_text_tokens(const char *text, double chars_per_token);
+/* Give t's requests Poisson arrivals of o->rate (o->seed), or all 0. */
+void trace_import_arrivals(trace *t, const trace_import_opts *o);
+
+/* The JSON importers (import_json.c). */
+int trace_import_sharegpt(const char *path, const trace_import_opts *o, trace *out,
+                          trace_import_info *info, kvs_err *err);
+int trace_import_vllm_custom(const char *path, const trace_import_opts *o, trace *out,
+                             trace_import_info *info, kvs_err *err);
 
 #endif

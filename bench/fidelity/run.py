@@ -27,6 +27,7 @@ Exit status: 0 whatever the errors are (this is a benchmark, not a test);
 import csv
 import io
 import json
+import math
 import os
 import shlex
 import statistics
@@ -216,6 +217,10 @@ def plan_row(row, table, m):
     mapping += f"; {row['gpu']} -> {gpu}"
     cmd = METRICS[row["metric"]][0]
     argv = [cmd, "--model", model, "--gpu", gpu, "--tp", row["tp"]] + model_args[1:]
+    if cmd == "capacity":
+        # the KV cache the engine profile sizes: a one-request run reports it
+        argv[0] = "run"
+        argv += ["--synthetic", "arrival=burst,n=1,prompt=16,output=2"]
     if cmd == "run":
         if row["arrival"] == "burst":
             spec = f"arrival=burst,n={row['n_requests']}"
@@ -237,9 +242,60 @@ def plan_row(row, table, m):
         argv += ["--synthetic", spec]
     tm = lookup(m["table"], table["name"])
     if tm and tm[0]:
-        argv += shlex.split(tm[0])
+        for a in shlex.split(tm[0]):
+            if a == TRTLLM_BENCH:
+                extra, note = trtllm_bench_settings(row, model, model_args[1:], gpu)
+                argv += extra
+                mapping += note
+            else:
+                argv.append(a)
     argv += shlex.split(row["kvsim_flags"])
     return argv, mapping
+
+
+TRTLLM_BENCH = "@trtllm-bench"  # in a table's map.csv flags: trtllm-bench's engine settings
+KVSIM_BIN = ["build/kvsim"]     # set by main: the binary the rows run
+
+
+def trtllm_bench_settings(row, model, model_flags, gpu):
+    """trtllm-bench's engine settings for a row of fixed ISL/OSL
+    (NVIDIA/TensorRT-LLM tensorrt_llm/bench/build/tuning.py, calc_engine_setting
+    and finetune_setting): the requests of ISL + OSL tokens that 95% of the
+    memory left after the weights holds in KV, capped at 4096, rounded up to
+    a multiple of 32 (at least 64), 128 or 256; max num tokens batch x
+    (1 + ISL/OSL), capped at 32768, rounded up to 256 (at least 2048), 512 or
+    1024.  Model and KV sizes come from `kvsim capacity` at TP 1."""
+    if row["arrival"] != "burst" or not is_int(row["isl"]):
+        return [], ""
+    isl, osl, tp = int(row["isl"]), int(row["osl"]), int(row["tp"])
+    p = subprocess.run(KVSIM_BIN + ["capacity", "--model", model, "--gpu", gpu, "--tp", "1",
+                                    "--json"] + model_flags,
+                       cwd=ROOT, capture_output=True, text=True)
+    try:
+        j = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return [], " (trtllm-bench settings: no capacity figures)"
+    gib = 1024.0 ** 3
+    bpe = 1 if "fp8" in " ".join(model_flags) else 2
+    engine_gb = j["param_count"] / 1e9 * bpe
+    avail = j["gpu_mem_bytes"] / gib * tp - engine_gb
+    kv_req = avail * 0.95 / (j["kv_bytes_per_token"] / gib) / (isl + osl)
+    raw_bs = min(kv_req, 4096)
+    raw_tok = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tok < 4096:
+        tok = max(2048, 256 * math.ceil(raw_tok / 256))
+    elif raw_tok < 8192:
+        tok = 512 * math.ceil(raw_tok / 512)
+    else:
+        tok = 1024 * math.ceil(raw_tok / 1024)
+    return (["--max-seqs", str(bs), "--max-batched-tokens", str(tok)],
+            f"; trtllm-bench settings {bs} seqs, {tok} tokens")
 
 
 LENGTHS_MARK = "@"  # in a planned argv: a dataset spec still to be made into a file
@@ -359,10 +415,11 @@ def main(args):
         print_list(tables, m)
         return 0
     kvsim = os.path.abspath(kvsim)
+    KVSIM_BIN[0] = kvsim
     if not os.access(kvsim, os.X_OK):
         print(f"run.py: {kvsim}: no kvsim binary (build it, or give its path)", file=sys.stderr)
         return 2
-    summaries = []
+    summaries, pooled = [], []
     cache, made = {}, {}
     with tempfile.TemporaryDirectory(prefix="kvsim-fidelity-") as tmp:
         db = os.path.join(tmp, "fidelity.db")
@@ -391,6 +448,7 @@ def main(args):
                 sim = METRICS[r["metric"]][1](j, r)
                 err = (sim - real) / real * 100.0
                 errs.append((abs(err), err, r["id"]))
+                pooled.append((t, r, err))
                 note = ""
                 if j.get("n_rejected"):
                     note = f" [kvsim rejected {j['n_rejected']} of {j['n_requests']} requests]"
@@ -402,12 +460,50 @@ def main(args):
                         f"{failed} failed; median |err| {med:.1f}%, worst {worst[1]:+.1f}% ({worst[2]})")
             else:
                 line = (f"{t['name']} [{t['role']}]: 0 simulated, {skipped} skipped, {failed} failed")
+            tps = sorted({int(x[1]["tp"]) for x in pooled if x[0] is t})
+            if len(tps) > 1:
+                parts = []
+                for tp in tps:
+                    a = [abs(x[2]) for x in pooled if x[0] is t and int(x[1]["tp"]) == tp]
+                    parts.append(f"tp{tp} {len(a)} rows median {statistics.median(a):.1f}% "
+                                 f"worst {max(a):.1f}%")
+                line += "\n    by TP: " + "; ".join(parts)
             print(f"   -- {line}\n")
             summaries.append(line)
     print("== summary")
     for s in summaries:
         print(s)
+    print_targets(pooled)
     return 0
+
+
+THROUGHPUT = ("output_tok_s", "output_tok_s_per_gpu", "total_tok_s", "req_s")
+
+
+def print_targets(pooled):
+    """The engine-profile issue's targets over the CHECK rows they concern."""
+    def line(name, rows, target):
+        a = [abs(e) for _, _, e in rows]
+        if not a:
+            print(f"{name}: no rows")
+            return
+        print(f"{name}: {len(a)} rows, median |err| {statistics.median(a):.1f}%, "
+              f"worst {max(a):.1f}%  (target {target})")
+    check = [x for x in pooled if x[0]["role"] == "CHECK"]
+    print("== targets (CHECK rows)")
+    line("multi-GPU throughput, TP 2/4/8, all requests at t=0",
+         [x for x in check if int(x[1]["tp"]) >= 2 and x[1]["metric"] in THROUGHPUT
+          and x[1]["arrival"] == "burst"], "median <= 10%, worst <= 20%")
+    line("batch-1 first-token latency (TensorRT-LLM v0.5)",
+         [x for x in check if "batch1" in x[0]["name"]], "median <= 12% (batch-1 steps)")
+    light = [x for x in check if "online_serving" in x[0]["name"] and x[1]["arrival"] == "poisson"
+             and float(x[1]["rate"]) <= 8]
+    line("online serving, QPS <= 8, mean ITL", [x for x in light if x[1]["metric"] == "itl_mean_ms"],
+         "within 15%")
+    line("online serving, QPS <= 8, mean TTFT", [x for x in light if x[1]["metric"] == "ttft_mean_ms"],
+         "within 20%")
+    line("KV capacity, TP 1 and 4", [x for x in check if x[1]["metric"] == "kv_blocks"
+                                     and int(x[1]["tp"]) in (1, 4)], "within 5%")
 
 
 if __name__ == "__main__":
