@@ -62,8 +62,11 @@ int cluster_config_resolve(run_config *cfg, kvs_err *err)
 {
     int64_t p, d;
     int rc = pd_check(cfg, err);
-    if (!rc && !(rc = cluster_pd_parse(cfg->pd, &p, &d, err)) && p > 0)
+    if (!rc && !(rc = cluster_pd_parse(cfg->pd, &p, &d, err)) && p > 0) {
         cfg->replicas = p + d;
+        if (!cfg->kv_link[0]) /* the default, stored by name */
+            strcpy(cfg->kv_link, "nvlink");
+    }
     return rc;
 }
 

@@ -40,7 +40,8 @@ int cluster_config_check(const run_config *cfg, kvs_err *err);
  * 0 and 0.  KVS_EINVAL naming --pd.  Cost: O(length). */
 int cluster_pd_parse(const char *pd, int64_t *p, int64_t *d, kvs_err *err);
 
-/* After cluster_config_check: with --pd, set cfg->replicas to P + D.
+/* After cluster_config_check: with --pd, set cfg->replicas to P + D and
+ * an empty cfg->kv_link to "nvlink".
  * KVS_EINVAL as cluster_config_check. */
 int cluster_config_resolve(run_config *cfg, kvs_err *err);
 

@@ -225,7 +225,8 @@ static const run_field fields[] = {
      "P + D; '' or NULL = every replica serves whole requests"},
     {"kv_link", "TEXT", "", T, PARAM, CFG_TEXT(kv_link), 0, 0, 0, 5,
      "the link that moves a prompt's KV to its decode replica (`--kv-link`): `'nvlink'`, "
-     "`'ib'`, `'roce'` or `'BW_GBPS:LAT_US'`; '' = nvlink (with `--pd`)"},
+     "`'ib'`, `'roce'` or `'BW_GBPS:LAT_US'` as given (the default stored as `'nvlink'`); "
+     "NULL or '' without `--pd`"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])
