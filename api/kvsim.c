@@ -157,7 +157,8 @@ int kvsim_run_request(const kvsim_run *r, int64_t i, kvsim_request *out)
     out->swaps = s->swaps;
     out->swapped_s = s->swapped_s;
     out->replica = r->res.replica ? r->res.replica[i] : 0;
-    out->pad_ = 0;
+    out->decode_replica = r->res.decode ? r->res.decode[i] : -1;
+    out->kv_transfer_s = r->res.kv_transfer_s ? r->res.kv_transfer_s[i] : NAN;
     return KVSIM_OK;
 }
 

@@ -87,8 +87,10 @@ typedef struct kvsim_request {
     int32_t preemptions;     /* recompute + swap */
     int32_t swaps;           /* swap-outs among them */
     double swapped_s;        /* seconds swapped out to the host */
-    int32_t replica;         /* the engine of a cluster that served it (0: one engine) */
-    int32_t pad_;            /* 0 */
+    int32_t replica;         /* the engine of a cluster that served it (0: one engine);
+                                under --pd the prefill replica */
+    int32_t decode_replica;  /* --pd: the decode replica, -1 none (the table's NULL) */
+    double kv_transfer_s;    /* --pd: seconds its KV took over the link; NaN none */
 } kvsim_request;
 
 /* Requests of the executed run (0 before execute), and request i of them.

@@ -83,7 +83,7 @@ static void tp_skipped(void *ctx, const char *gpu, int64_t tp, const char *why)
 /* A run flag that the search sets itself. */
 static const char *searched_flag(const cluster_args *a)
 {
-    static const char *const own[] = {"--gpu", "--tp", "--replicas"};
+    static const char *const own[] = {"--gpu", "--tp", "--replicas", "--pd"};
     for (int i = 1; i < a->nrest; i++)
         for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) {
             size_t n = strlen(own[k]);
@@ -97,6 +97,9 @@ static int setup(const char *cmd, cluster_args *a, job_search *js)
 {
     kvs_err err;
     const char *own = searched_flag(a);
+    if (own && !strcmp(own, "--pd"))
+        return cli_fail(cmd, "--search cluster: P:D splits are not searched yet "
+                             "(docs/cluster.md); drop --pd");
     if (own)
         return cli_fail(cmd, "--search cluster: %s is what is searched; drop it (use --gpus, "
                              "--tp-list, --max-replicas)",

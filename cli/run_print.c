@@ -27,10 +27,17 @@ static void print_replicas(FILE *f, const run_config *c, const run_result *res)
     fprintf(f, "  cluster          %lld replicas, router %s, load imbalance %.3fx "
                "(busiest replica / mean)\n",
             (long long)c->replicas, c->router, res->sum.load_imbalance);
+    if (res->decode) /* --pd: the hand-offs (docs/cluster.md, section D) */
+        fprintf(f, "  disaggregated    --pd %s over %s: %lld KV transfers, mean %.3f ms, "
+                   "max %.3f ms\n",
+                c->pd, c->kv_link[0] ? c->kv_link : "nvlink", (long long)res->kv_transfers,
+                1e3 * res->kv_transfer_mean_s, 1e3 * res->kv_transfer_max_s);
     for (int64_t r = 0; r < res->n_replicas; r++) {
         const run_summary *s = &res->replicas[r].sum;
         char name[32];
-        snprintf(name, sizeof name, "replica %lld", (long long)res->replicas[r].replica);
+        int64_t id = res->replicas[r].replica, np = res->n_replicas - res->kv_decoders;
+        snprintf(name, sizeof name, "%s %lld",
+                 !res->decode ? "replica" : id < np ? "prefill" : "decode", (long long)id);
         fprintf(f, "  %-16s %lld requests (%lld finished): TTFT p50 %.4f p99 %.4f, "
                    "E2E p99 %.4f s; peak KV %lld blocks, %lld steps\n",
                 name, (long long)s->n_requests, (long long)s->n_finished, s->ttft.p50,

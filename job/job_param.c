@@ -17,7 +17,7 @@ enum {
     P_MML, P_UTIL, P_COST, P_SEED, P_DB, P_REC, P_LABEL, P_QUIET, P_BATCHING, P_POLICY, P_PPRE,
     P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX, P_ENGINE,
     P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP, P_CP, P_REPLICAS,
-    P_ROUTER, P_ROUTER_SEED, P_AFFINITY_CAP
+    P_ROUTER, P_ROUTER_SEED, P_AFFINITY_CAP, P_PD, P_KV_LINK
 };
 
 #define I64MAX40 1099511627776.0 /* 2^40 */
@@ -128,6 +128,13 @@ static const job_param params[] = {
     {"affinity-cap", P_AFFINITY_CAP, JOB_PARAM_I64, 0, 1 << 30, "cluster", "K",
      "prefix-affinity: skip replicas with more than K outstanding" IND
      "requests above the least loaded one (default 16)", JOB_VARY_ALL},
+    {"pd", P_PD, JOB_PARAM_STR, 0, 0, "cluster", "P:D",
+     "disaggregated serving: P prefill and D decode replicas" IND
+     "(vllm-v1; --replicas left out or P + D; --router picks" IND
+     "the prefill replica; docs/cluster.md section D)", JOB_VARY_ALL},
+    {"kv-link", P_KV_LINK, JOB_PARAM_STR, 0, 0, "cluster", "LINK",
+     "--pd: the link that moves the KV: nvlink | ib | roce |" IND
+     "BW_GBPS:LAT_US (default nvlink)", JOB_VARY_ALL},
     {"slo", P_SLO, JOB_PARAM_SLO, 0, 0, "results", "ttft=S,tpot=S,e2e=S",
      "per-request SLOs for attainment and goodput", JOB_VARY_ALL},
     {"db", P_DB, JOB_PARAM_STR, 0, 0, "results", "FILE",
@@ -237,6 +244,8 @@ static char *str_field(job_opts *o, int id, size_t *n)
     case P_DTYPE: *n = sizeof c->dtype; return c->dtype;
     case P_KVDTYPE: *n = sizeof c->kv_cache_dtype; return c->kv_cache_dtype;
     case P_ROUTER: *n = sizeof c->router; return c->router;
+    case P_PD: *n = sizeof c->pd; return c->pd;
+    case P_KV_LINK: *n = sizeof c->kv_link; return c->kv_link;
     default: return NULL;
     }
 }

@@ -263,6 +263,27 @@ int sched_audit(const sched *s, char *why, size_t n);
  * Cost: O(log blocks) under V0, O(hit blocks) under V1. */
 int64_t sched_cached_prefix_tokens(const sched *s, int64_t id);
 
+/* ---- disaggregated serving (docs/cluster.md, section D; vllm-v1 only) */
+
+/* Request `id` (output_tokens >= 2) arrives with its prompt's KV already
+ * computed elsewhere and its first output token made: admission stores
+ * the P prompt tokens without computing them (like a prefix hit) and the
+ * first token is its next input, so it needs O - 1 decode steps.  Its
+ * first_token_s stays NAN here.  Rule 1.6 applies as to any arrival.  A
+ * later recompute preemption recomputes the prompt on this engine.
+ * Cost: as sched_arrive. */
+void sched_arrive_prefilled(sched *s, int64_t id);
+
+/* With on = 1, a request that finishes keeps its KV blocks (counted in
+ * used_blocks, not in a running slot) until sched_release_finished: the
+ * prefill side of a KV transfer.  KVS_EINVAL under vllm-v0, KVS_ENOMEM.
+ * Cost: O(n) memory once. */
+int sched_keep_finished(sched *s, int on, kvs_err *err);
+
+/* Free the blocks finished request `id` kept (no-op if it kept none), last
+ * block first as a finish frees them.  Cost: O(its blocks). */
+void sched_release_finished(sched *s, int64_t id);
+
 /* Enum names for flags and the store ("continuous", "fcfs", "paged", ...),
  * and the reverse; parse returns -1 for an unknown name. */
 const char *sched_engine_name(int v);   /* "vllm-v0", "vllm-v1", "trtllm" */

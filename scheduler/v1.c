@@ -172,6 +172,7 @@ static void v1_free(sched *s)
     free(v->lk_start);
     free(v->lk_ids);
     free(v->S_);
+    v1_pd_free(v, s->n); /* disaggregated serving: kept blocks */
     free(v);
 }
 
@@ -537,7 +538,9 @@ static void waiting_walk(sched *s, int64_t *b)
         int32_t next = v->wnext[id];
         const int64_t T = s->reqs[id].prompt_tokens + v->g[id];
         const int64_t m = find_hits(v, id, T);
-        const int64_t c = m * v->bs;
+        /* C > 0 on a waiting request: its prompt's KV came from another
+         * engine (sched_arrive_prefilled), so it is stored without compute */
+        const int64_t c = v->C[id] > m * v->bs ? v->C[id] : m * v->bs;
         int64_t q = T - c;
         if (v->thr > 0 && v->thr < q)
             q = v->thr;
@@ -561,8 +564,8 @@ static void waiting_walk(sched *s, int64_t *b)
         *b -= q;
         if (v->pfx) {
             s->ctr.prefix_query_tokens += T;
-            s->ctr.prefix_hit_tokens += c;
-            s->ctr.prefix_saved_tokens += c;
+            s->ctr.prefix_hit_tokens += m * v->bs;
+            s->ctr.prefix_saved_tokens += m * v->bs;
             s->ctr.prefix_query_blocks += (T - 1) / v->bs;
             s->ctr.prefix_hit_blocks += m;
         }
@@ -704,6 +707,8 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
             waiting_walk(s, &b);
         if (v->ns > 0)
             break;
+        if (!preempted && v->pd.kept_reqs > 0)
+            return SCHED_PLAN_IDLE; /* kept blocks come back at their release */
         if (!preempted) {
             snprintf(s->errmsg, sizeof s->errmsg,
                      "stuck at t=%.6f s: the V1 step scheduled nothing and preempted nobody "
@@ -787,7 +792,8 @@ static void v1_finish(sched *s, double t)
             s->res[id].status = SCHED_REQ_FINISHED;
             s->state[id] = SCHED_REQ_FINISHED;
             s->ctr.n_finished++;
-            free_blocks(v, id);
+            if (!v->pd.keep || v1_pd_keep(v, id)) /* kept: sched_keep_finished */
+                free_blocks(v, id);
             any = 1;
         }
     }
@@ -855,6 +861,7 @@ static int v1_audit(const sched *s, char *why, size_t n)
                 distinct++;
         }
     }
+    v1_pd_count(v, s->n, cnt, &distinct); /* finished requests' kept blocks */
     for (int64_t b = 1; b <= v->N; b++)
         if (cnt[b] != v->pool.ref[b])
             V1_FAIL("block %lld: count %d, held by %d requests", (long long)b, v->pool.ref[b],

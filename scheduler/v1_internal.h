@@ -98,6 +98,25 @@ typedef struct v1_sched_ent {
     int64_t c;      /* tokens stored before the step */
 } v1_sched_ent;
 
+/* Disaggregated serving (sched.h: sched_arrive_prefilled,
+ * sched_keep_finished, sched_release_finished; v1_pd.c).  A kept request
+ * has finished but its blocks stay counted in the pool, copied off its
+ * block table (whose slot it gives back) until the external release. */
+typedef struct v1_pd {
+    int keep;                  /* 1: a finishing request keeps its blocks */
+    int32_t **kept;            /* [n] blocks a finished request still holds, or NULL */
+    int32_t *n_kept;           /* [n] how many, blocks */
+    int64_t kept_reqs;         /* requests with kept blocks */
+} v1_pd;
+
+/* v1_pd.c: under keep, take id's blocks off its table (the slot goes back
+ * to the free stack, the counts stay); 0, or -1 out of memory (then the
+ * blocks are freed at once).  Then the release and the audit's recount. */
+int v1_pd_keep(sched_v1 *v, int32_t id);
+void v1_pd_release(sched_v1 *v, int32_t id);
+void v1_pd_count(const sched_v1 *v, int64_t n, int32_t *cnt, int64_t *distinct);
+void v1_pd_free(sched_v1 *v, int64_t n);
+
 struct sched_v1 {
     v1_pool pool;
     int64_t bs, S, thr, B, N;
@@ -139,6 +158,7 @@ struct sched_v1 {
     v1_sched_ent *S_;          /* [slots] */
     int64_t ns;
     int active;                /* a step is in flight */
+    v1_pd pd;                  /* kept blocks (disaggregated serving) */
 };
 
 #endif

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "evq.h"
+#include "kvlink.h"
 #include "router.h"
 
 const char *cluster_router_name(const run_config *cfg)
@@ -15,8 +16,65 @@ const char *cluster_router_name(const run_config *cfg)
     return cfg->router[0] ? cfg->router : "round-robin";
 }
 
+int cluster_pd_parse(const char *pd, int64_t *p, int64_t *d, kvs_err *err)
+{
+    *p = *d = 0;
+    if (!pd || !pd[0])
+        return KVS_OK;
+    char *end;
+    long long a = strtoll(pd, &end, 10), b = -1;
+    if (end != pd && *end == ':' && end[1] >= '0' && end[1] <= '9')
+        b = strtoll(end + 1, &end, 10);
+    else
+        end = (char *)"x";
+    if (*end || a < 1 || b < 1 || a > CLUSTER_MAX_REPLICAS || b > CLUSTER_MAX_REPLICAS ||
+        a + b > CLUSTER_MAX_REPLICAS)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--pd: '%s' is not P:D with P, D >= 1 prefill and decode replicas "
+                        "(P + D <= %d)", pd, CLUSTER_MAX_REPLICAS);
+    *p = a;
+    *d = b;
+    return KVS_OK;
+}
+
+/* The --pd and --kv-link checks of cluster_config_check. */
+static int pd_check(const run_config *cfg, kvs_err *err)
+{
+    int64_t p, d;
+    int rc = cluster_pd_parse(cfg->pd, &p, &d, err);
+    if (rc)
+        return rc;
+    if (p == 0)
+        return cfg->kv_link[0] ? kvs_errf(err, KVS_EINVAL, "--kv-link: applies only with --pd")
+                               : KVS_OK;
+    if (cfg->replicas != 1 && cfg->replicas != p + d)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--pd %s: the pools add up to %lld replicas but --replicas is %lld "
+                        "(leave --replicas out or give P + D)",
+                        cfg->pd, (long long)(p + d), (long long)cfg->replicas);
+    if (cfg->sched.engine != SCHED_ENGINE_VLLM_V1)
+        return kvs_errf(err, KVS_EINVAL, "--pd: disaggregated serving needs --engine vllm-v1");
+    kv_link l;
+    return kv_link_parse(cfg->kv_link, &l, err);
+}
+
+int cluster_config_resolve(run_config *cfg, kvs_err *err)
+{
+    int64_t p, d;
+    int rc = pd_check(cfg, err);
+    if (!rc && !(rc = cluster_pd_parse(cfg->pd, &p, &d, err)) && p > 0) {
+        cfg->replicas = p + d;
+        if (!cfg->kv_link[0]) /* the default, stored by name */
+            strcpy(cfg->kv_link, "nvlink");
+    }
+    return rc;
+}
+
 int cluster_config_check(const run_config *cfg, kvs_err *err)
 {
+    int rc = pd_check(cfg, err);
+    if (rc)
+        return rc;
     if (cfg->replicas < 1 || cfg->replicas > CLUSTER_MAX_REPLICAS)
         return kvs_errf(err, KVS_EINVAL, "--replicas: %lld is out of range [1, %d]",
                         (long long)cfg->replicas, CLUSTER_MAX_REPLICAS);
@@ -42,12 +100,20 @@ typedef struct cl_rep {
     double busy_s;         /* sum of step durations, seconds */
     double members_total;  /* sum of requests per step */
     double last_end_s;     /* end of its last step, seconds */
+    int32_t *fin;          /* --pd, prefill pool: prefill members of the step in
+                              flight, the requests it may finish */
+    int64_t n_fin, fin_cap;
 } cl_rep;
 
 typedef struct cluster {
     const run_config *cfg; /* borrowed */
     run_result *res;       /* being filled (replica[], steps, members) */
     int64_t n;             /* replicas */
+    int64_t np;            /* prefill pool 0 .. np-1 (--pd), decode np .. n-1; n without */
+    int64_t live_from;     /* refresh the view after every event of replicas >= this */
+    trace_req *pre_reqs;   /* [tr->n] --pd: the prefill engines' trace, output 1, owned */
+    kv_link link;          /* --pd: the KV link */
+    int64_t handoffs;      /* --pd: KV transfers started */
     sched **eng;           /* [n] the engines */
     cl_rep *rep;           /* [n] their loop state and aggregates */
     router_replica *view;  /* [n] what the router sees */
@@ -85,6 +151,16 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
     k->busy_s += st->dur_s;
     k->members_total += (double)(st->batch.n_prefill + st->batch.n_decode);
     int64_t global = cl->n_steps++;
+    if (k->index < cl->np && cl->np < cl->n && !cl->failed) /* --pd: who may finish */
+        for (int64_t i = 0; i < nm; i++) {
+            if (m[i].kind != SCHED_MEMBER_PREFILL)
+                continue;
+            if (grow((void **)&k->fin, &k->fin_cap, k->n_fin + 1, sizeof *k->fin)) {
+                cl->failed = 1;
+                return;
+            }
+            k->fin[k->n_fin++] = m[i].req_id;
+        }
     if (!cl->cfg->record_steps || cl->failed)
         return;
     run_result *r = cl->res;
@@ -116,8 +192,51 @@ static void refresh_now(cluster *cl, int64_t r)
 
 static void refresh(cluster *cl, int64_t r)
 {
-    if (cl->live)
+    if (r >= cl->live_from)
         refresh_now(cl, r);
+}
+
+static void todo_add(cluster *cl, int64_t r, int64_t *ntodo)
+{
+    cl_rep *k = &cl->rep[r];
+    if (!k->busy && !k->plan_queued) {
+        k->plan_queued = 1;
+        cl->todo[(*ntodo)++] = r;
+    }
+}
+
+/* --pd: prefill replica r's step ended at `now`.  Its requests that
+ * finished there with more output to make start their KV transfer to the
+ * decode replica with the fewest outstanding requests (D3); those with
+ * output 1 are done and free their blocks at once. */
+static int pd_step_end(cluster *cl, evq *q, const trace *tr, int64_t r, double now)
+{
+    cl_rep *k = &cl->rep[r];
+    const sched_req_result *res = sched_results(cl->eng[r]);
+    router_view dv = {cl->n - cl->np, cl->view + cl->np, cl->eng + cl->np, tr->reqs, 0, 0,
+                      {{0}}};
+    for (int64_t i = 0; i < k->n_fin; i++) {
+        int32_t id = k->fin[i];
+        if (res[id].status != SCHED_REQ_FINISHED)
+            continue;
+        const trace_req *tq = &tr->reqs[id];
+        if (tq->output_tokens < 2) {
+            sched_release_finished(cl->eng[r], id);
+            continue;
+        }
+        int64_t d = cl->np + router_argmin(&dv, NULL);
+        cl->view[d].routed++;
+        refresh_now(cl, d);
+        cl->res->decode[id] = (int32_t)d;
+        double x = kv_link_time_s(&cl->link, tq->prompt_tokens * cl->cfg->kv_bytes_per_token);
+        cl->res->kv_transfer_s[id] = x;
+        cl->handoffs++;
+        if (evq_push(q, now + x, EVQ_KIND_KV_ARRIVAL, id))
+            return -1;
+    }
+    k->n_fin = 0;
+    refresh(cl, r);
+    return 0;
 }
 
 #define PLAN_ARG(r) ((int64_t)(r)) /* a timeout PLAN event's argument */
@@ -156,12 +275,13 @@ static int plan_one(cluster *cl, evq *q, int64_t r, double now, int more, kvs_er
 static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *err)
 {
     evq q;
-    router_view rv = {cl->n, cl->view, cl->eng, tr->reqs, 0, cl->cfg->affinity_cap, {{0}}};
+    router_view rv = {cl->np, cl->view, cl->eng, tr->reqs, 0, cl->cfg->affinity_cap, {{0}}};
     rng_init(&rv.gen, cl->cfg->router_seed);
     const router_vt *router = router_find(cluster_router_name(cl->cfg));
     if (!router)
         return kvs_errf(err, KVS_EINVAL, "--router: unknown router '%s'", cl->cfg->router);
     cl->live = router->reads_state;
+    cl->live_from = cl->live ? 0 : cl->np; /* the decode pool's choice reads state */
     if (evq_init(&q, 16 + 2 * cl->n))
         return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");
     int rc = KVS_OK;
@@ -192,9 +312,11 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
             cl->rep[r].busy = 0;
             cl->rep[r].last_end_s = now;
             refresh(cl, r);
+            if (r < cl->np && cl->np < cl->n && pd_step_end(cl, &q, tr, r, now))
+                goto nomem;
         } else if (e.kind == EVQ_KIND_ARRIVAL) {
             r = router->pick(&rv, e.arg);
-            assert(r >= 0 && r < cl->n);
+            assert(r >= 0 && r < cl->np);
             rv.arrivals++;
             cl->res->replica[e.arg] = (int32_t)r;
             cl->view[r].routed++;
@@ -203,27 +325,42 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
             next = e.arg + 1;
             if (next < tr->n && evq_push(&q, tr->reqs[next].arrival_s, EVQ_KIND_ARRIVAL, next))
                 goto nomem;
+        } else if (e.kind == EVQ_KIND_KV_ARRIVAL) { /* --pd: D4 */
+            int64_t p = cl->res->replica[e.arg], d = cl->res->decode[e.arg];
+            sched_release_finished(cl->eng[p], e.arg);
+            refresh(cl, p);
+            todo_add(cl, p, &ntodo);
+            sched_arrive_prefilled(cl->eng[d], e.arg);
+            refresh(cl, d);
+            todo_add(cl, d, &ntodo);
+            continue;
         } else { /* a timeout PLAN fired */
             cl->rep[r].wake_at = -1.0;
             if (!cl->rep[r].busy && (rc = plan_one(cl, &q, r, now, next < tr->n, err)))
                 goto done;
             continue;
         }
-        cl_rep *k = &cl->rep[r];
-        if (!k->busy && !k->plan_queued) {
-            k->plan_queued = 1;
-            cl->todo[ntodo++] = r;
-        }
+        todo_add(cl, r, &ntodo);
     }
     int64_t resolved = 0;
     for (int64_t r = 0; r < cl->n; r++) {
         refresh_now(cl, r);
         resolved += cl->view[r].routed - cl->view[r].outstanding;
     }
-    if (resolved != tr->n)
+    for (int64_t r = 0; rc == KVS_OK && cl->np < cl->n && r < cl->n; r++) {
+        sched_counters c; /* --pd: every kept block went back (D5) */
+        sched_get_counters(cl->eng[r], &c);
+        if (c.used_blocks != 0)
+            rc = kvs_errf(err, KVS_EINTERNAL,
+                          "cluster: replica %lld ends holding %lld KV blocks (a kvsim bug)",
+                          (long long)r, (long long)c.used_blocks);
+    }
+    if (rc)
+        goto done;
+    if (resolved != tr->n + cl->handoffs) /* a hand-off resolves on both sides */
         rc = kvs_errf(err, KVS_EINTERNAL,
                       "cluster: %lld of %lld requests unresolved at t=%.6f (a kvsim bug)",
-                      (long long)(tr->n - resolved), (long long)tr->n, now);
+                      (long long)(tr->n + cl->handoffs - resolved), (long long)tr->n, now);
     goto done;
 nomem:
     rc = kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");
@@ -256,7 +393,10 @@ static void set_rates(const run_config *cfg, int64_t qt, int64_t ht, int64_t qb,
 }
 
 /* Per-replica metrics: each engine's requests as a trace of their own (in
- * trace order), so run_metrics_compute applies unchanged. */
+ * trace order), so run_metrics_compute applies unchanged.  Under --pd a
+ * prefill engine's are its requests with output 1 and its own results
+ * (TTFT = E2E there); a decode engine's are those it decoded, whole, with
+ * the merged results (D6). */
 static int replica_metrics(cluster *cl, const trace *tr, double first_arrival)
 {
     run_result *res = cl->res;
@@ -272,10 +412,12 @@ static int replica_metrics(cluster *cl, const trace *tr, double first_arrival)
     res->n_replicas = cl->n;
     for (int64_t r = 0; r < cl->n; r++) {
         int64_t m = 0;
+        const int pre = cl->np < cl->n && r < cl->np, dec = r >= cl->np;
+        const sched_req_result *own = sched_results(cl->eng[r]);
         for (int64_t i = 0; i < tr->n; i++)
-            if (res->replica[i] == r) {
-                sub[m] = tr->reqs[i];
-                sr[m++] = res->reqs[i];
+            if (dec ? res->decode[i] == r : res->replica[i] == r) {
+                sub[m] = pre ? cl->pre_reqs[i] : tr->reqs[i];
+                sr[m++] = pre ? own[i] : res->reqs[i];
             }
         trace st = {0};
         st.reqs = sub;
@@ -328,7 +470,7 @@ static void cluster_summary(cluster *cl, const trace *tr, double end_s)
         busy += k->busy_s;
         members += k->members_total;
         sum->n_steps += k->n_steps;
-        if (cl->view[r].routed > most)
+        if (r < cl->np && cl->view[r].routed > most)
             most = cl->view[r].routed;
     }
     set_rates(cl->cfg, qt, ht, qb, hb, sum);
@@ -336,7 +478,8 @@ static void cluster_summary(cluster *cl, const trace *tr, double end_s)
     sum->mean_kv_blocks = busy > 0 ? bs / busy : 0.0;
     sum->mean_batch = sum->n_steps > 0 ? members / (double)sum->n_steps : 0.0;
     sum->makespan_s = tr->n > 0 ? end_s - tr->reqs[0].arrival_s : 0.0;
-    sum->load_imbalance = tr->n > 0 ? (double)most * (double)cl->n / (double)tr->n : NAN;
+    /* over the pool the router fills: every engine, or the prefill pool */
+    sum->load_imbalance = tr->n > 0 ? (double)most * (double)cl->np / (double)tr->n : NAN;
 }
 
 static double now_wall(void)
@@ -357,10 +500,30 @@ static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost, k
     if (!cl->eng || !cl->rep || !cl->view || !cl->todo || !cl->res->replica)
         return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory for %lld replicas",
                         (long long)cl->n);
+    if (cl->np < cl->n) { /* --pd: the prefill engines see output 1 (D2) */
+        cl->pre_reqs = malloc(nn * sizeof *cl->pre_reqs);
+        cl->res->decode = malloc(nn * sizeof *cl->res->decode);
+        cl->res->kv_transfer_s = malloc(nn * sizeof *cl->res->kv_transfer_s);
+        if (!cl->pre_reqs || !cl->res->decode || !cl->res->kv_transfer_s)
+            return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory for %lld requests",
+                            (long long)tr->n);
+        for (int64_t i = 0; i < tr->n; i++) {
+            cl->pre_reqs[i] = tr->reqs[i];
+            cl->pre_reqs[i].output_tokens = 1;
+            cl->res->decode[i] = -1;
+            cl->res->kv_transfer_s[i] = NAN;
+        }
+        int rc = kv_link_parse(cl->cfg->kv_link, &cl->link, err);
+        if (rc)
+            return rc;
+    }
     req_prefixes px = trace_prefixes(tr);
     for (int64_t r = 0; r < cl->n; r++) {
-        int rc = sched_init(&cl->eng[r], &cl->cfg->sched, tr->reqs, tr->n, cost, err);
-        if (rc || (rc = sched_attach_prefixes(cl->eng[r], &px, err)))
+        const int pre = r < cl->np && cl->np < cl->n;
+        int rc = sched_init(&cl->eng[r], &cl->cfg->sched, pre ? cl->pre_reqs : tr->reqs, tr->n,
+                            cost, err);
+        if (rc || (rc = sched_attach_prefixes(cl->eng[r], &px, err)) ||
+            (pre && (rc = sched_keep_finished(cl->eng[r], 1, err))))
             return rc;
         cl->rep[r].cl = cl;
         cl->rep[r].index = (int32_t)r;
@@ -374,6 +537,9 @@ static void cluster_free(cluster *cl)
 {
     for (int64_t r = 0; cl->eng && r < cl->n; r++)
         sched_free(cl->eng[r]);
+    for (int64_t r = 0; cl->rep && r < cl->n; r++)
+        free(cl->rep[r].fin);
+    free(cl->pre_reqs);
     free(cl->eng);
     free(cl->rep);
     free(cl->view);
@@ -397,6 +563,13 @@ int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *co
     cl.cfg = cfg;
     cl.res = out;
     cl.n = cfg->replicas;
+    int64_t pp, dd;
+    if ((rc = cluster_pd_parse(cfg->pd, &pp, &dd, err)))
+        return rc;
+    if (pp > 0 && pp + dd != cl.n)
+        return kvs_errf(err, KVS_EINVAL, "--pd %s: replicas %lld unresolved (a kvsim bug)",
+                        cfg->pd, (long long)cl.n);
+    cl.np = pp > 0 ? pp : cl.n;
     double end_s = 0.0;
     if ((rc = cluster_setup(&cl, tr, cost, err)) || (rc = cluster_loop(&cl, tr, &end_s, err)))
         goto fail;
@@ -408,8 +581,22 @@ int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *co
     out->reqs = malloc((size_t)(tr->n > 0 ? tr->n : 1) * sizeof *out->reqs);
     if (!out->reqs)
         goto nomem;
-    for (int64_t i = 0; i < tr->n; i++)
+    for (int64_t i = 0; i < tr->n; i++) {
         out->reqs[i] = sched_results(cl.eng[out->replica[i]])[i];
+        if (out->decode && out->decode[i] >= 0) { /* D6: TTFT there, the rest here */
+            sched_req_result m = sched_results(cl.eng[out->decode[i]])[i];
+            m.first_token_s = out->reqs[i].first_token_s;
+            m.preemptions += out->reqs[i].preemptions;
+            out->reqs[i] = m;
+            double x = out->kv_transfer_s[i];
+            out->kv_transfers++;
+            out->kv_transfer_mean_s += x;
+            out->kv_transfer_max_s = x > out->kv_transfer_max_s ? x : out->kv_transfer_max_s;
+        }
+    }
+    out->kv_decoders = cl.n - cl.np;
+    if (out->kv_transfers > 0)
+        out->kv_transfer_mean_s /= (double)out->kv_transfers;
     cluster_summary(&cl, tr, end_s);
     if (replica_metrics(&cl, tr, tr->n > 0 ? tr->reqs[0].arrival_s : 0.0) ||
         run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes))

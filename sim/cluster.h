@@ -10,6 +10,13 @@
  * engine, run_result.replica (which engine served each request), steps
  * tagged with their replica and numbered in the cluster's start order, and
  * run_result.replicas (the metrics of each engine).
+ *
+ * With --pd P:D the engines 0 .. P-1 are the prefill pool and P .. P+D-1
+ * the decode pool: the router places arrivals on the prefill pool, each
+ * prefill engine runs its requests with output 1, and a request with more
+ * output moves (its KV over the --kv-link) to the least loaded decode
+ * engine, which decodes the rest (docs/cluster.md, section D).
+ * run_result.decode and kv_transfer_s record the hand-offs.
  */
 #ifndef CLUSTER_H
 #define CLUSTER_H
@@ -22,9 +29,21 @@
 const char *cluster_router_name(const run_config *cfg);
 
 /* Check the cluster fields of cfg: replicas in [1, CLUSTER_MAX_REPLICAS],
- * a known router, affinity_cap >= 0.  KVS_EINVAL naming the flag.
+ * a known router, affinity_cap >= 0; with --pd a split that adds up to
+ * --replicas (or --replicas left at 1), vllm-v1, and a valid --kv-link
+ * (which needs --pd).  KVS_EINVAL naming the flag.
  * Cost: O(routers). */
 int cluster_config_check(const run_config *cfg, kvs_err *err);
+
+/* Disaggregated serving (docs/cluster.md, section D): parse --pd "P:D"
+ * into the pool sizes (each >= 1, P + D <= CLUSTER_MAX_REPLICAS); "" gives
+ * 0 and 0.  KVS_EINVAL naming --pd.  Cost: O(length). */
+int cluster_pd_parse(const char *pd, int64_t *p, int64_t *d, kvs_err *err);
+
+/* After cluster_config_check: with --pd, set cfg->replicas to P + D and
+ * an empty cfg->kv_link to "nvlink".
+ * KVS_EINVAL as cluster_config_check. */
+int cluster_config_resolve(run_config *cfg, kvs_err *err);
 
 /* Simulate `tr` on cfg->replicas engines behind cfg->router; *out as
  * run_execute's.  Cost: O(events * (log replicas + router)) plus the

@@ -12,7 +12,8 @@
 typedef enum evq_kind {
     EVQ_KIND_STEP_END = 0, /* a step's tokens exist: handled first */
     EVQ_KIND_ARRIVAL = 1,  /* a request joins the waiting queue */
-    EVQ_KIND_PLAN = 2      /* the engine decides the next step: last */
+    EVQ_KIND_KV_ARRIVAL = 2, /* --pd: a prompt's KV reached its decode replica */
+    EVQ_KIND_PLAN = 3      /* the engine decides the next step: last */
 } evq_kind;
 
 typedef struct evq_event {

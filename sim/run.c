@@ -78,6 +78,10 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
                                      ? sc->max_model_len
                                      : 2048;
     int64_t kv_bpt = model_kv_bytes_per_token(m, cfg->tp);
+    cfg->kv_bytes_per_token = model_kv_bytes_per_token(m, 1); /* a KV hand-off's load */
+    int rc0 = cluster_config_resolve(cfg, err);
+    if (rc0)
+        return rc0;
     if (sc->block_size < 1 || sc->block_size > (INT64_MAX / 4) / (kv_bpt > 0 ? kv_bpt : 1))
         return kvs_errf(err, KVS_EINVAL, "--block-size: %lld is out of range",
                         (long long)sc->block_size);
@@ -175,7 +179,7 @@ void run_config_sched(const run_config *cfg, sched_config *out)
 int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
                 run_result *out, kvs_err *err)
 {
-    if (cfg->replicas > 1)
+    if (cfg->replicas > 1 || cfg->pd[0])
         return cluster_execute(cfg, tr, cost, out, err);
     memset(out, 0, sizeof *out);
     out->tr = tr;
@@ -258,6 +262,10 @@ void run_result_free(run_result *r)
     free(r->classes);
     free(r->replica);
     free(r->replicas);
+    free(r->decode);
+    free(r->kv_transfer_s);
+    r->decode = NULL;
+    r->kv_transfer_s = NULL;
     r->replica = NULL;
     r->replicas = NULL;
     r->n_replicas = 0;

@@ -50,6 +50,11 @@ typedef struct run_config {
     uint64_t router_seed;     /* seed of the random router */
     int64_t affinity_cap;     /* prefix-affinity: outstanding requests a replica may
                                  have above the least loaded one, requests */
+    /* disaggregated serving (docs/cluster.md, section D) */
+    char pd[32];              /* --pd "P:D" prefill and decode pool sizes, "" = off */
+    char kv_link[64];         /* --kv-link: nvlink | ib | roce | BW_GBPS:LAT_US, "" = nvlink */
+    int64_t kv_bytes_per_token; /* resolved: the model's KV bytes per token over all
+                                   heads (the whole TP group's), bytes */
 } run_config;
 
 typedef struct run_dist {
@@ -123,6 +128,14 @@ typedef struct run_result {
     int n_classes;
     int32_t *replica;            /* [tr->n] engine that served each request, owned;
                                     NULL for one engine (every request on 0) */
+    int32_t *decode;             /* [tr->n] decode replica of each request, -1 none
+                                    (output 1 or refused at prefill); NULL unless --pd */
+    double *kv_transfer_s;       /* [tr->n] KV transfer time, seconds, NAN none; NULL
+                                    unless --pd */
+    int64_t kv_decoders;         /* --pd: D, the last D of the replicas decode; 0 without */
+    int64_t kv_transfers;        /* --pd: requests whose KV moved */
+    double kv_transfer_mean_s;   /* --pd: their mean transfer time, seconds (0 if none) */
+    double kv_transfer_max_s;    /* --pd: the longest, seconds */
     run_replica *replicas;       /* [n_replicas] per-replica metrics, owned; NULL
                                     for one engine */
     int64_t n_replicas;

@@ -218,7 +218,15 @@ static const run_field fields[] = {
     {"load_imbalance", "REAL", "x", F, METRIC, SUM(load_imbalance), 0, 0,
      J | RUN_FIELD_IF_CLUSTER, 4,
      "requests routed to the busiest replica / requests per replica on average (1 = even); "
-     "NULL for one engine"},
+     "NULL for one engine; under `--pd`, over the prefill pool"},
+    /* schema version 6: disaggregated serving (docs/cluster.md, section D) */
+    {"pd", "TEXT", "", T, PARAM, CFG_TEXT(pd), 0, 0, J | RUN_FIELD_IF_CLUSTER, 6,
+     "disaggregated serving (`--pd P:D`): P prefill and D decode replicas, `replicas` = "
+     "P + D; '' or NULL = every replica serves whole requests"},
+    {"kv_link", "TEXT", "", T, PARAM, CFG_TEXT(kv_link), 0, 0, 0, 6,
+     "the link that moves a prompt's KV to its decode replica (`--kv-link`): `'nvlink'`, "
+     "`'ib'`, `'roce'` or `'BW_GBPS:LAT_US'` as given (the default stored as `'nvlink'`); "
+     "NULL or '' without `--pd`"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])

@@ -512,9 +512,16 @@ static const char schema_v4_cluster[] =
     "  PRIMARY KEY (run_id, replica)\n"
     ") WITHOUT ROWID;\n";
 
+/* Version 6: disaggregated serving (docs/cluster.md, section D): the
+ * decode replica of each request (NULL: none, or not a --pd run) and its
+ * KV transfer time in seconds (NULL: no transfer). */
+static const char schema_v6_pd[] =
+    "ALTER TABLE requests ADD COLUMN decode_replica INTEGER;\n"
+    "ALTER TABLE requests ADD COLUMN kv_transfer_s REAL;\n";
+
 static const char *schema_extra(int v)
 {
-    return v == 4 ? schema_v4_cluster : NULL;
+    return v == 4 ? schema_v4_cluster : v == 6 ? schema_v6_pd : NULL;
 }
 
 /* runs_alter(v) followed by schema_extra(v); NULL when out of memory. */

@@ -195,7 +195,8 @@ static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_e
     static const char sql[] =
         "INSERT INTO requests(run_id, req_id, arrival_s, prompt_tokens, "
         "output_tokens, priority, status, first_token_s, finish_s, preemptions, "
-        "swaps, swapped_s, replica) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)";
+        "swaps, swapped_s, replica, decode_replica, kv_transfer_s) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)";
     sqlite3 *db = store_db(s);
     sqlite3_stmt *st = NULL;
     int rc = KVS_OK;
@@ -217,6 +218,11 @@ static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_e
         b |= sqlite3_bind_int64(st, 11, r->swaps);
         b |= bind_nan_null(st, 12, r->swapped_s);
         b |= sqlite3_bind_int64(st, 13, res->replica ? res->replica[i] : 0);
+        if (res->decode && res->decode[i] >= 0)
+            b |= sqlite3_bind_int64(st, 14, res->decode[i]);
+        else
+            b |= sqlite3_bind_null(st, 14);
+        b |= bind_nan_null(st, 15, res->kv_transfer_s ? res->kv_transfer_s[i] : NAN);
         /* SQLITE_OK is 0, so any failing bind leaves b non-zero. */
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
             char what[64];

@@ -213,6 +213,8 @@ class Run:
             df = _frame(buf, n, _lib.Request)
             status = ["finished" if x else "rejected" for x in df.pop("finished")]
             df.insert(5, "status", status)  # where the requests table has it
+            d = df["decode_replica"]
+            df["decode_replica"] = d.where(d >= 0)  # NaN where the table has NULL
             self._requests = df
         return self._requests
 

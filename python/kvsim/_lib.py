@@ -39,7 +39,8 @@ class Request(C.Structure):
         ("swaps", C.c_int32),
         ("swapped_s", C.c_double),
         ("replica", C.c_int32),
-        ("pad_", C.c_int32),
+        ("decode_replica", C.c_int32),  # -1: none (the table's NULL)
+        ("kv_transfer_s", C.c_double),
     ]
 
 

@@ -1,0 +1,460 @@
+/* test_pd.c — disaggregated serving (--pd, --kv-link; docs/cluster.md,
+ * section D):
+ *   - the scheduler's two additions driven by hand (sched_keep_finished /
+ *     sched_release_finished, sched_arrive_prefilled), with sched_audit
+ *     recounting every block after each step;
+ *   - a golden P/D hand-off worked out by hand under an affine cost;
+ *   - invariants on random traces: each request served by one prefill and
+ *     (when it moves) one decode replica, every step member on the right
+ *     pool, no decode work before the KV arrived, the transfer time as the
+ *     link's formula, blocks conserved per replica (the cluster checks every
+ *     engine ends with no block held), the same seed giving the same rows;
+ *   - the store's columns, and bad input: one line, exit 2, no run row. */
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/sched.h"
+#include "sim/cluster.h"
+#include "sim/kvlink.h"
+#include "sim/run.h"
+#include "traces/trace.h"
+#include "testutil.h"
+
+#define EPS 1e-9
+
+static void run_ok(const run_config *cfg, const trace *tr, const cost_model *cost,
+                   run_result *res)
+{
+    kvs_err err;
+    int rc = run_execute(cfg, tr, cost, res, &err);
+    ck_assert_msg(rc == 0, "run failed: %s", err.msg);
+}
+
+static void affine(const char *spec, cost_model *cost)
+{
+    kvs_err err;
+    ck_assert_msg(cost_model_create(spec, NULL, NULL, 1, cost, &err) == 0, "%s", err.msg);
+}
+
+/* A small V1 engine: 4-token blocks, 100 of them, no chunking, no cache. */
+static void v1_config(sched_config *s)
+{
+    memset(s, 0, sizeof *s);
+    s->engine = SCHED_ENGINE_VLLM_V1;
+    s->block_size = 4;
+    s->total_blocks = 100;
+    s->max_seqs = 16;
+    s->max_batched_tokens = 1000;
+    s->max_model_len = 1000;
+}
+
+static void audit_ok(const sched *s)
+{
+    char why[256];
+    ck_assert_msg(sched_audit(s, why, sizeof why) == 0, "%s", why);
+}
+
+static int64_t used(const sched *s)
+{
+    sched_counters c;
+    sched_get_counters(s, &c);
+    return c.used_blocks;
+}
+
+/* ------------------------------------------------- the scheduler parts */
+
+/* Kept blocks: r0 (P 10, O 1) finishes at its first step and, kept, still
+ * holds ceil(10 / 4) = 3 blocks (audited) though it left the running set;
+ * r1 (P 6) runs beside it with its own ceil(6 / 4) = 2.  Released, r0's
+ * blocks go back: 0 used once r1 is done too.  Prefilled arrival: r2 (P 10,
+ * O 3) on a fresh engine stores its 10 prompt tokens without computing
+ * them: its first step is a decode of 1 token over 10 stored (context 11,
+ * ceil(11 / 4) = 3 blocks), and it finishes after O - 1 = 2 such steps with
+ * first_token_s left NAN (its first token was made elsewhere). */
+START_TEST(test_sched_keep_and_prefilled)
+{
+    trace_req reqs[3] = {{0, 10, 1, 0}, {0, 6, 1, 0}, {0, 10, 3, 0}};
+    sched_config sc;
+    v1_config(&sc);
+    cost_model cost;
+    affine("affine:1,0,0,0", &cost);
+    kvs_err err;
+    sched *p, *d;
+    ck_assert(sched_init(&p, &sc, reqs, 3, &cost, &err) == 0);
+    ck_assert(sched_keep_finished(p, 1, &err) == 0);
+    double t;
+    sched_arrive(p, 0);
+    ck_assert_int_eq(sched_plan_step(p, 0, 1, &t), SCHED_PLAN_STEP);
+    sched_finish_step(p, t);
+    ck_assert_int_eq(sched_results(p)[0].status, SCHED_REQ_FINISHED);
+    ck_assert_int_eq(used(p), 3);
+    audit_ok(p);
+    sched_arrive(p, 1);
+    ck_assert_int_eq(sched_plan_step(p, t, 0, &t), SCHED_PLAN_STEP);
+    ck_assert_int_eq(used(p), 5);
+    audit_ok(p);
+    sched_finish_step(p, t);
+    sched_release_finished(p, 1);
+    ck_assert_int_eq(used(p), 3);
+    sched_release_finished(p, 0);
+    ck_assert_int_eq(used(p), 0);
+    sched_release_finished(p, 0); /* a second release is a no-op */
+    audit_ok(p);
+    sched_free(p);
+
+    ck_assert(sched_init(&d, &sc, reqs, 3, &cost, &err) == 0);
+    sched_arrive_prefilled(d, 2);
+    int steps = 0;
+    double now = 0;
+    while (sched_plan_step(d, now, 0, &t) == SCHED_PLAN_STEP) {
+        ck_assert_int_eq(used(d), 3);
+        audit_ok(d);
+        sched_finish_step(d, t);
+        now = t;
+        steps++;
+    }
+    ck_assert_int_eq(steps, 2);
+    ck_assert_int_eq(sched_results(d)[2].status, SCHED_REQ_FINISHED);
+    ck_assert(fabs(sched_results(d)[2].finish_s - 2.0) < EPS);
+    ck_assert(isnan(sched_results(d)[2].first_token_s));
+    ck_assert_int_eq(used(d), 0);
+    audit_ok(d);
+    sched_free(d);
+    /* V0 has no kept blocks (--pd needs vllm-v1) */
+    sc.engine = SCHED_ENGINE_VLLM_V0;
+    ck_assert(sched_init(&p, &sc, reqs, 3, &cost, &err) == 0);
+    ck_assert_int_eq(sched_keep_finished(p, 1, &err), KVS_EINVAL);
+    sched_free(p);
+    cost_model_free(&cost);
+}
+END_TEST
+
+/* ------------------------------------------------------------- golden */
+
+/* --pd 1:2, V1 (no chunking, no prefix cache), step cost affine:0.1,0.01
+ * (d = 0.1 + 0.01 * tokens), link 1 GB/s with 1000 us latency and
+ * 10^6 KV bytes per token: a P-token prompt moves in
+ * 0.001 + P * 10^6 / 10^9 s, 0.011 s for P = 10.
+ *   r0 t0    P10 O3   prefill replica 0 (the only one)
+ *   r1 t0    P20 O1   replica 0
+ *   r2 t0.05 P10 O2   replica 0, waits for the step in flight
+ * Replica 0: prefill r0 + r1 [0, 0.4) (30 tokens: 0.1 + 0.3).  At 0.4 both
+ * have their first token (TTFT 0.4).  r1 (O 1) is done there, no transfer,
+ * its 5 blocks freed.  r0 keeps its ceil(10/4) = 3 blocks and starts its
+ * transfer to the decode replica with the fewest outstanding requests:
+ * (0, 0), a tie -> replica 1; it arrives at 0.411.  Replica 0 then
+ * prefills r2 [0.4, 0.6) (0.1 + 0.1): blocks in use 3 (r0, kept) + 3 (r2)
+ * = 6.  At 0.6 r2 starts its transfer: replica 1 has r0 outstanding,
+ * replica 2 none -> replica 2, arriving at 0.611.
+ * Replica 1: r0 arrives at 0.411 with 10 tokens stored; decode [0.411,
+ * 0.521) (1 token: 0.11), decode [0.521, 0.631): g = 3 = O, done at 0.631.
+ * Replica 2: r2 decodes [0.611, 0.721), done at 0.721.
+ * TTFT: 0.4, 0.4 and 0.6 - 0.05 = 0.55.  TPOT of r0 = (0.631 - 0.4) / 2 =
+ * 0.1155 s: it includes the transfer. */
+START_TEST(test_pd_golden)
+{
+    static const double arr[] = {0, 0, 0.05};
+    static const int64_t prompt[] = {10, 20, 10}, out[] = {3, 1, 2};
+    static const int32_t want_dec[] = {1, -1, 2};
+    static const double want_first[] = {0.4, 0.4, 0.6};
+    static const double want_finish[] = {0.631, 0.4, 0.721};
+    trace tr = {0};
+    tr.n = 3;
+    tr.reqs = calloc(3, sizeof *tr.reqs);
+    for (int i = 0; i < 3; i++)
+        tr.reqs[i] = (trace_req){arr[i], prompt[i], out[i], 0};
+    run_config cfg;
+    run_config_defaults(&cfg);
+    v1_config(&cfg.sched);
+    cfg.sched.max_seqs = 256;
+    strcpy(cfg.pd, "1:2");
+    strcpy(cfg.kv_link, "1:1000");
+    cfg.replicas = 3;
+    cfg.kv_bytes_per_token = 1000000;
+    cfg.record_steps = 1;
+    cost_model cost;
+    affine("affine:0.1,0.01,0,0", &cost);
+    run_result res;
+    run_ok(&cfg, &tr, &cost, &res);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(res.replica[i], 0);
+        ck_assert_msg(res.decode[i] == want_dec[i], "r%d decoded on %d", i, res.decode[i]);
+        ck_assert_int_eq(res.reqs[i].status, SCHED_REQ_FINISHED);
+        ck_assert_msg(fabs(res.reqs[i].first_token_s - want_first[i]) < EPS, "r%d first %.9f",
+                      i, res.reqs[i].first_token_s);
+        ck_assert_msg(fabs(res.reqs[i].finish_s - want_finish[i]) < EPS, "r%d finish %.9f", i,
+                      res.reqs[i].finish_s);
+    }
+    ck_assert(fabs(res.kv_transfer_s[0] - 0.011) < EPS);
+    ck_assert(isnan(res.kv_transfer_s[1]));
+    ck_assert(fabs(res.kv_transfer_s[2] - 0.011) < EPS);
+    ck_assert_int_eq(res.kv_transfers, 2);
+    ck_assert_int_eq(res.kv_decoders, 2);
+    ck_assert(fabs(res.kv_transfer_mean_s - 0.011) < EPS);
+    ck_assert(fabs(res.kv_transfer_max_s - 0.011) < EPS);
+    /* steps: replica 0 at 0 (8 blocks: r0 3 + r1 5) and 0.4 (6 blocks);
+     * replica 1 at 0.411 and 0.521; replica 2 at 0.611 */
+    static const int32_t want_rep[] = {0, 0, 1, 1, 2};
+    static const double want_start[] = {0, 0.4, 0.411, 0.521, 0.611};
+    static const int64_t want_blocks[] = {8, 6, 3, 3, 3};
+    ck_assert_int_eq(res.n_steps, 5);
+    for (int k = 0; k < 5; k++) {
+        ck_assert_int_eq(res.steps[k].replica, want_rep[k]);
+        ck_assert_msg(fabs(res.steps[k].step.start_s - want_start[k]) < EPS, "step %d at %.9f",
+                      k, res.steps[k].step.start_s);
+        ck_assert_int_eq(res.steps[k].step.kv_blocks_used, want_blocks[k]);
+        ck_assert_int_eq(res.steps[k].step.kind,
+                         k < 2 ? SCHED_STEP_PREFILL : SCHED_STEP_DECODE);
+    }
+    ck_assert(fabs(res.sum.ttft.mean - (0.4 + 0.4 + 0.55) / 3) < EPS); /* r2 came at 0.05 */
+    ck_assert(fabs(res.sum.makespan_s - 0.721) < EPS);
+    /* per replica: the prefill replica's 3 requests, 1 each on 1 and 2 */
+    ck_assert_int_eq(res.n_replicas, 3);
+    ck_assert_int_eq(res.replicas[0].sum.n_requests, 3);
+    ck_assert_int_eq(res.replicas[1].sum.n_requests, 1);
+    ck_assert_int_eq(res.replicas[2].sum.n_requests, 1);
+    ck_assert_int_eq(res.replicas[1].sum.n_steps, 2);
+    run_result_free(&res);
+    cost_model_free(&cost);
+    trace_free(&tr);
+}
+END_TEST
+
+/* ---------------------------------------------------------- invariants */
+
+static const char *const routers[] = {"round-robin", "least-requests", "least-kv",
+                                      "prefix-affinity", "random"};
+
+START_TEST(test_pd_invariants)
+{
+    const char *router = routers[_i % 5];
+    const int prefix = _i / 5;
+    const uint64_t seed = 300 + (uint64_t)_i;
+    trace tr;
+    trace_synth_spec sp;
+    kvs_err err;
+    const char *spec =
+        "arrival=poisson,rate=80,n=400,prompt=uniform:8:160,output=uniform:1:40,turns=3";
+    ck_assert(trace_synth_parse(spec, &sp, &err) == 0);
+    ck_assert(trace_synth_gen(&sp, spec, seed, &tr, &err) == 0);
+    run_config cfg;
+    run_config_defaults(&cfg);
+    v1_config(&cfg.sched);
+    cfg.sched.max_seqs = 32;
+    cfg.sched.chunked_prefill = 1;
+    cfg.sched.max_batched_tokens = 256;
+    cfg.sched.prefix_caching = prefix;
+    cfg.sched.segment_tokens = 16;
+    cfg.sched.total_blocks = 120; /* tight: preemptions on both pools */
+    strcpy(cfg.pd, "2:3");
+    strcpy(cfg.kv_link, "ib");
+    strcpy(cfg.router, router);
+    cfg.router_seed = seed;
+    cfg.replicas = 5;
+    cfg.kv_bytes_per_token = 131072;
+    cfg.record_steps = 1;
+    cost_model cost;
+    affine("affine:0.01,0.0002,0.00001,0.000001", &cost);
+    run_result a, b;
+    run_ok(&cfg, &tr, &cost, &a);
+    run_ok(&cfg, &tr, &cost, &b);
+    const size_t n = (size_t)tr.n;
+    ck_assert(memcmp(a.replica, b.replica, n * sizeof *a.replica) == 0);
+    ck_assert(memcmp(a.decode, b.decode, n * sizeof *a.decode) == 0);
+    ck_assert(memcmp(a.reqs, b.reqs, n * sizeof *a.reqs) == 0);
+    ck_assert(memcmp(a.kv_transfer_s, b.kv_transfer_s, n * sizeof *a.kv_transfer_s) == 0);
+    ck_assert_int_eq(a.n_steps, b.n_steps);
+    ck_assert(memcmp(a.steps, b.steps, (size_t)a.n_steps * sizeof *a.steps) == 0);
+    kv_link ib;
+    ck_assert(kv_link_parse("ib", &ib, &err) == 0);
+    int64_t moved = 0, pre_count = 0, dec_count = 0;
+    for (int64_t i = 0; i < tr.n; i++) {
+        const trace_req *q = &tr.reqs[i];
+        const sched_req_result *r = &a.reqs[i];
+        ck_assert(a.replica[i] >= 0 && a.replica[i] < 2);
+        ck_assert(r->status == SCHED_REQ_FINISHED || r->status == SCHED_REQ_REJECTED);
+        if (a.decode[i] < 0) { /* output 1, or refused before its first token */
+            ck_assert(q->output_tokens == 1 || isnan(r->first_token_s));
+            ck_assert(isnan(a.kv_transfer_s[i]));
+            continue;
+        }
+        moved++;
+        ck_assert(a.decode[i] >= 2 && a.decode[i] < 5);
+        ck_assert(q->output_tokens >= 2);
+        double x = ib.lat_us * 1e-6 + (double)(q->prompt_tokens * 131072) / (ib.gbps * 1e9);
+        ck_assert(a.kv_transfer_s[i] == x);
+        if (r->status == SCHED_REQ_FINISHED)
+            ck_assert(r->finish_s >= r->first_token_s + x - EPS);
+    }
+    ck_assert_int_gt(moved, 100);
+    /* every member on its pool; decode work only after the KV arrived */
+    for (int64_t k = 0; k < a.n_steps; k++) {
+        const run_step_rec *st = &a.steps[k];
+        int64_t end = k + 1 < a.n_steps ? a.steps[k + 1].member_off : a.n_members;
+        ck_assert(st->step.kv_blocks_used <= cfg.sched.total_blocks);
+        for (int64_t m = st->member_off; m < end; m++) {
+            int32_t id = a.members[m].req_id;
+            if (st->replica < 2) {
+                ck_assert_int_eq(a.replica[id], st->replica);
+                ck_assert_int_eq(a.members[m].kind, SCHED_MEMBER_PREFILL);
+                pre_count++;
+            } else {
+                ck_assert_int_eq(a.decode[id], st->replica);
+                ck_assert(st->step.start_s >=
+                          a.reqs[id].first_token_s + a.kv_transfer_s[id] - EPS);
+                /* a prefill on the decode side only recomputes after a preemption */
+                ck_assert(a.members[m].kind == SCHED_MEMBER_DECODE ||
+                          a.reqs[id].preemptions > 0);
+                dec_count++;
+            }
+        }
+    }
+    ck_assert(pre_count > 0 && dec_count > 0);
+    int64_t on_dec = 0;
+    for (int r = 2; r < 5; r++)
+        on_dec += a.replicas[r].sum.n_requests;
+    ck_assert_int_eq(on_dec, moved);
+    run_result_free(&a);
+    run_result_free(&b);
+    cost_model_free(&cost);
+    trace_free(&tr);
+}
+END_TEST
+
+/* ------------------------------------------------------ links and flags */
+
+START_TEST(test_kv_link_parse)
+{
+    kv_link l;
+    kvs_err err;
+    ck_assert(kv_link_parse("", &l, &err) == 0 && !strcmp(l.name, "nvlink"));
+    ck_assert(kv_link_parse("roce", &l, &err) == 0 && l.gbps == 50.0);
+    ck_assert(kv_link_parse("25:3.5", &l, &err) == 0 && l.gbps == 25.0 && l.lat_us == 3.5);
+    /* 1 MB over 25 GB/s = 40 us, plus 3.5 us */
+    ck_assert(fabs(kv_link_time_s(&l, 1000000) - 43.5e-6) < 1e-15);
+    static const char *const bad[] = {"0:5", "-1:5", "10:-1", "10", "10:", "fast", ":5",
+                                      "10:5x", "nan:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(kv_link_parse(bad[i], &l, &err) == KVS_EINVAL, "%s", bad[i]);
+    int64_t p, d;
+    ck_assert(cluster_pd_parse("3:5", &p, &d, &err) == 0 && p == 3 && d == 5);
+    static const char *const badpd[] = {"0:1", "1:0", "2", "2:", ":2", "1:2:3", "a:b", "4000:97",
+                                        "-1:2", "1:-2"};
+    for (size_t i = 0; i < sizeof badpd / sizeof badpd[0]; i++)
+        ck_assert_msg(cluster_pd_parse(badpd[i], &p, &d, &err) == KVS_EINVAL, "%s", badpd[i]);
+}
+END_TEST
+
+START_TEST(test_pd_store_rows)
+{
+    const char *dir = tu_tmpdir();
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "%s run --synthetic 'arrival=poisson,rate=30,n=200,prompt=256,output=uniform:1:32' "
+             "--pd 2:2 --kv-link roce --db %s/pd.db --quiet",
+             tu_kvsim(), dir);
+    ck_assert_msg(tu_run(cmd, &out) == 0, "%s", out);
+    free(out);
+    char path[512];
+    snprintf(path, sizeof path, "%s/pd.db", dir);
+    sqlite3 *db;
+    ck_assert(sqlite3_open(path, &db) == SQLITE_OK);
+    static const struct {
+        const char *sql;
+        int64_t want;
+    } q[] = {
+        {"SELECT count(*) FROM requests", 200},
+        {"SELECT count(*) FROM requests WHERE replica NOT IN (0, 1)", 0},
+        {"SELECT count(*) FROM requests WHERE decode_replica IS NOT NULL "
+         "AND decode_replica NOT IN (2, 3)", 0},
+        /* moved exactly when output > 1 (nothing is rejected here) */
+        {"SELECT count(*) FROM requests WHERE (decode_replica IS NULL) != (output_tokens = 1)",
+         0},
+        {"SELECT count(*) FROM requests WHERE (kv_transfer_s IS NULL) != (output_tokens = 1)",
+         0},
+        {"SELECT count(*) FROM replica_metrics", 4},
+        {"SELECT replicas FROM runs", 4},
+        {"SELECT pd = '2:2' AND kv_link = 'roce' FROM runs", 1},
+    };
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+        sqlite3_stmt *st;
+        ck_assert_msg(sqlite3_prepare_v2(db, q[i].sql, -1, &st, NULL) == SQLITE_OK, "%s",
+                      q[i].sql);
+        ck_assert(sqlite3_step(st) == SQLITE_ROW);
+        ck_assert_msg(sqlite3_column_int64(st, 0) == q[i].want, "%s: %lld", q[i].sql,
+                      (long long)sqlite3_column_int64(st, 0));
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+}
+END_TEST
+
+START_TEST(test_pd_bad_flags)
+{
+    static const struct {
+        const char *flags, *want;
+    } cases[] = {
+        {"--pd 0:2", "--pd"},
+        {"--pd 2", "--pd"},
+        {"--pd 2:2 --replicas 3", "add up to 4 replicas but --replicas is 3"},
+        {"--pd 1:1 --kv-link 0:5", "--kv-link: bandwidth"},
+        {"--pd 1:1 --kv-link 0.0:1", "--kv-link: bandwidth"},
+        {"--pd 1:1 --kv-link warp", "--kv-link: 'warp'"},
+        {"--kv-link ib", "--kv-link: applies only with --pd"},
+        {"--pd 1:1 --engine vllm-v0", "--pd: disaggregated serving needs --engine vllm-v1"},
+    };
+    const char *dir = tu_tmpdir();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1024], *out = NULL;
+        snprintf(cmd, sizeof cmd,
+                 "%s run --synthetic 'arrival=poisson,rate=30,n=20,prompt=64,output=8' %s "
+                 "--db %s/bad.db 2>&1",
+                 tu_kvsim(), cases[i].flags, dir);
+        int rc = tu_run(cmd, &out);
+        ck_assert_msg(rc == 2, "%s: exit %d: %s", cases[i].flags, rc, out);
+        ck_assert_msg(strstr(out, cases[i].want), "%s: %s", cases[i].flags, out);
+        char *nl = strchr(out, '\n');
+        ck_assert_msg(nl && nl[1] == 0, "%s: not one line: %s", cases[i].flags, out);
+        free(out);
+    }
+    /* the cluster capacity search does not try P:D splits: refused */
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "%s capacity --search cluster --slo ttft_p99=1 --gpus h100-sxm --price h100-sxm=2 "
+             "--pd 1:1 --synthetic 'arrival=poisson,rate=10,n=20,prompt=64,output=8' "
+             "--db %s/bad.db 2>&1",
+             tu_kvsim(), dir);
+    ck_assert_int_eq(tu_run(cmd, &out), 2);
+    ck_assert_msg(strstr(out, "P:D splits are not searched yet"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "sqlite3 %s/bad.db 'SELECT count(*) FROM runs' 2>/dev/null || echo 0",
+             dir);
+    tu_run(cmd, &out);
+    ck_assert_msg(out && atoi(out) == 0, "%s", out);
+    free(out);
+}
+END_TEST
+
+static Suite *pd_suite(void)
+{
+    Suite *s = suite_create("pd");
+    TCase *t = tcase_create("pd");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, test_sched_keep_and_prefilled);
+    tcase_add_test(t, test_pd_golden);
+    tcase_add_loop_test(t, test_pd_invariants, 0, 10);
+    tcase_add_test(t, test_kv_link_parse);
+    tcase_add_test(t, test_pd_store_rows);
+    tcase_add_test(t, test_pd_bad_flags);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    Suite *s[] = {pd_suite()};
+    return tu_run_suites(s, 1);
+}
