@@ -239,6 +239,26 @@ void model_kv_layer_groups(const model_spec *m, int64_t tp, model_kv_groups *g)
     g->window = w ? m->window : 0;
 }
 
+void model_kv_page_groups(const model_spec *m, int64_t tp, model_kv_pages *pg)
+{
+    model_kv_groups g;
+    model_kv_layer_groups(m, tp, &g);
+    memset(pg, 0, sizeof *pg);
+    if (g.window_layers == 0 || g.full_layers == 0) { /* one kind: one group */
+        pg->group_layers = m->layers;
+        pg->full_groups = g.full_layers > 0 ? 1 : 0;
+        pg->window_groups = g.full_layers > 0 ? 0 : 1;
+        pg->window = g.full_layers > 0 ? 0 : g.window;
+    } else {
+        int64_t L = g.full_layers < g.window_layers ? g.full_layers : g.window_layers;
+        pg->group_layers = L;
+        pg->full_groups = ceil_div(g.full_layers, L);
+        pg->window_groups = ceil_div(g.window_layers, L);
+        pg->window = g.window;
+    }
+    pg->page_bytes_per_token = kv_bytes_layers(m, tp, pg->group_layers);
+}
+
 int64_t model_kv_request_bytes(const model_spec *m, const model_par *p, int64_t ctx)
 {
     int64_t tp = p && p->tp > 1 ? p->tp : 1, cp = p && p->cp > 1 ? p->cp : 1;

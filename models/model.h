@@ -356,6 +356,20 @@ typedef struct model_kv_groups {
 /* Fill *g for the model under tensor parallelism tp.  full + window bytes
  * per token == model_kv_bytes_per_token.  Cost: O(1). */
 void model_kv_layer_groups(const model_spec *m, int64_t tp, model_kv_groups *g);
+/* vLLM V1's KV cache groups (kv_cache_utils.py, the uniform-page-size
+ * case): layers of one kind form groups of L = the smallest kind's layer
+ * count (the last group of a kind padded to L), every group's page is
+ * block_size tokens of L layers, and all groups draw pages from one pool.
+ * Without windows: one group of every layer (page = today's block). */
+typedef struct model_kv_pages {
+    int64_t group_layers;         /* L: layers per group */
+    int64_t full_groups;          /* ceil(full_layers / L) */
+    int64_t window_groups;        /* ceil(window_layers / L), 0 without windows */
+    int64_t page_bytes_per_token; /* L layers' KV bytes per token per GPU */
+    int64_t window;               /* tokens a window group keeps, 0 if none */
+} model_kv_pages;
+/* Fill *pg for the model under tensor parallelism tp.  Cost: O(1). */
+void model_kv_page_groups(const model_spec *m, int64_t tp, model_kv_pages *pg);
 /* KV bytes one GPU holds for one request of ctx tokens under p:
  *   full_bytes_per_token * ceil(ctx/cp)
  *   + window_bytes_per_token * ceil(min(ctx, window)/cp).

@@ -89,6 +89,13 @@ typedef struct sched_config {
     int64_t long_prefill_threshold; /* V1: at most this many tokens of one
                                        request per step, 0 = off */
     int64_t segment_tokens;     /* V1: tokens per prefix segment id (S), 0 = 512 */
+    /* V1 hybrid KV groups (docs/semantics-v1.md section 2.9): a block of
+     * total_blocks is then one group's page; all 0 = one group, today's */
+    int64_t kv_window;          /* V1: tokens a sliding-window group keeps, 0 = none */
+    int64_t kv_full_groups;     /* V1: full-attention groups, pages per block of context
+                                   (0 = 1) */
+    int64_t kv_window_groups;   /* V1: sliding-window groups, pages per block in the
+                                   window; 0 unless kv_window > 0 */
 } sched_config;
 
 typedef enum sched_req_status {

@@ -13,6 +13,7 @@
  * a priority arrival or preemption O(|W|) for its sorted place.  Given a
  * horizon (sched_set_horizon), runs of forced decode steps are planned in
  * one call at O(1 + blocks taken) per step (v1_leap). */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,13 @@ int sched_v1_config_check(const sched_config *c, kvs_err *err)
         return kvs_errf(err, KVS_EINVAL, "--long-prefill-threshold: must be >= 0 (0 = off)");
     if (c->segment_tokens < 0)
         return kvs_errf(err, KVS_EINVAL, "--segment-tokens: must be >= 1 (0 = 512)");
+    if (c->kv_window < 0 || c->kv_full_groups < 0 || c->kv_window_groups < 0 ||
+        (c->kv_window_groups > 0) != (c->kv_window > 0) || c->kv_window_groups > 64 ||
+        c->kv_full_groups > 64)
+        return kvs_errf(err, KVS_EINVAL, "scheduler: KV groups: window %lld tokens, %lld full "
+                        "and %lld window groups (a window needs window groups, at most 64 each)",
+                        (long long)c->kv_window, (long long)c->kv_full_groups,
+                        (long long)c->kv_window_groups);
     if (c->total_blocks > INT32_MAX - 1)
         return kvs_errf(err, KVS_EINVAL, "--kv-blocks: %lld blocks; at most %d under "
                         "--engine vllm-v1", (long long)c->total_blocks, INT32_MAX - 1);
@@ -81,6 +89,9 @@ static int v1_init(sched *s, kvs_err *err)
     v->fcfs = c->policy == SCHED_POLICY_FCFS;
     v->pfx = c->prefix_caching;
     v->whead = v->wtail = -1;
+    v->wnd = c->kv_window;
+    v->gf = c->kv_full_groups > 0 ? c->kv_full_groups : 1;
+    v->gw = c->kv_window_groups;
     size_t nn = (size_t)(n > 0 ? n : 1);
     s->res = malloc(nn * sizeof *s->res);
     v->g = calloc(nn, sizeof *v->g);
@@ -122,7 +133,19 @@ static int v1_init(sched *s, kvs_err *err)
         goto nomem;
     v->hc_id = -1;
     v->pool.wh = v->hits;
-    if (v->bs <= V1_LEAP_MAX_BS) { /* leaps need a group per residue of bs */
+    if (v->gf > 1 || v->gw > 0) { /* the other groups' pages: a stack per slot */
+        v->xcap = (v->gf - 1 + v->gw) * v->tcap;
+        if (v->xcap > v->N)
+            v->xcap = v->N;
+        v->wlo = calloc(nn, sizeof *v->wlo);
+        v->ext = calloc(nn, sizeof *v->ext);
+        v->xtab = malloc((size_t)(v->slots * v->xcap) * sizeof *v->xtab);
+        if (!v->wlo || !v->ext || !v->xtab)
+            goto nomem;
+    }
+    /* leaps need a group per residue of bs; with more than one KV group a
+     * step's pages also change as windows slide, so every step is planned */
+    if (v->bs <= V1_LEAP_MAX_BS && !v->xtab) {
         v->lk_start = malloc((size_t)(v->bs + 1) * sizeof *v->lk_start);
         v->lk_ids = malloc((size_t)v->slots * sizeof *v->lk_ids);
         if (!v->lk_start || !v->lk_ids)
@@ -170,6 +193,9 @@ static void v1_free(sched *s)
     free(v->free_slots);
     free(v->hits);
     free(v->lk_start);
+    free(v->wlo);
+    free(v->ext);
+    free(v->xtab);
     free(v->lk_ids);
     free(v->S_);
     v1_pd_free(v, s->n); /* disaggregated serving: kept blocks */
@@ -313,13 +339,29 @@ static void w_put(sched *s, int32_t id, int preempted)
 }
 
 /* ------------------------------------------------------------ arrival */
+/* The most pages a request of po tokens can need at once (rule 1.6 with
+ * 2.9): ceil((po - 1) / bs) with one group; with windows, every full group's
+ * blocks plus, per window group, at most ceil((w - 1 + q) / bs) + 1 for a
+ * chunk of q <= the token budget (and never more than the context's). */
+static int64_t pages_peak(const sched_v1 *v, int64_t po)
+{
+    const int64_t nb = sched_ceil_div(po - 1, v->bs);
+    if (!v->xtab)
+        return nb;
+    int64_t q = v->thr > 0 && v->thr < v->B ? v->thr : v->B;
+    int64_t wb = v->wnd ? sched_ceil_div(v->wnd - 1 + q, v->bs) + 1 : nb;
+    if (wb > nb)
+        wb = nb;
+    return v->gf * nb + v->gw * wb;
+}
+
 static void v1_arrive(sched *s, int64_t id)
 {
     const trace_req *r = &s->reqs[id];
     const sched_config *c = &s->cfg;
     const int64_t po = r->prompt_tokens + r->output_tokens;
     /* rule 1.6 */
-    if (po > c->max_model_len || sched_ceil_div(po - 1, c->block_size) > c->total_blocks ||
+    if (po > c->max_model_len || pages_peak(s->v1, po) > c->total_blocks ||
         (!c->chunked_prefill && po - 1 > c->max_batched_tokens)) {
         sched_reject(s, (int32_t)id);
         return;
@@ -335,13 +377,56 @@ static int32_t *table_of(const sched_v1 *v, int32_t id)
     return v->tab + (int64_t)v->slot[id] * v->tcap;
 }
 
-/* Drop every block of id, last to first (rule 2.8), and its slot. */
+static int32_t *stack_of(const sched_v1 *v, int32_t id)
+{
+    return v->xtab + (int64_t)v->slot[id] * v->xcap;
+}
+
+/* Release the top k pages of id's stack (rule 2.9). */
+static void stack_pop(sched_v1 *v, int32_t id, int64_t k)
+{
+    int32_t *x = stack_of(v, id);
+    assert(k <= v->ext[id]);
+    for (; k > 0; k--)
+        v1_pool_release(&v->pool, x[--v->ext[id]]);
+}
+
+/* Pages the other groups hold for `want` blocks of context of which the
+ * first lo are skipped by the window (rule 2.9). */
+static int64_t stack_want(const sched_v1 *v, int64_t want, int64_t lo)
+{
+    return (v->gf - 1) * want + v->gw * (want - lo);
+}
+
+/* Window blocks skipped once c tokens are stored: floor(max(0, c - w + 1) / bs),
+ * at most want (rule 2.9); frees the skipped pages id still holds. */
+static void window_trim(sched_v1 *v, int32_t id, int64_t c, int64_t want)
+{
+    if (!v->wnd)
+        return;
+    int64_t lo = c - v->wnd + 1 > 0 ? (c - v->wnd + 1) / v->bs : 0;
+    if (lo > want)
+        lo = want;
+    if (lo <= v->wlo[id])
+        return;
+    int64_t upto = lo < v->held[id] ? lo : v->held[id];
+    if (upto > v->wlo[id])
+        stack_pop(v, id, v->gw * (upto - v->wlo[id]));
+    v->wlo[id] = (int32_t)lo;
+}
+
+/* Drop every block of id, last to first (rule 2.8), then its other
+ * groups' pages, and its slot. */
 static void free_blocks(sched_v1 *v, int32_t id)
 {
     if (v->slot[id] >= 0) {
         int32_t *t = table_of(v, id);
         for (int64_t j = v->held[id] - 1; j >= 0; j--)
             v1_pool_release(&v->pool, t[j]);
+        if (v->xtab) {
+            stack_pop(v, id, v->ext[id]);
+            v->wlo[id] = 0;
+        }
         v->free_slots[v->n_free_slots++] = v->slot[id];
         v->slot[id] = -1;
     }
@@ -357,9 +442,24 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
     const int64_t want = sched_ceil_div(c + q, v->bs);
     const int64_t held = v->held[id];
     const int64_t fresh = want - m - held;
-    int64_t need = fresh;
+    int64_t need = fresh, more = 0;
     for (int64_t k = 0; k < m; k++)
         need += v->pool.ref[hits[k]] == 0;
+    if (v->xtab) { /* skipped window pages go back first, as vLLM frees them */
+        if (v->slot[id] >= 0)
+            window_trim(v, id, c, want);
+        int64_t lo = v->wlo[id];
+        if (v->slot[id] < 0) { /* a new request: its skipped blocks are never taken */
+            lo = c - v->wnd + 1 > 0 && v->wnd ? (c - v->wnd + 1) / v->bs : 0;
+            lo = lo < want ? lo : want;
+        }
+        more = stack_want(v, want, lo) - v->ext[id];
+        need += more;
+        if (need > v->pool.F)
+            return 0;
+        if (v->slot[id] < 0)
+            v->wlo[id] = (int32_t)lo;
+    }
     if (need > v->pool.F)
         return 0;
     if (v->slot[id] < 0)
@@ -372,6 +472,10 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
     for (int64_t j = held + m; j < want; j++)
         t[j] = v1_pool_take(&v->pool);
     v->held[id] = (int32_t)want;
+    for (int64_t k = 0; k < more; k++) {
+        assert(v->ext[id] < v->xcap);
+        stack_of(v, id)[v->ext[id]++] = v1_pool_take(&v->pool);
+    }
     if (v->pfx) {
         int64_t full = (c + q) / v->bs;
         for (int64_t j = v->reg[id]; j < full; j++)
@@ -498,6 +602,7 @@ static int running_walk(sched *s, int64_t *b)
             q = v->thr;
         if (q > *b)
             q = *b;
+        window_trim(v, id, v->C[id], v->held[id]); /* rule 2.9, every step */
         /* the common case: the tokens fit the blocks held and fill none
          * (v1_alloc would take and register nothing) */
         const int64_t end = v->C[id] + q;
@@ -859,6 +964,22 @@ static int v1_audit(const sched *s, char *why, size_t n)
                 V1_FAIL("request %d block %lld is %d", id, (long long)j, t[j]);
             if (cnt[t[j]]++ == 0)
                 distinct++;
+        }
+        if (v->xtab) { /* rule 2.9: the other groups' pages */
+            int64_t sk = v->C[id] - v->wnd + 1 > 0 && v->wnd ? (v->C[id] - v->wnd + 1) / v->bs : 0;
+            if (sk > v->held[id])
+                sk = v->held[id];
+            if (v->wlo[id] > sk || v->ext[id] != stack_want(v, v->held[id], v->wlo[id]))
+                V1_FAIL("request %d: %d other-group pages, %d window blocks skipped, for %d "
+                        "blocks and %lld stored tokens", id, v->ext[id], v->wlo[id],
+                        v->held[id], (long long)v->C[id]);
+            const int32_t *x = stack_of(v, id);
+            for (int64_t j = 0; j < v->ext[id]; j++) {
+                if (x[j] < 1 || x[j] > v->N)
+                    V1_FAIL("request %d page %lld is %d", id, (long long)j, x[j]);
+                if (cnt[x[j]]++ == 0)
+                    distinct++;
+            }
         }
     }
     v1_pd_count(v, s->n, cnt, &distinct); /* finished requests' kept blocks */

@@ -10,12 +10,20 @@
 
 int v1_pd_keep(sched_v1 *v, int32_t id)
 {
-    const int64_t h = v->held[id];
+    const int64_t x = v->xtab && v->slot[id] >= 0 ? v->ext[id] : 0; /* other groups' pages */
+    const int64_t h = v->held[id] + x;
     int32_t *copy = h > 0 ? malloc((size_t)h * sizeof *copy) : NULL;
     if (h > 0 && !copy)
         return -1;
     if (v->slot[id] >= 0) {
-        memcpy(copy, v->tab + (int64_t)v->slot[id] * v->tcap, (size_t)h * sizeof *copy);
+        memcpy(copy + x, v->tab + (int64_t)v->slot[id] * v->tcap,
+               (size_t)v->held[id] * sizeof *copy);
+        if (x > 0) /* released after the table's blocks, as free_blocks does */
+            memcpy(copy, v->xtab + (int64_t)v->slot[id] * v->xcap, (size_t)x * sizeof *copy);
+        if (v->xtab) {
+            v->ext[id] = 0;
+            v->wlo[id] = 0;
+        }
         v->free_slots[v->n_free_slots++] = v->slot[id];
         v->slot[id] = -1;
     }

@@ -67,6 +67,33 @@ int run_config_kv_capacity(const run_config *cfg, const model_spec *m, const gpu
                                   err);
 }
 
+/* The V1 engine pages a model with both full and sliding-window layers by
+ * vLLM's KV cache groups (docs/semantics-v1.md rule 2.9): total_blocks
+ * becomes pages of block_size tokens of one group's layers.  Other engines,
+ * cp > 1 and models of one layer kind keep one group. */
+static int run_config_kv_groups(run_config *cfg, const model_spec *m, const gpu_spec *g,
+                                kvs_err *err)
+{
+    sched_config *sc = &cfg->sched;
+    model_kv_pages pg;
+    model_kv_page_groups(m, cfg->tp, &pg);
+    sc->kv_window = sc->kv_full_groups = sc->kv_window_groups = 0;
+    if (sc->engine != SCHED_ENGINE_VLLM_V1 || cfg->cp > 1 || pg.full_groups < 1 ||
+        pg.window_groups < 1)
+        return KVS_OK;
+    sc->kv_window = pg.window;
+    sc->kv_full_groups = pg.full_groups;
+    sc->kv_window_groups = pg.window_groups;
+    if (cfg->kv_blocks_flag > 0)
+        return KVS_OK; /* --kv-blocks counts pages */
+    kv_capacity cap;
+    int rc = run_config_kv_capacity(cfg, m, g, &cap, err);
+    if (rc)
+        return rc;
+    sc->total_blocks = cap.kv_bytes / (sc->block_size * pg.page_bytes_per_token);
+    return KVS_OK;
+}
+
 int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
                        kvs_err *err)
 {
@@ -100,6 +127,9 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
                             m->name, g->name, (long long)cfg->tp, (long long)cap.kv_bytes);
         sc->total_blocks = cap.kv_blocks;
     }
+    int rc1 = run_config_kv_groups(cfg, m, g, err);
+    if (rc1)
+        return rc1;
     double swap_bytes = cfg->swap_gib * 1073741824.0;
     sc->swap_blocks = (int64_t)floor(swap_bytes / (double)block_bytes);
     sc->swap_block_s = (double)block_bytes / g->host_link_Bps;
