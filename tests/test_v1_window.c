@@ -17,6 +17,7 @@
 #include "testutil.h"
 
 #define SWA_TINY KVSIM_SOURCE_DIR "/tests/data/swa_tiny/config.json"
+#define NOWINDOW KVSIM_SOURCE_DIR "/tests/data/swa_tiny_nowindow/config.json"
 
 /* swa_tiny is Gemma-2 shaped: 4 layers alternating window/full, window 32,
  * 2 KV heads of 32 dims in bf16: 2 * 2 * 32 * 2 = 256 bytes per token per
@@ -390,6 +391,48 @@ START_TEST(test_config_rules)
 }
 END_TEST
 
+/* The CLI: `kvsim run` on swa_tiny prints twice the blocks of
+ * swa_tiny_nowindow (pages of 2 of the 4 layers of the same size; the same
+ * bytes, so 2 * blocks or 2 * blocks + 1 after rounding).  Then the same bytes of KV as 80 pages of swa_tiny or 40
+ * blocks of swa_tiny_nowindow (its window as long as its context: no
+ * window layer, one group): prompts of 200 tokens, far beyond the window
+ * of 32, hold about (ceil(300/16) + 3) / 2 = 11 blocks' worth instead of 19,
+ * so the window model runs larger batches. */
+static double field_after(const char *out, const char *key)
+{
+    const char *p = strstr(out, key);
+    ck_assert_msg(p != NULL, "'%s' not in: %s", key, out);
+    return strtod(p + strlen(key), NULL);
+}
+
+static double cli_field(const char *args, const char *key)
+{
+    char cmd[2048];
+    char *out;
+    snprintf(cmd, sizeof cmd, "%s run --db %s/a.db %s --synthetic "
+             "'arrival=poisson,rate=50,n=200,prompt=200,output=100' --seed 3",
+             tu_kvsim(), tu_tmpdir(), args);
+    ck_assert_msg(tu_run(cmd, &out) == 0, "%s: %s", cmd, out);
+    double v = field_after(out, key);
+    free(out);
+    return v;
+}
+
+START_TEST(test_cli_run)
+{
+    double v0 = cli_field("--model " NOWINDOW, "KV cache ");
+    double v1 = cli_field("--model " SWA_TINY, "KV cache ");
+    ck_assert_msg(v1 == 2 * v0 || v1 == 2 * v0 + 1, "%.0f pages, %.0f blocks", v1, v0);
+    /* V0 keeps blocks of all 4 layers: the window model's blocks equal
+     * the windowless one's under V0 */
+    ck_assert(cli_field("--model " SWA_TINY " --engine vllm-v0", "KV cache ") ==
+              cli_field("--model " NOWINDOW " --engine vllm-v0", "KV cache "));
+    double bw = cli_field("--model " SWA_TINY " --kv-blocks 80", "mean batch ");
+    double bf = cli_field("--model " NOWINDOW " --kv-blocks 40", "mean batch ");
+    ck_assert_msg(bw > 1.5 * bf, "mean batch %.2f with windows, %.2f without", bw, bf);
+}
+END_TEST
+
 int main(void)
 {
     Suite *su = suite_create("v1_window");
@@ -402,6 +445,7 @@ int main(void)
     tcase_add_test(t, test_random_window_properties);
     tcase_add_test(t, test_window_deterministic);
     tcase_add_test(t, test_config_rules);
+    tcase_add_test(t, test_cli_run);
     suite_add_tcase(su, t);
     Suite *all[] = {su};
     return tu_run_suites(all, 1);
