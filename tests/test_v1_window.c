@@ -227,7 +227,7 @@ typedef struct wprop {
     const trace *t;
     int64_t N, bs, w, gf, gw, pfx;
     int64_t bad, steps, checked, slid;
-    char first[256];
+    char first[320];
 } wprop;
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -433,6 +433,78 @@ START_TEST(test_cli_run)
 }
 END_TEST
 
+/* Disaggregated serving's hooks with a window (block 4, window 8, one full
+ * and one window group, N 100).  Kept: r0 (P 20, O 1) finishes at its
+ * first step (c 0 q 20: 5 + 5 = 10 pages) and, kept, still holds its 10
+ * pages, both groups' (audited); r1 (P 6) beside it takes 2 + 2: 14.
+ * Releases give back 4, then 10.  Prefilled: r2 (P 20, O 3) arrives with
+ * its 20 prompt tokens stored; it never takes the window blocks already
+ * skipped: lo = floor((20 - 7) / 4) = 3, so its first decode holds
+ * ceil(21 / 4) = 6 full + 6 - 3 = 3 window pages = 9, and its second (c 21,
+ * lo floor(14 / 4) = 3, 6 blocks) 9 again. */
+static int64_t pages_used(const sched *s)
+{
+    sched_counters c;
+    sched_get_counters(s, &c);
+    char why[256];
+    ck_assert_msg(sched_audit(s, why, sizeof why) == 0, "%s", why);
+    return c.used_blocks;
+}
+
+START_TEST(test_keep_and_prefilled)
+{
+    trace_req reqs[3] = {{0, 20, 1, 0}, {0, 6, 1, 0}, {0, 20, 3, 0}};
+    sched_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.engine = SCHED_ENGINE_VLLM_V1;
+    sc.block_size = 4;
+    sc.total_blocks = 100;
+    sc.max_seqs = 16;
+    sc.max_batched_tokens = 1000;
+    sc.max_model_len = 1000;
+    sc.kv_window = 8;
+    sc.kv_full_groups = 1;
+    sc.kv_window_groups = 1;
+    cost_model cost;
+    kvs_err err;
+    ck_assert_int_eq(cost_model_create("affine:1,0,0,0", NULL, NULL, 1, &cost, &err), 0);
+    sched *p;
+    ck_assert(sched_init(&p, &sc, reqs, 3, &cost, &err) == 0);
+    ck_assert(sched_keep_finished(p, 1, &err) == 0);
+    double t;
+    sched_arrive(p, 0);
+    ck_assert_int_eq(sched_plan_step(p, 0, 1, &t), SCHED_PLAN_STEP);
+    sched_finish_step(p, t);
+    ck_assert_int_eq(sched_results(p)[0].status, SCHED_REQ_FINISHED);
+    ck_assert_int_eq(pages_used(p), 10);
+    sched_arrive(p, 1);
+    ck_assert_int_eq(sched_plan_step(p, t, 0, &t), SCHED_PLAN_STEP);
+    ck_assert_int_eq(pages_used(p), 14);
+    sched_finish_step(p, t);
+    sched_release_finished(p, 1);
+    ck_assert_int_eq(pages_used(p), 10);
+    sched_release_finished(p, 0);
+    ck_assert_int_eq(pages_used(p), 0);
+    sched_free(p);
+
+    ck_assert(sched_init(&p, &sc, reqs, 3, &cost, &err) == 0);
+    sched_arrive_prefilled(p, 2);
+    int steps = 0;
+    double now = 0;
+    while (sched_plan_step(p, now, 0, &t) == SCHED_PLAN_STEP) {
+        ck_assert_int_eq(pages_used(p), 9);
+        sched_finish_step(p, t);
+        now = t;
+        steps++;
+    }
+    ck_assert_int_eq(steps, 2);
+    ck_assert_int_eq(sched_results(p)[2].status, SCHED_REQ_FINISHED);
+    ck_assert_int_eq(pages_used(p), 0);
+    sched_free(p);
+    cost_model_free(&cost);
+}
+END_TEST
+
 int main(void)
 {
     Suite *su = suite_create("v1_window");
@@ -446,6 +518,7 @@ int main(void)
     tcase_add_test(t, test_window_deterministic);
     tcase_add_test(t, test_config_rules);
     tcase_add_test(t, test_cli_run);
+    tcase_add_test(t, test_keep_and_prefilled);
     suite_add_tcase(su, t);
     Suite *all[] = {su};
     return tu_run_suites(all, 1);
