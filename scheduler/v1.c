@@ -12,7 +12,10 @@
  * step.  A step costs O(|S| + blocks taken or hit + preemptions * |R|);
  * a priority arrival or preemption O(|W|) for its sorted place.  Given a
  * horizon (sched_set_horizon), runs of forced decode steps are planned in
- * one call at O(1 + blocks taken) per step (v1_leap). */
+ * one call at O(1 + blocks taken) per step (v1_leap).  A model with
+ * sliding-window layers pages by vLLM's KV cache groups (rule 2.9): the
+ * table holds the first full group, the other groups' pages a stack per
+ * slot, window pages going back as the window slides; leaps are off. */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
