@@ -138,11 +138,11 @@ static int v1_init(sched *s, kvs_err *err)
     v->pool.wh = v->hits;
     if (v->gf > 1 || v->gw > 0) { /* the other groups' pages: a stack per slot */
         v->xcap = (v->gf - 1 + v->gw) * v->tcap;
-        if (v->xcap > v->N)
-            v->xcap = v->N;
+        if (v->xcap > INT64_MAX / 4 / v->slots)
+            goto nomem;
         v->wlo = calloc(nn, sizeof *v->wlo);
         v->ext = calloc(nn, sizeof *v->ext);
-        v->xtab = malloc((size_t)(v->slots * v->xcap) * sizeof *v->xtab);
+        v->xtab = calloc((size_t)(v->slots * v->xcap), sizeof *v->xtab);
         if (!v->wlo || !v->ext || !v->xtab)
             goto nomem;
     }
@@ -380,18 +380,20 @@ static int32_t *table_of(const sched_v1 *v, int32_t id)
     return v->tab + (int64_t)v->slot[id] * v->tcap;
 }
 
-static int32_t *stack_of(const sched_v1 *v, int32_t id)
+/* Row of id's other group k (0 .. gf - 2 the extra full groups, then the
+ * window groups): its page for block j at [j], 0 = none (skipped or not
+ * yet taken). */
+static int32_t *xrow(const sched_v1 *v, int32_t id, int64_t k)
 {
-    return v->xtab + (int64_t)v->slot[id] * v->xcap;
+    return v->xtab + (int64_t)v->slot[id] * v->xcap + k * v->tcap;
 }
 
-/* Release the top k pages of id's stack (rule 2.9). */
-static void stack_pop(sched_v1 *v, int32_t id, int64_t k)
+static int64_t n_other(const sched_v1 *v) { return v->gf - 1 + v->gw; }
+
+/* First block group k holds: 0 for a full group, lo for a window group. */
+static int64_t group_from(const sched_v1 *v, int64_t k, int64_t lo)
 {
-    int32_t *x = stack_of(v, id);
-    assert(k <= v->ext[id]);
-    for (; k > 0; k--)
-        v1_pool_release(&v->pool, x[--v->ext[id]]);
+    return k >= v->gf - 1 ? lo : 0;
 }
 
 /* Pages the other groups hold for `want` blocks of context of which the
@@ -402,34 +404,61 @@ static int64_t stack_want(const sched_v1 *v, int64_t want, int64_t lo)
 }
 
 /* Window blocks skipped once c tokens are stored: floor(max(0, c - w + 1) / bs),
- * at most want (rule 2.9); frees the skipped pages id still holds. */
+ * at most want. */
+static int64_t window_skip(const sched_v1 *v, int64_t c, int64_t want)
+{
+    int64_t lo = v->wnd && c - v->wnd + 1 > 0 ? (c - v->wnd + 1) / v->bs : 0;
+    return lo < want ? lo : want;
+}
+
+/* Frees the skipped window pages id still holds, each window group's last
+ * first (rule 2.9); they keep their identities in Q. */
 static void window_trim(sched_v1 *v, int32_t id, int64_t c, int64_t want)
 {
     if (!v->wnd)
         return;
-    int64_t lo = c - v->wnd + 1 > 0 ? (c - v->wnd + 1) / v->bs : 0;
-    if (lo > want)
-        lo = want;
+    int64_t lo = window_skip(v, c, want);
     if (lo <= v->wlo[id])
         return;
     int64_t upto = lo < v->held[id] ? lo : v->held[id];
-    if (upto > v->wlo[id])
-        stack_pop(v, id, v->gw * (upto - v->wlo[id]));
+    for (int64_t k = v->gf - 1; k < n_other(v); k++) {
+        int32_t *x = xrow(v, id, k);
+        for (int64_t j = upto - 1; j >= v->wlo[id]; j--)
+            if (x[j]) {
+                v1_pool_release(&v->pool, x[j]);
+                x[j] = 0;
+                v->ext[id]--;
+            }
+    }
     v->wlo[id] = (int32_t)lo;
 }
 
-/* Drop every block of id, last to first (rule 2.8), then its other
- * groups' pages, and its slot. */
+/* Block identity of group k's page j: block_key tagged with the group. */
+static v1_key group_key(const sched_v1 *v, int32_t id, int64_t j, int64_t k)
+{
+    v1_key key = block_key(v, id, j);
+    key.a ^= rng_mix64(0x6b76736d67727030ULL + (uint64_t)k);
+    return key;
+}
+
+/* Drop every block of id, last to first (rule 2.8), then each other
+ * group's pages, last to first, and its slot. */
 static void free_blocks(sched_v1 *v, int32_t id)
 {
     if (v->slot[id] >= 0) {
         int32_t *t = table_of(v, id);
         for (int64_t j = v->held[id] - 1; j >= 0; j--)
             v1_pool_release(&v->pool, t[j]);
-        if (v->xtab) {
-            stack_pop(v, id, v->ext[id]);
-            v->wlo[id] = 0;
+        for (int64_t k = 0; v->xtab && k < n_other(v); k++) {
+            int32_t *x = xrow(v, id, k);
+            for (int64_t j = v->held[id] - 1; j >= 0; j--)
+                if (x[j]) {
+                    v1_pool_release(&v->pool, x[j]);
+                    x[j] = 0;
+                }
         }
+        if (v->xtab)
+            v->ext[id] = v->wlo[id] = 0;
         v->free_slots[v->n_free_slots++] = v->slot[id];
         v->slot[id] = -1;
     }
@@ -437,31 +466,90 @@ static void free_blocks(sched_v1 *v, int32_t id)
     v->reg[id] = 0;
 }
 
-/* alloc(r, c, q, hits) of rule 2.7: 1 on success, 0 (nothing changed) if
- * the free queue is too short. */
+/* Pages the other groups must take from Q to cover blocks [held, want):
+ * for a new request's hit blocks j < m, a cached page of the group is
+ * reused (costing one only if free), else a fresh one is taken. */
+static int64_t groups_need(const sched_v1 *v, int32_t id, int64_t held, int64_t want,
+                           int64_t m, int64_t lo)
+{
+    int64_t need = 0;
+    for (int64_t k = 0; k < n_other(v); k++) {
+        int64_t j = group_from(v, k, lo);
+        if (j < held)
+            j = held;
+        for (; j < want; j++) {
+            int32_t b = j < m ? v1_pool_lookup(&v->pool, group_key(v, id, j, k)) : 0;
+            need += !b || v->pool.ref[b] == 0;
+        }
+    }
+    return need;
+}
+
+/* The other groups' cached pages for a new request's hit blocks j < m
+ * (rule 2.9), held before any fresh page is taken; 0 where none. */
+static void groups_hold(sched_v1 *v, int32_t id, int64_t held, int64_t want, int64_t m)
+{
+    for (int64_t k = 0; k < n_other(v); k++) {
+        int32_t *x = xrow(v, id, k);
+        int64_t from = group_from(v, k, v->wlo[id]);
+        for (int64_t j = from > held ? from : held; j < want; j++) {
+            x[j] = j < m ? v1_pool_lookup(&v->pool, group_key(v, id, j, k)) : 0;
+            if (x[j]) {
+                v1_pool_hold(&v->pool, x[j]);
+                v->ext[id]++;
+            }
+        }
+    }
+}
+
+/* Fresh pages for the rest of blocks [held, want), group by group, and
+ * (prefix caching) the full ones registered from block reg0 on (from the
+ * group's first for a new request, whose fresh pages under its hits count
+ * as holding the hit's KV). */
+static void groups_take(sched_v1 *v, int32_t id, int64_t held, int64_t want, int64_t full,
+                        int64_t reg0)
+{
+    for (int64_t k = 0; k < n_other(v); k++) {
+        int32_t *x = xrow(v, id, k);
+        int64_t from = group_from(v, k, v->wlo[id]);
+        for (int64_t j = from > held ? from : held; j < want; j++)
+            if (!x[j]) {
+                x[j] = v1_pool_take(&v->pool);
+                v->ext[id]++;
+            }
+        if (!v->pfx)
+            continue;
+        int64_t j0 = held == 0 ? from : (reg0 > from ? reg0 : from);
+        for (int64_t j = j0; j < full; j++)
+            if (x[j] && !v->pool.has_id[x[j]])
+                v1_pool_register(&v->pool, x[j], group_key(v, id, j, k));
+    }
+}
+
+/* alloc(r, c, q, hits) of rule 2.7 (with 2.9's other groups): 1 on
+ * success, 0 if the free queue is too short (then nothing changed but the
+ * window pages given back, as vLLM gives them back first). */
 static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t *hits,
                     int64_t m)
 {
     const int64_t want = sched_ceil_div(c + q, v->bs);
     const int64_t held = v->held[id];
     const int64_t fresh = want - m - held;
-    int64_t need = fresh, more = 0;
+    int64_t need = fresh;
     for (int64_t k = 0; k < m; k++)
         need += v->pool.ref[hits[k]] == 0;
-    if (v->xtab) { /* skipped window pages go back first, as vLLM frees them */
-        if (v->slot[id] >= 0)
+    if (v->xtab) {
+        int64_t lo;
+        if (v->slot[id] >= 0) {
             window_trim(v, id, c, want);
-        int64_t lo = v->wlo[id];
-        if (v->slot[id] < 0) { /* a new request: its skipped blocks are never taken */
-            lo = c - v->wnd + 1 > 0 && v->wnd ? (c - v->wnd + 1) / v->bs : 0;
-            lo = lo < want ? lo : want;
+            lo = v->wlo[id];
+        } else { /* a new request: its skipped blocks are never taken */
+            lo = window_skip(v, c, want);
         }
-        more = stack_want(v, want, lo) - v->ext[id];
-        need += more;
+        need += groups_need(v, id, held, want, m, lo);
         if (need > v->pool.F)
             return 0;
-        if (v->slot[id] < 0)
-            v->wlo[id] = (int32_t)lo;
+        v->wlo[id] = (int32_t)lo;
     }
     if (need > v->pool.F)
         return 0;
@@ -472,15 +560,15 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
         v1_pool_hold(&v->pool, hits[k]);
         t[k] = hits[k];
     }
+    const int64_t full = (c + q) / v->bs, reg0 = v->reg[id];
+    if (v->xtab) /* the other groups' hits are touched before fresh pages go */
+        groups_hold(v, id, held, want, m);
     for (int64_t j = held + m; j < want; j++)
         t[j] = v1_pool_take(&v->pool);
+    if (v->xtab)
+        groups_take(v, id, held, want, full, reg0);
     v->held[id] = (int32_t)want;
-    for (int64_t k = 0; k < more; k++) {
-        assert(v->ext[id] < v->xcap);
-        stack_of(v, id)[v->ext[id]++] = v1_pool_take(&v->pool);
-    }
     if (v->pfx) {
-        int64_t full = (c + q) / v->bs;
         for (int64_t j = v->reg[id]; j < full; j++)
             v1_pool_register(&v->pool, t[j], block_key(v, id, j));
         if (full > v->reg[id])
@@ -569,6 +657,12 @@ static void preempt_at(sched *s, int64_t idx, int64_t *budget)
         const int32_t *t = table_of(v, id);
         for (int64_t j = 0; j < v->held[id]; j++)
             v1_pool_publish(&v->pool, t[j]);
+        for (int64_t k = 0; v->xtab && k < n_other(v); k++) {
+            const int32_t *x = xrow(v, id, k);
+            for (int64_t j = 0; j < v->held[id]; j++)
+                if (x[j])
+                    v1_pool_publish(&v->pool, x[j]);
+        }
     }
     free_blocks(v, id);
     v->C[id] = 0;
@@ -969,19 +1063,21 @@ static int v1_audit(const sched *s, char *why, size_t n)
                 distinct++;
         }
         if (v->xtab) { /* rule 2.9: the other groups' pages */
-            int64_t sk = v->C[id] - v->wnd + 1 > 0 && v->wnd ? (v->C[id] - v->wnd + 1) / v->bs : 0;
-            if (sk > v->held[id])
-                sk = v->held[id];
+            int64_t sk = window_skip(v, v->C[id], v->held[id]);
             if (v->wlo[id] > sk || v->ext[id] != stack_want(v, v->held[id], v->wlo[id]))
                 V1_FAIL("request %d: %d other-group pages, %d window blocks skipped, for %d "
                         "blocks and %lld stored tokens", id, v->ext[id], v->wlo[id],
                         v->held[id], (long long)v->C[id]);
-            const int32_t *x = stack_of(v, id);
-            for (int64_t j = 0; j < v->ext[id]; j++) {
-                if (x[j] < 1 || x[j] > v->N)
-                    V1_FAIL("request %d page %lld is %d", id, (long long)j, x[j]);
-                if (cnt[x[j]]++ == 0)
-                    distinct++;
+            for (int64_t k = 0; k < n_other(v); k++) {
+                const int32_t *x = xrow(v, id, k);
+                for (int64_t j = 0; j < v->tcap; j++) {
+                    int in = j >= group_from(v, k, v->wlo[id]) && j < v->held[id];
+                    if (in != (x[j] != 0) || x[j] < 0 || x[j] > v->N)
+                        V1_FAIL("request %d group %lld block %lld is %d", id, (long long)k,
+                                (long long)j, x[j]);
+                    if (x[j] && cnt[x[j]]++ == 0)
+                        distinct++;
+                }
             }
         }
     }

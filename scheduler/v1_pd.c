@@ -18,8 +18,18 @@ int v1_pd_keep(sched_v1 *v, int32_t id)
     if (v->slot[id] >= 0) {
         memcpy(copy + x, v->tab + (int64_t)v->slot[id] * v->tcap,
                (size_t)v->held[id] * sizeof *copy);
-        if (x > 0) /* released after the table's blocks, as free_blocks does */
-            memcpy(copy, v->xtab + (int64_t)v->slot[id] * v->xcap, (size_t)x * sizeof *copy);
+        if (x > 0) { /* released after the table's blocks, as free_blocks does */
+            int32_t *row = v->xtab + (int64_t)v->slot[id] * v->xcap;
+            int64_t n = 0;
+            /* v1_pd_release goes from the end: group 0's last page first */
+            for (int64_t k = v->xcap / v->tcap - 1; k >= 0; k--)
+                for (int64_t j = 0; j < v->tcap; j++)
+                    if (row[k * v->tcap + j]) {
+                        copy[n++] = row[k * v->tcap + j];
+                        row[k * v->tcap + j] = 0;
+                    }
+            assert(n == x);
+        }
         if (v->xtab) {
             v->ext[id] = 0;
             v->wlo[id] = 0;

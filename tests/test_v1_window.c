@@ -364,6 +364,49 @@ START_TEST(test_window_deterministic)
 }
 END_TEST
 
+/* Prefix caching with a window group (rule 2.9): N = 6 pages, block 16,
+ * window 32, segments of 16 tokens.  A (t 0, P 40, O 1) takes full-group
+ * pages 1, 2, 3 then window pages 4, 5, 6 (Q's front, group by group) and
+ * registers the full blocks 0 and 1 of both groups (pages 1, 2 and 4, 5).
+ * It finishes; freeing goes full group last to first, then the window
+ * group: Q = 3 2 1 6 5 4.  B (t 100, same ids) hits floor(39/16) = 2
+ * blocks: c = 32, q = 8, and the window skips floor(1/16) = 0 blocks, so
+ * both groups need blocks 0..2.  The window group finds its cached pages
+ * 4 and 5 and holds them, like the full group's 1 and 2; the fresh blocks
+ * 2 come off Q's front: 3 (full) and 6 (window), neither cached: no
+ * eviction.  (Taking the window's pages fresh would evict 5 and 4.)
+ * B's step: 8 tokens, 6 pages in use, 32 tokens hit. */
+START_TEST(test_window_prefix_reuse)
+{
+    const int64_t po[2][2] = {{40, 1}, {40, 1}};
+    golden g;
+    window_config(&g, 2, po);
+    g.tr.reqs[1].arrival_s = 100;
+    sched_config *s = &g.cfg.sched;
+    s->total_blocks = 6;
+    s->prefix_caching = 1;
+    s->segment_tokens = 16;
+    g.tr.hash_off = calloc(3, sizeof *g.tr.hash_off);
+    g.tr.hash_ids = calloc(6, sizeof *g.tr.hash_ids);
+    g.tr.hash_tokens = calloc(6, sizeof *g.tr.hash_tokens);
+    const int64_t off[3] = {0, 3, 6};
+    const uint64_t ids[6] = {11, 12, 13, 11, 12, 13};
+    const int32_t tok[6] = {16, 16, 8, 16, 16, 8};
+    memcpy(g.tr.hash_off, off, sizeof off);
+    memcpy(g.tr.hash_ids, ids, sizeof ids);
+    memcpy(g.tr.hash_tokens, tok, sizeof tok);
+    golden_run(&g);
+    ck_assert_int_eq(g.res.n_steps, 2);
+    ck_assert_int_eq(g.res.steps[0].step.kv_blocks_used, 6);
+    ck_assert_int_eq(g.res.steps[1].step.kv_blocks_used, 6);
+    ck_assert_int_eq(g.res.steps[1].step.batch.tokens, 8);
+    ck_assert_int_eq(g.res.sum.prefix_hit_tokens, 32);
+    ck_assert_int_eq(g.res.sum.prefix_evictions, 0);
+    ck_assert_int_eq(g.res.sum.n_finished, 2);
+    golden_free(&g);
+}
+END_TEST
+
 /* The groups' fields are checked: a window needs window groups and the
  * other way round. */
 START_TEST(test_config_rules)
@@ -519,6 +562,7 @@ int main(void)
     tcase_add_test(t, test_config_rules);
     tcase_add_test(t, test_cli_run);
     tcase_add_test(t, test_keep_and_prefilled);
+    tcase_add_test(t, test_window_prefix_reuse);
     suite_add_tcase(su, t);
     Suite *all[] = {su};
     return tu_run_suites(all, 1);
