@@ -14,7 +14,7 @@
  * horizon (sched_set_horizon), runs of forced decode steps are planned in
  * one call at O(1 + blocks taken) per step (v1_leap).  A model with
  * sliding-window layers pages by vLLM's KV cache groups (rule 2.9): the
- * table holds the first full group, the other groups' pages a stack per
+ * table holds the first full group, the other groups' pages a row each per
  * slot, window pages going back as the window slides; leaps are off. */
 #include <assert.h>
 #include <math.h>
@@ -136,7 +136,7 @@ static int v1_init(sched *s, kvs_err *err)
         goto nomem;
     v->hc_id = -1;
     v->pool.wh = v->hits;
-    if (v->gf > 1 || v->gw > 0) { /* the other groups' pages: a stack per slot */
+    if (v->gf > 1 || v->gw > 0) { /* the other groups' pages: a row each per slot */
         v->xcap = (v->gf - 1 + v->gw) * v->tcap;
         if (v->xcap > INT64_MAX / 4 / v->slots)
             goto nomem;
@@ -398,7 +398,7 @@ static int64_t group_from(const sched_v1 *v, int64_t k, int64_t lo)
 
 /* Pages the other groups hold for `want` blocks of context of which the
  * first lo are skipped by the window (rule 2.9). */
-static int64_t stack_want(const sched_v1 *v, int64_t want, int64_t lo)
+static int64_t groups_want(const sched_v1 *v, int64_t want, int64_t lo)
 {
     return (v->gf - 1) * want + v->gw * (want - lo);
 }
@@ -1064,7 +1064,7 @@ static int v1_audit(const sched *s, char *why, size_t n)
         }
         if (v->xtab) { /* rule 2.9: the other groups' pages */
             int64_t sk = window_skip(v, v->C[id], v->held[id]);
-            if (v->wlo[id] > sk || v->ext[id] != stack_want(v, v->held[id], v->wlo[id]))
+            if (v->wlo[id] > sk || v->ext[id] != groups_want(v, v->held[id], v->wlo[id]))
                 V1_FAIL("request %d: %d other-group pages, %d window blocks skipped, for %d "
                         "blocks and %lld stored tokens", id, v->ext[id], v->wlo[id],
                         v->held[id], (long long)v->C[id]);

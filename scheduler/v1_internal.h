@@ -159,15 +159,16 @@ struct sched_v1 {
     int64_t ns;
     int active;                /* a step is in flight */
     v1_pd pd;                  /* kept blocks (disaggregated serving) */
-    /* hybrid groups (section 2.9): the table holds full group 0; the other
-     * groups' pages carry no identity and sit on a per-slot stack */
-    int64_t wnd;               /* window tokens, 0: one group, no stack */
+    /* hybrid groups (section 2.9): the table holds full group 0; each other
+     * group has a row of tcap entries per slot (page of block j at j) */
+    int64_t wnd;               /* window tokens, 0: no window group */
     int64_t gf, gw;            /* full groups (>= 1), window groups */
     int32_t *wlo;              /* [n] window blocks skipped (freed or never taken),
                                   per window group */
-    int32_t *ext;              /* [n] pages on the request's stack */
-    int32_t *xtab;             /* [slots * xcap] the stacks, NULL when wnd == 0 */
-    int64_t xcap;              /* pages per stack */
+    int32_t *ext;              /* [n] pages the request holds in its rows */
+    int32_t *xtab;             /* [slots * xcap] the rows, 0 = no page; NULL with
+                                  one group */
+    int64_t xcap;              /* entries per slot: (gf - 1 + gw) * tcap */
 };
 
 #endif
