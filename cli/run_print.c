@@ -12,7 +12,8 @@ static void print_dist(FILE *f, const char *name, const run_dist *d)
 {
     if (isnan(d->p50)) {
         fprintf(f, "  %-16s -  (no finished request%s)\n", name,
-                strstr(name, "TPOT") ? " with more than one output token" : "");
+                strstr(name, "TPOT") || strstr(name, "ITL") ? " with more than one output token"
+                                                          : "");
         return;
     }
     fprintf(f, "  %-16s p50 %9.4f  p90 %9.4f  p99 %9.4f  mean %9.4f\n", name, d->p50, d->p90,
@@ -45,6 +46,7 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
             (long long)s->n_finished, (long long)s->n_rejected);
     print_dist(f, "TTFT (s)", &s->ttft);
     print_dist(f, "TPOT (s/token)", &s->tpot);
+    print_dist(f, "ITL (s)", &s->itl);
     print_dist(f, "E2E (s)", &s->e2e);
     print_dist(f, "norm. (s/token)", &s->norm_latency);
     if (isnan(s->throughput_tok_s))

@@ -88,7 +88,11 @@ int64_t sched_admit_chunks(sched *s, int64_t *budget, int whole)
             (whole && target > cfg->max_batched_tokens) ||
             r->prompt_tokens + r->output_tokens > cfg->max_model_len) {
             sched_waitq_pop(&s->wq);
-            sched_reject(s, id);
+            sched_reject(s, id,
+                         r->prompt_tokens + r->output_tokens > cfg->max_model_len
+                             ? SCHED_REJECT_CONTEXT
+                         : whole && target > cfg->max_batched_tokens ? SCHED_REJECT_TOKEN_BUDGET
+                                                                     : SCHED_REJECT_KV_CAPACITY);
             continue;
         }
         if (s->n_run >= cfg->max_seqs)

@@ -88,7 +88,11 @@ static int64_t admit(sched *s)
         if (nb > c->total_blocks - s->watermark_blocks || need > c->max_batched_tokens ||
             r->prompt_tokens + r->output_tokens > c->max_model_len) {
             sched_waitq_pop(&s->wq);
-            sched_reject(s, id);
+            sched_reject(s, id,
+                         r->prompt_tokens + r->output_tokens > c->max_model_len
+                             ? SCHED_REJECT_CONTEXT
+                         : need > c->max_batched_tokens ? SCHED_REJECT_TOKEN_BUDGET
+                                                        : SCHED_REJECT_KV_CAPACITY);
             continue;
         }
         if (!admissible(s, id, used))
@@ -186,7 +190,7 @@ static void swap_in(sched *s, double now)
             sched_waitq_pop(&s->swq);
             s->swap_used -= nb;
             s->res[id].swapped_s += now - s->swap_since[id];
-            sched_reject(s, id);
+            sched_reject(s, id, SCHED_REJECT_KV_CAPACITY);
             continue;
         }
         if (s->free_blocks - nb - extra < s->watermark_blocks)
@@ -239,7 +243,7 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         cost_batch *b = &s->step.batch;
         int64_t kv_read = 0, n_decode = 0;
         int64_t swap_mark = s->n_run;
-        if (s->free_blocks >= s->n_run && s->swq.n == 0 && !s->want_members) {
+        if (s->free_blocks >= s->n_run && s->swq.n == 0) {
             const int grows = s->alloc->grows;
             const int64_t bs = s->cfg.block_size;
             int64_t taken = 0;
@@ -253,6 +257,8 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
                 e->ctx++;
                 e->room--;
                 kv_read += e->ctx;
+                if (s->want_members)
+                    sched_add_member(s, e->id, SCHED_MEMBER_DECODE, 1, e->ctx);
             }
             s->free_blocks -= taken;
             sched_blocks_taken(s);

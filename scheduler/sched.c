@@ -233,10 +233,11 @@ static void v0_arrive(sched *s, int64_t id)
     sched_waitq_push(&s->wq, (int32_t)id);
 }
 
-void sched_reject(sched *s, int32_t id)
+void sched_reject(sched *s, int32_t id, sched_reject_reason why)
 {
     s->state[id] = SCHED_REQ_REJECTED;
     s->res[id].status = SCHED_REQ_REJECTED;
+    s->res[id].reject_reason = why;
     s->ctr.n_rejected++;
 }
 
@@ -319,6 +320,12 @@ static int parse_in(const char *const *tbl, size_t n, const char *s)
         if (!strcmp(tbl[i], s))
             return (int)i;
     return -1;
+}
+
+const char *sched_reject_reason_name(int v)
+{
+    static const char *const names[] = {NULL, "context", "token-budget", "kv-capacity"};
+    return v >= 0 && v < 4 ? names[v] : NULL;
 }
 
 const char *sched_engine_name(int v) { return NAME_OF(engine_names, v); }

@@ -98,12 +98,23 @@ typedef enum sched_req_status {
     SCHED_REQ_REJECTED = 5
 } sched_req_status;
 
+/* Why a request was rejected (the first of these that holds). */
+typedef enum sched_reject_reason {
+    SCHED_REJECT_NONE = 0,          /* not rejected */
+    SCHED_REJECT_CONTEXT = 1,       /* P + O > max_model_len */
+    SCHED_REJECT_TOKEN_BUDGET = 2,  /* its prompt exceeds max_batched_tokens (unchunked) */
+    SCHED_REJECT_KV_CAPACITY = 3    /* its blocks exceed the whole cache (above the watermark) */
+} sched_reject_reason;
+
+/* "context", "token-budget", "kv-capacity"; NULL for NONE. */
+const char *sched_reject_reason_name(int v);
+
 /* Outcome of one request. */
 typedef struct sched_req_result {
     int32_t status;        /* sched_req_status: FINISHED or REJECTED at end */
     int32_t preemptions;   /* recompute + swap preemptions */
     int32_t swaps;         /* swap-outs among them */
-    int32_t pad_;
+    int32_t reject_reason; /* sched_reject_reason: NONE unless REJECTED */
     double first_token_s;  /* end of the step that made g 0->1; NAN if none */
     double finish_s;       /* end of the step that made g == O; NAN if none */
     double swapped_s;      /* total seconds spent swapped out */

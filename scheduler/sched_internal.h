@@ -195,7 +195,7 @@ struct sched {
 };
 
 /* Shared helpers (sched.c). */
-void sched_reject(sched *s, int32_t id);
+void sched_reject(sched *s, int32_t id, sched_reject_reason why);
 void sched_emit(sched *s, double now);
 int sched_plan_continuous(sched *s, double now, double *t_end);
 void sched_finish_continuous(sched *s, double t);

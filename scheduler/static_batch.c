@@ -32,7 +32,8 @@ static int64_t form_batch(sched *s)
         int64_t len = r->prompt_tokens + r->output_tokens;
         if (len > c->max_model_len || sched_ceil_div(len, c->block_size) > c->total_blocks) {
             sched_waitq_pop(&s->wq);
-            sched_reject(s, id);
+            sched_reject(s, id, len > c->max_model_len ? SCHED_REJECT_CONTEXT
+                                                       : SCHED_REJECT_KV_CAPACITY);
             continue;
         }
         int64_t pm = r->prompt_tokens > pmax ? r->prompt_tokens : pmax;

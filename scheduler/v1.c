@@ -305,7 +305,11 @@ static void v1_arrive(sched *s, int64_t id)
     /* rule 1.6 */
     if (po > c->max_model_len || sched_ceil_div(po - 1, c->block_size) > c->total_blocks ||
         (!c->chunked_prefill && po - 1 > c->max_batched_tokens)) {
-        sched_reject(s, (int32_t)id);
+        sched_reject(s, (int32_t)id,
+                     po > c->max_model_len ? SCHED_REJECT_CONTEXT
+                     : sched_ceil_div(po - 1, c->block_size) > c->total_blocks
+                         ? SCHED_REJECT_KV_CAPACITY
+                         : SCHED_REJECT_TOKEN_BUDGET);
         return;
     }
     s->state[id] = SCHED_REQ_WAITING;

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "hist.h"
 
 void run_config_defaults(run_config *cfg)
 {
@@ -88,6 +89,14 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
     return KVS_OK;
 }
 
+/* One request's token accounting, packed in one cache line's half. */
+typedef struct run_itl_req {
+    double last_tok_s;  /* time of its latest token, s */
+    int64_t gen;        /* tokens generated so far */
+    int64_t need_ctx;   /* P + gen: the stored context a prefill must reach */
+    int64_t out;        /* O */
+} run_itl_req;
+
 /* The step sink: aggregates for the summary and keeps records if asked. */
 typedef struct run_sink {
     run_result *res;
@@ -99,7 +108,43 @@ typedef struct run_sink {
     double block_seconds, busy_s;
     double members_total;
     int64_t n_steps;
+    /* inter-token latency: see itl_member */
+    run_itl_req *itl_req; /* [n] per request id */
+    double *max_itl_s;    /* [n] largest gap so far, s (NAN before two tokens) */
+    hist itl;             /* every gap */
+    double run_gap_s;     /* a run of equal gaps not yet in itl, s */
+    int64_t run_len;      /* its length (members of one step mostly share a gap) */
 } run_sink;
+
+/* Token accounting of one step member (docs/semantics.md 1 and 3.7,
+ * semantics-extensions.md C1): a decode or a swap-in generates a token at
+ * the step's end t; a prefill (or chunk) generates one when it leaves the
+ * stored context at P + g or beyond (static batching pads it), otherwise
+ * (an earlier chunk) nothing.  Static batching keeps members stepping past
+ * their O-th token; those padded steps generate nothing for them. */
+static void itl_member(run_sink *k, const sched_member *m, double t)
+{
+    run_itl_req *q = &k->itl_req[m->req_id];
+    if (q->gen >= q->out)
+        return;
+    if (m->kind == SCHED_MEMBER_PREFILL && m->context < q->need_ctx)
+        return;
+    if (q->gen > 0) {
+        double gap = t - q->last_tok_s;
+        if (gap != k->run_gap_s) {
+            hist_add_n(&k->itl, k->run_gap_s, k->run_len);
+            k->run_gap_s = gap;
+            k->run_len = 0;
+        }
+        k->run_len++;
+        double *mx = &k->max_itl_s[m->req_id];
+        if (!(gap <= *mx))
+            *mx = gap;
+    }
+    q->gen++;
+    q->need_ctx++;
+    q->last_tok_s = t;
+}
 
 static int grow(void **p, int64_t *cap, int64_t need, size_t elem)
 {
@@ -125,6 +170,9 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
     k->block_seconds += (double)st->kv_blocks_used * st->dur_s;
     k->busy_s += st->dur_s;
     k->members_total += (double)(st->batch.n_prefill + st->batch.n_decode);
+    double t_end = st->start_s + st->dur_s;
+    for (int64_t i = 0; i < nm; i++)
+        itl_member(k, &m[i], t_end);
     if (!k->keep || k->failed)
         return;
     run_result *r = k->res;
@@ -138,6 +186,13 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
     rec->member_off = r->n_members;
     memcpy(r->members + r->n_members, m, (size_t)nm * sizeof *m);
     r->n_members += nm;
+}
+
+static void run_sink_free(run_sink *k)
+{
+    free(k->itl_req);
+    hist_free(&k->itl);
+    k->itl_req = NULL;
 }
 
 static double now_wall(void)
@@ -158,6 +213,7 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     strftime(out->started_at, sizeof out->started_at, "%Y-%m-%dT%H:%M:%SZ", &tmv);
     double t0 = now_wall();
 
+    run_sink sink = {0};
     sched *s = NULL;
     int rc = sched_init(&s, &cfg->sched, tr->reqs, tr->n, cost, err);
     if (rc)
@@ -165,10 +221,23 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     req_prefixes px = trace_prefixes(tr);
     if ((rc = sched_attach_prefixes(s, &px, err)))
         goto fail;
-    run_sink sink = {0};
     sink.res = out;
     sink.keep = cfg->record_steps;
-    sched_set_step_sink(s, on_step, &sink, cfg->record_steps);
+    size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
+    sink.itl_req = malloc(nn * sizeof *sink.itl_req);
+    out->max_itl_s = malloc(nn * sizeof *out->max_itl_s);
+    sink.max_itl_s = out->max_itl_s;
+    if (!sink.itl_req || !out->max_itl_s || hist_init(&sink.itl)) {
+        rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory");
+        goto fail;
+    }
+    for (int64_t i = 0; i < tr->n; i++) {
+        out->max_itl_s[i] = NAN;
+        sink.itl_req[i] = (run_itl_req){0.0, 0, tr->reqs[i].prompt_tokens,
+                                        tr->reqs[i].output_tokens};
+    }
+    /* every member, decodes included: the ITL needs each token's request */
+    sched_set_step_sink(s, on_step, &sink, 1);
     double end_s = 0.0;
     rc = engine_run(s, tr, &end_s, err);
     if (rc)
@@ -178,7 +247,6 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
                       (long long)out->n_steps);
         goto fail;
     }
-    size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
     out->reqs = malloc(nn * sizeof *out->reqs);
     if (!out->reqs) {
         rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory");
@@ -210,15 +278,21 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     sum->prefix_saved_tokens = c.prefix_saved_tokens;
     sum->prefix_evictions = c.prefix_evictions;
     sum->prefill_chunks = c.prefill_chunks;
+    hist_add_n(&sink.itl, sink.run_gap_s, sink.run_len);
+    sink.run_len = 0;
+    sum->itl = hist_dist(&sink.itl);
+    sum->n_itl = sink.itl.n;
     if (run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes)) {
         rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory for per-class metrics");
         goto fail;
     }
     sched_free(s);
+    run_sink_free(&sink);
     out->wall_s = now_wall() - t0;
     return KVS_OK;
 fail:
     sched_free(s);
+    run_sink_free(&sink);
     run_result_free(out);
     return rc;
 }
@@ -226,6 +300,8 @@ fail:
 void run_result_free(run_result *r)
 {
     free(r->reqs);
+    free(r->max_itl_s);
+    r->max_itl_s = NULL;
     free(r->steps);
     free(r->members);
     free(r->classes);

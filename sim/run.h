@@ -70,6 +70,11 @@ typedef struct run_summary {
     int64_t prefix_saved_tokens;  /* prompt tokens not computed thanks to hits */
     int64_t prefix_evictions;     /* cached blocks evicted for fresh ones */
     int64_t prefill_chunks;       /* prefill chunks (chunked prefill; else 0) */
+    /* inter-token latency: the gaps between a request's consecutive tokens
+     * (O - 1 per request), over every request, streamed through sim/hist.h:
+     * percentiles within 2^-10 relative, mean exact (docs/semantics.md 7) */
+    run_dist itl;                 /* seconds */
+    int64_t n_itl;                /* gaps counted */
 } run_summary;
 
 /* Metrics of one priority class (requests with one priority value). */
@@ -90,6 +95,9 @@ typedef struct run_step_rec {
 typedef struct run_result {
     const trace *tr;             /* borrowed: the requests simulated */
     sched_req_result *reqs;      /* [tr->n], owned */
+    double *max_itl_s;           /* [tr->n], owned: each request's largest gap
+                                    between consecutive tokens, s; NAN with
+                                    fewer than two tokens */
     run_step_rec *steps;         /* [n_steps] if record_steps, else NULL */
     int64_t n_steps;
     sched_member *members;       /* [n_members] concatenated step members */

@@ -27,15 +27,16 @@
 
 /* A run_dist's four columns: percentiles are nearest-rank over finished
  * requests (docs/semantics.md section 7). */
-#define DIST(prefix, unit, what)                                                       \
-    {#prefix "_p50_s", "REAL", unit, F, METRIC, SUM(prefix.p50), 0, 0, SLO, 1,         \
+#define DIST_SINCE(prefix, unit, what, since)                                           \
+    {#prefix "_p50_s", "REAL", unit, F, METRIC, SUM(prefix.p50), 0, 0, SLO, since,     \
      "median " what},                                                                  \
-    {#prefix "_p90_s", "REAL", unit, F, METRIC, SUM(prefix.p90), 0, 0, SLO, 1,         \
+    {#prefix "_p90_s", "REAL", unit, F, METRIC, SUM(prefix.p90), 0, 0, SLO, since,     \
      "90th percentile of " what},                                                      \
-    {#prefix "_p99_s", "REAL", unit, F, METRIC, SUM(prefix.p99), 0, 0, SLO, 1,         \
+    {#prefix "_p99_s", "REAL", unit, F, METRIC, SUM(prefix.p99), 0, 0, SLO, since,     \
      "99th percentile of " what},                                                      \
-    {#prefix "_mean_s", "REAL", unit, F, METRIC, SUM(prefix.mean), 0, 0, SLO, 1,       \
+    {#prefix "_mean_s", "REAL", unit, F, METRIC, SUM(prefix.mean), 0, 0, SLO, since,   \
      "mean " what}
+#define DIST(prefix, unit, what) DIST_SINCE(prefix, unit, what, 1)
 
 #define EN(fn) (const char *(*)(int))sched_##fn##_name, sched_##fn##_parse
 
@@ -195,6 +196,14 @@ static const run_field fields[] = {
      "weight dtype (`--dtype`); NULL = the model's own"},
     {"kv_cache_dtype", "TEXT", "", T, PARAM, CFG_TEXT(kv_cache_dtype), 0, 0, 0, 2,
      "KV-cache dtype (`--kv-cache-dtype`); NULL = the weights'"},
+    /* schema version 3: answers at a glance (inter-token latency, diagnosis) */
+    DIST_SINCE(itl, "s",
+               "inter-token latency: the gaps between consecutive tokens of every request "
+               "(O - 1 each), seconds; percentiles streamed within 2^-10 relative (sim/hist.h), "
+               "mean exact",
+               3),
+    {"n_itl", "INTEGER", "gaps", I, METRIC, SUM(n_itl), 0, 0, J, 3,
+     "inter-token gaps counted (the sample of the itl_* columns)"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])

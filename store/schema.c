@@ -299,6 +299,14 @@ static size_t runs_ddl(char *buf, size_t cap)
     return len;
 }
 
+/* What a version adds besides its `runs` columns (run_fields' `since`),
+ * indexed by version; NULL: nothing. */
+static const char *const migration_extra[STORE_SCHEMA_VERSION + 1] = {
+    [3] = /* answers at a glance: per-request ITL and why a request was rejected */
+    "ALTER TABLE requests ADD COLUMN max_itl_s REAL;\n"
+    "ALTER TABLE requests ADD COLUMN reject_reason TEXT;\n",
+};
+
 static char *migrations[STORE_SCHEMA_VERSION];
 static pthread_once_t schema_once = PTHREAD_ONCE_INIT;
 
@@ -321,6 +329,9 @@ static char *runs_alter(int v)
                 len += (size_t)snprintf(buf ? buf + len : NULL, buf ? cap - len : 0,
                                         "ALTER TABLE runs ADD COLUMN %s %s;\n", f[i].name,
                                         f[i].sql);
+        if (migration_extra[v])
+            len += (size_t)snprintf(buf ? buf + len : NULL, buf ? cap - len : 0, "%s",
+                                    migration_extra[v]);
         if (pass)
             return buf;
         cap = len + 1;

@@ -195,7 +195,7 @@ static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_e
     static const char sql[] =
         "INSERT INTO requests(run_id, req_id, arrival_s, prompt_tokens, "
         "output_tokens, priority, status, first_token_s, finish_s, preemptions, "
-        "swaps, swapped_s) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)";
+        "swaps, swapped_s, max_itl_s) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)";
     sqlite3 *db = store_db(s);
     sqlite3_stmt *st = NULL;
     int rc = KVS_OK;
@@ -216,6 +216,7 @@ static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_e
         b |= sqlite3_bind_int64(st, 10, r->preemptions);
         b |= sqlite3_bind_int64(st, 11, r->swaps);
         b |= bind_nan_null(st, 12, r->swapped_s);
+        b |= bind_nan_null(st, 13, res->max_itl_s ? res->max_itl_s[i] : NAN);
         /* SQLITE_OK is 0, so any failing bind leaves b non-zero. */
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
             char what[64];

@@ -15,6 +15,11 @@
 #include "store/store.h"
 #include "testutil.h"
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define SCHEMA_VERSION_TEXT STR(STORE_SCHEMA_VERSION) /* the version this build writes */
+#define NEWER_VERSION_TEXT "99"                       /* a version from the future */
+
 /* ------------------------------------------------------------ helpers */
 
 static char *db_path(const char *name)
@@ -220,7 +225,7 @@ START_TEST(test_schema_created)
     store *s = open_ok(path);
     sqlite3 *db = store_db(s);
     ck_assert_str_eq(store_path(s), path);
-    q_eq(db, "SELECT value FROM meta WHERE key = 'schema_version'", "2");
+    q_eq(db, "SELECT value FROM meta WHERE key = 'schema_version'", SCHEMA_VERSION_TEXT);
     q_eq(db,
          "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
          "WHERE type = 'table' ORDER BY name)",
@@ -260,7 +265,7 @@ START_TEST(test_reopen_idempotent)
         sqlite3 *db = store_db(s);
         ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_master"), objects);
         ck_assert_int_eq(q_int(db, "SELECT count(*) FROM meta"), 1);
-        q_eq(db, "SELECT value FROM meta WHERE key = 'schema_version'", "2");
+        q_eq(db, "SELECT value FROM meta WHERE key = 'schema_version'", SCHEMA_VERSION_TEXT);
         ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 1);
         ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests"), 3);
         store_close(s);
@@ -525,14 +530,14 @@ START_TEST(test_newer_schema_refused)
     char *path = db_path("runs.db");
     store_close(open_ok(path));
     sqlite3 *db = raw_open(path);
-    raw_exec(db, "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+    raw_exec(db, "UPDATE meta SET value = '" NEWER_VERSION_TEXT "' WHERE key = 'schema_version'");
     sqlite3_close(db);
     store *s = NULL;
     kvs_err err = {{0}};
     ck_assert_int_eq(store_open(path, &s, &err), KVS_EDB);
     ck_assert_ptr_null(s);
     assert_has(err.msg, path);
-    assert_has(err.msg, "schema version 3 is newer");
+    assert_has(err.msg, "schema version " NEWER_VERSION_TEXT " is newer");
 
     db = raw_open(path);
     raw_exec(db, "UPDATE meta SET value = 'one' WHERE key = 'schema_version'");
@@ -663,7 +668,7 @@ START_TEST(test_locked_at_open)
     assert_has(err.msg, "database is locked");
     raw_exec(other, "COMMIT");
     s = open_ok(path);
-    q_eq(store_db(s), "SELECT value FROM meta WHERE key = 'schema_version'", "2");
+    q_eq(store_db(s), "SELECT value FROM meta WHERE key = 'schema_version'", SCHEMA_VERSION_TEXT);
     store_close(s);
 
     ck_assert_int_eq(setenv("KVSIM_BUSY_TIMEOUT_MS", "soon", 1), 0);
