@@ -20,6 +20,39 @@ static void print_dist(FILE *f, const char *name, const run_dist *d)
             d->p99, d->mean);
 }
 
+/* "batch limited by KV blocks in 71.0% of steps (...)": the shares of
+ * sched_step_limit, largest first. */
+static void print_limits(FILE *f, const run_summary *s)
+{
+    if (isnan(s->limit_kv_share))
+        return;
+    typedef struct share {
+        const char *name;
+        double v; /* fraction of steps */
+    } share;
+    share l[5] = {
+        {"KV blocks", s->limit_kv_share},
+        {"max-seqs", s->limit_max_seqs_share},
+        {"token budget", s->limit_token_budget_share},
+        {"nothing waiting", s->limit_none_share},
+        {"a running static batch", s->limit_other_share},
+    };
+    for (int a = 1; a < 5; a++) /* stable insertion sort, largest first */
+        for (int b = a; b > 0 && l[b].v > l[b - 1].v; b--) {
+            share t = l[b];
+            l[b] = l[b - 1];
+            l[b - 1] = t;
+        }
+    fprintf(f, "  batch limited by %s in %.1f%% of steps", l[0].name, 100.0 * l[0].v);
+    const char *sep = " (";
+    for (int i = 1; i < 5; i++)
+        if (l[i].v > 0) {
+            fprintf(f, "%s%s %.1f%%", sep, l[i].name, 100.0 * l[i].v);
+            sep = ", ";
+        }
+    fprintf(f, "%s\n", sep[0] == ',' ? ")" : "");
+}
+
 void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res, int64_t run_id)
 {
     const run_summary *s = &res->sum;
@@ -42,8 +75,15 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
                "max-batched-tokens %lld, max-model-len %lld\n",
             (long long)k->total_blocks, (long long)k->block_size, (long long)k->max_seqs,
             (long long)k->max_batched_tokens, (long long)k->max_model_len);
-    fprintf(f, "  requests         %lld: %lld finished, %lld rejected\n", (long long)s->n_requests,
+    fprintf(f, "  requests         %lld: %lld finished, %lld rejected", (long long)s->n_requests,
             (long long)s->n_finished, (long long)s->n_rejected);
+    if (s->n_rejected > 0)
+        fprintf(f, " (%.1f%%: %lld over max-model-len, %lld over max-batched-tokens, "
+                   "%lld over the KV cache)",
+                100.0 * (double)s->n_rejected / (double)s->n_requests,
+                (long long)s->n_reject_context, (long long)s->n_reject_token_budget,
+                (long long)s->n_reject_kv);
+    fputc('\n', f);
     print_dist(f, "TTFT (s)", &s->ttft);
     print_dist(f, "TPOT (s/token)", &s->tpot);
     print_dist(f, "ITL (s)", &s->itl);
@@ -63,6 +103,7 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
             (long long)s->preempt_priority);
     fprintf(f, "  steps            %lld, mean batch %.2f, makespan %.2f s\n", (long long)s->n_steps,
             s->mean_batch, s->makespan_s);
+    print_limits(f, s);
     if (k->chunked_prefill)
         fprintf(f, "  chunked prefill  %lld prefill chunks\n", (long long)s->prefill_chunks);
     if (k->prefix_caching) {

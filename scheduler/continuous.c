@@ -70,6 +70,18 @@ static int admissible(const sched *s, int32_t id, int64_t tokens_used)
            s->free_blocks - nb >= s->watermark_blocks;
 }
 
+/* Which of step 3's conditions keeps request id out (it is not admissible). */
+static int32_t blocked_by(const sched *s, int32_t id, int64_t tokens_used)
+{
+    const trace_req *r = &s->reqs[id];
+    int64_t need = r->prompt_tokens + s->g[id];
+    if (s->n_run >= s->cfg.max_seqs)
+        return SCHED_LIMIT_MAX_SEQS;
+    if (tokens_used + need > s->cfg.max_batched_tokens)
+        return SCHED_LIMIT_TOKEN_BUDGET;
+    return SCHED_LIMIT_KV;
+}
+
 /* Step 3: admission.  Returns the number of requests admitted. */
 static int64_t admit(sched *s)
 {
@@ -95,8 +107,10 @@ static int64_t admit(sched *s)
                                                         : SCHED_REJECT_KV_CAPACITY);
             continue;
         }
-        if (!admissible(s, id, used))
+        if (!admissible(s, id, used)) {
+            s->step.limit = blocked_by(s, id, used);
             break;
+        }
         sched_waitq_pop(&s->wq);
         sched_entry *e = &s->run[s->n_run++];
         e->id = id;
@@ -227,6 +241,8 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         if (s->wq.n == 0 && s->n_run == 0 && s->swq.n == 0)
             return SCHED_PLAN_IDLE;
         /* 3. admission; none while any request is swapped out */
+        if (s->swq.n > 0)
+            s->step.limit = SCHED_LIMIT_KV;
         if (s->swq.n == 0 && admit(s) > 0) {
             s->step.kind = SCHED_STEP_PREFILL;
             s->active = SCHED_ACTIVE_PREFILL;
@@ -287,6 +303,8 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         b->kv_read = kv_read;
         b->n_decode = n_decode;
         b->tokens = n_decode;
+        if (s->step.n_preempted > 0)
+            s->step.limit = SCHED_LIMIT_KV;
         if (n_decode > 0) {
             s->step.kind = SCHED_STEP_DECODE;
             s->active = SCHED_ACTIVE_DECODE;

@@ -126,6 +126,18 @@ typedef enum sched_step_kind {
     SCHED_STEP_MIXED = 2     /* both (chunked prefill, static never) */
 } sched_step_kind;
 
+/* What kept the step's batch from growing: the reason admission stopped at
+ * the first waiting request (in policy order) that could not join. */
+typedef enum sched_step_limit {
+    SCHED_LIMIT_NONE_WAITING = 0, /* nothing was left waiting */
+    SCHED_LIMIT_KV = 1,           /* KV blocks: the head does not fit above the watermark,
+                                     a request is swapped out, or the step preempted */
+    SCHED_LIMIT_MAX_SEQS = 2,     /* max_num_seqs requests were running */
+    SCHED_LIMIT_TOKEN_BUDGET = 3, /* the step's token budget was used up */
+    SCHED_LIMIT_OTHER = 4         /* static batching: a batch runs, none may join */
+} sched_step_limit;
+#define SCHED_LIMIT_COUNT 5
+
 /* One engine step, as emitted to the step sink. */
 typedef struct sched_step {
     int64_t index;        /* 0-based step number */
@@ -133,6 +145,8 @@ typedef struct sched_step {
     double dur_s;         /* compute + swap transfer time */
     int32_t kind;         /* sched_step_kind */
     int32_t n_preempted;  /* requests preempted while forming this step */
+    int32_t limit;        /* sched_step_limit */
+    int32_t pad_;         /* zero */
     cost_batch batch;     /* what the cost model saw */
     int64_t kv_blocks_used; /* blocks held by all requests during the step */
     int64_t n_waiting;    /* waiting queue length at step start (after admission) */

@@ -83,7 +83,12 @@ int sched_plan_static(sched *s, double now, int more_arrivals, double *t_end)
         b->tokens = s->n_batch * s->batch_pmax;
         b->prefill_sq = s->n_batch * s->batch_pmax * s->batch_pmax;
         s->step.kind = SCHED_STEP_PREFILL;
+        /* the first request that did not fit F ended the batch */
+        s->step.limit = s->wq.n == 0 ? SCHED_LIMIT_NONE_WAITING
+                        : s->n_batch >= s->cfg.max_seqs ? SCHED_LIMIT_MAX_SEQS
+                                                        : SCHED_LIMIT_KV;
     } else {
+        s->step.limit = s->wq.n == 0 ? SCHED_LIMIT_NONE_WAITING : SCHED_LIMIT_OTHER;
         int64_t ctx = s->batch_pmax + s->batch_k; /* decode k: context after */
         for (int64_t i = 0; i < s->n_batch; i++)
             set_member(s, i, SCHED_MEMBER_DECODE, 1, ctx);

@@ -307,9 +307,9 @@ static void v1_arrive(sched *s, int64_t id)
         (!c->chunked_prefill && po - 1 > c->max_batched_tokens)) {
         sched_reject(s, (int32_t)id,
                      po > c->max_model_len ? SCHED_REJECT_CONTEXT
-                     : sched_ceil_div(po - 1, c->block_size) > c->total_blocks
-                         ? SCHED_REJECT_KV_CAPACITY
-                         : SCHED_REJECT_TOKEN_BUDGET);
+                     : !c->chunked_prefill && po - 1 > c->max_batched_tokens
+                         ? SCHED_REJECT_TOKEN_BUDGET
+                         : SCHED_REJECT_KV_CAPACITY);
         return;
     }
     s->state[id] = SCHED_REQ_WAITING;
@@ -484,9 +484,12 @@ static void waiting_walk(sched *s, int64_t *b)
     sched_v1 *v = s->v1;
     const int chunked = s->cfg.chunked_prefill;
     int32_t id = v->whead;
+    int skipped = 0; /* a prompt over the budget kept its place */
     while (id >= 0 && *b > 0) {
-        if (v->nrun >= s->cfg.max_seqs)
-            break;
+        if (v->nrun >= s->cfg.max_seqs) {
+            s->step.limit = SCHED_LIMIT_MAX_SEQS;
+            return;
+        }
         int32_t next = v->wnext[id];
         const int64_t T = s->reqs[id].prompt_tokens + v->g[id];
         const int64_t m = find_hits(v, id, T);
@@ -496,6 +499,7 @@ static void waiting_walk(sched *s, int64_t *b)
             q = v->thr;
         if (!chunked && q > *b) {
             id = next; /* skipped: keeps its place */
+            skipped = 1;
             continue;
         }
         if (q > *b)
@@ -503,7 +507,8 @@ static void waiting_walk(sched *s, int64_t *b)
         v->reg[id] = (int32_t)m;
         if (!v1_alloc(v, id, c, q, v->hits, m)) {
             v->reg[id] = 0;
-            break;
+            s->step.limit = SCHED_LIMIT_KV;
+            return;
         }
         w_remove(v, id);
         v->run[v->nrun++] = id;
@@ -521,6 +526,8 @@ static void waiting_walk(sched *s, int64_t *b)
         }
         id = next;
     }
+    if (skipped || id >= 0)
+        s->step.limit = SCHED_LIMIT_TOKEN_BUDGET;
 }
 
 static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
@@ -539,6 +546,8 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
         int preempted = running_walk(s, &b);
         if (!preempted)
             waiting_walk(s, &b);
+        else if (v->wn > 0)
+            s->step.limit = SCHED_LIMIT_KV;
         if (v->ns > 0)
             break;
         if (!preempted) {

@@ -112,6 +112,7 @@ typedef struct run_sink {
     run_itl_req *itl_req; /* [n] per request id */
     double *max_itl_s;    /* [n] largest gap so far, s (NAN before two tokens) */
     hist itl;             /* every gap */
+    int64_t limit_steps[SCHED_LIMIT_COUNT]; /* steps by sched_step_limit */
     double run_gap_s;     /* a run of equal gaps not yet in itl, s */
     int64_t run_len;      /* its length (members of one step mostly share a gap) */
 } run_sink;
@@ -171,6 +172,8 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
     k->busy_s += st->dur_s;
     k->members_total += (double)(st->batch.n_prefill + st->batch.n_decode);
     double t_end = st->start_s + st->dur_s;
+    if (st->limit >= 0 && st->limit < SCHED_LIMIT_COUNT)
+        k->limit_steps[st->limit]++;
     for (int64_t i = 0; i < nm; i++)
         itl_member(k, &m[i], t_end);
     if (!k->keep || k->failed)
@@ -281,6 +284,13 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     hist_add_n(&sink.itl, sink.run_gap_s, sink.run_len);
     sink.run_len = 0;
     sum->itl = hist_dist(&sink.itl);
+    double ns = (double)sink.n_steps;
+    const int64_t *ls = sink.limit_steps;
+    sum->limit_kv_share = ns > 0 ? (double)ls[SCHED_LIMIT_KV] / ns : NAN;
+    sum->limit_max_seqs_share = ns > 0 ? (double)ls[SCHED_LIMIT_MAX_SEQS] / ns : NAN;
+    sum->limit_token_budget_share = ns > 0 ? (double)ls[SCHED_LIMIT_TOKEN_BUDGET] / ns : NAN;
+    sum->limit_none_share = ns > 0 ? (double)ls[SCHED_LIMIT_NONE_WAITING] / ns : NAN;
+    sum->limit_other_share = ns > 0 ? (double)ls[SCHED_LIMIT_OTHER] / ns : NAN;
     sum->n_itl = sink.itl.n;
     if (run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes)) {
         rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory for per-class metrics");

@@ -48,6 +48,10 @@ typedef struct run_dist {
 
 typedef struct run_summary {
     int64_t n_requests, n_finished, n_rejected;
+    /* n_rejected by reason (sched_reject_reason); they sum to n_rejected */
+    int64_t n_reject_context;      /* P + O over max_model_len */
+    int64_t n_reject_token_budget; /* prompt over max_batched_tokens */
+    int64_t n_reject_kv;           /* blocks over the whole KV cache */
     run_dist ttft, tpot, e2e, norm_latency;
     double throughput_tok_s;   /* output tokens of finished / (last finish - first arrival) */
     double throughput_req_s;   /* finished requests / same span */
@@ -75,6 +79,13 @@ typedef struct run_summary {
      * percentiles within 2^-10 relative, mean exact (docs/semantics.md 7) */
     run_dist itl;                 /* seconds */
     int64_t n_itl;                /* gaps counted */
+    /* share of steps whose batch each limit kept from growing
+     * (sched_step_limit); they sum to 1 over a run with steps, else NAN */
+    double limit_kv_share;           /* fraction of steps */
+    double limit_max_seqs_share;     /* fraction of steps */
+    double limit_token_budget_share; /* fraction of steps */
+    double limit_none_share;         /* fraction of steps: nothing waiting */
+    double limit_other_share;        /* fraction of steps: a static batch running */
 } run_summary;
 
 /* Metrics of one priority class (requests with one priority value). */

@@ -204,6 +204,23 @@ static const run_field fields[] = {
                3),
     {"n_itl", "INTEGER", "gaps", I, METRIC, SUM(n_itl), 0, 0, J, 3,
      "inter-token gaps counted (the sample of the itl_* columns)"},
+    {"n_reject_context", "INTEGER", "requests", I, METRIC, SUM(n_reject_context), 0, 0, J, 3,
+     "rejected because P + O exceeds max_model_len"},
+    {"n_reject_token_budget", "INTEGER", "requests", I, METRIC, SUM(n_reject_token_budget), 0,
+     0, J, 3, "rejected because the prompt exceeds max_batched_tokens (without chunked prefill)"},
+    {"n_reject_kv", "INTEGER", "requests", I, METRIC, SUM(n_reject_kv), 0, 0, J, 3,
+     "rejected because its KV blocks exceed the whole cache (above the watermark)"},
+    {"limit_kv_share", "REAL", "fraction", F, METRIC, SUM(limit_kv_share), 0, 0, J, 3,
+     "share of steps whose batch KV blocks kept from growing (the waiting head did not fit, "
+     "a request was swapped out, or the step preempted)"},
+    {"limit_max_seqs_share", "REAL", "fraction", F, METRIC, SUM(limit_max_seqs_share), 0, 0, J,
+     3, "share of steps with max_seqs requests running and more waiting"},
+    {"limit_token_budget_share", "REAL", "fraction", F, METRIC, SUM(limit_token_budget_share),
+     0, 0, J, 3, "share of steps whose token budget (max_batched_tokens) stopped admission"},
+    {"limit_none_share", "REAL", "fraction", F, METRIC, SUM(limit_none_share), 0, 0, J, 3,
+     "share of steps with nothing left waiting (the load, not the engine, set the batch)"},
+    {"limit_other_share", "REAL", "fraction", F, METRIC, SUM(limit_other_share), 0, 0, J, 3,
+     "share of steps of a running static batch that nothing may join, with requests waiting"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])
