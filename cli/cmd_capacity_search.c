@@ -30,6 +30,7 @@ typedef struct search_ctx {
 /* The flags of the search itself and what it is set up with. */
 typedef struct search_args {
     const char *search, *slo, *policies, *tps; /* --search, --slo, --policies, --tp-list */
+    const char *max_rejected;                  /* --max-rejected */
     char **rest;          /* argv minus the search flags: the run flags */
     int nrest;
     search_kind kind;
@@ -66,6 +67,9 @@ void capacity_search_usage(FILE *f)
             "  --policies P,...  search each scheduling policy (fcfs, priority; default: the\n"
             "                  --policy of the run flags)\n"
             "  --tp-list N,... TP degrees for --search tp (default 1,2,4,8)\n"
+            "  --max-rejected F  a probe rejecting more than this fraction of its requests\n"
+            "                  fails (default 0: any rejected request fails it; the verdict\n"
+            "                  counts them by reason)\n"
             "  --json          print the answer as one JSON object\n"
             "  --quiet         print only the search id (its sweep_id)\n"
             "  --help          this text\n\n"
@@ -184,6 +188,8 @@ static int split_args(const char *cmd, int argc, char **argv, search_args *a)
             dst = &a->policies;
         else if (cli_take_value(argc, argv, &i, "--tp-list", &v, &missing))
             dst = &a->tps;
+        else if (cli_take_value(argc, argv, &i, "--max-rejected", &v, &missing))
+            dst = &a->max_rejected;
         if (!dst) {
             a->rest[a->nrest++] = argv[i];
             continue;
@@ -207,6 +213,14 @@ static int setup(const char *cmd, search_args *a, search_ctx *c)
         return cli_fail(cmd, "--search needs --slo, e.g. --slo ttft_p99=2,tpot_p99=0.1");
     if (cap_slo_parse(a->slo, &c->js.slo, &err))
         return cli_fail(cmd, "%s", err.msg);
+    if (a->max_rejected) {
+        char *end;
+        double f = strtod(a->max_rejected, &end);
+        if (!*a->max_rejected || *end || !(f >= 0.0 && f < 1.0))
+            return cli_fail(cmd, "--max-rejected: '%s' is not a fraction in [0, 1)",
+                            a->max_rejected);
+        c->js.slo.max_rejected = f;
+    }
     run_opts_defaults(&a->base);
     if (run_opts_parse_argv(cmd, &a->base, a->nrest, a->rest))
         return CLI_EXIT_ERR;
@@ -244,9 +258,10 @@ static int create_search(const char *cmd, const search_args *a, search_ctx *c, s
         return cli_fail(cmd, "out of memory");
     int tp = a->kind == SEARCH_TP;
     char desc[1024];
-    snprintf(desc, sizeof desc, "search=%s\nslo=%s\npolicies=%s\n%s%s%s", a->search, a->slo,
-             a->policies ? a->policies : sched_policy_name(a->pols[0]), tp ? "tp-list=" : "",
-             tp ? (a->tps ? a->tps : "1,2,4,8") : "", tp ? "\n" : "");
+    snprintf(desc, sizeof desc, "search=%s\nslo=%s\npolicies=%s\nmax-rejected=%.17g\n%s%s%s",
+             a->search, a->slo, a->policies ? a->policies : sched_policy_name(a->pols[0]),
+             c->js.slo.max_rejected, tp ? "tp-list=" : "", tp ? (a->tps ? a->tps : "1,2,4,8") : "",
+             tp ? "\n" : "");
     int rc = 0;
     store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL};
     if (store_open_writable(a->base.db, st, &err) ||
@@ -283,6 +298,8 @@ static void print_text(const search_args *a, const search_ctx *c, const cap_resu
            (long long)c->js.sweep_id, b->model, b->gpu,
            b->synthetic[0] ? b->synthetic : (b->trace_path[0] ? b->trace_path : "the default trace"),
            a->slo);
+    printf("     and at most %.6g%% of requests rejected (--max-rejected)\n",
+           100.0 * c->js.slo.max_rejected);
     for (int k = 0; k < a->npol; k++) {
         const cap_result *R = &res[k];
         const char *pn = sched_policy_name(a->pols[k]);

@@ -352,6 +352,8 @@ typedef struct cap_slo {
     cap_bound b[CAP_MAX_BOUNDS]; /* [n] */
     int n;
     double req_ttft_s, req_tpot_s, req_e2e_s; /* per-request targets for attainment; 0 = none */
+    double max_rejected;  /* largest fraction of requests a run may reject and hold
+                             (`--max-rejected`, in [0, 1); cap_slo_parse sets 0) */
     char text[512];                           /* the spec as given */
 } cap_slo;
 
@@ -365,11 +367,14 @@ typedef struct cap_slo {
  * 'foo' (...)".  Cost: O(length). */
 int cap_slo_parse(const char *text, cap_slo *out, kvs_err *err);
 
-/* Check a summary: returns 1 when every bound holds.  *ratio (may be NULL)
+/* Check a summary: returns 1 when every bound holds and the run rejected
+ * at most max_rejected of its requests.  *ratio (may be NULL)
  * is the worst bound's distance, value/limit for an upper bound and
  * limit/value for a lower one (> 1 means violated; +inf for a missing
- * value); verdict gets e.g. "ttft_p99 2.31 > 2" for the worst bound, or
- * "ok" when all hold. */
+ * value; 1 + the excess share for too many rejections); verdict gets e.g.
+ * "ttft_p99 2.31 > 2" for the worst bound, "rejected 14.7% of requests
+ * (max 0%): 2838 over max-model-len, ..." (which comes first), or "ok"
+ * when all hold. */
 int cap_slo_check(const cap_slo *s, const run_summary *sum, double *ratio, char *verdict,
                   size_t n);
 

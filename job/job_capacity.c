@@ -132,6 +132,19 @@ int cap_slo_check(const cap_slo *s, const run_summary *sum, double *ratio, char 
         }
     }
     int holds = worst <= 1.0;
+    double share = sum->n_requests > 0 ? (double)sum->n_rejected / (double)sum->n_requests : 0.0;
+    if (share > s->max_rejected) {
+        holds = 0;
+        if (1.0 + share - s->max_rejected > worst)
+            worst = 1.0 + share - s->max_rejected;
+        if (verdict && n)
+            snprintf(verdict, n,
+                     "rejected %.3g%% of requests (max %.3g%%): %lld over max-model-len, %lld over "
+                     "max-batched-tokens, %lld over the KV cache",
+                     100.0 * share, 100.0 * s->max_rejected, (long long)sum->n_reject_context,
+                     (long long)sum->n_reject_token_budget, (long long)sum->n_reject_kv);
+        verdict = NULL;
+    }
     if (ratio)
         *ratio = worst;
     if (verdict && n) {
