@@ -45,6 +45,8 @@ typedef struct job_opts {
     int quiet;           /* --quiet: 1 = the caller prints only the id */
     int json;            /* --json: 1 = the caller prints JSON */
     int force_profile;   /* --force-profile: 1 = accept a profile of another GPU/model */
+    char result_json[1024]; /* --result-json: vllm-bench-style result file, "" = none */
+    int result_json_detail; /* --result-json-detail: 1 = per-request lists in it */
     unsigned char given[JOB_MAX_PARAMS]; /* [param index] 1 = set by name (flag,
                                             grid, variant); the engine profile
                                             fills the others */
@@ -318,6 +320,20 @@ int run_unpack(const unsigned char *buf, size_t len, run_packed *out, kvs_err *e
 
 /* Free the arrays of an unpacked run (trace and result). */
 void run_packed_free(run_packed *p);
+
+/* ------------------------------------------------------------ result file (job_result_json.c) */
+
+/* `--result-json FILE`: the run with the field names and units of `vllm
+ * bench serve`'s saved result (duration, completed, failed, token totals,
+ * throughputs, mean/median/std/p50/p90/p99 of ttft, tpot, itl and e2el in
+ * ms; with detail the per-request input_lens, output_lens, ttfts, errors,
+ * and itls when the steps were recorded).  docs/vllm-bench.md lists every
+ * key.  job_execute calls both: the check before simulating (a missing or
+ * unwritable directory: KVS_EIO naming the flag), the write after storing
+ * (to a temporary file renamed into place).  Cost: O(requests + members). */
+int job_result_json_check(const char *path, kvs_err *err);
+int job_result_json_write(const char *path, const run_config *cfg, const run_result *res,
+                          int detail, kvs_err *err);
 
 /* ------------------------------------------------------------ capacity search (job_capacity.c) */
 

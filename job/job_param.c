@@ -14,7 +14,8 @@ enum {
     P_MODEL = 1000, P_GPU, P_TP, P_TRACE, P_SYNTH, P_RATE, P_KVB, P_BLOCK, P_SEQS, P_MBT, P_WM,
     P_MML, P_UTIL, P_COST, P_SEED, P_DB, P_REC, P_LABEL, P_QUIET, P_BATCHING, P_POLICY, P_PPRE,
     P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX, P_ENGINE,
-    P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP
+    P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP, P_GOODPUT, P_RESJSON,
+    P_RESDETAIL
 };
 
 #define I64MAX40 1099511627776.0 /* 2^40 */
@@ -110,6 +111,9 @@ static const job_param params[] = {
      "use a calibrated profile measured on another GPU/model", JOB_VARY_VARIANT},
     {"slo", P_SLO, JOB_PARAM_SLO, 0, 0, "results", "ttft=S,tpot=S,e2e=S",
      "per-request SLOs for attainment and goodput", JOB_VARY_ALL},
+    {"goodput", P_GOODPUT, JOB_PARAM_SLO, 0, 0, "results", "'ttft:MS tpot:MS'",
+     "the same per-request SLOs in vllm bench serve's syntax:" IND
+     "milliseconds, keys ttft tpot e2el (spaces or commas)", JOB_VARY_ALL},
     {"db", P_DB, JOB_PARAM_STR, 0, 0, "results", "FILE",
      "SQLite results database (default kvsim.db)", 0},
     {"record-steps", P_REC, JOB_PARAM_SWITCH, 0, 0, "results", NULL,
@@ -119,6 +123,12 @@ static const job_param params[] = {
     {"quiet", P_QUIET, JOB_PARAM_SWITCH, 0, 0, "results", NULL, "print only the run id", 0},
     {"json", P_JSON, JOB_PARAM_SWITCH, 0, 0, "results", NULL,
      "print the summary as one JSON object", 0},
+    {"result-json", P_RESJSON, JOB_PARAM_STR, 0, 0, "results", "FILE",
+     "kvsim run: also write the result in vllm bench serve's" IND
+     "saved-result format (docs/vllm-bench.md)", 0},
+    {"result-json-detail", P_RESDETAIL, JOB_PARAM_SWITCH, 0, 0, "results", NULL,
+     "add per-request input_lens, output_lens, ttfts, errors" IND
+     "(and itls, with --record-steps) to --result-json", 0},
 };
 
 #define N_PARAMS (sizeof params / sizeof params[0])
@@ -202,6 +212,37 @@ static int parse_slo(run_config *c, const char *arg, kvs_err *err)
     return KVS_OK;
 }
 
+/* vllm bench serve's --goodput: "ttft:MS tpot:MS e2el:MS" (any of them,
+ * separated by spaces or commas), milliseconds, into the per-request SLOs. */
+static int parse_goodput(run_config *c, const char *arg, kvs_err *err)
+{
+    char buf[256];
+    if (strlen(arg) >= sizeof buf)
+        return kvs_errf(err, KVS_EINVAL, "--goodput: too long");
+    strcpy(buf, arg);
+    int n = 0;
+    for (char *save, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        char *colon = strchr(tok, ':');
+        if (!colon)
+            return kvs_errf(err, KVS_EINVAL, "--goodput: '%s' is not KEY:MS (e.g. ttft:500)", tok);
+        *colon = 0;
+        double *dst = !strcmp(tok, "ttft")   ? &c->slo_ttft_s
+                      : !strcmp(tok, "tpot") ? &c->slo_tpot_s
+                      : !strcmp(tok, "e2el") ? &c->slo_e2e_s
+                                             : NULL;
+        if (!dst)
+            return kvs_errf(err, KVS_EINVAL, "--goodput: unknown metric '%s' (ttft, tpot, e2el)",
+                            tok);
+        double ms;
+        int rc = str_parse_f64("--goodput", colon + 1, 1e-6, 1e12, &ms, err);
+        if (rc)
+            return rc;
+        *dst = ms / 1000.0;
+        n++;
+    }
+    return n ? KVS_OK : kvs_errf(err, KVS_EINVAL, "--goodput: empty (e.g. 'ttft:500 tpot:50')");
+}
+
 /* A string parameter's buffer. */
 static char *str_field(job_opts *o, int id, size_t *n)
 {
@@ -213,6 +254,7 @@ static char *str_field(job_opts *o, int id, size_t *n)
     case P_SYNTH: *n = sizeof c->synthetic; return c->synthetic;
     case P_COST: *n = sizeof c->cost; return c->cost;
     case P_DB: *n = sizeof o->db; return o->db;
+    case P_RESJSON: *n = sizeof o->result_json; return o->result_json;
     case P_LABEL: *n = sizeof c->label; return c->label;
     case P_DTYPE: *n = sizeof c->dtype; return c->dtype;
     case P_KVDTYPE: *n = sizeof c->kv_cache_dtype; return c->kv_cache_dtype;
@@ -258,6 +300,7 @@ static int *switch_field(job_opts *o, int id)
     case P_REC: return &c->record_steps;
     case P_QUIET: return &o->quiet;
     case P_JSON: return &o->json;
+    case P_RESDETAIL: return &o->result_json_detail;
     case P_FORCE: return &o->force_profile;
     case P_CHUNKED: return &c->sched.chunked_prefill;
     case P_PREFIX: return &c->sched.prefix_caching;
@@ -342,7 +385,12 @@ int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err
             break;
         *sw = p->kind == JOB_PARAM_SWITCH;
         return KVS_OK;
-    case JOB_PARAM_SLO: return parse_slo(&o->cfg, value, err);
+    case JOB_PARAM_SLO:
+        if (job_param_given(o, p->id == P_SLO ? "goodput" : "slo"))
+            return kvs_errf(err, KVS_EINVAL, "--slo and --goodput: give one of them (the same "
+                                             "targets in seconds or in milliseconds)");
+        return p->id == P_SLO ? parse_slo(&o->cfg, value, err)
+                              : parse_goodput(&o->cfg, value, err);
     }
     return kvs_errf(err, KVS_EINTERNAL, "%s: internal: no field", flag);
 }

@@ -111,8 +111,10 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kv
     model_spec m;
     gpu_spec g;
     trace tr;
-    int rc = job_prepare(o, &m, &g, &tr, err);
-    if (rc)
+    int rc;
+    if (o->result_json[0] && (rc = job_result_json_check(o->result_json, err)))
+        return rc;
+    if ((rc = job_prepare(o, &m, &g, &tr, err)))
         return rc;
     cost_model cost = {0};
     run_result res = {0};
@@ -133,6 +135,11 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kv
     }
     if ((rc = store_write_run(st, &o->cfg, &res, run_id, &e))) {
         kvs_errf(err, rc, "--db: %s", e.msg);
+        goto done;
+    }
+    if (o->result_json[0] &&
+        (rc = job_result_json_write(o->result_json, &o->cfg, &res, o->result_json_detail, &e))) {
+        kvs_errf(err, rc, "%s (run %lld is stored)", e.msg, (long long)*run_id);
         goto done;
     }
     if (res_out) {

@@ -27,7 +27,7 @@ int hist_init(hist *h)
     h->lo = malloc(HIST_BINS * sizeof *h->lo);
     h->hi = malloc(HIST_BINS * sizeof *h->hi);
     h->n = h->n_zero = 0;
-    h->sum = 0.0;
+    h->sum = h->sumsq = 0.0;
     h->max = -INFINITY;
     if (!h->count || !h->lo || !h->hi) {
         hist_free(h);
@@ -58,6 +58,7 @@ void hist_add_n(hist *h, double x, int64_t count)
         return;
     }
     h->sum += x * (double)count;
+    h->sumsq += x * x * (double)count;
     if (x > h->max)
         h->max = x;
     int64_t b = bin_of(x);
@@ -95,6 +96,14 @@ double hist_rank(const hist *h, int64_t k)
     }
     assert(0 && "rank beyond the samples");
     return NAN;
+}
+
+double hist_std(const hist *h)
+{
+    if (h->n == 0)
+        return NAN;
+    double m = h->sum / (double)h->n, v = h->sumsq / (double)h->n - m * m;
+    return v > 0 ? sqrt(v) : 0.0;
 }
 
 run_dist hist_dist(const hist *h)

@@ -35,6 +35,7 @@ typedef struct hist {
     int64_t n;        /* samples, zeros included */
     int64_t n_zero;   /* samples <= 0 */
     double sum;       /* sum of the samples, s */
+    double sumsq;     /* sum of their squares, s^2 */
     double max;       /* largest sample, s (-inf when empty) */
 } hist;
 
@@ -51,6 +52,9 @@ void hist_add_n(hist *h, double x, int64_t count);
 /* p50/p90/p99 (nearest rank, within the bound above) and the exact mean;
  * all NAN when empty.  O(bins). */
 run_dist hist_dist(const hist *h);
+
+/* Population standard deviation of the samples (NAN when empty).  O(1). */
+double hist_std(const hist *h);
 
 /* The value at 1-based rank k (1 <= k <= n) under the rule above. */
 double hist_rank(const hist *h, int64_t k);

@@ -123,12 +123,15 @@ typedef struct run_sink {
  * stored context at P + g or beyond (static batching pads it), otherwise
  * (an earlier chunk) nothing.  Static batching keeps members stepping past
  * their O-th token; those padded steps generate nothing for them. */
+static int itl_makes_token(const run_itl_req *q, const sched_member *m)
+{
+    return q->gen < q->out && !(m->kind == SCHED_MEMBER_PREFILL && m->context < q->need_ctx);
+}
+
 static void itl_member(run_sink *k, const sched_member *m, double t)
 {
     run_itl_req *q = &k->itl_req[m->req_id];
-    if (q->gen >= q->out)
-        return;
-    if (m->kind == SCHED_MEMBER_PREFILL && m->context < q->need_ctx)
+    if (!itl_makes_token(q, m))
         return;
     if (q->gen > 0) {
         double gap = t - q->last_tok_s;
@@ -284,6 +287,7 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     hist_add_n(&sink.itl, sink.run_gap_s, sink.run_len);
     sink.run_len = 0;
     sum->itl = hist_dist(&sink.itl);
+    sum->itl_std_s = hist_std(&sink.itl);
     double ns = (double)sink.n_steps;
     const int64_t *ls = sink.limit_steps;
     sum->limit_kv_share = ns > 0 ? (double)ls[SCHED_LIMIT_KV] / ns : NAN;
@@ -304,6 +308,66 @@ fail:
     sched_free(s);
     run_sink_free(&sink);
     run_result_free(out);
+    return rc;
+}
+
+int run_request_itls(const run_result *res, double **gaps, int64_t **off)
+{
+    const trace *tr = res->tr;
+    size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
+    run_itl_req *q = malloc(nn * sizeof *q);
+    int64_t *o = calloc(nn + 1, sizeof *o);
+    double *t_last = malloc(nn * sizeof *t_last);
+    double *g = NULL;
+    int rc = KVS_ENOMEM;
+    if (!q || !o || !t_last)
+        goto out;
+    for (int pass = 0; pass < 2; pass++) { /* count, then fill in request order */
+        for (int64_t i = 0; i < tr->n; i++)
+            q[i] = (run_itl_req){0.0, 0, tr->reqs[i].prompt_tokens, tr->reqs[i].output_tokens};
+        int64_t *fill = pass ? calloc(nn, sizeof *fill) : NULL;
+        if (pass && !fill)
+            goto out;
+        for (int64_t s = 0; s < res->n_steps; s++) {
+            int64_t lo = res->steps[s].member_off;
+            int64_t hi = s + 1 < res->n_steps ? res->steps[s + 1].member_off : res->n_members;
+            double t = res->steps[s].step.start_s + res->steps[s].step.dur_s;
+            for (int64_t j = lo; j < hi; j++) {
+                const sched_member *m = &res->members[j];
+                run_itl_req *r = &q[m->req_id];
+                if (!itl_makes_token(r, m))
+                    continue;
+                if (r->gen > 0) {
+                    if (pass)
+                        g[o[m->req_id] + fill[m->req_id]++] = t - t_last[m->req_id];
+                    else
+                        o[m->req_id + 1]++;
+                }
+                r->gen++;
+                r->need_ctx++;
+                t_last[m->req_id] = t;
+            }
+        }
+        free(fill);
+        if (!pass) {
+            for (int64_t i = 0; i < tr->n; i++)
+                o[i + 1] += o[i];
+            if (!(g = malloc((size_t)(o[tr->n] > 0 ? o[tr->n] : 1) * sizeof *g)))
+                goto out;
+        }
+    }
+    rc = KVS_OK;
+out:
+    free(q);
+    free(t_last);
+    if (rc) {
+        free(o);
+        free(g);
+        o = NULL;
+        g = NULL;
+    }
+    *gaps = g;
+    *off = o;
     return rc;
 }
 

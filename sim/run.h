@@ -79,6 +79,8 @@ typedef struct run_summary {
      * percentiles within 2^-10 relative, mean exact (docs/semantics.md 7) */
     run_dist itl;                 /* seconds */
     int64_t n_itl;                /* gaps counted */
+    double itl_std_s;             /* population standard deviation of the gaps, s
+                                     (not a `runs` column: --result-json reports it) */
     /* share of steps whose batch each limit kept from growing
      * (sched_step_limit); they sum to 1 over a run with steps, else NAN */
     double limit_kv_share;           /* fraction of steps */
@@ -143,6 +145,13 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
 int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
                 run_result *out, kvs_err *err);
 void run_result_free(run_result *r);
+
+/* Every request's inter-token gaps rebuilt from the recorded steps (a run
+ * with record_steps), by the rule the ITL metrics use: request i's gaps are
+ * (*gaps)[(*off)[i] .. (*off)[i + 1]), seconds, in token order; *off has
+ * tr->n + 1 entries.  Both malloc'd (the caller frees).  KVS_ENOMEM.
+ * Cost: O(members). */
+int run_request_itls(const run_result *res, double **gaps, int64_t **off);
 
 /* Metrics of section 7 from per-request results; used by run_execute and by
  * validation (which recomputes them with measured step times). */

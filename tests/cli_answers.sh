@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# cli_answers.sh — answers a user can check at a glance (issue 19):
+#   - --result-json: vllm bench serve's saved-result keys, parsed by Python's
+#     json, every figure equal to the stored runs row (and the per-request
+#     lists to the requests rows); written atomically; a path in a missing
+#     directory fails before any simulation (one line, exit 2, no run stored);
+#   - diff-bench: a file against itself has zero error, a changed figure
+#     shows its relative error, bad input exits 2;
+#   - --goodput (vLLM's ms syntax) sets the same SLOs as --slo (seconds);
+#   - the summary counts rejections by reason and says what limited the batch.
+set -u
+KVSIM=$(realpath "${1:-build/kvsim}")
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+DB=$T/a.db
+# prompts up to 2400 + 64 output against max-model-len 2048: some rejected
+SYN='arrival=poisson,rate=6,n=300,prompt=uniform:16:2400,output=uniform:1:64'
+RUN=("$KVSIM" run --synthetic "$SYN" --seed 7 --model llama-2-7b --max-model-len 2048
+     --engine vllm-v0 --record-steps --db "$DB")
+
+# ------------------------------------------------ --result-json = the runs row
+"${RUN[@]}" --goodput 'ttft:800 tpot:60' --result-json "$T/r.json" --result-json-detail \
+  > "$T/out.txt" 2> "$T/err.txt"
+[ $? -eq 0 ] && ok || bad "run --result-json: $(cat "$T/err.txt")"
+[ ! -e "$T/r.json.tmp."* ] 2>/dev/null && ls "$T" | grep -qv tmp && ok || bad "temporary file left behind: $(ls "$T")"
+sqlite3 -json "$DB" "SELECT * FROM runs WHERE run_id = 1" > "$T/row.json"
+sqlite3 -json "$DB" "SELECT * FROM requests WHERE run_id = 1 ORDER BY req_id" > "$T/req.json"
+python3 - "$T/r.json" "$T/row.json" "$T/req.json" <<'PY' && ok || bad "result json vs runs row"
+import json, math, statistics, sys
+r = json.load(open(sys.argv[1]))
+row = json.load(open(sys.argv[2]))[0]
+reqs = json.load(open(sys.argv[3]))
+def eq(a, b, what, tol=1e-12):
+    assert (a is None and b is None) or abs(a - b) <= tol * max(1.0, abs(b)), (what, a, b)
+fin = [q for q in reqs if q["status"] == "finished"]
+assert r["completed"] == row["n_finished"] == len(fin)
+assert r["failed"] == row["n_rejected"] > 0
+assert r["total_input_tokens"] == sum(q["prompt_tokens"] for q in fin)
+assert r["total_output_tokens"] == sum(q["output_tokens"] for q in fin)
+eq(r["duration"], max(q["finish_s"] for q in fin) - min(q["arrival_s"] for q in reqs), "duration")
+eq(r["request_throughput"], row["throughput_req_s"], "req/s")
+eq(r["output_throughput"], row["throughput_tok_s"], "tok/s")
+eq(r["request_goodput"], row["goodput_req_s"], "goodput")
+eq(r["total_token_throughput"], (r["total_input_tokens"] + r["total_output_tokens"]) / r["duration"], "total tok/s")
+for v, k in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"), ("e2el", "e2e")):
+    eq(r[f"mean_{v}_ms"], row[f"{k}_mean_s"] * 1000, v)
+    eq(r[f"median_{v}_ms"], row[f"{k}_p50_s"] * 1000, v)
+    for p in (50, 90, 99):
+        eq(r[f"p{p}_{v}_ms"], row[f"{k}_p{p}_s"] * 1000, v)
+# population standard deviations, as numpy's np.std
+ttft = [q["first_token_s"] - q["arrival_s"] for q in fin]
+eq(r["std_ttft_ms"], statistics.pstdev(ttft) * 1000, "std ttft", 1e-9)
+# per-request lists
+n = len(reqs)
+assert len(r["input_lens"]) == len(r["output_lens"]) == len(r["ttfts"]) == len(r["itls"]) == n
+gaps = []
+for q, il, ol, tt, itl, e in zip(reqs, r["input_lens"], r["output_lens"], r["ttfts"], r["itls"], r["errors"]):
+    assert il == q["prompt_tokens"]
+    if q["status"] == "finished":
+        assert ol == q["output_tokens"] and e == ""
+        eq(tt, q["first_token_s"] - q["arrival_s"], "ttft")
+        assert len(itl) == q["output_tokens"] - 1
+        eq(sum(itl), q["finish_s"] - q["first_token_s"], "sum of itls", 1e-9)
+        if itl:
+            eq(max(itl), q["max_itl_s"], "max itl")
+        else:
+            assert q["max_itl_s"] is None
+        gaps += itl
+    else:
+        assert ol == 0 and e == "rejected: " + q["reject_reason"] and itl == []
+assert len(gaps) == row["n_itl"]
+eq(r["std_itl_ms"], statistics.pstdev(gaps) * 1000, "std itl", 1e-6)
+# the figures exist only as JSON numbers (no NaN / Infinity)
+json.loads(open(sys.argv[1]).read(), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+PY
+
+# ------------------------------------------------ --goodput and --slo agree
+r1=$(sqlite3 "$DB" "SELECT slo_ttft_s, slo_tpot_s, goodput_req_s FROM runs WHERE run_id = 1")
+"${RUN[@]}" --slo ttft=0.8,tpot=0.06 --quiet > /dev/null 2> "$T/err.txt"
+r2=$(sqlite3 "$DB" "SELECT slo_ttft_s, slo_tpot_s, goodput_req_s FROM runs WHERE run_id = 2")
+[ "$r1" = "$r2" ] && [ "${r1%%|*}" = 0.8 ] && ok || bad "--goodput 'ttft:800 tpot:60' = $r1, --slo = $r2"
+"${RUN[@]}" --goodput 'ttft:800' --slo ttft=1 > /dev/null 2> "$T/e.txt"
+[ $? -eq 2 ] && grep -q -- "--slo and --goodput: give one" "$T/e.txt" && ok || bad "both SLO flags: $(cat "$T/e.txt")"
+for g in 'ttft=800' 'itl:5' 'ttft:-1' ''; do
+  "${RUN[@]}" --goodput "$g" > /dev/null 2> "$T/e.txt"
+  [ $? -eq 2 ] && grep -q -- "--goodput" "$T/e.txt" && [ "$(wc -l < "$T/e.txt")" = 1 ] && ok ||
+    bad "--goodput '$g': $(cat "$T/e.txt")"
+done
+
+# ------------------------------------------------ bad --result-json paths
+n0=$(sqlite3 "$DB" "SELECT count(*) FROM runs")
+"${RUN[@]}" --result-json "$T/no/such/dir/r.json" > /dev/null 2> "$T/e.txt"
+[ $? -eq 2 ] && [ "$(wc -l < "$T/e.txt")" = 1 ] && grep -q "no such directory $T/no/such/dir" "$T/e.txt" &&
+  [ "$(sqlite3 "$DB" "SELECT count(*) FROM runs")" = "$n0" ] && ok || bad "missing directory: $(cat "$T/e.txt")"
+"$KVSIM" sweep --grid max-seqs=8,16 --synthetic "$SYN" --result-json "$T/s.json" --db "$DB" > /dev/null 2> "$T/e.txt"
+[ $? -eq 2 ] && grep -q -- "--result-json: only with kvsim run" "$T/e.txt" && ok || bad "sweep --result-json: $(cat "$T/e.txt")"
+"${RUN[@]}" --result-json-detail > /dev/null 2> "$T/e.txt"
+[ $? -eq 2 ] && grep -q -- "give --result-json FILE too" "$T/e.txt" && ok || bad "detail alone: $(cat "$T/e.txt")"
+
+# ------------------------------------------------ diff-bench
+"$KVSIM" diff-bench "$T/r.json" "$T/r.json" > "$T/d.txt" 2> "$T/e.txt"
+[ $? -eq 0 ] && grep -q "largest relative error 0.00%" "$T/d.txt" &&
+  [ "$(grep -c '+0.00%' "$T/d.txt")" -ge 30 ] && ! grep -v "^metric\|metrics compared" "$T/d.txt" | grep -vq " +0 *+0.00%$" &&
+  ok || bad "diff-bench with itself: $(cat "$T/d.txt" "$T/e.txt")"
+python3 -c "import json,sys; r=json.load(open('$T/r.json')); r['p99_ttft_ms']*=1.1; r['completed']=0; json.dump(r,open('$T/m.json','w'))"
+"$KVSIM" diff-bench "$T/m.json" "$T/r.json" > "$T/d.txt" 2> "$T/e.txt"
+[ $? -eq 0 ] && grep -q "^p99_ttft_ms .* -9.09%$" "$T/d.txt" && grep -q "^completed .* +inf%$" "$T/d.txt" &&
+  grep -q "largest relative error inf% (completed)" "$T/d.txt" && ok || bad "diff-bench changed: $(cat "$T/d.txt")"
+echo '{"a": [1]}' > "$T/x.json"; echo 'not json' > "$T/y.json"
+for args in "$T/x.json $T/r.json" "$T/y.json $T/r.json" "$T/r.json" "$T/r.json $T/missing.json"; do
+  "$KVSIM" diff-bench $args > /dev/null 2> "$T/e.txt"
+  [ $? -eq 2 ] && [ "$(wc -l < "$T/e.txt")" = 1 ] && ok || bad "diff-bench $args: $(cat "$T/e.txt")"
+done
+
+# ------------------------------------------------ the summary says why and what limited
+"${RUN[@]}" > "$T/out.txt" 2> "$T/err.txt"
+nr=$(sqlite3 "$DB" "SELECT n_rejected, n_reject_context FROM runs ORDER BY run_id DESC LIMIT 1")
+grep -q "rejected ([0-9.]*%: ${nr#*|} over max-model-len, 0 over max-batched-tokens, 0 over the KV cache)" "$T/out.txt" &&
+  [ "${nr%|*}" = "${nr#*|}" ] && ok || bad "rejections in the summary ($nr): $(grep requests "$T/out.txt")"
+grep -q "^  batch limited by [a-zA-Z -]* in [0-9.]*% of steps" "$T/out.txt" && ok || bad "no batch-limit line"
+r=$(sqlite3 "$DB" "SELECT abs(limit_kv_share + limit_max_seqs_share + limit_token_budget_share + limit_none_share + limit_other_share - 1) < 1e-12 FROM runs ORDER BY run_id DESC LIMIT 1")
+[ "$r" = 1 ] && ok || bad "limit shares do not sum to 1"
+
+echo "cli_answers: $pass passed, $fail failed"
+[ $fail -eq 0 ]
