@@ -50,7 +50,8 @@ void capacity_search_usage(FILE *f)
             "                      [--policies P,...] [run flags...]\n\n"
             "Capacity planning against service level objectives, by simulation:\n"
             "  --search rate   the highest arrival rate whose run meets the SLOs: the rate= of\n"
-            "                  a --synthetic workload, or the --rate-scale of a trace.  From\n"
+            "                  a --synthetic workload, or a trace's rate (scaled as --rate R\n"
+            "                  does; the answer gives the scale too).  From\n"
             "                  the given rate, doubles (or halves) until one probe holds and\n"
             "                  one fails (at most %d times), then bisects geometrically until\n"
             "                  the failing rate is within %.0f%% of the holding one.\n"
@@ -236,7 +237,8 @@ static int setup(const char *cmd, search_args *a, search_ctx *c)
     if (a->tps && parse_tps(cmd, a->tps, a->tps_v, &a->ntp))
         return CLI_EXIT_ERR;
     c->verbose = !a->base.quiet && !a->base.json;
-    if (job_search_param(&a->base, a->kind == SEARCH_TP, &c->js.param, &a->x0, &err))
+    if (job_search_param(&a->base, a->kind == SEARCH_TP, &c->js.param, &a->x0, &c->js.native_rps,
+                         &err))
         return cli_fail(cmd, "%s", err.msg);
     if (a->kind == SEARCH_TP) {
         for (int i = 1; i < a->nrest; i++)
@@ -276,6 +278,8 @@ static void print_json(const search_args *a, const search_ctx *c, const cap_resu
     printf("{\"search_id\": %lld, \"search\": \"%s\", \"param\": \"%s\", \"slo\": ",
            (long long)c->js.sweep_id, a->search, c->js.param);
     str_json_write(stdout, a->slo);
+    if (c->js.native_rps > 0) /* probes scale the trace: value / this = the scale */
+        printf(", \"trace_rate_rps\": %.17g", c->js.native_rps);
     printf(", \"results\": [");
     for (int k = 0; k < a->npol; k++) {
         const cap_result *R = &res[k];
@@ -289,24 +293,41 @@ static void print_json(const search_args *a, const search_ctx *c, const cap_resu
     printf("\n]}\n");
 }
 
+/* " (x0.917 of the trace's 5.53 req/s)" after a probed trace rate. */
+static const char *scale_of(const search_ctx *c, double x, char *buf, size_t n)
+{
+    buf[0] = 0;
+    if (c->js.native_rps > 0 && !strcmp(c->js.param, "rate"))
+        snprintf(buf, n, " (x%.4g of the trace's %.4g req/s)", x / c->js.native_rps,
+                 c->js.native_rps);
+    return buf;
+}
+
 static void print_text(const search_args *a, const search_ctx *c, const cap_result *res,
                        const char *unit)
 {
     const run_config *b = &a->base.cfg;
     const char *param = c->js.param;
-    printf("kvsim capacity --search %s (search %lld): %s on %s, %s\nSLO: %s\n", a->search,
-           (long long)c->js.sweep_id, b->model, b->gpu,
-           b->synthetic[0] ? b->synthetic : (b->trace_path[0] ? b->trace_path : "the default trace"),
-           a->slo);
+    char s1[96], s2[96];
+    printf("kvsim capacity --search %s (search %lld): %s on %s, tp %lld, engine %s, %s",
+           a->search, (long long)c->js.sweep_id, b->model, b->gpu, (long long)b->tp,
+           sched_engine_name(b->sched.engine),
+           b->synthetic[0] ? b->synthetic : (b->trace_path[0] ? b->trace_path : "the default trace"));
+    if (a->kind == SEARCH_TP && !b->synthetic[0] && b->rate_rps > 0)
+        printf(" at %g req/s", b->rate_rps);
+    else if (a->kind == SEARCH_TP && !b->synthetic[0] && b->rate_scale != 1.0)
+        printf(" at rate x%g", b->rate_scale);
+    printf("\nSLO: %s\n", a->slo);
     printf("     and at most %.6g%% of requests rejected (--max-rejected)\n",
            100.0 * c->js.slo.max_rejected);
     for (int k = 0; k < a->npol; k++) {
         const cap_result *R = &res[k];
         const char *pn = sched_policy_name(a->pols[k]);
         if (R->status == CAP_STATUS_BRACKETED)
-            printf("  %-9s holds at %s %.6g%s (run %lld); fails at %.6g%s (run %lld: %s); "
+            printf("  %-9s holds at %s %.6g%s%s (run %lld); fails at %.6g%s%s (run %lld: %s); "
                    "%d probes\n",
-                   pn, param, R->lo.x, unit, (long long)R->lo.run_id, R->hi.x, unit,
+                   pn, param, R->lo.x, unit, scale_of(c, R->lo.x, s1, sizeof s1),
+                   (long long)R->lo.run_id, R->hi.x, unit, scale_of(c, R->hi.x, s2, sizeof s2),
                    (long long)R->hi.run_id, R->hi.verdict, R->probes);
         else if (R->status == CAP_STATUS_FOUND && R->have_hi)
             printf("  %-9s smallest tp %g (run %lld); tp %g fails (run %lld: %s); "
@@ -317,11 +338,13 @@ static void print_text(const search_args *a, const search_ctx *c, const cap_resu
             printf("  %-9s smallest tp %g (run %lld); %d probes\n", pn, R->lo.x,
                    (long long)R->lo.run_id, R->probes);
         else if (R->status == CAP_STATUS_UNBOUNDED)
-            printf("  %-9s holds at every %s tried, up to %.6g%s (run %lld); %d probes\n", pn,
-                   param, R->lo.x, unit, (long long)R->lo.run_id, R->probes);
+            printf("  %-9s holds at every %s tried, up to %.6g%s%s (run %lld); %d probes\n", pn,
+                   param, R->lo.x, unit, scale_of(c, R->lo.x, s1, sizeof s1),
+                   (long long)R->lo.run_id, R->probes);
         else
-            printf("  %-9s unreachable: best %s %.6g%s (run %lld: %s); %d probes\n", pn, param,
-                   R->best.x, unit, (long long)R->best.run_id, R->best.verdict, R->probes);
+            printf("  %-9s unreachable: best %s %.6g%s%s (run %lld: %s); %d probes\n", pn, param,
+                   R->best.x, unit, scale_of(c, R->best.x, s1, sizeof s1),
+                   (long long)R->best.run_id, R->best.verdict, R->probes);
     }
     printf("(probes: SELECT * FROM search_probes WHERE sweep_id = %lld)\n",
            (long long)c->js.sweep_id);
@@ -364,7 +387,7 @@ int capacity_search_main(int argc, char **argv)
     c.cmd = cmd;
     if (run_searches(cmd, &a, &c, res))
         goto out;
-    const char *unit = a.kind == SEARCH_TP ? "" : !strcmp(c.js.param, "rate") ? " req/s" : "x";
+    const char *unit = a.kind == SEARCH_TP ? "" : " req/s";
     if (a.base.quiet)
         printf("%lld\n", (long long)c.js.sweep_id);
     else if (a.base.json)

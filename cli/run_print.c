@@ -59,7 +59,9 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
     const sched_config *k = &c->sched;
     fprintf(f, "kvsim run %lld: %s on %s (tp %lld), %s", (long long)run_id, c->model, c->gpu,
             (long long)c->tp, c->synthetic[0] ? c->synthetic : c->trace_path);
-    if (c->rate_scale != 1.0)
+    if (c->rate_rps > 0 && !c->synthetic[0])
+        fprintf(f, " at %g req/s (its arrivals x%.4g)", c->rate_rps, c->rate_scale);
+    else if (c->rate_scale != 1.0)
         fprintf(f, " at rate x%g", c->rate_scale);
     if (k->engine == SCHED_ENGINE_VLLM_V1)
         fprintf(f, "\n  engine           vllm-v1: %s, chunked prefill %s, prefix caching %s%s; "

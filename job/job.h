@@ -321,6 +321,16 @@ int run_unpack(const unsigned char *buf, size_t len, run_packed *out, kvs_err *e
 /* Free the arrays of an unpacked run (trace and result). */
 void run_packed_free(run_packed *p);
 
+/* A trace's arrival rate, (n - 1) / (last arrival - first arrival), req/s:
+ * the rate `--rate` scales a trace to; 0 with fewer than two requests or no
+ * span.  Cost: O(1). */
+double job_trace_rate(const trace *tr);
+
+/* The rate of o's trace file (the default trace when none is named), as
+ * job_trace_rate, before any --rate or --rate-scale.  Loads the trace.
+ * Errors name the file.  Cost: O(trace). */
+int job_workload_rate(const job_opts *o, double *rps, kvs_err *err);
+
 /* ------------------------------------------------------------ result file (job_result_json.c) */
 
 /* `--result-json FILE`: the run with the field names and units of `vllm
@@ -448,7 +458,8 @@ typedef struct job_search {
     store *st;            /* where probes are stored (borrowed) */
     int64_t sweep_id;     /* the search's sweeps row */
     int64_t next_point;   /* probe counter over the whole search */
-    const char *param;    /* "rate", "rate-scale" or "tp" (static string) */
+    const char *param;    /* "rate" or "tp" (static string) */
+    double native_rps;    /* a trace file's own rate, req/s (probes scale it); 0 synthetic */
     cap_slo slo;          /* the bounds; its per-request targets go into each run */
 } job_search;
 
@@ -460,10 +471,12 @@ typedef struct job_probe_point {
     char key[128];        /* "policy=fcfs rate=4" */
 } job_probe_point;
 
-/* What a search varies and where it starts: "tp" (tp != 0), else "rate"
- * (the --synthetic spec's rate=; not arrival=burst) or "rate-scale" (a
- * trace file).  Cost: O(spec). */
-int job_search_param(const job_opts *base, int tp, const char **param, double *x0, kvs_err *err);
+/* What a search varies and where it starts: "tp" (tp != 0), else "rate",
+ * in req/s: the --synthetic spec's rate= (not arrival=burst), or a trace
+ * file's rate (its own, *native_rps, times --rate-scale, or --rate), each
+ * probe scaling the trace to it.  Cost: O(spec), or loading the trace. */
+int job_search_param(const job_opts *base, int tp, const char **param, double *x0,
+                     double *native_rps, kvs_err *err);
 
 /* Keep the TP degrees of tps[0..*n) valid for the model that fit in memory
  * (skipped(ctx, tp, why) hears of each one dropped; may be NULL).  Fails on

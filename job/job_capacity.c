@@ -270,16 +270,22 @@ int cap_search_list(const double *xs, int n, cap_probe_fn fn, void *ctx, cap_res
 
 /* ------------------------------------------------------------ probes */
 
-int job_search_param(const job_opts *base, int tp, const char **param, double *x0, kvs_err *err)
+int job_search_param(const job_opts *base, int tp, const char **param, double *x0,
+                     double *native_rps, kvs_err *err)
 {
     *x0 = 0;
+    *native_rps = 0;
     if (tp) {
         *param = "tp";
         return KVS_OK;
     }
     if (!base->cfg.synthetic[0]) {
-        *param = "rate-scale";
-        *x0 = base->cfg.rate_scale;
+        int rc = job_workload_rate(base, native_rps, err);
+        if (rc)
+            return rc;
+        *param = "rate";
+        *x0 = cap_round(base->cfg.rate_rps > 0 ? base->cfg.rate_rps
+                                               : *native_rps * base->cfg.rate_scale);
         return KVS_OK;
     }
     trace_synth_spec spec;
@@ -336,12 +342,14 @@ int job_search_point(job_search *c, double x, job_probe_point *pt, kvs_err *err)
         snprintf(pt->value, sizeof pt->value, "%lld", (long long)o->cfg.tp);
     } else {
         snprintf(pt->value, sizeof pt->value, "%.6g", x);
-        if (!strcmp(c->param, "rate")) {
+        if (o->cfg.synthetic[0]) {
+            o->cfg.rate_rps = 0; /* the spec carries the rate */
             if ((rc = sweep_spec_set(o->cfg.synthetic, sizeof o->cfg.synthetic, "rate", pt->value,
                                      err)))
                 return rc;
         } else {
-            o->cfg.rate_scale = x;
+            o->cfg.rate_rps = x; /* job_prepare scales the trace to it */
+            o->cfg.rate_scale = 1.0;
         }
     }
     const char *pol = sched_policy_name(o->cfg.sched.policy);

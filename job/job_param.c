@@ -15,7 +15,7 @@ enum {
     P_MML, P_UTIL, P_COST, P_SEED, P_DB, P_REC, P_LABEL, P_QUIET, P_BATCHING, P_POLICY, P_PPRE,
     P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX, P_ENGINE,
     P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP, P_GOODPUT, P_RESJSON,
-    P_RESDETAIL
+    P_RESDETAIL, P_RATE_RPS
 };
 
 #define I64MAX40 1099511627776.0 /* 2^40 */
@@ -31,6 +31,10 @@ static const job_param params[] = {
      "'arrival=poisson,rate=8,n=1000,prompt=512,output=128'" IND
      "(keys: arrival=poisson|gamma|burst rate cv n prompt output" IND
      "lengths=FILE priorities=P:SHARE/... system_prompt=TOKENS" IND "turns=K)", JOB_VARY_ALL},
+    {"rate", P_RATE_RPS, JOB_PARAM_F64, 1e-6, 1e9, "workload", "R",
+     "arrival rate in requests/s: a trace's arrival times are" IND
+     "scaled so that (n - 1) / span = R; a --synthetic spec's" IND
+     "rate= is replaced by R (not with --rate-scale)", JOB_VARY_ALL},
     {"rate-scale", P_RATE, JOB_PARAM_F64, 1e-6, 1e6, "workload", "K",
      "multiply the arrival rate by K (times divided by K; default 1)", JOB_VARY_ALL},
     {"seed", P_SEED, JOB_PARAM_U64, 0, 0, "workload", "N",
@@ -285,6 +289,7 @@ static double *f64_field(job_opts *o, int id)
     run_config *c = &o->cfg;
     switch (id) {
     case P_RATE: return &c->rate_scale;
+    case P_RATE_RPS: return &c->rate_rps;
     case P_WM: return &c->sched.watermark;
     case P_UTIL: return &c->gpu_mem_util;
     case P_SWAP: return &c->swap_gib;
@@ -355,6 +360,10 @@ int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err
     const char *twin = job_param_negation(p->name);
     if (twin && job_param_given(o, twin))
         return kvs_errf(err, KVS_EINVAL, "%s and --%s: give one of them", flag, twin);
+    if ((p->id == P_RATE && job_param_given(o, "rate")) ||
+        (p->id == P_RATE_RPS && job_param_given(o, "rate-scale")))
+        return kvs_errf(err, KVS_EINVAL, "--rate and --rate-scale: give one of them (a rate in "
+                                         "req/s, or a multiplier)");
     o->given[p - params] = 1;
     if (!value && p->kind != JOB_PARAM_SWITCH && p->kind != JOB_PARAM_OFF)
         return kvs_errf(err, KVS_EINVAL, "%s: missing value", flag);

@@ -26,6 +26,9 @@ typedef struct run_config {
     char trace_path[1024];    /* "" when synthetic */
     char synthetic[1024];     /* synthetic spec, "" when a file */
     double rate_scale;        /* arrival rate multiplier (> 0) */
+    double rate_rps;          /* --rate: the workload's arrival rate, req/s; 0 = not given
+                                 (a trace: rate_scale is derived from it; a synthetic
+                                 spec: its rate= is replaced by it) */
     uint64_t seed;            /* synthetic generation seed */
     sched_config sched;       /* engine parameters (total_blocks resolved) */
     int64_t kv_blocks_flag;   /* --kv-blocks, 0 = computed from memory */

@@ -197,6 +197,9 @@ static const run_field fields[] = {
     {"kv_cache_dtype", "TEXT", "", T, PARAM, CFG_TEXT(kv_cache_dtype), 0, 0, 0, 2,
      "KV-cache dtype (`--kv-cache-dtype`); NULL = the weights'"},
     /* schema version 3: answers at a glance (inter-token latency, diagnosis) */
+    {"rate_rps", "REAL", "req/s", F, PARAM, CFG(rate_rps), 0, 0, 0, 3,
+     "`--rate` as given: the workload's arrival rate (a trace is scaled to it, `rate_scale` "
+     "records the factor; a synthetic spec's rate= is replaced); NULL when not given"},
     DIST_SINCE(itl, "s",
                "inter-token latency: the gaps between consecutive tokens of every request "
                "(O - 1 each), seconds; percentiles streamed within 2^-10 relative (sim/hist.h), "

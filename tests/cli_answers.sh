@@ -124,5 +124,26 @@ grep -q "^  batch limited by [a-zA-Z -]* in [0-9.]*% of steps" "$T/out.txt" && o
 r=$(sqlite3 "$DB" "SELECT abs(limit_kv_share + limit_max_seqs_share + limit_token_budget_share + limit_none_share + limit_other_share - 1) < 1e-12 FROM runs ORDER BY run_id DESC LIMIT 1")
 [ "$r" = 1 ] && ok || bad "limit shares do not sum to 1"
 
+# ------------------------------------------------ --rate R in req/s
+# A 5-request trace arriving at 0, 1, 2, 3, 8 s has rate (5 - 1) / 8 = 0.5
+# req/s; --rate 2 scales its times by 1/4 (rate_scale 4): 0, 0.25, 0.5, 0.75, 2.
+printf 'arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,10,5\n2,10,5\n3,10,5\n8,10,5\n' > "$T/t.csv"
+"$KVSIM" run --trace "$T/t.csv" --rate 2 --db "$DB" > "$T/out.txt" 2> "$T/e.txt"
+[ $? -eq 0 ] && grep -q "at 2 req/s (its arrivals x4)" "$T/out.txt" && ok || bad "trace --rate: $(cat "$T/out.txt" "$T/e.txt")"
+r=$(sqlite3 "$DB" "SELECT rate_rps, rate_scale, (SELECT group_concat(arrival_s, ' ') FROM requests q WHERE q.run_id = r.run_id)
+                   FROM runs r ORDER BY run_id DESC LIMIT 1")
+[ "$r" = "2.0|4.0|0.0 0.25 0.5 0.75 2.0" ] && ok || bad "trace --rate 2 stored: $r"
+"$KVSIM" run --synthetic 'arrival=poisson,rate=1,n=50,prompt=32,output=4' --rate 7.5 --db "$DB" --quiet > /dev/null 2> "$T/e.txt"
+r=$(sqlite3 "$DB" "SELECT rate_rps, rate_scale, synthetic FROM runs ORDER BY run_id DESC LIMIT 1")
+[ "$r" = "7.5|1.0|arrival=poisson,rate=7.5,n=50,prompt=32,output=4" ] && ok || bad "synthetic --rate: $r $(cat "$T/e.txt")"
+for args in "--rate 0" "--rate -1" "--rate 2 --rate-scale 3" "--rate-scale 3 --rate 2" \
+            "--synthetic arrival=burst,n=5,prompt=8,output=2 --rate 3" "--trace $T/one.csv --rate 3"; do
+  printf 'arrival_s,prompt_tokens,output_tokens\n0,10,5\n' > "$T/one.csv"
+  n0=$(sqlite3 "$DB" "SELECT count(*) FROM runs")
+  "$KVSIM" run $args --db "$DB" > /dev/null 2> "$T/e.txt"
+  [ $? -eq 2 ] && [ "$(wc -l < "$T/e.txt")" = 1 ] && grep -q -- "--rate" "$T/e.txt" &&
+    [ "$(sqlite3 "$DB" "SELECT count(*) FROM runs")" = "$n0" ] && ok || bad "run $args: $(cat "$T/e.txt")"
+done
+
 echo "cli_answers: $pass passed, $fail failed"
 [ $fail -eq 0 ]

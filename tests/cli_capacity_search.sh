@@ -59,13 +59,16 @@ n=${r%%|*}
   --model llama-2-7b --db "$DB" --json --max-rejected 0.2 > "$T/j.json" 2> "$T/err.txt"
 [ $? -eq 0 ] && ok || bad "rate-scale search: $(cat "$T/err.txt")"
 r=$(q "select param, status, hi / lo <= 1.05 from search_results where sweep_id = 2")
-[ "$r" = "rate-scale|bracketed|1" ] && ok || bad "rate-scale search result: $r"
-r=$(q "select l.e2e_p99_s <= 60, h.e2e_p99_s > 60, l.rate_scale = s.lo, h.rate_scale = s.hi
+[ "$r" = "rate|bracketed|1" ] && ok || bad "trace rate search result: $r"
+# a trace's probes are runs at --rate x req/s: rate_rps = the probe, and the
+# stored (scaled) arrivals have exactly that rate, (n - 1) / span
+r=$(q "select l.e2e_p99_s <= 60, h.e2e_p99_s > 60, l.rate_rps = s.lo, h.rate_rps = s.hi,
+              abs((select (count(*) - 1) / (max(arrival_s) - min(arrival_s)) from requests where run_id = l.run_id) - s.lo) < 1e-9 * s.lo
        from search_results s join runs l on l.run_id = s.lo_run_id join runs h on h.run_id = s.hi_run_id
        where s.sweep_id = 2")
-[ "$r" = "1|1|1|1" ] && ok || bad "rate-scale bracket runs: $r"
+[ "$r" = "1|1|1|1|1" ] && ok || bad "trace rate bracket runs: $r"
 python3 -c "import json,sys; d=json.load(open('$T/j.json')); r=d['results'][0]; \
-sys.exit(0 if d['param']=='rate-scale' and r['status']=='bracketed' and r['holds']['holds'] and not r['fails']['holds'] else 1)" &&
+sys.exit(0 if d['param']=='rate' and abs(d['trace_rate_rps']-2.566)<0.001 and r['status']=='bracketed' and r['holds']['holds'] and not r['fails']['holds'] else 1)" &&
   ok || bad "--json output: $(cat "$T/j.json")"
 "$KVSIM" capacity --search rate --slo ttft=0.3,attainment=0.9 --synthetic "$SYN" --model llama-2-7b \
   --db "$DB" --quiet > "$T/id.txt" 2> "$T/err.txt"

@@ -235,6 +235,28 @@ static void check_run(const variant *v, uint64_t seed, const trace *tr, const ru
     }
     ck_assert(checked > 0);
     ck_assert_int_eq(res->sum.n_itl, ng);
+    /* run_request_itls (--result-json-detail's itls): per request, the same
+     * count, largest gap and sum (the first to the last token) */
+    double *rg;
+    int64_t *ro;
+    ck_assert_int_eq(run_request_itls(res, &rg, &ro), 0);
+    ck_assert_int_eq(ro[n], ng);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = ro[i + 1] - ro[i];
+        ck_assert_int_eq(k, gen[i] > 0 ? gen[i] - 1 : 0);
+        double sum = 0, big = NAN;
+        for (int64_t j = ro[i]; j < ro[i + 1]; j++) {
+            sum += rg[j];
+            if (!(rg[j] <= big))
+                big = rg[j];
+        }
+        if (k > 0) {
+            ck_assert_double_eq(big, mx[i]);
+            ck_assert(fabs(sum - (last[i] - first[i])) <= 1e-9 * (1 + last[i]));
+        }
+    }
+    free(rg);
+    free(ro);
     if (ng > 0) {
         double sum = 0;
         for (int64_t i = 0; i < ng; i++)
