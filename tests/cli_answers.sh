@@ -145,5 +145,20 @@ for args in "--rate 0" "--rate -1" "--rate 2 --rate-scale 3" "--rate-scale 3 --r
     [ "$(sqlite3 "$DB" "SELECT count(*) FROM runs")" = "$n0" ] && ok || bad "run $args: $(cat "$T/e.txt")"
 done
 
+# ------------------------------------------------ compare prints every row
+# 100 blocks of 16 tokens and 512-token prompts: with --preemption off the
+# running requests soon all need a block and the run is stuck; the other
+# variant finishes, and the table shows both, the failed row with its error.
+CDB=$T/c.db
+"$KVSIM" compare --synthetic 'arrival=poisson,rate=20,n=300,prompt=512,output=256' --engine vllm-v0 \
+  --kv-blocks 100 --variant 'ok:max-seqs=8' --variant 'stuck:preemption=off' --db "$CDB" \
+  > "$T/out.txt" 2> "$T/e.txt"
+rc=$?
+[ $rc -eq 2 ] && grep -q "^kvsim compare 1: llama-3-8b on a100-80g, tp 1, engine vllm-v0 .*arrival=poisson,rate=20" "$T/out.txt" &&
+  grep -q "^ok  *1  *[0-9]" "$T/out.txt" && grep -q "^stuck  *- failed: simulation stuck at t=.*(recorded as failed run 2)" "$T/out.txt" &&
+  tail -1 "$T/e.txt" | grep -q "1 of 2 variants failed" && ok || bad "compare with a failing variant: rc $rc $(cat "$T/out.txt" "$T/e.txt")"
+r=$(sqlite3 "$CDB" "SELECT group_concat(status, ',') FROM (SELECT status FROM runs WHERE compare_id = 1 ORDER BY run_id)")
+[ "$r" = "finished,failed" ] && ok || bad "compare runs stored: $r"
+
 echo "cli_answers: $pass passed, $fail failed"
 [ $fail -eq 0 ]

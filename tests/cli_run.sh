@@ -147,8 +147,9 @@ printf '%s\n' "$out" | grep -Eq '^eff_attn +0\.5 +fraction +default ' && ok || b
 out=$("$KVSIM" cost show --cost roofline:warp=9 2>&1); rc=$?
 [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && [[ "$out" == *"unknown roofline constant 'warp'"* ]] &&
   ok || bad "cost show bad key: rc $rc $out"
-# flags are matched in full: getopt would take --rate for --rate-scale (a 6x rate)
-expect_err abbreviated "'--rate': flags are not abbreviated (did you mean --rate-scale?)" --rate 6
+# flags are matched in full: getopt would take --rate-sc for --rate-scale
+# (--rate itself is a flag of its own now: a rate in req/s)
+expect_err abbreviated "'--rate-sc': flags are not abbreviated (did you mean --rate-scale?)" --rate-sc 6
 expect_err abbreviated-eq "'--max-seq': flags are not abbreviated (did you mean --max-seqs?)" --max-seq=8
 expect_err timeout-continuous "--batch-timeout" --batch-timeout 2
 expect_err prio-needs-policy "--priority-preemption" --priority-preemption
