@@ -23,6 +23,7 @@ static const cli_command commands[] = {
     {"validate", cmd_validate, "replay a stored run on the real kernels and measure the error"},
     {"query", cmd_query, "run SQL over a results database"},
     {"cost", cmd_cost, "show the roofline cost model's constants and where each came from"},
+    {"show", cmd_show, "reprint a stored run's summary"},
     {"diff-bench", cmd_diff_bench, "compare a simulated result with a measured vllm bench serve one"},
 };
 

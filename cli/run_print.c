@@ -79,12 +79,16 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
             (long long)k->max_batched_tokens, (long long)k->max_model_len);
     fprintf(f, "  requests         %lld: %lld finished, %lld rejected", (long long)s->n_requests,
             (long long)s->n_finished, (long long)s->n_rejected);
-    if (s->n_rejected > 0)
+    /* by reason, unless a run stored before the reasons were (they sum to 0) */
+    if (s->n_rejected > 0 &&
+        s->n_reject_context + s->n_reject_token_budget + s->n_reject_kv == s->n_rejected)
         fprintf(f, " (%.1f%%: %lld over max-model-len, %lld over max-batched-tokens, "
                    "%lld over the KV cache)",
                 100.0 * (double)s->n_rejected / (double)s->n_requests,
                 (long long)s->n_reject_context, (long long)s->n_reject_token_budget,
                 (long long)s->n_reject_kv);
+    else if (s->n_rejected > 0)
+        fprintf(f, " (%.1f%%)", 100.0 * (double)s->n_rejected / (double)s->n_requests);
     fputc('\n', f);
     print_dist(f, "TTFT (s)", &s->ttft);
     print_dist(f, "TPOT (s/token)", &s->tpot);

@@ -160,5 +160,23 @@ rc=$?
 r=$(sqlite3 "$CDB" "SELECT group_concat(status, ',') FROM (SELECT status FROM runs WHERE compare_id = 1 ORDER BY run_id)")
 [ "$r" = "finished,failed" ] && ok || bad "compare runs stored: $r"
 
+# ------------------------------------------------ show RUN reprints the summary
+SDB=$T/s.db
+SSYN='arrival=poisson,rate=4,n=200,prompt=uniform:100:2000,output=uniform:1:300,priorities=0:0.5/1:0.5'
+"$KVSIM" run --engine vllm-v0 --model llama-13b --synthetic "$SSYN" --db "$SDB" > "$T/a.txt" 2>&1
+"$KVSIM" show 1 --db "$SDB" > "$T/b.txt" 2>&1
+[ $? -eq 0 ] && cmp -s "$T/a.txt" "$T/b.txt" && grep -q "^  priority 1 " "$T/b.txt" && ok ||
+  bad "show differs from run: $(diff "$T/a.txt" "$T/b.txt")"
+"$KVSIM" run --json --synthetic "$SSYN" --db "$SDB" > "$T/a.json" 2>&1
+"$KVSIM" show 2 --json --db "$SDB" > "$T/b.json" 2>&1
+cmp -s "$T/a.json" "$T/b.json" && ok || bad "show --json differs: $(diff "$T/a.json" "$T/b.json")"
+for args in "9 --db $SDB" "0 --db $SDB" "x --db $SDB" "--db $SDB" "1 --db $T/none.db"; do
+  "$KVSIM" show $args > /dev/null 2> "$T/e.txt"
+  [ $? -eq 2 ] && [ "$(wc -l < "$T/e.txt")" = 1 ] && ok || bad "show $args: $(cat "$T/e.txt")"
+done
+"$KVSIM" show 9 --db "$SDB" 2>&1 | grep -q "no such run 9" && ok || bad "show of a missing run"
+"$KVSIM" show 1 --db "$T/none.db" 2>&1 | grep -q "no such database" && [ ! -e "$T/none.db" ] && ok ||
+  bad "show of a missing database"
+
 echo "cli_answers: $pass passed, $fail failed"
 [ $fail -eq 0 ]
