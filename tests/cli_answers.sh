@@ -178,5 +178,66 @@ done
 "$KVSIM" show 1 --db "$T/none.db" 2>&1 | grep -q "no such database" && [ ! -e "$T/none.db" ] && ok ||
   bad "show of a missing database"
 
+# ------------------------------------------------ export perfetto
+# run 1 of $DB recorded its steps (and rejected some requests)
+"$KVSIM" export perfetto 1 -o "$T/p.json" --db "$DB" > /dev/null 2> "$T/e.txt"
+[ $? -eq 0 ] && ok || bad "export perfetto: $(cat "$T/e.txt")"
+sqlite3 -json "$DB" "SELECT n_steps, n_finished, n_requests FROM runs WHERE run_id = 1" > "$T/n.json"
+python3 - "$T/p.json" "$T/n.json" <<'PY' && ok || bad "perfetto trace: $(head -c 600 "$T/p.json")"
+# A reader of Chrome trace-event JSON: every event's fields by phase, slices
+# nesting per track, one engine slice per step, flows paired in time order.
+import json, sys
+d = json.load(open(sys.argv[1]))
+n = json.load(open(sys.argv[2]))[0]
+ev = d["traceEvents"]
+need = {"X": {"name", "pid", "tid", "ts", "dur", "cat", "args"}, "C": {"name", "pid", "ts", "args"},
+        "M": {"name", "pid", "args"}, "s": {"name", "id", "pid", "tid", "ts", "cat"},
+        "f": {"name", "id", "pid", "tid", "ts", "cat", "bp"}}
+tracks, flows, counters = {}, {}, 0
+for e in ev:
+    ph = e["ph"]
+    assert ph in need, e
+    assert need[ph] <= set(e), (ph, sorted(need[ph] - set(e)), e)
+    if ph != "M":
+        assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0, e
+    if ph == "X":
+        assert e["dur"] >= 0, e
+        tracks.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    elif ph == "C":
+        assert e["args"] and all(isinstance(v, (int, float)) for v in e["args"].values()), e
+        counters += 1
+    elif ph in "sf":
+        flows.setdefault(e["id"], {})[ph] = e
+# slices nest: each inside the open one, or after it; 1 ns of slack, the
+# resolution Perfetto imports microseconds at (a step's end and the next
+# step's start are equal in seconds, and may differ in the last bit in us)
+EPS = 1e-3
+for key, sl in tracks.items():
+    stack = []
+    for a, b in sorted(sl, key=lambda x: (x[0], -x[1])):
+        while stack and stack[-1] <= a + EPS and not (abs(stack[-1] - a) <= EPS and b == a):
+            stack.pop()
+        assert not stack or b <= stack[-1] + EPS, (key, a, b, stack[-1])
+        stack.append(b)
+steps = [e for e in ev if e["ph"] == "X" and e["tid"] == 1]
+assert len(steps) == n["n_steps"], (len(steps), n["n_steps"])
+assert all({"prefills", "decodes", "tokens"} <= set(e["args"]) for e in steps)
+assert counters == 2 * n["n_steps"]
+assert len([e for e in ev if e["ph"] == "X" and e["tid"] == 2]) == n["n_requests"]
+assert len(flows) == n["n_finished"] < n["n_requests"]
+for i, f in flows.items():
+    assert set(f) == {"s", "f"} and f["s"]["ts"] <= f["f"]["ts"], (i, f)
+    # the flow ends inside an engine step
+    assert any(a <= f["f"]["ts"] <= b for a, b in tracks[(1, 1)]), f
+PY
+"$KVSIM" export perfetto 1 -o "$T/p2.json" --db "$SDB" > /dev/null 2> "$T/e.txt"
+[ $? -eq 2 ] && grep -q "run 1 has no recorded steps" "$T/e.txt" && [ ! -e "$T/p2.json" ] && ok ||
+  bad "export without steps: $(cat "$T/e.txt")"
+for args in "perfetto 99 -o $T/x.json --db $DB" "perfetto 1 --db $DB" "svg 1 -o $T/x.json --db $DB" \
+            "perfetto 1 -o $T/nodir/x.json --db $DB" "perfetto 1 -o $T/x.json --db $T/none.db"; do
+  "$KVSIM" export $args > /dev/null 2> "$T/e.txt"
+  [ $? -eq 2 ] && [ "$(wc -l < "$T/e.txt")" = 1 ] && ok || bad "export $args: $(cat "$T/e.txt")"
+done
+
 echo "cli_answers: $pass passed, $fail failed"
 [ $fail -eq 0 ]
