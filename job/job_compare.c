@@ -12,6 +12,7 @@ static const job_variant v0_variants[] = {
     {"continuous", ""},
     {"static", "batching=static"},
     {"reserved", "alloc=reserved"},
+    {"no-kv-cache", "kv-cache=off"},
     {"priority", "policy=priority,priority-preemption"},
 };
 static const job_variant v1_variants[] = {
@@ -19,6 +20,7 @@ static const job_variant v1_variants[] = {
     {"no-chunked-prefill", "no-chunked-prefill"},
     {"vllm-v0", "engine=vllm-v0"},
     {"vllm-v0-static", "engine=vllm-v0,batching=static"},
+    {"no-kv-cache", "engine=vllm-v0,kv-cache=off"},
     {"priority", "policy=priority"},
 };
 

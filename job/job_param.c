@@ -15,7 +15,7 @@ enum {
     P_MML, P_UTIL, P_COST, P_SEED, P_DB, P_REC, P_LABEL, P_QUIET, P_BATCHING, P_POLICY, P_PPRE,
     P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX, P_ENGINE,
     P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP, P_GOODPUT, P_RESJSON,
-    P_RESDETAIL, P_RATE_RPS
+    P_RESDETAIL, P_RATE_RPS, P_KVCACHE
 };
 
 #define I64MAX40 1099511627776.0 /* 2^40 */
@@ -105,6 +105,9 @@ static const job_param params[] = {
     {"segment-tokens", P_SEG, JOB_PARAM_I64, 1, 1 << 20, "engine", "N",
      "vllm-v1: tokens named by one prefix segment id (default 512," IND
      "the Mooncake segment)", JOB_VARY_ALL},
+    {"kv-cache", P_KVCACHE, JOB_PARAM_ENUM, 0, 0, "engine", "on|off",
+     "off: no KV cache, every step recomputes each request's" IND
+     "whole context (vllm-v0, continuous; the O(S^2) baseline)", JOB_VARY_ALL},
     {"watermark", P_WM, JOB_PARAM_F64, 0.0, 0.99, "engine", "F",
      "vllm-v0: fraction of KV blocks kept free at admission" IND "(default 0.01)", JOB_VARY_ALL},
     {"max-model-len", P_MML, JOB_PARAM_I64, 1, I64MAX40, "engine", "N",
@@ -341,6 +344,12 @@ static int set_enum(job_opts *o, const job_param *p, const char *arg, kvs_err *e
     case P_ENGINE:
         v = s->engine = sched_engine_parse(arg);
         choices = "vllm-v1, vllm-v0";
+        break;
+    case P_KVCACHE:
+        v = !strcmp(arg, "on") ? 0 : !strcmp(arg, "off") ? 1 : -1;
+        if (v >= 0)
+            s->kv_cache_off = v;
+        choices = "on, off";
         break;
     default:
         return kvs_errf(err, KVS_EINTERNAL, "--%s: internal: not an enum", p->name);

@@ -227,6 +227,25 @@ static void swap_in(sched *s, double now)
     }
 }
 
+/* --kv-cache off: nothing is kept between steps, so every member processes
+ * its whole context again: P + g tokens (a prefill's tokens; a decode's
+ * context after the step), all as prefill work: tokens = sum (P + g),
+ * prefill_sq = sum (P + g)^2, kv_read = 0.  The step's kind and its block
+ * accounting (the K/V the step materializes) stay as with a cache. */
+static void no_cache_batch(const sched *s, cost_batch *b)
+{
+    cost_batch nb;
+    memset(&nb, 0, sizeof nb);
+    for (int64_t i = 0; i < s->n_members; i++) {
+        const sched_member *m = &s->members[i];
+        int64_t t = m->kind == SCHED_MEMBER_PREFILL ? m->tokens : m->context;
+        nb.tokens += t;
+        nb.prefill_sq += t * t;
+        nb.n_prefill++;
+    }
+    *b = nb;
+}
+
 int sched_plan_continuous(sched *s, double now, double *t_end)
 {
     /* Preemptions and swap-outs of an iteration that ended empty (it takes
@@ -321,6 +340,8 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         carry_preempted = s->step.n_preempted;
         carry_swap_out = s->step.swap_out_blocks;
     }
+    if (s->cfg.kv_cache_off)
+        no_cache_batch(s, &s->step.batch);
     double d = cost_step_s(s->cost, &s->step.batch) +
                (double)(s->step.swap_out_blocks + s->step.swap_in_blocks) * s->cfg.swap_block_s;
     s->step.dur_s = d;

@@ -87,6 +87,8 @@ typedef struct sched_config {
     int64_t long_prefill_threshold; /* V1: at most this many tokens of one
                                        request per step, 0 = off */
     int64_t segment_tokens;     /* V1: tokens per prefix segment id (S), 0 = 512 */
+    int kv_cache_off;           /* 1: no KV cache: every step recomputes each member's
+                                   whole context (docs/semantics-extensions.md N) */
 } sched_config;
 
 typedef enum sched_req_status {

@@ -197,6 +197,9 @@ static const run_field fields[] = {
     {"kv_cache_dtype", "TEXT", "", T, PARAM, CFG_TEXT(kv_cache_dtype), 0, 0, 0, 2,
      "KV-cache dtype (`--kv-cache-dtype`); NULL = the weights'"},
     /* schema version 3: answers at a glance (inter-token latency, diagnosis) */
+    {"kv_cache_off", "INTEGER NOT NULL DEFAULT 0", "", B, PARAM, SCH(kv_cache_off), 0, 0, 0, 3,
+     "1 with `--kv-cache off`: no KV cache, each step recomputes every member's context "
+     "(docs/semantics-extensions.md, N); else 0"},
     {"rate_rps", "REAL", "req/s", F, PARAM, CFG(rate_rps), 0, 0, 0, 3,
      "`--rate` as given: the workload's arrival rate (a trace is scaled to it, `rate_scale` "
      "records the factor; a synthetic spec's rate= is replaced); NULL when not given"},
