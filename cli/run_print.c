@@ -92,6 +92,9 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
     fputc('\n', f);
     print_dist(f, "TTFT (s)", &s->ttft);
     print_dist(f, "TPOT (s/token)", &s->tpot);
+    if (k->batching == SCHED_BATCHING_STATIC)
+        fprintf(f, "                   (static batching: TPOT and E2E include the wait for the "
+                   "batch's longest member; ITL does not)\n");
     print_dist(f, "ITL (s)", &s->itl);
     print_dist(f, "E2E (s)", &s->e2e);
     print_dist(f, "norm. (s/token)", &s->norm_latency);

@@ -239,5 +239,22 @@ for args in "perfetto 99 -o $T/x.json --db $DB" "perfetto 1 --db $DB" "svg 1 -o 
   [ $? -eq 2 ] && [ "$(wc -l < "$T/e.txt")" = 1 ] && ok || bad "export $args: $(cat "$T/e.txt")"
 done
 
+# ------------------------------------------------ drift found as a new user
+printf 'arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,10,5\n\n\n' > "$T/trail.csv"
+"$KVSIM" run --trace "$T/trail.csv" --db "$T/d.db" --quiet > /dev/null 2> "$T/e.txt" && ok ||
+  bad "trailing blank lines refused: $(cat "$T/e.txt")"
+printf 'arrival_s,prompt_tokens,output_tokens\n0,10,5\n\n1,10,5\n' > "$T/mid.csv"
+"$KVSIM" run --trace "$T/mid.csv" --db "$T/d.db" > /dev/null 2> "$T/e.txt"
+[ $? -eq 2 ] && grep -q "mid.csv:3: blank line" "$T/e.txt" && ok || bad "inner blank line: $(cat "$T/e.txt")"
+printf 'arrival_s\tprompt_tokens\toutput_tokens\n0\t10\t5\n' > "$T/t.tsv"
+"$KVSIM" run --trace "$T/t.tsv" --db "$T/d.db" > /dev/null 2> "$T/e.txt"
+[ $? -eq 2 ] && grep -q "tab-separated.*replace the tabs with commas" "$T/e.txt" && ok || bad "TSV: $(cat "$T/e.txt")"
+"$KVSIM" trace gen --help | grep -q "system_prompt=S" && "$KVSIM" trace gen --help | grep -q "turns=K" && ok ||
+  bad "trace gen --help lacks system_prompt= / turns="
+"$KVSIM" run --engine vllm-v0 --batching static --synthetic 'arrival=poisson,rate=2,n=20,prompt=32,output=uniform:1:20' \
+  --db "$T/d.db" 2>&1 | grep -q "static batching: TPOT and E2E include the wait for the batch's longest member" && ok ||
+  bad "static TPOT label"
+grep -q "^| llama-3-8b | 4096 | 32 | 32 | 8 (GQA) | 14336 | 128256 | 8192 |" docs/cost-models.md && ok || bad "cost-models lacks Llama-3"
+
 echo "cli_answers: $pass passed, $fail failed"
 [ $fail -eq 0 ]
