@@ -54,9 +54,12 @@ static void print_table(FILE *f, const run_opts *base, const job_variant *vs, in
                         int64_t compare_id)
 {
     print_header(f, base, compare_id);
-    fprintf(f, "%-14s %7s %10s %9s %9s %9s %9s %9s %9s %7s %6s %7s %6s\n", "variant", "run_id",
+    int classes = 0;
+    for (int i = 0; i < nv; i++)
+        classes |= !errs[i][0] && res[i].n_classes > 0;
+    fprintf(f, "%-14s %7s %10s %9s %9s %9s %9s %9s %9s %7s %6s %7s %6s%s\n", "variant", "run_id",
             "tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "E2E p50", "E2E p99",
-            "batch", "KV %", "preempt", "rej.");
+            "batch", "KV %", "preempt", "rej.", classes ? "  TTFT p99 by priority class" : "");
     for (int i = 0; i < nv; i++) {
         const run_summary *s = &res[i].sum;
         if (errs[i][0]) {
@@ -64,10 +67,14 @@ static void print_table(FILE *f, const run_opts *base, const job_variant *vs, in
             continue;
         }
         double kv = s->total_kv_blocks ? 100.0 * s->mean_kv_blocks / (double)s->total_kv_blocks : 0;
-        fprintf(f, "%-14s %7lld %10.1f %9.3f %9.3f %9.4f %9.4f %9.2f %9.2f %7.2f %6.1f %7lld %6lld\n",
+        fprintf(f, "%-14s %7lld %10.1f %9.3f %9.3f %9.4f %9.4f %9.2f %9.2f %7.2f %6.1f %7lld %6lld",
                 vs[i].name, (long long)ids[i], s->throughput_tok_s, s->ttft.p50, s->ttft.p99,
                 s->tpot.p50, s->tpot.p99, s->e2e.p50, s->e2e.p99, s->mean_batch, kv,
                 (long long)s->preemptions, (long long)s->n_rejected);
+        for (int k = 0; k < res[i].n_classes; k++)
+            fprintf(f, "%s%d: %.3f", k ? ", " : "  ", res[i].classes[k].priority,
+                    res[i].classes[k].ttft.p99);
+        fputc('\n', f);
     }
     fprintf(f, "(latencies in seconds; TPOT in s/token; KV %% = time-weighted mean of blocks in use)\n");
 }

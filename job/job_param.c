@@ -15,7 +15,7 @@ enum {
     P_MML, P_UTIL, P_COST, P_SEED, P_DB, P_REC, P_LABEL, P_QUIET, P_BATCHING, P_POLICY, P_PPRE,
     P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX, P_ENGINE,
     P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP, P_GOODPUT, P_RESJSON,
-    P_RESDETAIL, P_RATE_RPS, P_KVCACHE
+    P_RESDETAIL, P_RATE_RPS, P_KVCACHE, P_PRIOS
 };
 
 #define I64MAX40 1099511627776.0 /* 2^40 */
@@ -37,6 +37,9 @@ static const job_param params[] = {
      "rate= is replaced by R (not with --rate-scale)", JOB_VARY_ALL},
     {"rate-scale", P_RATE, JOB_PARAM_F64, 1e-6, 1e6, "workload", "K",
      "multiply the arrival rate by K (times divided by K; default 1)", JOB_VARY_ALL},
+    {"priorities", P_PRIOS, JOB_PARAM_STR, 0, 0, "workload", "P:S/...",
+     "give any trace priority classes, e.g. 0:0.2/1:0.8 (shares" IND
+     "sum to 1), drawn per request with --seed", JOB_VARY_ALL},
     {"seed", P_SEED, JOB_PARAM_U64, 0, 0, "workload", "N",
      "seed of the synthetic generator (default 0)", JOB_VARY_ALL},
     {"model", P_MODEL, JOB_PARAM_STR, 0, 0, "hardware and model", "NAME|FILE",
@@ -262,6 +265,7 @@ static char *str_field(job_opts *o, int id, size_t *n)
     case P_COST: *n = sizeof c->cost; return c->cost;
     case P_DB: *n = sizeof o->db; return o->db;
     case P_RESJSON: *n = sizeof o->result_json; return o->result_json;
+    case P_PRIOS: *n = sizeof c->priorities; return c->priorities;
     case P_LABEL: *n = sizeof c->label; return c->label;
     case P_DTYPE: *n = sizeof c->dtype; return c->dtype;
     case P_KVDTYPE: *n = sizeof c->kv_cache_dtype; return c->kv_cache_dtype;
@@ -385,6 +389,8 @@ int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err
     case JOB_PARAM_STR:
         if (!(s = str_field(o, p->id, &n)))
             break;
+        if (p->id == P_PRIOS && !*value)
+            return kvs_errf(err, KVS_EINVAL, "--priorities: empty (e.g. 0:0.2/1:0.8)");
         return copy_str(flag, s, n, value, err);
     case JOB_PARAM_I64:
         if (!(i = i64_field(o, p->id)))

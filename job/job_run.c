@@ -147,6 +147,18 @@ int job_prepare(job_opts *o, model_spec *m, gpu_spec *g, trace *tr, kvs_err *err
         trace_free(tr);
         return rc;
     }
+    if (c->priorities[0]) {
+        trace_synth_spec sp;
+        if (c->synthetic[0] && trace_synth_parse(c->synthetic, &sp, err) == 0 && sp.n_classes > 0)
+            rc = kvs_errf(err, KVS_EINVAL, "--priorities and the --synthetic spec's priorities=: "
+                                           "give one");
+        else
+            rc = trace_assign_priorities(tr, c->priorities, c->seed, err);
+        if (rc) {
+            trace_free(tr);
+            return rc;
+        }
+    }
     if (c->rate_scale != 1.0)
         trace_scale_rate(tr, c->rate_scale);
     if ((rc = run_config_resolve(c, m, g, err)) ||

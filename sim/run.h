@@ -25,6 +25,7 @@ typedef struct run_config {
     char kv_cache_dtype[16];  /* KV-cache dtype (--kv-cache-dtype), "" = the weights' */
     char trace_path[1024];    /* "" when synthetic */
     char synthetic[1024];     /* synthetic spec, "" when a file */
+    char priorities[256];     /* --priorities P:SHARE/...: classes drawn with seed, "" none */
     double rate_scale;        /* arrival rate multiplier (> 0) */
     double rate_rps;          /* --rate: the workload's arrival rate, req/s; 0 = not given
                                  (a trace: rate_scale is derived from it; a synthetic

@@ -197,6 +197,9 @@ static const run_field fields[] = {
     {"kv_cache_dtype", "TEXT", "", T, PARAM, CFG_TEXT(kv_cache_dtype), 0, 0, 0, 2,
      "KV-cache dtype (`--kv-cache-dtype`); NULL = the weights'"},
     /* schema version 3: answers at a glance (inter-token latency, diagnosis) */
+    {"priorities", "TEXT", "", T, PARAM, CFG_TEXT(priorities), 0, 0, 0, 3,
+     "`--priorities P:SHARE/...` as given: classes drawn per request with the seed; NULL = "
+     "the workload's own"},
     {"kv_cache_off", "INTEGER NOT NULL DEFAULT 0", "", B, PARAM, SCH(kv_cache_off), 0, 0, 0, 3,
      "1 with `--kv-cache off`: no KV cache, each step recomputes every member's context "
      "(docs/semantics-extensions.md, N); else 0"},

@@ -256,5 +256,29 @@ printf 'arrival_s\tprompt_tokens\toutput_tokens\n0\t10\t5\n' > "$T/t.tsv"
   bad "static TPOT label"
 grep -q "^| llama-3-8b | 4096 | 32 | 32 | 8 (GQA) | 14336 | 128256 | 8192 |" docs/cost-models.md && ok || bad "cost-models lacks Llama-3"
 
+# ------------------------------------------------ --priorities for any trace
+PDB=$T/p.db
+PSYN='arrival=poisson,rate=50,n=2000,prompt=64,output=4'
+for seed in 1 1 2; do
+  "$KVSIM" run --engine vllm-v0 --synthetic "$PSYN" --priorities 0:0.2/1:0.8 --seed $seed --db "$PDB" --quiet > /dev/null 2> "$T/e.txt" ||
+    bad "--priorities run: $(cat "$T/e.txt")"
+done
+pr() { sqlite3 "$PDB" "SELECT group_concat(priority, '') FROM (SELECT priority FROM requests WHERE run_id = $1 ORDER BY req_id)"; }
+[ "$(pr 1)" = "$(pr 2)" ] && [ "$(pr 1)" != "$(pr 3)" ] && ok || bad "--priorities is not deterministic per seed"
+# 2000 draws with share 0.8: class 1 within 0.8 +- 0.03 (over 3 standard deviations)
+r=$(sqlite3 "$PDB" "SELECT abs(avg(priority = 1) - 0.8) < 0.03, count(DISTINCT priority), (SELECT priorities FROM runs WHERE run_id = 1), (SELECT count(*) FROM class_metrics WHERE run_id = 1) FROM requests WHERE run_id = 1")
+[ "$r" = "1|2|0:0.2/1:0.8|2" ] && ok || bad "--priorities shares: $r"
+for spec in 0:0.2/1:0.7 0:0.5/1:0.6 0:1.2 x:1 0:0.5/0:0.5 ''; do
+  "$KVSIM" run --synthetic "$PSYN" --priorities "$spec" --db "$PDB" > /dev/null 2> "$T/e.txt"
+  [ $? -eq 2 ] && [ "$(wc -l < "$T/e.txt")" = 1 ] && grep -q -- "--priorities" "$T/e.txt" && ok ||
+    bad "--priorities '$spec': $(cat "$T/e.txt")"
+done
+"$KVSIM" run --synthetic "$PSYN,priorities=0:1" --priorities 0:1 --db "$PDB" > /dev/null 2> "$T/e.txt"
+[ $? -eq 2 ] && grep -q "give one" "$T/e.txt" && ok || bad "both priority sources: $(cat "$T/e.txt")"
+"$KVSIM" compare --engine vllm-v0 --synthetic 'arrival=poisson,rate=20,n=200,prompt=256,output=32' \
+  --priorities 0:0.3/1:0.7 --variant a:max-seqs=4 --variant b:policy=priority --db "$PDB" > "$T/c.txt" 2> "$T/e.txt"
+[ $? -eq 0 ] && grep -q "TTFT p99 by priority class" "$T/c.txt" && grep -q "^b .*  0: [0-9.]*, 1: [0-9.]*$" "$T/c.txt" && ok ||
+  bad "compare per-class TTFT: $(cat "$T/c.txt" "$T/e.txt")"
+
 echo "cli_answers: $pass passed, $fail failed"
 [ $fail -eq 0 ]
