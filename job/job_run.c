@@ -193,7 +193,8 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kv
         kvs_errf(err, rc, "%s", e.msg);
         goto done;
     }
-    if ((rc = run_execute(&o->cfg, &tr, &cost, &res, &e))) {
+    if ((rc = run_execute_progress(&o->cfg, &tr, &cost, o->progress, o->progress_ctx, &res,
+                                   &e))) {
         kvs_err e2;
         int64_t failed_id = 0;
         if (store_write_failed_run(st, &o->cfg, &tr, e.msg, res.started_at, res.wall_s,

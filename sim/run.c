@@ -113,6 +113,11 @@ typedef struct run_sink {
     double *max_itl_s;    /* [n] largest gap so far, s (NAN before two tokens) */
     hist itl;             /* every gap */
     int64_t limit_steps[SCHED_LIMIT_COUNT]; /* steps by sched_step_limit */
+    const trace *tr;      /* the requests (borrowed) */
+    int64_t n_done;       /* requests that made their O-th token */
+    run_progress_fn progress; /* may be NULL */
+    void *progress_ctx;
+    double t0_wall;       /* wall clock at the start, s */
     double run_gap_s;     /* a run of equal gaps not yet in itl, s */
     int64_t run_len;      /* its length (members of one step mostly share a gap) */
 } run_sink;
@@ -148,6 +153,7 @@ static void itl_member(run_sink *k, const sched_member *m, double t)
     q->gen++;
     q->need_ctx++;
     q->last_tok_s = t;
+    k->n_done += q->gen == q->out;
 }
 
 static int grow(void **p, int64_t *cap, int64_t need, size_t elem)
@@ -165,6 +171,13 @@ static int grow(void **p, int64_t *cap, int64_t need, size_t elem)
     return 0;
 }
 
+static double now_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void on_step(void *ctx, const sched_step *st, const sched_member *m, int64_t nm)
 {
     run_sink *k = ctx;
@@ -177,6 +190,8 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
     double t_end = st->start_s + st->dur_s;
     if (st->limit >= 0 && st->limit < SCHED_LIMIT_COUNT)
         k->limit_steps[st->limit]++;
+    if (k->progress && (k->n_steps & 4095) == 0)
+        k->progress(k->progress_ctx, t_end, k->n_done, k->tr->n, now_wall() - k->t0_wall);
     for (int64_t i = 0; i < nm; i++)
         itl_member(k, &m[i], t_end);
     if (!k->keep || k->failed)
@@ -201,15 +216,14 @@ static void run_sink_free(run_sink *k)
     k->itl_req = NULL;
 }
 
-static double now_wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
                 run_result *out, kvs_err *err)
+{
+    return run_execute_progress(cfg, tr, cost, NULL, NULL, out, err);
+}
+
+int run_execute_progress(const run_config *cfg, const trace *tr, const cost_model *cost,
+                         run_progress_fn fn, void *ctx, run_result *out, kvs_err *err)
 {
     memset(out, 0, sizeof *out);
     out->tr = tr;
@@ -229,6 +243,10 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
         goto fail;
     sink.res = out;
     sink.keep = cfg->record_steps;
+    sink.tr = tr;
+    sink.progress = fn;
+    sink.progress_ctx = ctx;
+    sink.t0_wall = t0;
     size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
     sink.itl_req = malloc(nn * sizeof *sink.itl_req);
     out->max_itl_s = malloc(nn * sizeof *out->max_itl_s);

@@ -148,6 +148,16 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
  * On success *out owns its arrays (run_result_free). Cost: O(events log). */
 int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
                 run_result *out, kvs_err *err);
+
+/* Hears how a run is going: the simulated clock (end of the latest step,
+ * s), requests that made their last token so far and the trace's requests,
+ * and the wall seconds since the run started.  Called every 4096 steps. */
+typedef void (*run_progress_fn)(void *ctx, double sim_s, int64_t done, int64_t total,
+                                double wall_s);
+
+/* run_execute with a progress hook (fn may be NULL). */
+int run_execute_progress(const run_config *cfg, const trace *tr, const cost_model *cost,
+                         run_progress_fn fn, void *ctx, run_result *out, kvs_err *err);
 void run_result_free(run_result *r);
 
 /* Every request's inter-token gaps rebuilt from the recorded steps (a run

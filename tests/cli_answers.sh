@@ -280,5 +280,19 @@ done
 [ $? -eq 0 ] && grep -q "TTFT p99 by priority class" "$T/c.txt" && grep -q "^b .*  0: [0-9.]*, 1: [0-9.]*$" "$T/c.txt" && ok ||
   bad "compare per-class TTFT: $(cat "$T/c.txt" "$T/e.txt")"
 
+# ------------------------------------------------ progress on a terminal only
+# (script(1) gives the run a terminal; KVSIM_PROGRESS_AFTER_S=0 shows the
+# line from the first report, every 4096 steps, so no test waits 2 s)
+LONG=(run --engine vllm-v0 --synthetic 'arrival=poisson,rate=40,n=3000,prompt=64,output=64'
+      --cost affine:0.01,0.00001,0.0000001,0 --db "$T/g.db")
+if command -v script > /dev/null; then
+  KVSIM_PROGRESS_AFTER_S=0 script -qec "'$KVSIM' $(printf "%q " "${LONG[@]}") > /dev/null" /dev/null > "$T/tty.txt" 2>&1
+  grep -q "kvsim run: simulated [0-9.]* s, [0-9]* of 3000 requests done" "$T/tty.txt" && ok || bad "no progress on a terminal: $(cat -v "$T/tty.txt" | head -3)"
+  KVSIM_PROGRESS_AFTER_S=0 script -qec "'$KVSIM' $(printf "%q " "${LONG[@]}") --quiet > /dev/null" /dev/null > "$T/tty.txt" 2>&1
+  ! grep -q "requests done" "$T/tty.txt" && ok || bad "progress despite --quiet"
+fi
+KVSIM_PROGRESS_AFTER_S=0 "$KVSIM" "${LONG[@]}" > /dev/null 2> "$T/e.txt"
+[ ! -s "$T/e.txt" ] && ok || bad "progress on a pipe: $(head -c 300 "$T/e.txt")"
+
 echo "cli_answers: $pass passed, $fail failed"
 [ $fail -eq 0 ]
