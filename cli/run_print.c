@@ -46,7 +46,7 @@ static void print_limits(FILE *f, const run_summary *s)
     fprintf(f, "  batch limited by %s in %.1f%% of steps", l[0].name, 100.0 * l[0].v);
     const char *sep = " (";
     for (int i = 1; i < 5; i++)
-        if (l[i].v > 0) {
+        if (l[i].v >= 0.0005) { /* shown as at least 0.1% */
             fprintf(f, "%s%s %.1f%%", sep, l[i].name, 100.0 * l[i].v);
             sep = ", ";
         }
