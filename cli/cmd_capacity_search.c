@@ -212,7 +212,33 @@ static int setup(const char *cmd, search_args *a, search_ctx *c)
     a->kind = !strcmp(a->search, "rate") ? SEARCH_RATE : SEARCH_TP;
     if (!a->slo)
         return cli_fail(cmd, "--search needs --slo, e.g. --slo ttft_p99=2,tpot_p99=0.1");
-    if (cap_slo_parse(a->slo, &c->js.slo, &err))
+    run_opts_defaults(&a->base);
+    if (run_opts_parse_argv(cmd, &a->base, a->nrest, a->rest))
+        return CLI_EXIT_ERR;
+    /* per-request targets from the run flags (--goodput 'ttft:MS ...', vLLM's
+     * syntax) join the search's SLO, unless --slo names its own */
+    const run_config *bc = &a->base.cfg;
+    char slo[1024];
+    snprintf(slo, sizeof slo, "%s", a->slo);
+    if (bc->slo_ttft_s > 0 || bc->slo_tpot_s > 0 || bc->slo_e2e_s > 0) {
+        cap_slo own;
+        if (cap_slo_parse(a->slo, &own, &err) == 0 &&
+            (own.req_ttft_s > 0 || own.req_tpot_s > 0 || own.req_e2e_s > 0))
+            return cli_fail(cmd, "--goodput and --slo ttft=/tpot=/e2e=: give the per-request "
+                                 "targets once");
+        char *p = slo;
+        size_t n = sizeof slo;
+        const double v[3] = {bc->slo_ttft_s, bc->slo_tpot_s, bc->slo_e2e_s};
+        const char *const k[3] = {"ttft", "tpot", "e2e"};
+        for (int i = 0; i < 3; i++)
+            if (v[i] > 0) {
+                int w = snprintf(p, n, "%s=%.17g,", k[i], v[i]);
+                p += w;
+                n -= (size_t)w;
+            }
+        snprintf(p, n, "%s", a->slo);
+    }
+    if (cap_slo_parse(slo, &c->js.slo, &err))
         return cli_fail(cmd, "%s", err.msg);
     if (a->max_rejected) {
         char *end;
@@ -222,9 +248,7 @@ static int setup(const char *cmd, search_args *a, search_ctx *c)
                             a->max_rejected);
         c->js.slo.max_rejected = f;
     }
-    run_opts_defaults(&a->base);
-    if (run_opts_parse_argv(cmd, &a->base, a->nrest, a->rest))
-        return CLI_EXIT_ERR;
+
     a->npol = 1;
     a->pols[0] = a->base.cfg.sched.policy;
     if (a->policies && parse_policies(cmd, a->policies, a->pols, &a->npol))

@@ -90,6 +90,15 @@ for g in 'ttft=800' 'itl:5' 'ttft:-1' ''; do
     bad "--goodput '$g': $(cat "$T/e.txt")"
 done
 
+# --goodput carries its targets into a capacity search (the runs' slo_ttft_s)
+"$KVSIM" capacity --search rate --slo attainment=0.5 --goodput 'ttft:500' \
+  --synthetic 'arrival=poisson,rate=4,n=100,prompt=64,output=8' --db "$T/gp.db" > /dev/null 2> "$T/e.txt"
+r=$(sqlite3 "$T/gp.db" "SELECT group_concat(DISTINCT slo_ttft_s) FROM runs")
+[ "$r" = 0.5 ] && ok || bad "capacity --goodput: slo_ttft_s '$r' $(cat "$T/e.txt")"
+"$KVSIM" capacity --search rate --slo ttft=1,attainment=0.9 --goodput 'ttft:500' \
+  --synthetic 'arrival=poisson,rate=4,n=100,prompt=64,output=8' --db "$T/gp.db" > /dev/null 2> "$T/e.txt"
+[ $? -eq 2 ] && grep -q "give the per-request targets once" "$T/e.txt" && ok || bad "capacity: targets twice: $(cat "$T/e.txt")"
+
 # ------------------------------------------------ bad --result-json paths
 n0=$(sqlite3 "$DB" "SELECT count(*) FROM runs")
 "${RUN[@]}" --result-json "$T/no/such/dir/r.json" > /dev/null 2> "$T/e.txt"
