@@ -154,6 +154,11 @@ for args in "--rate 0" "--rate -1" "--rate 2 --rate-scale 3" "--rate-scale 3 --r
     [ "$(sqlite3 "$DB" "SELECT count(*) FROM runs")" = "$n0" ] && ok || bad "run $args: $(cat "$T/e.txt")"
 done
 
+# a sweep's rate axis over a trace file is --rate (req/s)
+"$KVSIM" sweep --trace "$T/t.csv" --grid rate=1,4 --db "$T/sw.db" > /dev/null 2> "$T/e.txt"
+r=$(sqlite3 "$T/sw.db" "SELECT group_concat(rate_rps || '/' || rate_scale, ' ') FROM (SELECT * FROM runs ORDER BY run_id)")
+[ "$r" = "1.0/2.0 4.0/8.0" ] && ok || bad "sweep rate axis on a trace: $r $(cat "$T/e.txt")"
+
 # ------------------------------------------------ compare prints every row
 # 100 blocks of 16 tokens and 512-token prompts: with --preemption off the
 # running requests soon all need a block and the run is stuck; the other
