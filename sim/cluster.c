@@ -410,6 +410,7 @@ int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *co
         goto nomem;
     for (int64_t i = 0; i < tr->n; i++)
         out->reqs[i] = sched_results(cl.eng[out->replica[i]])[i];
+    run_frontend_apply(cfg, out->reqs, tr->n);
     cluster_summary(&cl, tr, end_s);
     if (replica_metrics(&cl, tr, tr->n > 0 ? tr->reqs[0].arrival_s : 0.0) ||
         run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes))

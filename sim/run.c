@@ -215,6 +215,7 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     }
     if (tr->n > 0)
         memcpy(out->reqs, sched_results(s), (size_t)tr->n * sizeof *out->reqs);
+    run_frontend_apply(cfg, out->reqs, tr->n);
     sched_counters c;
     sched_get_counters(s, &c);
     run_summary *sum = &out->sum;
@@ -251,6 +252,20 @@ fail:
     sched_free(s);
     run_result_free(out);
     return rc;
+}
+
+void run_frontend_apply(const run_config *cfg, sched_req_result *reqs, int64_t n)
+{
+    assert(cfg->frontend_ms >= 0.0);
+    if (cfg->frontend_ms == 0.0)
+        return;
+    double f = cfg->frontend_ms * 1e-3;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isnan(reqs[i].first_token_s))
+            reqs[i].first_token_s += f;
+        if (!isnan(reqs[i].finish_s))
+            reqs[i].finish_s += f;
+    }
 }
 
 void run_result_free(run_result *r)

@@ -219,6 +219,10 @@ static const run_field fields[] = {
      J | RUN_FIELD_IF_CLUSTER, 4,
      "requests routed to the busiest replica / requests per replica on average (1 = even); "
      "NULL for one engine"},
+    /* schema version 6: front-end latency (docs/semantics-extensions.md) */
+    {"frontend_ms", "REAL NOT NULL DEFAULT 0", "ms", F, PARAM, CFG(frontend_ms), 0, 0, 0, 6,
+     "per-request front-end cost (`--frontend-ms`: tokenize, detokenize, HTTP): each "
+     "request's first token and finish are reported this much after the engine's; 0 = none"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])
