@@ -488,6 +488,17 @@ def frontend_fit_row(table, r):
             and float(r["rate"]) <= 8)
 
 
+# The rows the trtllm profile's collective_lat was fitted on (fit_collective.py):
+# H100 Llama-3.1-70B TP4 mean ITL at QPS 2 of the same serving table.
+COLLECTIVE_FIT_TABLE = FRONTEND_FIT_TABLE
+
+
+def collective_fit_row(table, r):
+    return (table["name"] == COLLECTIVE_FIT_TABLE and r["gpu"] == "H100-SXM-80GB" and r["tp"] == "4"
+            and r["metric"] == "itl_mean_ms" and r["arrival"] == "poisson"
+            and float(r["rate"]) == 2)
+
+
 THROUGHPUT = ("output_tok_s", "output_tok_s_per_gpu", "total_tok_s", "req_s")
 
 
@@ -510,6 +521,9 @@ def print_targets(pooled):
     light = [x for x in check if "online_serving" in x[0]["name"] and x[1]["arrival"] == "poisson"
              and float(x[1]["rate"]) <= 8]
     line("online serving, QPS <= 8, mean ITL", [x for x in light if x[1]["metric"] == "itl_mean_ms"],
+         "within 15%")
+    line("  the same without the 3 rows collective_lat was fitted on",
+         [x for x in light if x[1]["metric"] == "itl_mean_ms" and not collective_fit_row(x[0], x[1])],
          "within 15%")
     line("online serving, QPS <= 8, mean TTFT", [x for x in light if x[1]["metric"] == "ttft_mean_ms"],
          "within 20%")
