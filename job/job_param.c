@@ -18,7 +18,7 @@ enum {
     P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX, P_ENGINE,
     P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP, P_CP, P_REPLICAS,
     P_ROUTER, P_ROUTER_SEED, P_AFFINITY_CAP, P_PD, P_KV_LINK, P_GOODPUT, P_RESJSON,
-    P_RESDETAIL, P_RATE_RPS, P_KVCACHE, P_PRIOS
+    P_RESDETAIL, P_RATE_RPS, P_KVCACHE, P_PRIOS, P_FRONTEND
 };
 
 #define I64MAX40 1099511627776.0 /* 2^40 */
@@ -124,6 +124,9 @@ static const job_param params[] = {
      "vllm-v0: fraction of KV blocks kept free at admission" IND "(default 0.01)", JOB_VARY_ALL},
     {"max-model-len", P_MML, JOB_PARAM_I64, 1, I64MAX40, "engine", "N",
      "max prompt + output tokens (default: the model's context)", JOB_VARY_ALL},
+    {"frontend-ms", P_FRONTEND, JOB_PARAM_F64, 0.0, 1e6, "engine", "F",
+     "per-request front-end cost in ms (tokenize, detokenize," IND
+     "HTTP), added to TTFT and E2E (default 0)", JOB_VARY_ALL},
     {"cost", P_COST, JOB_PARAM_STR, 0, 0, "engine", "MODEL",
      "roofline | affine:c0,c1,c2,c3 | calibrated[:ID] (default roofline)", JOB_VARY_ALL},
     {"force-profile", P_FORCE, JOB_PARAM_SWITCH, 0, 0, "engine", NULL,
@@ -334,6 +337,7 @@ static double *f64_field(job_opts *o, int id)
     case P_UTIL: return &c->gpu_mem_util;
     case P_SWAP: return &c->swap_gib;
     case P_BTO: return &c->sched.batch_timeout_s;
+    case P_FRONTEND: return &c->frontend_ms;
     default: return NULL;
     }
 }

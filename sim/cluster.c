@@ -624,6 +624,7 @@ int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *co
     out->kv_decoders = cl.n - cl.np;
     if (out->kv_transfers > 0)
         out->kv_transfer_mean_s /= (double)out->kv_transfers;
+    run_frontend_apply(cfg, out->reqs, tr->n);
     cluster_summary(&cl, tr, end_s);
     if (replica_metrics(&cl, tr, tr->n > 0 ? tr->reqs[0].arrival_s : 0.0) ||
         run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes))

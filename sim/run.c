@@ -256,6 +256,7 @@ int run_execute_progress(const run_config *cfg, const trace *tr, const cost_mode
      * before the metrics allocate theirs: peak memory is the larger of the
      * two phases, not their sum */
     out->reqs = sched_take_results(s);
+    run_frontend_apply(cfg, out->reqs, tr->n);
     sched_counters c;
     sched_get_counters(s, &c);
     out->leap_steps = c.leap_steps;
@@ -359,6 +360,20 @@ out:
     *gaps = g;
     *off = o;
     return rc;
+}
+
+void run_frontend_apply(const run_config *cfg, sched_req_result *reqs, int64_t n)
+{
+    assert(cfg->frontend_ms >= 0.0);
+    if (cfg->frontend_ms == 0.0)
+        return;
+    double f = cfg->frontend_ms * 1e-3;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isnan(reqs[i].first_token_s))
+            reqs[i].first_token_s += f;
+        if (!isnan(reqs[i].finish_s))
+            reqs[i].finish_s += f;
+    }
 }
 
 void run_result_free(run_result *r)

@@ -39,6 +39,8 @@ typedef struct run_config {
     int kv_rule;              /* model_kv_rule: how the engine sizes its KV cache (set by
                                  the engine profile; 0 = kvsim's own rule) */
     double swap_gib;          /* host swap space for --preemption swap */
+    double frontend_ms;       /* per-request front-end cost (tokenize, detokenize,
+                                 HTTP), ms; lands in TTFT and E2E (run_frontend_apply) */
     char cost[256];           /* cost model spec as given */
     char cost_desc[512];      /* cost model's own description */
     char label[256];          /* free text */
@@ -221,6 +223,14 @@ void run_result_free(run_result *r);
  * tr->n + 1 entries.  Both malloc'd (the caller frees).  KVS_ENOMEM.
  * Cost: O(members). */
 int run_request_itls(const run_result *res, double **gaps, int64_t **off);
+
+/* The front-end rule (docs/semantics-extensions.md): the engine runs on the
+ * trace's arrival times, then each request's first_token_s and finish_s
+ * (where set) are reported cfg->frontend_ms later, as if the request had
+ * reached the engine that much after it was sent (the engine's rules do not
+ * depend on the absolute time).  Step records keep engine time.  A no-op at
+ * 0.  Used by run_execute and cluster_execute.  Cost: O(n). */
+void run_frontend_apply(const run_config *cfg, sched_req_result *reqs, int64_t n);
 
 /* Metrics of section 7 from per-request results; used by run_execute and by
  * validation (which recomputes them with measured step times). */

@@ -262,6 +262,10 @@ static const run_field fields[] = {
      "share of steps with nothing left waiting (the load, not the engine, set the batch)"},
     {"limit_other_share", "REAL", "fraction", F, METRIC, SUM(limit_other_share), 0, 0, J, 7,
      "share of steps of a running static batch that nothing may join, with requests waiting"},
+    /* schema version 8: front-end latency (docs/semantics-extensions.md) */
+    {"frontend_ms", "REAL NOT NULL DEFAULT 0", "ms", F, PARAM, CFG(frontend_ms), 0, 0, 0, 8,
+     "per-request front-end cost (`--frontend-ms`: tokenize, detokenize, HTTP): each "
+     "request's first token and finish are reported this much after the engine's; 0 = none"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])
