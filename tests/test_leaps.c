@@ -152,7 +152,9 @@ START_TEST(test_leaps_identical)
     /* leapt steps per class: [pfx][chunked][priority] */
     int64_t leapt[2][2][2] = {{{0}}};
     int64_t preempted_runs = 0;
-    for (uint64_t seed = 1; seed <= 160; seed++) {
+    /* 200 seeds: seed 192 (V0, one prefix id named with two segment lengths)
+     * broke the prefix cache's closure until segment lengths joined the chain */
+    for (uint64_t seed = 1; seed <= 200; seed++) {
         const int v1 = seed % 8 != 0; /* a few V0 runs: no leaps, same answer */
         run_config cfg;
         random_config(&cfg, seed, v1);
