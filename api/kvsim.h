@@ -41,7 +41,7 @@ typedef enum kvsim_status {
 typedef struct kvsim_db kvsim_db;
 typedef struct kvsim_run kvsim_run;
 
-/* "0.2.0": the library's version. */
+/* "0.3.0": the library's version. */
 const char *kvsim_version(void);
 
 /* Open (creating if needed) a results database for writing.  On failure

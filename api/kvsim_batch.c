@@ -260,7 +260,7 @@ static int search_setup(const char *base_args, const char *search, const char *s
         rc = kvs_errf(err, KVS_EINVAL, "--search tp: the TP degree is what is searched; drop "
                                        "--tp (tps 1, 2, 4, 8 are tried)");
     if (rc == 0)
-        rc = job_search_param(&c->js.base, tp, &c->js.param, x0, err);
+        rc = job_search_param(&c->js.base, tp, &c->js.param, x0, &c->js.native_rps, err);
     if (rc == 0 && tp)
         rc = job_search_tps(&c->js.base, tps, ntp, NULL, NULL, err);
     return rc;

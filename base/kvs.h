@@ -37,6 +37,6 @@ int kvs_errf(kvs_err *err, int status, const char *fmt, ...)
 /* Name of a status, e.g. "invalid input". Never NULL. */
 const char *kvs_status_name(int status);
 
-#define KVSIM_VERSION "0.2.0"
+#define KVSIM_VERSION "0.3.0"
 
 #endif

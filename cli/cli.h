@@ -29,6 +29,9 @@ int cmd_query(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_cost(int argc, char **argv);
 int cmd_store(int argc, char **argv);
+int cmd_diff_bench(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 /* Print "kvsim <cmd>: <msg>\n" to stderr and return CLI_EXIT_ERR. */
 int cli_fail(const char *cmd, const char *fmt, ...)

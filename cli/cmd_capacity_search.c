@@ -30,6 +30,7 @@ typedef struct search_ctx {
 /* The flags of the search itself and what it is set up with. */
 typedef struct search_args {
     const char *search, *slo, *policies, *tps; /* --search, --slo, --policies, --tp-list */
+    const char *max_rejected;                  /* --max-rejected */
     char **rest;          /* argv minus the search flags: the run flags */
     int nrest;
     search_kind kind;
@@ -52,7 +53,8 @@ void capacity_search_usage(FILE *f)
             "                      [run flags...]\n\n"
             "Capacity planning against service level objectives, by simulation:\n"
             "  --search rate   the highest arrival rate whose run meets the SLOs: the rate= of\n"
-            "                  a --synthetic workload, or the --rate-scale of a trace.  From\n"
+            "                  a --synthetic workload, or a trace's rate (scaled as --rate R\n"
+            "                  does; the answer gives the scale too).  From\n"
             "                  the given rate, doubles (or halves) until one probe holds and\n"
             "                  one fails (at most %d times), then bisects geometrically until\n"
             "                  the failing rate is within %.0f%% of the holding one.\n"
@@ -78,6 +80,9 @@ void capacity_search_usage(FILE *f)
             "  --policies P,...  search each scheduling policy (fcfs, priority; default: the\n"
             "                  --policy of the run flags)\n"
             "  --tp-list N,... TP degrees for --search tp (default 1,2,4,8)\n"
+            "  --max-rejected F  a probe rejecting more than this fraction of its requests\n"
+            "                  fails (default 0: any rejected request fails it; the verdict\n"
+            "                  counts them by reason)\n"
             "  --json          print the answer as one JSON object\n"
             "  --quiet         print only the search id (its sweep_id)\n"
             "  --help          this text\n\n"
@@ -196,6 +201,8 @@ static int split_args(const char *cmd, int argc, char **argv, search_args *a)
             dst = &a->policies;
         else if (cli_take_value(argc, argv, &i, "--tp-list", &v, &missing))
             dst = &a->tps;
+        else if (cli_take_value(argc, argv, &i, "--max-rejected", &v, &missing))
+            dst = &a->max_rejected;
         if (!dst) {
             a->rest[a->nrest++] = argv[i];
             continue;
@@ -218,11 +225,43 @@ static int setup(const char *cmd, search_args *a, search_ctx *c)
     a->kind = !strcmp(a->search, "rate") ? SEARCH_RATE : SEARCH_TP;
     if (!a->slo)
         return cli_fail(cmd, "--search needs --slo, e.g. --slo ttft_p99=2,tpot_p99=0.1");
-    if (cap_slo_parse(a->slo, &c->js.slo, &err))
-        return cli_fail(cmd, "%s", err.msg);
     run_opts_defaults(&a->base);
     if (run_opts_parse_argv(cmd, &a->base, a->nrest, a->rest))
         return CLI_EXIT_ERR;
+    /* per-request targets from the run flags (--goodput 'ttft:MS ...', vLLM's
+     * syntax) join the search's SLO, unless --slo names its own */
+    const run_config *bc = &a->base.cfg;
+    char slo[1024];
+    snprintf(slo, sizeof slo, "%s", a->slo);
+    if (bc->slo_ttft_s > 0 || bc->slo_tpot_s > 0 || bc->slo_e2e_s > 0) {
+        cap_slo own;
+        if (cap_slo_parse(a->slo, &own, &err) == 0 &&
+            (own.req_ttft_s > 0 || own.req_tpot_s > 0 || own.req_e2e_s > 0))
+            return cli_fail(cmd, "--goodput and --slo ttft=/tpot=/e2e=: give the per-request "
+                                 "targets once");
+        char *p = slo;
+        size_t n = sizeof slo;
+        const double v[3] = {bc->slo_ttft_s, bc->slo_tpot_s, bc->slo_e2e_s};
+        const char *const k[3] = {"ttft", "tpot", "e2e"};
+        for (int i = 0; i < 3; i++)
+            if (v[i] > 0) {
+                int w = snprintf(p, n, "%s=%.17g,", k[i], v[i]);
+                p += w;
+                n -= (size_t)w;
+            }
+        snprintf(p, n, "%s", a->slo);
+    }
+    if (cap_slo_parse(slo, &c->js.slo, &err))
+        return cli_fail(cmd, "%s", err.msg);
+    if (a->max_rejected) {
+        char *end;
+        double f = strtod(a->max_rejected, &end);
+        if (!*a->max_rejected || *end || !(f >= 0.0 && f < 1.0))
+            return cli_fail(cmd, "--max-rejected: '%s' is not a fraction in [0, 1)",
+                            a->max_rejected);
+        c->js.slo.max_rejected = f;
+    }
+
     a->npol = 1;
     a->pols[0] = a->base.cfg.sched.policy;
     if (a->policies && parse_policies(cmd, a->policies, a->pols, &a->npol))
@@ -235,7 +274,8 @@ static int setup(const char *cmd, search_args *a, search_ctx *c)
     if (a->tps && parse_tps(cmd, a->tps, a->tps_v, &a->ntp))
         return CLI_EXIT_ERR;
     c->verbose = !a->base.quiet && !a->base.json;
-    if (job_search_param(&a->base, a->kind == SEARCH_TP, &c->js.param, &a->x0, &err))
+    if (job_search_param(&a->base, a->kind == SEARCH_TP, &c->js.param, &a->x0, &c->js.native_rps,
+                         &err))
         return cli_fail(cmd, "%s", err.msg);
     if (a->kind == SEARCH_TP) {
         for (int i = 1; i < a->nrest; i++)
@@ -257,9 +297,10 @@ static int create_search(const char *cmd, const search_args *a, search_ctx *c, s
         return cli_fail(cmd, "out of memory");
     int tp = a->kind == SEARCH_TP;
     char desc[1024];
-    snprintf(desc, sizeof desc, "search=%s\nslo=%s\npolicies=%s\n%s%s%s", a->search, a->slo,
-             a->policies ? a->policies : sched_policy_name(a->pols[0]), tp ? "tp-list=" : "",
-             tp ? (a->tps ? a->tps : "1,2,4,8") : "", tp ? "\n" : "");
+    snprintf(desc, sizeof desc, "search=%s\nslo=%s\npolicies=%s\nmax-rejected=%.17g\n%s%s%s",
+             a->search, a->slo, a->policies ? a->policies : sched_policy_name(a->pols[0]),
+             c->js.slo.max_rejected, tp ? "tp-list=" : "", tp ? (a->tps ? a->tps : "1,2,4,8") : "",
+             tp ? "\n" : "");
     int rc = 0;
     store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL, 0, NULL, NULL, NULL};
     if (cli_open_db(cmd, a->base.db, st))
@@ -275,6 +316,8 @@ static void print_json(const search_args *a, const search_ctx *c, const cap_resu
     printf("{\"search_id\": %lld, \"search\": \"%s\", \"param\": \"%s\", \"slo\": ",
            (long long)c->js.sweep_id, a->search, c->js.param);
     str_json_write(stdout, a->slo);
+    if (c->js.native_rps > 0) /* probes scale the trace: value / this = the scale */
+        printf(", \"trace_rate_rps\": %.17g", c->js.native_rps);
     printf(", \"results\": [");
     for (int k = 0; k < a->npol; k++) {
         const cap_result *R = &res[k];
@@ -288,22 +331,41 @@ static void print_json(const search_args *a, const search_ctx *c, const cap_resu
     printf("\n]}\n");
 }
 
+/* " (x0.917 of the trace's 5.53 req/s)" after a probed trace rate. */
+static const char *scale_of(const search_ctx *c, double x, char *buf, size_t n)
+{
+    buf[0] = 0;
+    if (c->js.native_rps > 0 && !strcmp(c->js.param, "rate"))
+        snprintf(buf, n, " (x%.4g of the trace's %.4g req/s)", x / c->js.native_rps,
+                 c->js.native_rps);
+    return buf;
+}
+
 static void print_text(const search_args *a, const search_ctx *c, const cap_result *res,
                        const char *unit)
 {
     const run_config *b = &a->base.cfg;
     const char *param = c->js.param;
-    printf("kvsim capacity --search %s (search %lld): %s on %s, %s\nSLO: %s\n", a->search,
-           (long long)c->js.sweep_id, b->model, b->gpu,
-           b->synthetic[0] ? b->synthetic : (b->trace_path[0] ? b->trace_path : "the default trace"),
-           a->slo);
+    char s1[96], s2[96];
+    printf("kvsim capacity --search %s (search %lld): %s on %s, tp %lld, engine %s, %s",
+           a->search, (long long)c->js.sweep_id, b->model, b->gpu, (long long)b->tp,
+           sched_engine_name(b->sched.engine),
+           b->synthetic[0] ? b->synthetic : (b->trace_path[0] ? b->trace_path : "the default trace"));
+    if (a->kind == SEARCH_TP && !b->synthetic[0] && b->rate_rps > 0)
+        printf(" at %g req/s", b->rate_rps);
+    else if (a->kind == SEARCH_TP && !b->synthetic[0] && b->rate_scale != 1.0)
+        printf(" at rate x%g", b->rate_scale);
+    printf("\nSLO: %s\n", a->slo);
+    printf("     and at most %.6g%% of requests rejected (--max-rejected)\n",
+           100.0 * c->js.slo.max_rejected);
     for (int k = 0; k < a->npol; k++) {
         const cap_result *R = &res[k];
         const char *pn = sched_policy_name(a->pols[k]);
         if (R->status == CAP_STATUS_BRACKETED)
-            printf("  %-9s holds at %s %.6g%s (run %lld); fails at %.6g%s (run %lld: %s); "
+            printf("  %-9s holds at %s %.6g%s%s (run %lld); fails at %.6g%s%s (run %lld: %s); "
                    "%d probes\n",
-                   pn, param, R->lo.x, unit, (long long)R->lo.run_id, R->hi.x, unit,
+                   pn, param, R->lo.x, unit, scale_of(c, R->lo.x, s1, sizeof s1),
+                   (long long)R->lo.run_id, R->hi.x, unit, scale_of(c, R->hi.x, s2, sizeof s2),
                    (long long)R->hi.run_id, R->hi.verdict, R->probes);
         else if (R->status == CAP_STATUS_FOUND && R->have_hi)
             printf("  %-9s smallest tp %g (run %lld); tp %g fails (run %lld: %s); "
@@ -314,11 +376,13 @@ static void print_text(const search_args *a, const search_ctx *c, const cap_resu
             printf("  %-9s smallest tp %g (run %lld); %d probes\n", pn, R->lo.x,
                    (long long)R->lo.run_id, R->probes);
         else if (R->status == CAP_STATUS_UNBOUNDED)
-            printf("  %-9s holds at every %s tried, up to %.6g%s (run %lld); %d probes\n", pn,
-                   param, R->lo.x, unit, (long long)R->lo.run_id, R->probes);
+            printf("  %-9s holds at every %s tried, up to %.6g%s%s (run %lld); %d probes\n", pn,
+                   param, R->lo.x, unit, scale_of(c, R->lo.x, s1, sizeof s1),
+                   (long long)R->lo.run_id, R->probes);
         else
-            printf("  %-9s unreachable: best %s %.6g%s (run %lld: %s); %d probes\n", pn, param,
-                   R->best.x, unit, (long long)R->best.run_id, R->best.verdict, R->probes);
+            printf("  %-9s unreachable: best %s %.6g%s%s (run %lld: %s); %d probes\n", pn, param,
+                   R->best.x, unit, scale_of(c, R->best.x, s1, sizeof s1),
+                   (long long)R->best.run_id, R->best.verdict, R->probes);
     }
     printf("(probes: SELECT * FROM search_probes WHERE sweep_id = %lld)\n",
            (long long)c->js.sweep_id);
@@ -368,7 +432,7 @@ int capacity_search_main(int argc, char **argv)
     if (run_searches(cmd, &a, &c, res))
         goto out;
     ran = 1;
-    const char *unit = a.kind == SEARCH_TP ? "" : !strcmp(c.js.param, "rate") ? " req/s" : "x";
+    const char *unit = a.kind == SEARCH_TP ? "" : " req/s";
     if (a.base.quiet)
         printf("%lld\n", (long long)c.js.sweep_id);
     else if (a.base.json)

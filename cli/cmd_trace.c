@@ -21,6 +21,11 @@
     "                      lengths=FILE  sample (prompt, output) rows of a CSV with\n" \
     "                                  num_prefill_tokens,num_decode_tokens columns\n" \
     "                      priorities=P0:S0/P1:S1/...  classes and shares (sum 1)\n" \
+    "                      system_prompt=S  every prompt starts with the same S-token\n" \
+    "                                  prefix (P = S + the sampled length)\n"           \
+    "                      turns=K     conversations of K turns: each turn's prompt is\n" \
+    "                                  the previous turn's prompt and output plus a new\n" \
+    "                                  part (default 1)\n"                              \
     "                    e.g. arrival=poisson,rate=8,n=1000,"                         \
     "lengths=traces/lengths_sharegpt_8k_llama2tok.csv\n"                               \
     "  --seed N          random seed of the synthetic trace (default 0)\n"

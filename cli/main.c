@@ -24,6 +24,9 @@ static const cli_command commands[] = {
     {"query", cmd_query, "run SQL over a results database"},
     {"store", cmd_store, "import spooled runs (recover) and list run groups with their status"},
     {"cost", cmd_cost, "show the roofline cost model's constants and where each came from"},
+    {"show", cmd_show, "reprint a stored run's summary"},
+    {"export", cmd_export, "write a stored run as a Perfetto (Chrome trace-event) timeline"},
+    {"diff-bench", cmd_diff_bench, "compare a simulated result with a measured vllm bench serve one"},
 };
 
 static void usage(FILE *f)

@@ -41,5 +41,9 @@ int run_opts_parse_argv(const char *cmd, run_opts *o, int argc, char **argv)
     kvs_err err;
     if (job_opts_parse_argv(o, argc, argv, cmd, &err))
         return cli_fail(cmd, "%s", err.msg);
+    if ((o->result_json[0] || o->result_json_detail) && strcmp(cmd, "run"))
+        return cli_fail(cmd, "--result-json: only with kvsim run (one run, one file)");
+    if (o->result_json_detail && !o->result_json[0])
+        return cli_fail(cmd, "--result-json-detail: give --result-json FILE too");
     return 0;
 }

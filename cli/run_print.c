@@ -12,7 +12,8 @@ static void print_dist(FILE *f, const char *name, const run_dist *d)
 {
     if (isnan(d->p50)) {
         fprintf(f, "  %-16s -  (no finished request%s)\n", name,
-                strstr(name, "TPOT") ? " with more than one output token" : "");
+                strstr(name, "TPOT") || strstr(name, "ITL") ? " with more than one output token"
+                                                          : "");
         return;
     }
     fprintf(f, "  %-16s p50 %9.4f  p90 %9.4f  p99 %9.4f  mean %9.4f\n", name, d->p50, d->p90,
@@ -45,6 +46,39 @@ static void print_replicas(FILE *f, const run_config *c, const run_result *res)
     }
 }
 
+/* "batch limited by KV blocks in 71.0% of steps (...)": the shares of
+ * sched_step_limit, largest first. */
+static void print_limits(FILE *f, const run_summary *s)
+{
+    if (isnan(s->limit_kv_share))
+        return;
+    typedef struct share {
+        const char *name;
+        double v; /* fraction of steps */
+    } share;
+    share l[5] = {
+        {"KV blocks", s->limit_kv_share},
+        {"max-seqs", s->limit_max_seqs_share},
+        {"token budget", s->limit_token_budget_share},
+        {"nothing waiting", s->limit_none_share},
+        {"a running static batch", s->limit_other_share},
+    };
+    for (int a = 1; a < 5; a++) /* stable insertion sort, largest first */
+        for (int b = a; b > 0 && l[b].v > l[b - 1].v; b--) {
+            share t = l[b];
+            l[b] = l[b - 1];
+            l[b - 1] = t;
+        }
+    fprintf(f, "  batch limited by %s in %.1f%% of steps", l[0].name, 100.0 * l[0].v);
+    const char *sep = " (";
+    for (int i = 1; i < 5; i++)
+        if (l[i].v >= 0.0005) { /* shown as at least 0.1% */
+            fprintf(f, "%s%s %.1f%%", sep, l[i].name, 100.0 * l[i].v);
+            sep = ", ";
+        }
+    fprintf(f, "%s\n", sep[0] == ',' ? ")" : "");
+}
+
 void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res, int64_t run_id)
 {
     const run_summary *s = &res->sum;
@@ -56,7 +90,9 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
     if (c->cp > 1)
         fprintf(f, ", cp %lld", (long long)c->cp);
     fprintf(f, "), %s", c->synthetic[0] ? c->synthetic : c->trace_path);
-    if (c->rate_scale != 1.0)
+    if (c->rate_rps > 0 && !c->synthetic[0])
+        fprintf(f, " at %g req/s (its arrivals x%.4g)", c->rate_rps, c->rate_scale);
+    else if (c->rate_scale != 1.0)
         fprintf(f, " at rate x%g", c->rate_scale);
     if (k->engine == SCHED_ENGINE_VLLM_V1)
         fprintf(f, "\n  engine           vllm-v1: %s, chunked prefill %s, prefix caching %s%s; "
@@ -81,10 +117,25 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
         fprintf(f, "                   (cp %lld: a block spans %lld tokens of context, %lld on "
                    "each of the cp GPU groups)\n",
                 (long long)c->cp, (long long)(c->cp * k->block_size), (long long)k->block_size);
-    fprintf(f, "  requests         %lld: %lld finished, %lld rejected\n", (long long)s->n_requests,
+    fprintf(f, "  requests         %lld: %lld finished, %lld rejected", (long long)s->n_requests,
             (long long)s->n_finished, (long long)s->n_rejected);
+    /* by reason, unless a run stored before the reasons were (they sum to 0) */
+    if (s->n_rejected > 0 &&
+        s->n_reject_context + s->n_reject_token_budget + s->n_reject_kv == s->n_rejected)
+        fprintf(f, " (%.1f%%: %lld over max-model-len, %lld over max-batched-tokens, "
+                   "%lld over the KV cache)",
+                100.0 * (double)s->n_rejected / (double)s->n_requests,
+                (long long)s->n_reject_context, (long long)s->n_reject_token_budget,
+                (long long)s->n_reject_kv);
+    else if (s->n_rejected > 0)
+        fprintf(f, " (%.1f%%)", 100.0 * (double)s->n_rejected / (double)s->n_requests);
+    fputc('\n', f);
     print_dist(f, "TTFT (s)", &s->ttft);
     print_dist(f, "TPOT (s/token)", &s->tpot);
+    if (k->batching == SCHED_BATCHING_STATIC)
+        fprintf(f, "                   (static batching: TPOT and E2E include the wait for the "
+                   "batch's longest member; ITL does not)\n");
+    print_dist(f, "ITL (s)", &s->itl);
     print_dist(f, "E2E (s)", &s->e2e);
     print_dist(f, "norm. (s/token)", &s->norm_latency);
     if (isnan(s->throughput_tok_s))
@@ -101,6 +152,7 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
             (long long)s->preempt_priority);
     fprintf(f, "  steps            %lld, mean batch %.2f, makespan %.2f s\n", (long long)s->n_steps,
             s->mean_batch, s->makespan_s);
+    print_limits(f, s);
     if (k->chunked_prefill)
         fprintf(f, "  chunked prefill  %lld prefill chunks\n", (long long)s->prefill_chunks);
     if (k->prefix_caching) {

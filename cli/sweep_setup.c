@@ -353,10 +353,20 @@ int sweep_finish(const char *cmd, const sweep_cli *cli, const sweep_plan *p, sto
     sqlite3_bind_int64(q, 1, p->sweep_id);
     if (cli->quiet)
         printf("%lld\n", (long long)p->sweep_id);
-    else
-        printf("kvsim sweep %lld: %lld points\n%6s %7s %10s %9s %9s %9s %7s  %s\n",
-               (long long)p->sweep_id, (long long)total, "point", "run_id", "tok/s", "TTFT p99",
-               "TPOT p99", "E2E p99", "SLO %", "parameters");
+    else {
+        const run_config *c = &p->base.cfg;
+        printf("kvsim sweep %lld: %lld points; base %s on %s, tp %lld, engine %s, %s",
+               (long long)p->sweep_id, (long long)total, c->model, c->gpu, (long long)c->tp,
+               sched_engine_name(c->sched.engine),
+               c->synthetic[0] ? c->synthetic
+                               : c->trace_path[0] ? c->trace_path : "the default trace");
+        if (c->rate_rps > 0 && !c->synthetic[0])
+            printf(" at %g req/s", c->rate_rps);
+        else if (c->rate_scale != 1.0)
+            printf(" at rate x%g", c->rate_scale);
+        printf(" (the parameters column overrides)\n%6s %7s %10s %9s %9s %9s %7s  %s\n", "point",
+               "run_id", "tok/s", "TTFT p99", "TPOT p99", "E2E p99", "SLO %", "parameters");
+    }
     while ((r = sqlite3_step(q)) == SQLITE_ROW) {
         stored++;
         const char *status = (const char *)sqlite3_column_text(q, 2);

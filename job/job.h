@@ -45,6 +45,10 @@ typedef struct job_opts {
     int quiet;           /* --quiet: 1 = the caller prints only the id */
     int json;            /* --json: 1 = the caller prints JSON */
     int force_profile;   /* --force-profile: 1 = accept a profile of another GPU/model */
+    char result_json[1024]; /* --result-json: vllm-bench-style result file, "" = none */
+    int result_json_detail; /* --result-json-detail: 1 = per-request lists in it */
+    run_progress_fn progress; /* not a flag: hears job_execute's run (NULL: silent) */
+    void *progress_ctx;
     unsigned char given[JOB_MAX_PARAMS]; /* [param index] 1 = set by name (flag,
                                             grid, variant); the engine profile
                                             fills the others */
@@ -324,6 +328,30 @@ int run_unpack(const unsigned char *buf, size_t len, run_packed *out, kvs_err *e
 /* Free the arrays of an unpacked run (trace and result). */
 void run_packed_free(run_packed *p);
 
+/* A trace's arrival rate, (n - 1) / (last arrival - first arrival), req/s:
+ * the rate `--rate` scales a trace to; 0 with fewer than two requests or no
+ * span.  Cost: O(1). */
+double job_trace_rate(const trace *tr);
+
+/* The rate of o's trace file (the default trace when none is named), as
+ * job_trace_rate, before any --rate or --rate-scale.  Loads the trace.
+ * Errors name the file.  Cost: O(trace). */
+int job_workload_rate(const job_opts *o, double *rps, kvs_err *err);
+
+/* ------------------------------------------------------------ result file (job_result_json.c) */
+
+/* `--result-json FILE`: the run with the field names and units of `vllm
+ * bench serve`'s saved result (duration, completed, failed, token totals,
+ * throughputs, mean/median/std/p50/p90/p99 of ttft, tpot, itl and e2el in
+ * ms; with detail the per-request input_lens, output_lens, ttfts, errors,
+ * and itls when the steps were recorded).  docs/vllm-bench.md lists every
+ * key.  job_execute calls both: the check before simulating (a missing or
+ * unwritable directory: KVS_EIO naming the flag), the write after storing
+ * (to a temporary file renamed into place).  Cost: O(requests + members). */
+int job_result_json_check(const char *path, kvs_err *err);
+int job_result_json_write(const char *path, const run_config *cfg, const run_result *res,
+                          int detail, kvs_err *err);
+
 /* ------------------------------------------------------------ capacity search (job_capacity.c) */
 
 /* the pure parts of `kvsim capacity --search`: service
@@ -357,6 +385,8 @@ typedef struct cap_slo {
     cap_bound b[CAP_MAX_BOUNDS]; /* [n] */
     int n;
     double req_ttft_s, req_tpot_s, req_e2e_s; /* per-request targets for attainment; 0 = none */
+    double max_rejected;  /* largest fraction of requests a run may reject and hold
+                             (`--max-rejected`, in [0, 1); cap_slo_parse sets 0) */
     char text[512];                           /* the spec as given */
 } cap_slo;
 
@@ -370,11 +400,14 @@ typedef struct cap_slo {
  * 'foo' (...)".  Cost: O(length). */
 int cap_slo_parse(const char *text, cap_slo *out, kvs_err *err);
 
-/* Check a summary: returns 1 when every bound holds.  *ratio (may be NULL)
+/* Check a summary: returns 1 when every bound holds and the run rejected
+ * at most max_rejected of its requests.  *ratio (may be NULL)
  * is the worst bound's distance, value/limit for an upper bound and
  * limit/value for a lower one (> 1 means violated; +inf for a missing
- * value); verdict gets e.g. "ttft_p99 2.31 > 2" for the worst bound, or
- * "ok" when all hold. */
+ * value; 1 + the excess share for too many rejections); verdict gets e.g.
+ * "ttft_p99 2.31 > 2" for the worst bound, "rejected 14.7% of requests
+ * (max 0%): 2838 over max-model-len, ..." (which comes first), or "ok"
+ * when all hold. */
 int cap_slo_check(const cap_slo *s, const run_summary *sum, double *ratio, char *verdict,
                   size_t n);
 
@@ -432,7 +465,8 @@ typedef struct job_search {
     store *st;            /* where probes are stored (borrowed) */
     int64_t sweep_id;     /* the search's sweeps row */
     int64_t next_point;   /* probe counter over the whole search */
-    const char *param;    /* "rate", "rate-scale" or "tp" (static string) */
+    const char *param;    /* "rate" or "tp" (static string) */
+    double native_rps;    /* a trace file's own rate, req/s (probes scale it); 0 synthetic */
     cap_slo slo;          /* the bounds; its per-request targets go into each run */
 } job_search;
 
@@ -444,10 +478,12 @@ typedef struct job_probe_point {
     char key[128];        /* "policy=fcfs rate=4" */
 } job_probe_point;
 
-/* What a search varies and where it starts: "tp" (tp != 0), else "rate"
- * (the --synthetic spec's rate=; not arrival=burst) or "rate-scale" (a
- * trace file).  Cost: O(spec). */
-int job_search_param(const job_opts *base, int tp, const char **param, double *x0, kvs_err *err);
+/* What a search varies and where it starts: "tp" (tp != 0), else "rate",
+ * in req/s: the --synthetic spec's rate= (not arrival=burst), or a trace
+ * file's rate (its own, *native_rps, times --rate-scale, or --rate), each
+ * probe scaling the trace to it.  Cost: O(spec), or loading the trace. */
+int job_search_param(const job_opts *base, int tp, const char **param, double *x0,
+                     double *native_rps, kvs_err *err);
 
 /* Keep the TP degrees of tps[0..*n) valid for the model that fit in memory
  * (skipped(ctx, tp, why) hears of each one dropped; may be NULL).  Fails on

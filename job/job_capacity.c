@@ -132,6 +132,19 @@ int cap_slo_check(const cap_slo *s, const run_summary *sum, double *ratio, char 
         }
     }
     int holds = worst <= 1.0;
+    double share = sum->n_requests > 0 ? (double)sum->n_rejected / (double)sum->n_requests : 0.0;
+    if (share > s->max_rejected) {
+        holds = 0;
+        if (1.0 + share - s->max_rejected > worst)
+            worst = 1.0 + share - s->max_rejected;
+        if (verdict && n)
+            snprintf(verdict, n,
+                     "rejected %.3g%% of requests (max %.3g%%): %lld over max-model-len, %lld over "
+                     "max-batched-tokens, %lld over the KV cache",
+                     100.0 * share, 100.0 * s->max_rejected, (long long)sum->n_reject_context,
+                     (long long)sum->n_reject_token_budget, (long long)sum->n_reject_kv);
+        verdict = NULL;
+    }
     if (ratio)
         *ratio = worst;
     if (verdict && n) {
@@ -257,16 +270,22 @@ int cap_search_list(const double *xs, int n, cap_probe_fn fn, void *ctx, cap_res
 
 /* ------------------------------------------------------------ probes */
 
-int job_search_param(const job_opts *base, int tp, const char **param, double *x0, kvs_err *err)
+int job_search_param(const job_opts *base, int tp, const char **param, double *x0,
+                     double *native_rps, kvs_err *err)
 {
     *x0 = 0;
+    *native_rps = 0;
     if (tp) {
         *param = "tp";
         return KVS_OK;
     }
     if (!base->cfg.synthetic[0]) {
-        *param = "rate-scale";
-        *x0 = base->cfg.rate_scale;
+        int rc = job_workload_rate(base, native_rps, err);
+        if (rc)
+            return rc;
+        *param = "rate";
+        *x0 = cap_round(base->cfg.rate_rps > 0 ? base->cfg.rate_rps
+                                               : *native_rps * base->cfg.rate_scale);
         return KVS_OK;
     }
     trace_synth_spec spec;
@@ -323,12 +342,14 @@ int job_search_point(job_search *c, double x, job_probe_point *pt, kvs_err *err)
         snprintf(pt->value, sizeof pt->value, "%lld", (long long)o->cfg.tp);
     } else {
         snprintf(pt->value, sizeof pt->value, "%.6g", x);
-        if (!strcmp(c->param, "rate")) {
+        if (o->cfg.synthetic[0]) {
+            o->cfg.rate_rps = 0; /* the spec carries the rate */
             if ((rc = sweep_spec_set(o->cfg.synthetic, sizeof o->cfg.synthetic, "rate", pt->value,
                                      err)))
                 return rc;
         } else {
-            o->cfg.rate_scale = x;
+            o->cfg.rate_rps = x; /* job_prepare scales the trace to it */
+            o->cfg.rate_scale = 1.0;
         }
     }
     const char *pol = sched_policy_name(o->cfg.sched.policy);

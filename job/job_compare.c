@@ -12,6 +12,7 @@ static const job_variant v0_variants[] = {
     {"continuous", ""},
     {"static", "batching=static"},
     {"reserved", "alloc=reserved"},
+    {"no-kv-cache", "kv-cache=off"},
     {"priority", "policy=priority,priority-preemption"},
 };
 static const job_variant v1_variants[] = {
@@ -19,6 +20,7 @@ static const job_variant v1_variants[] = {
     {"no-chunked-prefill", "no-chunked-prefill"},
     {"vllm-v0", "engine=vllm-v0"},
     {"vllm-v0-static", "engine=vllm-v0,batching=static"},
+    {"no-kv-cache", "engine=vllm-v0,kv-cache=off"},
     {"priority", "policy=priority"},
 };
 
@@ -48,11 +50,13 @@ static void workload_features(const job_opts *o, int *prefixes, int *priorities)
     const run_config *c = &o->cfg;
     kvs_err err;
     *prefixes = *priorities = 0;
+    if (c->priorities[0])
+        *priorities = 1; /* --priorities gives any workload classes */
     if (c->synthetic[0]) {
         trace_synth_spec sp;
         if (trace_synth_parse(c->synthetic, &sp, &err) == 0) {
             *prefixes = sp.system_prompt > 0 || sp.turns > 1;
-            *priorities = sp.n_classes > 0;
+            *priorities |= sp.n_classes > 0;
         }
         return;
     }
@@ -60,7 +64,7 @@ static void workload_features(const job_opts *o, int *prefixes, int *priorities)
     if (!c->trace_path[0] || trace_load(c->trace_path, &t, &err) != 0)
         return; /* the default trace has neither */
     *prefixes = t.hash_off != NULL;
-    *priorities = t.has_priority;
+    *priorities |= t.has_priority;
     trace_free(&t);
 }
 

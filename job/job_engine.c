@@ -85,7 +85,7 @@ static int profile_cost(job_opts *o, const char *params, kvs_err *err)
  * 7): kernel and per-peer all-reduce latencies from published figures,
  * the rest fitted on the FIT table (bench/fidelity). */
 #define TRT_COST "eff_gemm=0.75,eff_attn=0.6,step_overhead_ms=1,step_overhead_seq_us=5," \
-                 "kernel_lat_us=3,collective_lat_peer_us=1.5"
+                 "kernel_lat_us=3,collective_lat_us=20,collective_lat_peer_us=1.5"
 
 /* TensorRT-LLM (docs/engine-trtllm.md): the C++ batch manager's in-flight
  * batching with chunked context, capacity scheduler "guaranteed no evict"

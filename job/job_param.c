@@ -17,7 +17,8 @@ enum {
     P_MML, P_UTIL, P_COST, P_SEED, P_DB, P_REC, P_LABEL, P_QUIET, P_BATCHING, P_POLICY, P_PPRE,
     P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX, P_ENGINE,
     P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP, P_CP, P_REPLICAS,
-    P_ROUTER, P_ROUTER_SEED, P_AFFINITY_CAP, P_PD, P_KV_LINK
+    P_ROUTER, P_ROUTER_SEED, P_AFFINITY_CAP, P_PD, P_KV_LINK, P_GOODPUT, P_RESJSON,
+    P_RESDETAIL, P_RATE_RPS, P_KVCACHE, P_PRIOS, P_FRONTEND
 };
 
 #define I64MAX40 1099511627776.0 /* 2^40 */
@@ -33,8 +34,15 @@ static const job_param params[] = {
      "'arrival=poisson,rate=8,n=1000,prompt=512,output=128'" IND
      "(keys: arrival=poisson|gamma|burst rate cv n prompt output" IND
      "lengths=FILE priorities=P:SHARE/... system_prompt=TOKENS" IND "turns=K)", JOB_VARY_ALL},
+    {"rate", P_RATE_RPS, JOB_PARAM_F64, 1e-6, 1e9, "workload", "R",
+     "arrival rate in requests/s: a trace's arrival times are" IND
+     "scaled so that (n - 1) / span = R; a --synthetic spec's" IND
+     "rate= is replaced by R (not with --rate-scale)", JOB_VARY_ALL},
     {"rate-scale", P_RATE, JOB_PARAM_F64, 1e-6, 1e6, "workload", "K",
      "multiply the arrival rate by K (times divided by K; default 1)", JOB_VARY_ALL},
+    {"priorities", P_PRIOS, JOB_PARAM_STR, 0, 0, "workload", "P:S/...",
+     "give any trace priority classes, e.g. 0:0.2/1:0.8 (shares" IND
+     "sum to 1), drawn per request with --seed", JOB_VARY_ALL},
     {"seed", P_SEED, JOB_PARAM_U64, 0, 0, "workload", "N",
      "seed of the synthetic generator (default 0)", JOB_VARY_ALL},
     {"model", P_MODEL, JOB_PARAM_STR, 0, 0, "hardware and model", "NAME|FILE",
@@ -109,10 +117,16 @@ static const job_param params[] = {
     {"segment-tokens", P_SEG, JOB_PARAM_I64, 1, 1 << 20, "engine", "N",
      "vllm-v1: tokens named by one prefix segment id (default 512," IND
      "the Mooncake segment)", JOB_VARY_ALL},
+    {"kv-cache", P_KVCACHE, JOB_PARAM_ENUM, 0, 0, "engine", "on|off",
+     "off: no KV cache, every step recomputes each request's" IND
+     "whole context (vllm-v0, continuous; the O(S^2) baseline)", JOB_VARY_ALL},
     {"watermark", P_WM, JOB_PARAM_F64, 0.0, 0.99, "engine", "F",
      "vllm-v0: fraction of KV blocks kept free at admission" IND "(default 0.01)", JOB_VARY_ALL},
     {"max-model-len", P_MML, JOB_PARAM_I64, 1, I64MAX40, "engine", "N",
      "max prompt + output tokens (default: the model's context)", JOB_VARY_ALL},
+    {"frontend-ms", P_FRONTEND, JOB_PARAM_F64, 0.0, 1e6, "engine", "F",
+     "per-request front-end cost in ms (tokenize, detokenize," IND
+     "HTTP), added to TTFT and E2E (default 0)", JOB_VARY_ALL},
     {"cost", P_COST, JOB_PARAM_STR, 0, 0, "engine", "MODEL",
      "roofline | affine:c0,c1,c2,c3 | calibrated[:ID] (default roofline)", JOB_VARY_ALL},
     {"force-profile", P_FORCE, JOB_PARAM_SWITCH, 0, 0, "engine", NULL,
@@ -137,6 +151,9 @@ static const job_param params[] = {
      "BW_GBPS:LAT_US (default nvlink)", JOB_VARY_ALL},
     {"slo", P_SLO, JOB_PARAM_SLO, 0, 0, "results", "ttft=S,tpot=S,e2e=S",
      "per-request SLOs for attainment and goodput", JOB_VARY_ALL},
+    {"goodput", P_GOODPUT, JOB_PARAM_SLO, 0, 0, "results", "'ttft:MS tpot:MS'",
+     "the same per-request SLOs in vllm bench serve's syntax:" IND
+     "milliseconds, keys ttft tpot e2el (spaces or commas)", JOB_VARY_ALL},
     {"db", P_DB, JOB_PARAM_STR, 0, 0, "results", "FILE",
      "SQLite results database (default kvsim.db)", 0},
     {"record-steps", P_REC, JOB_PARAM_SWITCH, 0, 0, "results", NULL,
@@ -146,6 +163,12 @@ static const job_param params[] = {
     {"quiet", P_QUIET, JOB_PARAM_SWITCH, 0, 0, "results", NULL, "print only the run id", 0},
     {"json", P_JSON, JOB_PARAM_SWITCH, 0, 0, "results", NULL,
      "print the summary as one JSON object", 0},
+    {"result-json", P_RESJSON, JOB_PARAM_STR, 0, 0, "results", "FILE",
+     "kvsim run: also write the result in vllm bench serve's" IND
+     "saved-result format (docs/vllm-bench.md)", 0},
+    {"result-json-detail", P_RESDETAIL, JOB_PARAM_SWITCH, 0, 0, "results", NULL,
+     "add per-request input_lens, output_lens, ttfts, errors" IND
+     "(and itls, with --record-steps) to --result-json", 0},
 };
 
 #define N_PARAMS (sizeof params / sizeof params[0])
@@ -229,6 +252,37 @@ static int parse_slo(run_config *c, const char *arg, kvs_err *err)
     return KVS_OK;
 }
 
+/* vllm bench serve's --goodput: "ttft:MS tpot:MS e2el:MS" (any of them,
+ * separated by spaces or commas), milliseconds, into the per-request SLOs. */
+static int parse_goodput(run_config *c, const char *arg, kvs_err *err)
+{
+    char buf[256];
+    if (strlen(arg) >= sizeof buf)
+        return kvs_errf(err, KVS_EINVAL, "--goodput: too long");
+    strcpy(buf, arg);
+    int n = 0;
+    for (char *save, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        char *colon = strchr(tok, ':');
+        if (!colon)
+            return kvs_errf(err, KVS_EINVAL, "--goodput: '%s' is not KEY:MS (e.g. ttft:500)", tok);
+        *colon = 0;
+        double *dst = !strcmp(tok, "ttft")   ? &c->slo_ttft_s
+                      : !strcmp(tok, "tpot") ? &c->slo_tpot_s
+                      : !strcmp(tok, "e2el") ? &c->slo_e2e_s
+                                             : NULL;
+        if (!dst)
+            return kvs_errf(err, KVS_EINVAL, "--goodput: unknown metric '%s' (ttft, tpot, e2el)",
+                            tok);
+        double ms;
+        int rc = str_parse_f64("--goodput", colon + 1, 1e-6, 1e12, &ms, err);
+        if (rc)
+            return rc;
+        *dst = ms / 1000.0;
+        n++;
+    }
+    return n ? KVS_OK : kvs_errf(err, KVS_EINVAL, "--goodput: empty (e.g. 'ttft:500 tpot:50')");
+}
+
 /* A string parameter's buffer. */
 static char *str_field(job_opts *o, int id, size_t *n)
 {
@@ -240,6 +294,8 @@ static char *str_field(job_opts *o, int id, size_t *n)
     case P_SYNTH: *n = sizeof c->synthetic; return c->synthetic;
     case P_COST: *n = sizeof c->cost; return c->cost;
     case P_DB: *n = sizeof o->db; return o->db;
+    case P_RESJSON: *n = sizeof o->result_json; return o->result_json;
+    case P_PRIOS: *n = sizeof c->priorities; return c->priorities;
     case P_LABEL: *n = sizeof c->label; return c->label;
     case P_DTYPE: *n = sizeof c->dtype; return c->dtype;
     case P_KVDTYPE: *n = sizeof c->kv_cache_dtype; return c->kv_cache_dtype;
@@ -276,10 +332,12 @@ static double *f64_field(job_opts *o, int id)
     run_config *c = &o->cfg;
     switch (id) {
     case P_RATE: return &c->rate_scale;
+    case P_RATE_RPS: return &c->rate_rps;
     case P_WM: return &c->sched.watermark;
     case P_UTIL: return &c->gpu_mem_util;
     case P_SWAP: return &c->swap_gib;
     case P_BTO: return &c->sched.batch_timeout_s;
+    case P_FRONTEND: return &c->frontend_ms;
     default: return NULL;
     }
 }
@@ -291,6 +349,7 @@ static int *switch_field(job_opts *o, int id)
     case P_REC: return &c->record_steps;
     case P_QUIET: return &o->quiet;
     case P_JSON: return &o->json;
+    case P_RESDETAIL: return &o->result_json_detail;
     case P_FORCE: return &o->force_profile;
     case P_CHUNKED: return &c->sched.chunked_prefill;
     case P_PREFIX: return &c->sched.prefix_caching;
@@ -327,6 +386,12 @@ static int set_enum(job_opts *o, const job_param *p, const char *arg, kvs_err *e
         v = s->engine = sched_engine_parse(arg);
         choices = "vllm-v1, vllm-v0, trtllm";
         break;
+    case P_KVCACHE:
+        v = !strcmp(arg, "on") ? 0 : !strcmp(arg, "off") ? 1 : -1;
+        if (v >= 0)
+            s->kv_cache_off = v;
+        choices = "on, off";
+        break;
     default:
         return kvs_errf(err, KVS_EINTERNAL, "--%s: internal: not an enum", p->name);
     }
@@ -345,6 +410,10 @@ int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err
     const char *twin = job_param_negation(p->name);
     if (twin && job_param_given(o, twin))
         return kvs_errf(err, KVS_EINVAL, "%s and --%s: give one of them", flag, twin);
+    if ((p->id == P_RATE && job_param_given(o, "rate")) ||
+        (p->id == P_RATE_RPS && job_param_given(o, "rate-scale")))
+        return kvs_errf(err, KVS_EINVAL, "--rate and --rate-scale: give one of them (a rate in "
+                                         "req/s, or a multiplier)");
     o->given[p - params] = 1;
     if (!value && p->kind != JOB_PARAM_SWITCH && p->kind != JOB_PARAM_OFF)
         return kvs_errf(err, KVS_EINVAL, "%s: missing value", flag);
@@ -357,6 +426,8 @@ int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err
     case JOB_PARAM_STR:
         if (!(s = str_field(o, p->id, &n)))
             break;
+        if (p->id == P_PRIOS && !*value)
+            return kvs_errf(err, KVS_EINVAL, "--priorities: empty (e.g. 0:0.2/1:0.8)");
         return copy_str(flag, s, n, value, err);
     case JOB_PARAM_I64:
         if (!(i = i64_field(o, p->id)))
@@ -376,7 +447,12 @@ int job_param_set(job_opts *o, const char *name, const char *value, kvs_err *err
             break;
         *sw = p->kind == JOB_PARAM_SWITCH;
         return KVS_OK;
-    case JOB_PARAM_SLO: return parse_slo(&o->cfg, value, err);
+    case JOB_PARAM_SLO:
+        if (job_param_given(o, p->id == P_SLO ? "goodput" : "slo"))
+            return kvs_errf(err, KVS_EINVAL, "--slo and --goodput: give one of them (the same "
+                                             "targets in seconds or in milliseconds)");
+        return p->id == P_SLO ? parse_slo(&o->cfg, value, err)
+                              : parse_goodput(&o->cfg, value, err);
     }
     return kvs_errf(err, KVS_EINTERNAL, "%s: internal: no field", flag);
 }

@@ -92,6 +92,56 @@ static int load_workload(run_config *c, trace *tr, kvs_err *err)
     return trace_load(c->trace_path, tr, err);
 }
 
+/* --rate for a synthetic spec: its rate= becomes R (before generation). */
+static int rate_into_spec(run_config *c, kvs_err *err)
+{
+    trace_synth_spec spec;
+    int rc = trace_synth_parse(c->synthetic, &spec, err);
+    if (rc)
+        return rc;
+    if (spec.arrival == TRACE_ARRIVAL_BURST)
+        return kvs_errf(err, KVS_EINVAL, "--rate: arrival=burst has no rate (every request "
+                                         "arrives at 0)");
+    char v[64];
+    snprintf(v, sizeof v, "%.17g", c->rate_rps);
+    return sweep_spec_set(c->synthetic, sizeof c->synthetic, "rate", v, err);
+}
+
+double job_trace_rate(const trace *tr)
+{
+    double span = tr->n > 1 ? tr->reqs[tr->n - 1].arrival_s - tr->reqs[0].arrival_s : 0.0;
+    return span > 0 ? (double)(tr->n - 1) / span : 0.0;
+}
+
+/* --rate for a trace file: the multiplier that brings its rate to R. */
+static int rate_to_scale(run_config *c, const trace *tr, kvs_err *err)
+{
+    double native = job_trace_rate(tr);
+    if (!(native > 0))
+        return kvs_errf(err, KVS_EINVAL, "--rate: %s has no arrival rate to scale (fewer than "
+                                         "two requests, or all arrive at once)", c->trace_path);
+    c->rate_scale = c->rate_rps / native;
+    return KVS_OK;
+}
+
+int job_workload_rate(const job_opts *o, double *rps, kvs_err *err)
+{
+    run_config c = o->cfg;
+    trace tr;
+    memset(&tr, 0, sizeof tr);
+    if (c.synthetic[0])
+        return kvs_errf(err, KVS_EINTERNAL, "job_workload_rate: a trace file only");
+    int rc = load_workload(&c, &tr, err);
+    if (rc)
+        return rc;
+    *rps = job_trace_rate(&tr);
+    trace_free(&tr);
+    if (!(*rps > 0))
+        return kvs_errf(err, KVS_EINVAL, "--rate: %s has no arrival rate to scale (fewer than "
+                                         "two requests, or all arrive at once)", c.trace_path);
+    return KVS_OK;
+}
+
 int job_prepare(job_opts *o, model_spec *m, gpu_spec *g, trace *tr, kvs_err *err)
 {
     run_config *c = &o->cfg;
@@ -103,9 +153,28 @@ int job_prepare(job_opts *o, model_spec *m, gpu_spec *g, trace *tr, kvs_err *err
         return kvs_errf(err, KVS_EINVAL, "--trace and --synthetic: give one workload, not both");
     if (!job_param_given(o, "router-seed"))
         c->router_seed = c->seed;
-    if ((rc = fail_static_preempt(o, err)) || (rc = cluster_config_check(c, err)) ||
-        (rc = load_workload(c, tr, err)))
+    if ((rc = fail_static_preempt(o, err)) || (rc = cluster_config_check(c, err)))
         return rc;
+    if (c->rate_rps > 0 && c->synthetic[0] && (rc = rate_into_spec(c, err)))
+        return rc;
+    if ((rc = load_workload(c, tr, err)))
+        return rc;
+    if (c->rate_rps > 0 && !c->synthetic[0] && (rc = rate_to_scale(c, tr, err))) {
+        trace_free(tr);
+        return rc;
+    }
+    if (c->priorities[0]) {
+        trace_synth_spec sp;
+        if (c->synthetic[0] && trace_synth_parse(c->synthetic, &sp, err) == 0 && sp.n_classes > 0)
+            rc = kvs_errf(err, KVS_EINVAL, "--priorities and the --synthetic spec's priorities=: "
+                                           "give one");
+        else
+            rc = trace_assign_priorities(tr, c->priorities, c->seed, err);
+        if (rc) {
+            trace_free(tr);
+            return rc;
+        }
+    }
     if (c->rate_scale != 1.0)
         trace_scale_rate(tr, c->rate_scale);
     if ((rc = run_config_resolve(c, m, g, err)) ||
@@ -128,8 +197,10 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kv
     model_spec m;
     gpu_spec g;
     trace tr;
-    int rc = job_prepare(o, &m, &g, &tr, err);
-    if (rc)
+    int rc;
+    if (o->result_json[0] && (rc = job_result_json_check(o->result_json, err)))
+        return rc;
+    if ((rc = job_prepare(o, &m, &g, &tr, err)))
         return rc;
     cost_model cost = {0};
     run_result res = {0};
@@ -138,7 +209,8 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kv
         kvs_errf(err, rc, "%s", e.msg);
         goto done;
     }
-    if ((rc = run_execute(&o->cfg, &tr, &cost, &res, &e))) {
+    if ((rc = run_execute_progress(&o->cfg, &tr, &cost, o->progress, o->progress_ctx, &res,
+                                   &e))) {
         kvs_err e2;
         int64_t failed_id = 0;
         if (store_save_failed_run(st, &o->cfg, &tr, e.msg, res.started_at, res.wall_s,
@@ -150,6 +222,11 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kv
     }
     if ((rc = store_save_run(st, &o->cfg, &res, run_id, &e))) {
         kvs_errf(err, rc, "--db: %s", e.msg);
+        goto done;
+    }
+    if (o->result_json[0] &&
+        (rc = job_result_json_write(o->result_json, &o->cfg, &res, o->result_json_detail, &e))) {
+        kvs_errf(err, rc, "%s (run %lld is stored)", e.msg, (long long)*run_id);
         goto done;
     }
     if (res_out) {

@@ -103,13 +103,15 @@ static int apply_axis(const sweep_axis *a, const char *v, int pass, job_opts *o,
             rc = job_param_set(o, jp->name, NULL, &e);
         else if (neg)
             rc = job_param_set(o, neg, NULL, &e);
+    } else if (pass == 1 && a->kind == SWEEP_KEY_SYNTH && !o->cfg.synthetic[0] &&
+               !strcmp(a->key, "rate")) {
+        rc = job_param_set(o, "rate", v, &e); /* a trace file: scaled to v req/s (--rate) */
     } else if (pass == 1 && a->kind == SWEEP_KEY_SYNTH) {
         if (!o->cfg.synthetic[0])
             return kvs_errf(err, KVS_EINVAL,
                             "%s: %s: sets a key of the --synthetic spec, but the runs "
-                            "have no --synthetic workload%s",
-                            a->where, a->key,
-                            strcmp(a->key, "rate") ? "" : " (vary rate-scale for a trace file)");
+                            "have no --synthetic workload",
+                            a->where, a->key);
         rc = sweep_spec_set(o->cfg.synthetic, sizeof o->cfg.synthetic, a->synth_key, v, &e);
     }
     return rc ? kvs_errf(err, rc, "%s: %s", a->where, e.msg) : KVS_OK;

@@ -88,16 +88,29 @@ int64_t sched_admit_chunks(sched *s, int64_t *budget, int whole)
             (whole && target > cfg->max_batched_tokens) ||
             r->prompt_tokens + r->output_tokens > cfg->max_model_len) {
             sched_waitq_pop(&s->wq);
-            sched_reject(s, id);
+            sched_reject(s, id,
+                         r->prompt_tokens + r->output_tokens > cfg->max_model_len
+                             ? SCHED_REJECT_CONTEXT
+                         : whole && target > cfg->max_batched_tokens ? SCHED_REJECT_TOKEN_BUDGET
+                                                                     : SCHED_REJECT_KV_CAPACITY);
             continue;
         }
-        if (s->n_run >= cfg->max_seqs)
+        if (s->n_run >= cfg->max_seqs) {
+            s->step.limit = SCHED_LIMIT_MAX_SEQS;
             break;
+        }
         sched_chunk c;
         if (!plan_chunk(s, id, target, 0, 0, whole ? target : *budget,
-                        s->free_blocks - s->watermark_blocks, &c) ||
-            c.q > *budget)
+                        s->free_blocks - s->watermark_blocks, &c)) {
+            /* a whole prompt over the budget left is the budget's, as in
+             * step 3's order (max-seqs, tokens, blocks) */
+            s->step.limit = whole && target > *budget ? SCHED_LIMIT_TOKEN_BUDGET : SCHED_LIMIT_KV;
             break;
+        }
+        if (c.q > *budget) {
+            s->step.limit = SCHED_LIMIT_TOKEN_BUDGET;
+            break;
+        }
         sched_waitq_pop(&s->wq);
         sched_entry *e = &s->run[s->n_run++];
         e->id = id;
@@ -118,6 +131,8 @@ int64_t sched_admit_chunks(sched *s, int64_t *budget, int whole)
             s->ctr.prefix_saved_tokens += c.cached;
         }
     }
+    if (s->wq.n > 0 && *budget <= 0)
+        s->step.limit = SCHED_LIMIT_TOKEN_BUDGET;
     return admitted;
 }
 
@@ -170,6 +185,10 @@ int sched_plan_chunked(sched *s, double now, double *t_end)
         /* 3. first chunks of waiting requests */
         if (!blocked && budget > 0)
             sched_admit_chunks(s, &budget, 0);
+        else if (s->wq.n > 0)
+            s->step.limit = blocked ? SCHED_LIMIT_KV : SCHED_LIMIT_TOKEN_BUDGET;
+        if (s->step.n_preempted > 0)
+            s->step.limit = SCHED_LIMIT_KV;
         if (b->n_decode > 0 || b->n_prefill > 0) {
             s->step.kind = b->n_decode == 0   ? SCHED_STEP_PREFILL
                            : b->n_prefill == 0 ? SCHED_STEP_DECODE

@@ -70,6 +70,18 @@ static int admissible(const sched *s, int32_t id, int64_t tokens_used)
            s->free_blocks - nb >= s->watermark_blocks;
 }
 
+/* Which of step 3's conditions keeps request id out (it is not admissible). */
+static int32_t blocked_by(const sched *s, int32_t id, int64_t tokens_used)
+{
+    const trace_req *r = &s->reqs[id];
+    int64_t need = r->prompt_tokens + s->g[id];
+    if (s->n_run >= s->cfg.max_seqs)
+        return SCHED_LIMIT_MAX_SEQS;
+    if (tokens_used + need > s->cfg.max_batched_tokens)
+        return SCHED_LIMIT_TOKEN_BUDGET;
+    return SCHED_LIMIT_KV;
+}
+
 /* Step 3: admission.  Returns the number of requests admitted. */
 static int64_t admit(sched *s)
 {
@@ -88,11 +100,17 @@ static int64_t admit(sched *s)
         if (nb > c->total_blocks - s->watermark_blocks || need > c->max_batched_tokens ||
             r->prompt_tokens + r->output_tokens > c->max_model_len) {
             sched_waitq_pop(&s->wq);
-            sched_reject(s, id);
+            sched_reject(s, id,
+                         r->prompt_tokens + r->output_tokens > c->max_model_len
+                             ? SCHED_REJECT_CONTEXT
+                         : need > c->max_batched_tokens ? SCHED_REJECT_TOKEN_BUDGET
+                                                        : SCHED_REJECT_KV_CAPACITY);
             continue;
         }
-        if (!admissible(s, id, used))
+        if (!admissible(s, id, used)) {
+            s->step.limit = blocked_by(s, id, used);
             break;
+        }
         sched_waitq_pop(&s->wq);
         sched_entry *e = &s->run[s->n_run++];
         e->id = id;
@@ -186,7 +204,7 @@ static void swap_in(sched *s, double now)
             sched_waitq_pop(&s->swq);
             s->swap_used -= nb;
             s->res[id].swapped_s += now - s->swap_since[id];
-            sched_reject(s, id);
+            sched_reject(s, id, SCHED_REJECT_KV_CAPACITY);
             continue;
         }
         if (s->free_blocks - nb - extra < s->watermark_blocks)
@@ -209,6 +227,25 @@ static void swap_in(sched *s, double now)
     }
 }
 
+/* --kv-cache off: nothing is kept between steps, so every member processes
+ * its whole context again: P + g tokens (a prefill's tokens; a decode's
+ * context after the step), all as prefill work: tokens = sum (P + g),
+ * prefill_sq = sum (P + g)^2, kv_read = 0.  The step's kind and its block
+ * accounting (the K/V the step materializes) stay as with a cache. */
+static void no_cache_batch(const sched *s, cost_batch *b)
+{
+    cost_batch nb;
+    memset(&nb, 0, sizeof nb);
+    for (int64_t i = 0; i < s->n_members; i++) {
+        const sched_member *m = &s->members[i];
+        int64_t t = m->kind == SCHED_MEMBER_PREFILL ? m->tokens : m->context;
+        nb.tokens += t;
+        nb.prefill_sq += t * t;
+        nb.n_prefill++;
+    }
+    *b = nb;
+}
+
 int sched_plan_continuous(sched *s, double now, double *t_end)
 {
     /* Preemptions and swap-outs of an iteration that ended empty (it takes
@@ -223,6 +260,8 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         if (s->wq.n == 0 && s->n_run == 0 && s->swq.n == 0)
             return SCHED_PLAN_IDLE;
         /* 3. admission; none while any request is swapped out */
+        if (s->swq.n > 0)
+            s->step.limit = SCHED_LIMIT_KV;
         if (s->swq.n == 0 && admit(s) > 0) {
             s->step.kind = SCHED_STEP_PREFILL;
             s->active = SCHED_ACTIVE_PREFILL;
@@ -239,7 +278,7 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         cost_batch *b = &s->step.batch;
         int64_t kv_read = 0, n_decode = 0;
         int64_t swap_mark = s->n_run;
-        if (s->free_blocks >= s->n_run && s->swq.n == 0 && !s->want_members) {
+        if (s->free_blocks >= s->n_run && s->swq.n == 0) {
             const int grows = s->alloc->grows;
             const int64_t bs = s->cfg.block_size;
             int64_t taken = 0;
@@ -253,6 +292,8 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
                 e->ctx++;
                 e->room--;
                 kv_read += e->ctx;
+                if (s->want_members)
+                    sched_add_member(s, e->id, SCHED_MEMBER_DECODE, 1, e->ctx);
             }
             s->free_blocks -= taken;
             sched_blocks_taken(s);
@@ -281,6 +322,8 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         b->kv_read = kv_read;
         b->n_decode = n_decode;
         b->tokens = n_decode;
+        if (s->step.n_preempted > 0)
+            s->step.limit = SCHED_LIMIT_KV;
         if (n_decode > 0) {
             s->step.kind = SCHED_STEP_DECODE;
             s->active = SCHED_ACTIVE_DECODE;
@@ -297,6 +340,8 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         carry_preempted = s->step.n_preempted;
         carry_swap_out = s->step.swap_out_blocks;
     }
+    if (s->cfg.kv_cache_off)
+        no_cache_batch(s, &s->step.batch);
     double d = cost_step_s(s->cost, &s->step.batch) +
                (double)(s->step.swap_out_blocks + s->step.swap_in_blocks) * s->cfg.swap_block_s;
     s->step.dur_s = d;

@@ -7,7 +7,7 @@
  * evicted least recent first when a fresh block is needed.
  *
  * Block identity: the prompt of a request is a sequence of segments
- * (base/request.h's req_prefixes: ids, tokens).  chain(s) folds the ids of segments 0..s into one
+ * (base/request.h's req_prefixes: ids, tokens).  chain(s) folds the ids and token counts of segments 0..s into one
  * hash (precomputed for every segment of the trace).  Block j covers tokens
  * [j*bs, (j+1)*bs); its last token lies in some segment s starting at token
  * a; its identity is hash(chain(s), (j+1)*bs - a).  Two requests whose ids
@@ -184,7 +184,10 @@ int sched_pc_init(sched *s, const req_prefixes *px, kvs_err *err)
         int64_t tok = 0;
         uint64_t chain = PC_SEED;
         for (int64_t k = px->off[i]; k < px->off[i + 1]; k++) {
-            chain = mix64(chain ^ mix64(px->ids[k]));
+            /* the segment's length is part of its identity: an id named
+             * with two lengths names two contents (a malformed trace would
+             * otherwise share a late block without the earlier ones) */
+            chain = mix64(chain ^ mix64(px->ids[k] ^ ((uint64_t)px->tokens[k] << 40)));
             tok += px->tokens[k];
             pc->chain[k] = chain;
             pc->seg_end[k] = tok;

@@ -69,6 +69,16 @@ int sched_config_check(const sched_config *c, int64_t n, kvs_err *err)
                         "2^63, the largest attention cost a step can count; lower them",
                         (long long)c->max_model_len, (long long)c->max_batched_tokens,
                         (long long)(c->total_blocks * c->block_size));
+    if (c->kv_cache_off &&
+        (c->engine != SCHED_ENGINE_VLLM_V0 || c->batching != SCHED_BATCHING_CONTINUOUS ||
+         c->chunked_prefill || c->prefix_caching || c->preemption == SCHED_PREEMPT_SWAP))
+        return kvs_errf(err, KVS_EINVAL, "--kv-cache off: only with --engine vllm-v0, continuous "
+                                         "batching, no chunked prefill or prefix caching, and "
+                                         "recompute (or no) preemption");
+    if (c->kv_cache_off && c->max_model_len > 3037000499 / c->max_seqs)
+        return kvs_errf(err, KVS_EINVAL, "--kv-cache off: max-seqs %lld x max-model-len %lld "
+                                         "squared overflows a step's attention cost; lower them",
+                        (long long)c->max_seqs, (long long)c->max_model_len);
     if ((unsigned)c->engine > SCHED_ENGINE_TRTLLM)
         return kvs_errf(err, KVS_EINVAL, "scheduler: unknown engine value in config");
     if (c->engine == SCHED_ENGINE_VLLM_V1)
@@ -126,6 +136,7 @@ int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
     if (!s)
         return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory");
     s->cfg = *cfg;
+    s->want_members = cfg->kv_cache_off; /* no-cache step costs read the members */
     s->reqs = reqs;
     s->n = n;
     s->cost = cost;
@@ -226,8 +237,10 @@ void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx, int want_members
 {
     s->sink = fn;
     s->sink_ctx = ctx;
-    s->want_members = want_members;
+    s->want_members = want_members || s->cfg.kv_cache_off; /* its costs need them */
 }
+
+void sched_set_leap_sink(sched *s, sched_leap_fn fn) { s->leap_fn = fn; }
 
 void sched_arrive(sched *s, int64_t id) { s->eng->arrive(s, id); }
 
@@ -238,10 +251,11 @@ static void v0_arrive(sched *s, int64_t id)
     sched_waitq_push(&s->wq, (int32_t)id);
 }
 
-void sched_reject(sched *s, int32_t id)
+void sched_reject(sched *s, int32_t id, sched_reject_reason why)
 {
     s->state[id] = SCHED_REQ_REJECTED;
     s->res[id].status = SCHED_REQ_REJECTED;
+    s->res[id].reject_reason = why;
     s->ctr.n_rejected++;
 }
 
@@ -345,6 +359,12 @@ static int parse_in(const char *const *tbl, size_t n, const char *s)
         if (!strcmp(tbl[i], s))
             return (int)i;
     return -1;
+}
+
+const char *sched_reject_reason_name(int v)
+{
+    static const char *const names[] = {NULL, "context", "token-budget", "kv-capacity"};
+    return v >= 0 && v < 4 ? names[v] : NULL;
 }
 
 const char *sched_engine_name(int v) { return NAME_OF(engine_names, v); }

@@ -89,6 +89,8 @@ typedef struct sched_config {
     int64_t long_prefill_threshold; /* V1: at most this many tokens of one
                                        request per step, 0 = off */
     int64_t segment_tokens;     /* V1: tokens per prefix segment id (S), 0 = 512 */
+    int kv_cache_off;           /* 1: no KV cache: every step recomputes each member's
+                                   whole context (docs/semantics-extensions.md N) */
     /* V1 hybrid KV groups (docs/semantics-v1.md section 2.9): a block of
      * total_blocks is then one group's page; all 0 = one group, today's */
     int64_t kv_window;          /* V1: tokens a sliding-window group keeps, 0 = none */
@@ -107,12 +109,23 @@ typedef enum sched_req_status {
     SCHED_REQ_REJECTED = 5
 } sched_req_status;
 
+/* Why a request was rejected (the first of these that holds). */
+typedef enum sched_reject_reason {
+    SCHED_REJECT_NONE = 0,          /* not rejected */
+    SCHED_REJECT_CONTEXT = 1,       /* P + O > max_model_len */
+    SCHED_REJECT_TOKEN_BUDGET = 2,  /* its prompt exceeds max_batched_tokens (unchunked) */
+    SCHED_REJECT_KV_CAPACITY = 3    /* its blocks exceed the whole cache (above the watermark) */
+} sched_reject_reason;
+
+/* "context", "token-budget", "kv-capacity"; NULL for NONE. */
+const char *sched_reject_reason_name(int v);
+
 /* Outcome of one request. */
 typedef struct sched_req_result {
     int32_t status;        /* sched_req_status: FINISHED or REJECTED at end */
     int32_t preemptions;   /* recompute + swap preemptions */
     int32_t swaps;         /* swap-outs among them */
-    int32_t pad_;
+    int32_t reject_reason; /* sched_reject_reason: NONE unless REJECTED */
     double first_token_s;  /* end of the step that made g 0->1; NAN if none */
     double finish_s;       /* end of the step that made g == O; NAN if none */
     double swapped_s;      /* total seconds spent swapped out */
@@ -124,6 +137,18 @@ typedef enum sched_step_kind {
     SCHED_STEP_MIXED = 2     /* both (chunked prefill, static never) */
 } sched_step_kind;
 
+/* What kept the step's batch from growing: the reason admission stopped at
+ * the first waiting request (in policy order) that could not join. */
+typedef enum sched_step_limit {
+    SCHED_LIMIT_NONE_WAITING = 0, /* nothing was left waiting */
+    SCHED_LIMIT_KV = 1,           /* KV blocks: the head does not fit above the watermark,
+                                     a request is swapped out, or the step preempted */
+    SCHED_LIMIT_MAX_SEQS = 2,     /* max_num_seqs requests were running */
+    SCHED_LIMIT_TOKEN_BUDGET = 3, /* the step's token budget was used up */
+    SCHED_LIMIT_OTHER = 4         /* static batching: a batch runs, none may join */
+} sched_step_limit;
+#define SCHED_LIMIT_COUNT 5
+
 /* One engine step, as emitted to the step sink. */
 typedef struct sched_step {
     int64_t index;        /* 0-based step number */
@@ -131,6 +156,9 @@ typedef struct sched_step {
     double dur_s;         /* compute + swap transfer time */
     int32_t kind;         /* sched_step_kind */
     int32_t n_preempted;  /* requests preempted while forming this step */
+    int32_t limit;        /* sched_step_limit */
+    int32_t leapt;        /* 1: a V1 leap's decode step, sunk without members
+                             (sched_set_leap_sink); else 0 */
     cost_batch batch;     /* what the cost model saw */
     int64_t kv_blocks_used; /* blocks held by all requests during the step */
     int64_t n_waiting;    /* waiting queue length at step start (after admission) */
@@ -209,6 +237,18 @@ void sched_finish_step(sched *s, double t);
  * for decode steps and the engine skips writing them (faster); prefill
  * members (chunks included) are always listed. */
 void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx, int want_members);
+
+/* The end of a leap (docs/semantics-v1.md 9): each of the n requests `ids`
+ * made one token at the end of each of the `steps` decode steps just sunk
+ * with leapt = 1 and no members listed, the first of them following a step
+ * in which each of them made a token.  ctx is the step sink's. */
+typedef void (*sched_leap_fn)(void *ctx, const int32_t *ids, int64_t n, int64_t steps);
+
+/* Install a leap sink (NULL: none).  With one, the V1 engine leaps even
+ * when the step sink wants members: the leapt steps reach the step sink
+ * with leapt = 1 and no members, then fn names their requests.  Without
+ * one, wanting members turns leaps off.  Cost: O(1). */
+void sched_set_leap_sink(sched *s, sched_leap_fn fn);
 
 /* Results, indexed by request id; valid until sched_free. */
 const sched_req_result *sched_results(const sched *s);

@@ -206,13 +206,14 @@ struct sched {
     sched_step_fn sink;
     void *sink_ctx;
     int want_members;             /* fill members[] for decode steps */
+    sched_leap_fn leap_fn;        /* NULL, or told the requests of each leap */
     double horizon;               /* s: no external event before this time, for
                                      the next plan only (-INFINITY: unknown) */
     char errmsg[256];             /* set when a plan fails */
 };
 
 /* Shared helpers (sched.c). */
-void sched_reject(sched *s, int32_t id);
+void sched_reject(sched *s, int32_t id, sched_reject_reason why);
 void sched_emit(sched *s, double now);
 int sched_plan_continuous(sched *s, double now, double *t_end);
 void sched_finish_continuous(sched *s, double t);

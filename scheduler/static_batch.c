@@ -32,7 +32,8 @@ static int64_t form_batch(sched *s)
         int64_t len = r->prompt_tokens + r->output_tokens;
         if (len > c->max_model_len || sched_ceil_div(len, c->block_size) > c->total_blocks) {
             sched_waitq_pop(&s->wq);
-            sched_reject(s, id);
+            sched_reject(s, id, len > c->max_model_len ? SCHED_REJECT_CONTEXT
+                                                       : SCHED_REJECT_KV_CAPACITY);
             continue;
         }
         int64_t pm = r->prompt_tokens > pmax ? r->prompt_tokens : pmax;
@@ -82,7 +83,12 @@ int sched_plan_static(sched *s, double now, int more_arrivals, double *t_end)
         b->tokens = s->n_batch * s->batch_pmax;
         b->prefill_sq = s->n_batch * s->batch_pmax * s->batch_pmax;
         s->step.kind = SCHED_STEP_PREFILL;
+        /* the first request that did not fit F ended the batch */
+        s->step.limit = s->wq.n == 0 ? SCHED_LIMIT_NONE_WAITING
+                        : s->n_batch >= s->cfg.max_seqs ? SCHED_LIMIT_MAX_SEQS
+                                                        : SCHED_LIMIT_KV;
     } else {
+        s->step.limit = s->wq.n == 0 ? SCHED_LIMIT_NONE_WAITING : SCHED_LIMIT_OTHER;
         int64_t ctx = s->batch_pmax + s->batch_k; /* decode k: context after */
         for (int64_t i = 0; i < s->n_batch; i++)
             set_member(s, i, SCHED_MEMBER_DECODE, 1, ctx);

@@ -166,7 +166,10 @@ static void trt_arrive(sched *s, int64_t id)
     int64_t most = t->reserve ? s->alloc->admit_blocks(&s->cfg, r, 0)
                               : sched_ceil_div(po - 1, t->bs);
     if (po > s->cfg.max_model_len || most > t->N || (!t->chunked && po - 1 > t->B)) {
-        sched_reject(s, (int32_t)id);
+        sched_reject(s, (int32_t)id,
+                     po > s->cfg.max_model_len ? SCHED_REJECT_CONTEXT
+                     : most > t->N             ? SCHED_REJECT_KV_CAPACITY
+                                               : SCHED_REJECT_TOKEN_BUDGET);
         return;
     }
     s->state[id] = SCHED_REQ_WAITING;
@@ -325,13 +328,32 @@ static void take_blocks(sched *s)
     }
 }
 
+/* Which limit held the step's batch back (sched_step_limit): a pause or a
+ * capacity pass that stopped short of A is KV blocks (or max_seqs when it
+ * stopped at max_seqs), a micro batch that left a chosen request out or
+ * cut a context chunk is the token budget, else nothing was waiting.
+ * `cut`: some context request was given fewer tokens than it had left. */
+static sched_step_limit trt_limit(const sched *s, int cut)
+{
+    const sched_trt *t = s->trt;
+    if (s->step.n_preempted > 0)
+        return SCHED_LIMIT_KV;
+    if (t->nl < t->nact)
+        return t->nl >= t->max_seqs ? SCHED_LIMIT_MAX_SEQS : SCHED_LIMIT_KV;
+    if (t->ns < t->nl || cut)
+        return SCHED_LIMIT_TOKEN_BUDGET;
+    return SCHED_LIMIT_NONE_WAITING;
+}
+
 static void emit(sched *s, double now, double *t_end)
 {
     sched_trt *t = s->trt;
     cost_batch *cb = &s->step.batch;
+    int cut = 0;
     for (int64_t k = 0; k < t->ns; k++) {
         int32_t id = t->S[k];
         const int64_t c = t->C[id], q = t->q[id];
+        cut |= t->ctx[id] && q < s->reqs[id].prompt_tokens + t->g[id] - c;
         if (!t->ctx[id]) {
             cb->tokens += 1;
             cb->kv_read += c + 1;
@@ -361,6 +383,7 @@ static void emit(sched *s, double now, double *t_end)
         running += t->held[t->act[i]] > 0;
     st->n_running = running;
     st->n_waiting = t->nact - running;
+    st->limit = trt_limit(s, cut);
     if (s->sink)
         s->sink(s->sink_ctx, st, s->members, s->n_members);
     *t_end = now + st->dur_s;

@@ -366,7 +366,11 @@ static void v1_arrive(sched *s, int64_t id)
     /* rule 1.6 */
     if (po > c->max_model_len || pages_peak(s->v1, po) > c->total_blocks ||
         (!c->chunked_prefill && po - 1 > c->max_batched_tokens)) {
-        sched_reject(s, (int32_t)id);
+        sched_reject(s, (int32_t)id,
+                     po > c->max_model_len ? SCHED_REJECT_CONTEXT
+                     : !c->chunked_prefill && po - 1 > c->max_batched_tokens
+                         ? SCHED_REJECT_TOKEN_BUDGET
+                         : SCHED_REJECT_KV_CAPACITY);
         return;
     }
     s->state[id] = SCHED_REQ_WAITING;
@@ -734,9 +738,12 @@ static void waiting_walk(sched *s, int64_t *b)
     sched_v1 *v = s->v1;
     const int chunked = s->cfg.chunked_prefill;
     int32_t id = v->whead;
+    int skipped = 0; /* a prompt over the budget kept its place */
     while (id >= 0 && *b > 0) {
-        if (v->nrun >= s->cfg.max_seqs)
-            break;
+        if (v->nrun >= s->cfg.max_seqs) {
+            s->step.limit = SCHED_LIMIT_MAX_SEQS;
+            return;
+        }
         int32_t next = v->wnext[id];
         const int64_t T = s->reqs[id].prompt_tokens + v->g[id];
         const int64_t m = find_hits(v, id, T);
@@ -748,6 +755,7 @@ static void waiting_walk(sched *s, int64_t *b)
             q = v->thr;
         if (!chunked && q > *b) {
             id = next; /* skipped: keeps its place */
+            skipped = 1;
             continue;
         }
         if (q > *b)
@@ -755,7 +763,8 @@ static void waiting_walk(sched *s, int64_t *b)
         v->reg[id] = (int32_t)m;
         if (!v1_alloc(v, id, c, q, v->hits, m)) {
             v->reg[id] = 0;
-            break;
+            s->step.limit = SCHED_LIMIT_KV;
+            return;
         }
         w_remove(v, id);
         v->run[v->nrun++] = id;
@@ -773,12 +782,16 @@ static void waiting_walk(sched *s, int64_t *b)
         }
         id = next;
     }
+    if (skipped || id >= 0)
+        s->step.limit = SCHED_LIMIT_TOKEN_BUDGET;
 }
 
 /* ------------------------------------------------------------- leaps */
-/* Emit a decode step of n members reading kv tokens at time t (the step
- * record v1_plan makes for such a step); returns its duration. */
-static double emit_decode(sched *s, int64_t n, int64_t kv, double t)
+/* Emit a decode step of n members reading kv tokens at time t, its batch
+ * held back by `limit` (the step record v1_plan makes for such a step; its
+ * members are not listed: with a leap sink it says so, leapt = 1); returns
+ * its duration. */
+static double emit_decode(sched *s, int64_t n, int64_t kv, double t, int32_t limit)
 {
     sched_v1 *v = s->v1;
     sched_step *st = &s->step;
@@ -788,6 +801,8 @@ static double emit_decode(sched *s, int64_t n, int64_t kv, double t)
     st->batch.kv_read = kv;
     st->batch.n_decode = n;
     st->kind = SCHED_STEP_DECODE;
+    st->limit = limit;
+    st->leapt = s->leap_fn != NULL;
     double d = cost_step_s(s->cost, &st->batch);
     st->dur_s = d;
     st->index = s->ctr.steps++;
@@ -848,6 +863,7 @@ static double v1_leap(sched *s, double t)
         v->lk_ids[v->lk_start[v->S_[k].c % bs]++] = v->S_[k].id;
     int64_t step = 2; /* the step to plan, numbered from step 1 */
     int admitted = 0;
+    int32_t lim = SCHED_LIMIT_NONE_WAITING; /* the limit of the step being planned */
     for (; step <= jstar && t < s->horizon; step++) {
         int64_t nt, nr = 0;
         const int32_t *take = group_of(v, (bs - (step - 1) % bs) % bs, &nt);
@@ -864,18 +880,31 @@ static double v1_leap(sched *s, double t)
                              block_key(v, id, v->reg[id]));
             v->reg[id]++;
         }
+        /* the waiting walk, and the limit it leaves, as v1_plan's */
         int64_t b = v->B - n;
-        if (b > 0 && v->wn > 0 && v->nrun < s->cfg.max_seqs) {
-            waiting_walk(s, &b); /* reads and changes nothing of R's lazy state */
-            if (v->ns > n) {
-                admitted = 1;
-                break;
+        if (v->wn > 0) {
+            if (b <= 0)
+                lim = SCHED_LIMIT_TOKEN_BUDGET;
+            else if (v->nrun >= s->cfg.max_seqs)
+                lim = SCHED_LIMIT_MAX_SEQS;
+            else {
+                s->step.limit = SCHED_LIMIT_NONE_WAITING;
+                waiting_walk(s, &b); /* reads and changes nothing of R's lazy state */
+                lim = s->step.limit;
+                if (v->ns > n) {
+                    admitted = 1;
+                    break;
+                }
             }
+        } else {
+            lim = SCHED_LIMIT_NONE_WAITING;
         }
-        t += emit_decode(s, n, kv + n * (step - 1), t);
+        t += emit_decode(s, n, kv + n * (step - 1), t, lim);
     }
     const int64_t L = step - 2 + admitted; /* steps after step 1 */
     s->ctr.leap_steps += L;
+    if (s->leap_fn && step > 2) /* the steps emitted above; lk_ids is the leap's set */
+        s->leap_fn(s->sink_ctx, v->lk_ids, n, step - 2);
     for (int64_t k = 0; k < n && L > 0; k++) {
         v1_sched_ent *e = &v->S_[k];
         e->c += L;
@@ -884,6 +913,7 @@ static double v1_leap(sched *s, double t)
     }
     if (admitted) { /* this step is a normal one from here */
         memset(&s->step, 0, sizeof s->step);
+        s->step.limit = lim;
         s->n_members = 0;
         t += emit_step(s, t);
     }
@@ -907,6 +937,8 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
         int preempted = running_walk(s, &b);
         if (!preempted)
             waiting_walk(s, &b);
+        else if (v->wn > 0)
+            s->step.limit = SCHED_LIMIT_KV;
         if (v->ns > 0)
             break;
         if (!preempted && v->pd.kept_reqs > 0)
@@ -921,7 +953,8 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
     }
     *t_end = now + emit_step(s, now);
     const sched_step *st = &s->step;
-    if (v->lk_start && !s->want_members && st->n_preempted == 0 && st->batch.n_prefill == 0 &&
+    if (v->lk_start && (!s->want_members || s->leap_fn) && st->n_preempted == 0 &&
+        st->batch.n_prefill == 0 &&
         v->ns == v->nrun && *t_end < s->horizon)
         *t_end = v1_leap(s, *t_end);
     return SCHED_PLAN_STEP;

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "evq.h"
+#include "itl.h"
 #include "kvlink.h"
 #include "router.h"
 
@@ -123,6 +124,8 @@ typedef struct cluster {
     int64_t steps_cap, members_cap; /* capacities of res->steps / res->members */
     int64_t n_steps;       /* steps of all replicas, in start order */
     int failed;            /* out of memory recording steps */
+    run_itl itl;           /* inter-token latency over every engine (itl.h) */
+    int64_t limit_steps[SCHED_LIMIT_COUNT]; /* every engine's steps by sched_step_limit */
 } cluster;
 
 static int grow(void **p, int64_t *cap, int64_t need, size_t elem)
@@ -151,6 +154,13 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
     k->busy_s += st->dur_s;
     k->members_total += (double)(st->batch.n_prefill + st->batch.n_decode);
     int64_t global = cl->n_steps++;
+    if (st->limit >= 0 && st->limit < SCHED_LIMIT_COUNT)
+        cl->limit_steps[st->limit]++;
+    const double t_end = st->start_s + st->dur_s;
+    if (st->leapt)
+        run_itl_leapt_step(&cl->itl, st);
+    for (int64_t i = 0; i < nm; i++)
+        run_itl_member(&cl->itl, &m[i], t_end);
     if (k->index < cl->np && cl->np < cl->n && !cl->failed) /* --pd: who may finish */
         for (int64_t i = 0; i < nm; i++) {
             if (m[i].kind != SCHED_MEMBER_PREFILL)
@@ -177,6 +187,12 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
     rec->pad_ = 0;
     memcpy(r->members + r->n_members, m, (size_t)nm * sizeof *m);
     r->n_members += nm;
+}
+
+static void on_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
+{
+    cl_rep *k = ctx;
+    run_itl_leap_end(&k->cl->itl, ids, n, steps);
 }
 
 /* Bring the router's view of replica r up to date with its engine. */
@@ -474,6 +490,8 @@ static void cluster_summary(cluster *cl, const trace *tr, double end_s)
             most = cl->view[r].routed;
     }
     set_rates(cl->cfg, qt, ht, qb, hb, sum);
+    run_itl_finish(&cl->itl, sum);
+    run_metrics_limit_shares(cl->limit_steps, sum->n_steps, sum);
     sum->total_kv_blocks = cl->cfg->sched.total_blocks;
     sum->mean_kv_blocks = busy > 0 ? bs / busy : 0.0;
     sum->mean_batch = sum->n_steps > 0 ? members / (double)sum->n_steps : 0.0;
@@ -517,18 +535,26 @@ static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost, k
         if (rc)
             return rc;
     }
+    cl->res->max_itl_s = malloc(nn * sizeof *cl->res->max_itl_s);
+    int rc0 = run_itl_init(&cl->itl, tr, cl->res->max_itl_s, err);
+    if (rc0)
+        return rc0;
     req_prefixes px = trace_prefixes(tr);
+    sched_config sc;
+    run_config_sched(cl->cfg, &sc); /* --cp: the block spans cp * block_size tokens */
     for (int64_t r = 0; r < cl->n; r++) {
         const int pre = r < cl->np && cl->np < cl->n;
-        int rc = sched_init(&cl->eng[r], &cl->cfg->sched, pre ? cl->pre_reqs : tr->reqs, tr->n,
-                            cost, err);
+        int rc = sched_init(&cl->eng[r], &sc, pre ? cl->pre_reqs : tr->reqs, tr->n, cost, err);
         if (rc || (rc = sched_attach_prefixes(cl->eng[r], &px, err)) ||
             (pre && (rc = sched_keep_finished(cl->eng[r], 1, err))))
             return rc;
         cl->rep[r].cl = cl;
         cl->rep[r].index = (int32_t)r;
         cl->rep[r].wake_at = -1.0;
-        sched_set_step_sink(cl->eng[r], on_step, &cl->rep[r], cl->cfg->record_steps);
+        /* every member, decodes included: the ITL needs each token's request */
+        sched_set_step_sink(cl->eng[r], on_step, &cl->rep[r], 1);
+        if (!cl->cfg->record_steps) /* recorded steps list every member: no leaps */
+            sched_set_leap_sink(cl->eng[r], on_leap);
     }
     return KVS_OK;
 }
@@ -539,6 +565,7 @@ static void cluster_free(cluster *cl)
         sched_free(cl->eng[r]);
     for (int64_t r = 0; cl->rep && r < cl->n; r++)
         free(cl->rep[r].fin);
+    run_itl_free(&cl->itl);
     free(cl->pre_reqs);
     free(cl->eng);
     free(cl->rep);
@@ -597,6 +624,7 @@ int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *co
     out->kv_decoders = cl.n - cl.np;
     if (out->kv_transfers > 0)
         out->kv_transfer_mean_s /= (double)out->kv_transfers;
+    run_frontend_apply(cfg, out->reqs, tr->n);
     cluster_summary(&cl, tr, end_s);
     if (replica_metrics(&cl, tr, tr->n > 0 ? tr->reqs[0].arrival_s : 0.0) ||
         run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes))

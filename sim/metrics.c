@@ -72,6 +72,7 @@ void run_metrics_compute(const run_config *cfg, const trace *tr,
     int64_t n = tr->n;
     sum->n_requests = n;
     sum->n_finished = sum->n_rejected = 0;
+    sum->n_reject_context = sum->n_reject_token_budget = sum->n_reject_kv = 0;
     double *ttft = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
     double *tpot = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
     double *e2e = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
@@ -86,6 +87,9 @@ void run_metrics_compute(const run_config *cfg, const trace *tr,
         const trace_req *q = &tr->reqs[i];
         if (r->status != SCHED_REQ_FINISHED) {
             sum->n_rejected++;
+            sum->n_reject_context += r->reject_reason == SCHED_REJECT_CONTEXT;
+            sum->n_reject_token_budget += r->reject_reason == SCHED_REJECT_TOKEN_BUDGET;
+            sum->n_reject_kv += r->reject_reason == SCHED_REJECT_KV_CAPACITY;
             continue;
         }
         double t1 = r->first_token_s - q->arrival_s;
@@ -184,4 +188,15 @@ int run_metrics_by_class(const run_config *cfg, const trace *tr,
     *out = cls;
     *n = np;
     return KVS_OK;
+}
+
+void run_metrics_limit_shares(const int64_t steps[SCHED_LIMIT_COUNT], int64_t n_steps,
+                              run_summary *sum)
+{
+    const double ns = (double)n_steps;
+    sum->limit_kv_share = ns > 0 ? (double)steps[SCHED_LIMIT_KV] / ns : NAN;
+    sum->limit_max_seqs_share = ns > 0 ? (double)steps[SCHED_LIMIT_MAX_SEQS] / ns : NAN;
+    sum->limit_token_budget_share = ns > 0 ? (double)steps[SCHED_LIMIT_TOKEN_BUDGET] / ns : NAN;
+    sum->limit_none_share = ns > 0 ? (double)steps[SCHED_LIMIT_NONE_WAITING] / ns : NAN;
+    sum->limit_other_share = ns > 0 ? (double)steps[SCHED_LIMIT_OTHER] / ns : NAN;
 }

@@ -10,6 +10,7 @@
 
 #include "cluster.h"
 #include "engine.h"
+#include "itl.h"
 
 void run_config_defaults(run_config *cfg)
 {
@@ -147,6 +148,12 @@ typedef struct run_sink {
     double block_seconds, busy_s;
     double members_total;
     int64_t n_steps;
+    run_itl itl;          /* inter-token latency (itl.h) */
+    int64_t limit_steps[SCHED_LIMIT_COUNT]; /* steps by sched_step_limit */
+    const trace *tr;      /* the requests (borrowed) */
+    run_progress_fn progress; /* may be NULL */
+    void *progress_ctx;
+    double t0_wall;       /* wall clock at the start, s */
 } run_sink;
 
 static int grow(void **p, int64_t *cap, int64_t need, size_t elem)
@@ -164,6 +171,13 @@ static int grow(void **p, int64_t *cap, int64_t need, size_t elem)
     return 0;
 }
 
+static double now_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void on_step(void *ctx, const sched_step *st, const sched_member *m, int64_t nm)
 {
     run_sink *k = ctx;
@@ -173,6 +187,15 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
     k->block_seconds += (double)st->kv_blocks_used * st->dur_s;
     k->busy_s += st->dur_s;
     k->members_total += (double)(st->batch.n_prefill + st->batch.n_decode);
+    double t_end = st->start_s + st->dur_s;
+    if (st->limit >= 0 && st->limit < SCHED_LIMIT_COUNT)
+        k->limit_steps[st->limit]++;
+    if (k->progress && (k->n_steps & 4095) == 0)
+        k->progress(k->progress_ctx, t_end, k->itl.n_done, k->tr->n, now_wall() - k->t0_wall);
+    if (st->leapt)
+        run_itl_leapt_step(&k->itl, st);
+    for (int64_t i = 0; i < nm; i++)
+        run_itl_member(&k->itl, &m[i], t_end);
     if (!k->keep || k->failed)
         return;
     run_result *r = k->res;
@@ -190,11 +213,12 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
     r->n_members += nm;
 }
 
-static double now_wall(void)
+static void run_sink_free(run_sink *k) { run_itl_free(&k->itl); }
+
+static void on_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    run_sink *k = ctx;
+    run_itl_leap_end(&k->itl, ids, n, steps);
 }
 
 void run_config_sched(const run_config *cfg, sched_config *out)
@@ -209,6 +233,12 @@ void run_config_sched(const run_config *cfg, sched_config *out)
 int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
                 run_result *out, kvs_err *err)
 {
+    return run_execute_progress(cfg, tr, cost, NULL, NULL, out, err);
+}
+
+int run_execute_progress(const run_config *cfg, const trace *tr, const cost_model *cost,
+                         run_progress_fn fn, void *ctx, run_result *out, kvs_err *err)
+{
     if (cfg->replicas > 1 || cfg->pd[0])
         return cluster_execute(cfg, tr, cost, out, err);
     memset(out, 0, sizeof *out);
@@ -219,6 +249,7 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     strftime(out->started_at, sizeof out->started_at, "%Y-%m-%dT%H:%M:%SZ", &tmv);
     double t0 = now_wall();
 
+    run_sink sink = {0};
     sched *s = NULL;
     sched_config sc;
     run_config_sched(cfg, &sc);
@@ -228,10 +259,20 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     req_prefixes px = trace_prefixes(tr);
     if ((rc = sched_attach_prefixes(s, &px, err)))
         goto fail;
-    run_sink sink = {0};
     sink.res = out;
     sink.keep = cfg->record_steps;
-    sched_set_step_sink(s, on_step, &sink, cfg->record_steps);
+    sink.tr = tr;
+    sink.progress = fn;
+    sink.progress_ctx = ctx;
+    sink.t0_wall = t0;
+    size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
+    out->max_itl_s = malloc(nn * sizeof *out->max_itl_s);
+    if ((rc = run_itl_init(&sink.itl, tr, out->max_itl_s, err)))
+        goto fail;
+    /* every member, decodes included: the ITL needs each token's request */
+    sched_set_step_sink(s, on_step, &sink, 1);
+    if (!cfg->record_steps) /* recorded steps list every member: no leaps */
+        sched_set_leap_sink(s, on_leap);
     double end_s = 0.0;
     rc = engine_run(s, tr, &end_s, err);
     if (rc)
@@ -245,8 +286,10 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
      * before the metrics allocate theirs: peak memory is the larger of the
      * two phases, not their sum */
     out->reqs = sched_take_results(s);
+    run_frontend_apply(cfg, out->reqs, tr->n);
     sched_counters c;
     sched_get_counters(s, &c);
+    out->leap_steps = c.leap_steps;
     sched_free(s);
     s = NULL;
     run_summary *sum = &out->sum;
@@ -272,21 +315,102 @@ int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
     sum->prefix_evictions = c.prefix_evictions;
     sum->prefill_chunks = c.prefill_chunks;
     sum->load_imbalance = NAN;
+    run_itl_finish(&sink.itl, sum);
+    run_metrics_limit_shares(sink.limit_steps, sink.n_steps, sum);
     if (run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes)) {
         rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory for per-class metrics");
         goto fail;
     }
+    sched_free(s);
+    run_sink_free(&sink);
     out->wall_s = now_wall() - t0;
     return KVS_OK;
 fail:
     sched_free(s);
+    run_sink_free(&sink);
     run_result_free(out);
     return rc;
+}
+
+int run_request_itls(const run_result *res, double **gaps, int64_t **off)
+{
+    const trace *tr = res->tr;
+    size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
+    run_itl_req *q = malloc(nn * sizeof *q);
+    int64_t *o = calloc(nn + 1, sizeof *o);
+    double *t_last = malloc(nn * sizeof *t_last);
+    double *g = NULL;
+    int rc = KVS_ENOMEM;
+    if (!q || !o || !t_last)
+        goto out;
+    for (int pass = 0; pass < 2; pass++) { /* count, then fill in request order */
+        for (int64_t i = 0; i < tr->n; i++)
+            q[i] = (run_itl_req){0.0, 0, tr->reqs[i].prompt_tokens, tr->reqs[i].output_tokens};
+        int64_t *fill = pass ? calloc(nn, sizeof *fill) : NULL;
+        if (pass && !fill)
+            goto out;
+        for (int64_t s = 0; s < res->n_steps; s++) {
+            int64_t lo = res->steps[s].member_off;
+            int64_t hi = s + 1 < res->n_steps ? res->steps[s + 1].member_off : res->n_members;
+            double t = res->steps[s].step.start_s + res->steps[s].step.dur_s;
+            for (int64_t j = lo; j < hi; j++) {
+                const sched_member *m = &res->members[j];
+                run_itl_req *r = &q[m->req_id];
+                if (!run_itl_makes_token(r, m))
+                    continue;
+                if (r->gen > 0) {
+                    if (pass)
+                        g[o[m->req_id] + fill[m->req_id]++] = t - t_last[m->req_id];
+                    else
+                        o[m->req_id + 1]++;
+                }
+                r->gen++;
+                r->need_ctx++;
+                t_last[m->req_id] = t;
+            }
+        }
+        free(fill);
+        if (!pass) {
+            for (int64_t i = 0; i < tr->n; i++)
+                o[i + 1] += o[i];
+            if (!(g = malloc((size_t)(o[tr->n] > 0 ? o[tr->n] : 1) * sizeof *g)))
+                goto out;
+        }
+    }
+    rc = KVS_OK;
+out:
+    free(q);
+    free(t_last);
+    if (rc) {
+        free(o);
+        free(g);
+        o = NULL;
+        g = NULL;
+    }
+    *gaps = g;
+    *off = o;
+    return rc;
+}
+
+void run_frontend_apply(const run_config *cfg, sched_req_result *reqs, int64_t n)
+{
+    assert(cfg->frontend_ms >= 0.0);
+    if (cfg->frontend_ms == 0.0)
+        return;
+    double f = cfg->frontend_ms * 1e-3;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isnan(reqs[i].first_token_s))
+            reqs[i].first_token_s += f;
+        if (!isnan(reqs[i].finish_s))
+            reqs[i].finish_s += f;
+    }
 }
 
 void run_result_free(run_result *r)
 {
     free(r->reqs);
+    free(r->max_itl_s);
+    r->max_itl_s = NULL;
     free(r->steps);
     free(r->members);
     free(r->classes);

@@ -27,7 +27,11 @@ typedef struct run_config {
     char kv_cache_dtype[16];  /* KV-cache dtype (--kv-cache-dtype), "" = the weights' */
     char trace_path[1024];    /* "" when synthetic */
     char synthetic[1024];     /* synthetic spec, "" when a file */
+    char priorities[256];     /* --priorities P:SHARE/...: classes drawn with seed, "" none */
     double rate_scale;        /* arrival rate multiplier (> 0) */
+    double rate_rps;          /* --rate: the workload's arrival rate, req/s; 0 = not given
+                                 (a trace: rate_scale is derived from it; a synthetic
+                                 spec: its rate= is replaced by it) */
     uint64_t seed;            /* synthetic generation seed */
     sched_config sched;       /* engine parameters (total_blocks resolved) */
     int64_t kv_blocks_flag;   /* --kv-blocks, 0 = computed from memory */
@@ -35,6 +39,8 @@ typedef struct run_config {
     int kv_rule;              /* model_kv_rule: how the engine sizes its KV cache (set by
                                  the engine profile; 0 = kvsim's own rule) */
     double swap_gib;          /* host swap space for --preemption swap */
+    double frontend_ms;       /* per-request front-end cost (tokenize, detokenize,
+                                 HTTP), ms; lands in TTFT and E2E (run_frontend_apply) */
     char cost[256];           /* cost model spec as given */
     char cost_desc[512];      /* cost model's own description */
     char label[256];          /* free text */
@@ -63,6 +69,10 @@ typedef struct run_dist {
 
 typedef struct run_summary {
     int64_t n_requests, n_finished, n_rejected;
+    /* n_rejected by reason (sched_reject_reason); they sum to n_rejected */
+    int64_t n_reject_context;      /* P + O over max_model_len */
+    int64_t n_reject_token_budget; /* prompt over max_batched_tokens */
+    int64_t n_reject_kv;           /* blocks over the whole KV cache */
     run_dist ttft, tpot, e2e, norm_latency;
     double throughput_tok_s;   /* output tokens of finished / (last finish - first arrival) */
     double throughput_req_s;   /* finished requests / same span */
@@ -88,6 +98,20 @@ typedef struct run_summary {
     /* clusters: requests routed to the busiest replica / the mean per
      * replica (1 = even); NAN for one engine */
     double load_imbalance;
+    /* inter-token latency: the gaps between a request's consecutive tokens
+     * (O - 1 per request), over every request, streamed through sim/hist.h:
+     * percentiles within 2^-10 relative, mean exact (docs/semantics.md 7) */
+    run_dist itl;                 /* seconds */
+    int64_t n_itl;                /* gaps counted */
+    double itl_std_s;             /* population standard deviation of the gaps, s
+                                     (not a `runs` column: --result-json reports it) */
+    /* share of steps whose batch each limit kept from growing
+     * (sched_step_limit); they sum to 1 over a run with steps, else NAN */
+    double limit_kv_share;           /* fraction of steps */
+    double limit_max_seqs_share;     /* fraction of steps */
+    double limit_token_budget_share; /* fraction of steps */
+    double limit_none_share;         /* fraction of steps: nothing waiting */
+    double limit_other_share;        /* fraction of steps: a static batch running */
 } run_summary;
 
 /* Metrics of one priority class (requests with one priority value). */
@@ -117,6 +141,9 @@ typedef struct run_replica {
 typedef struct run_result {
     const trace *tr;             /* borrowed: the requests simulated */
     sched_req_result *reqs;      /* [tr->n], owned */
+    double *max_itl_s;           /* [tr->n], owned: each request's largest gap
+                                    between consecutive tokens, s; NAN with
+                                    fewer than two tokens */
     run_step_rec *steps;         /* [n_steps] if record_steps, else NULL */
     int64_t n_steps;
     sched_member *members;       /* [n_members] concatenated step members */
@@ -141,6 +168,8 @@ typedef struct run_result {
     int64_t n_replicas;
     char started_at[32];         /* ISO-8601 UTC */
     double wall_s;               /* simulation wall time */
+    int64_t leap_steps;          /* steps the engine leapt (docs/semantics-v1.md 9);
+                                    a diagnostic, not stored */
 } run_result;
 
 /* Fill a config with defaults (llama-3-8b, a100-80g, tp 1, block 16, ...). */
@@ -176,12 +205,42 @@ void run_config_sched(const run_config *cfg, sched_config *out);
  * On success *out owns its arrays (run_result_free). Cost: O(events log). */
 int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
                 run_result *out, kvs_err *err);
+
+/* Hears how a run is going: the simulated clock (end of the latest step,
+ * s), requests that made their last token so far and the trace's requests,
+ * and the wall seconds since the run started.  Called every 4096 steps. */
+typedef void (*run_progress_fn)(void *ctx, double sim_s, int64_t done, int64_t total,
+                                double wall_s);
+
+/* run_execute with a progress hook (fn may be NULL). */
+int run_execute_progress(const run_config *cfg, const trace *tr, const cost_model *cost,
+                         run_progress_fn fn, void *ctx, run_result *out, kvs_err *err);
 void run_result_free(run_result *r);
+
+/* Every request's inter-token gaps rebuilt from the recorded steps (a run
+ * with record_steps), by the rule the ITL metrics use: request i's gaps are
+ * (*gaps)[(*off)[i] .. (*off)[i + 1]), seconds, in token order; *off has
+ * tr->n + 1 entries.  Both malloc'd (the caller frees).  KVS_ENOMEM.
+ * Cost: O(members). */
+int run_request_itls(const run_result *res, double **gaps, int64_t **off);
+
+/* The front-end rule (docs/semantics-extensions.md): the engine runs on the
+ * trace's arrival times, then each request's first_token_s and finish_s
+ * (where set) are reported cfg->frontend_ms later, as if the request had
+ * reached the engine that much after it was sent (the engine's rules do not
+ * depend on the absolute time).  Step records keep engine time.  A no-op at
+ * 0.  Used by run_execute and cluster_execute.  Cost: O(n). */
+void run_frontend_apply(const run_config *cfg, sched_req_result *reqs, int64_t n);
 
 /* Metrics of section 7 from per-request results; used by run_execute and by
  * validation (which recomputes them with measured step times). */
 void run_metrics_compute(const run_config *cfg, const trace *tr,
                          const sched_req_result *reqs, run_summary *sum);
+
+/* The limit shares of sum (limit_*_share) from steps counted by
+ * sched_step_limit over n_steps steps; NAN without steps.  Cost: O(1). */
+void run_metrics_limit_shares(const int64_t steps[SCHED_LIMIT_COUNT], int64_t n_steps,
+                              run_summary *sum);
 
 /* Per-priority-class metrics: *out (malloc'd, ascending priority) and *n.
  * Leaves *out NULL and *n 0 when the trace has no priority column or more

@@ -27,15 +27,16 @@
 
 /* A run_dist's four columns: percentiles are nearest-rank over finished
  * requests (docs/semantics.md section 7). */
-#define DIST(prefix, unit, what)                                                       \
-    {#prefix "_p50_s", "REAL", unit, F, METRIC, SUM(prefix.p50), 0, 0, SLO, 1,         \
+#define DIST_SINCE(prefix, unit, what, since)                                           \
+    {#prefix "_p50_s", "REAL", unit, F, METRIC, SUM(prefix.p50), 0, 0, SLO, since,     \
      "median " what},                                                                  \
-    {#prefix "_p90_s", "REAL", unit, F, METRIC, SUM(prefix.p90), 0, 0, SLO, 1,         \
+    {#prefix "_p90_s", "REAL", unit, F, METRIC, SUM(prefix.p90), 0, 0, SLO, since,     \
      "90th percentile of " what},                                                      \
-    {#prefix "_p99_s", "REAL", unit, F, METRIC, SUM(prefix.p99), 0, 0, SLO, 1,         \
+    {#prefix "_p99_s", "REAL", unit, F, METRIC, SUM(prefix.p99), 0, 0, SLO, since,     \
      "99th percentile of " what},                                                      \
-    {#prefix "_mean_s", "REAL", unit, F, METRIC, SUM(prefix.mean), 0, 0, SLO, 1,       \
+    {#prefix "_mean_s", "REAL", unit, F, METRIC, SUM(prefix.mean), 0, 0, SLO, since,   \
      "mean " what}
+#define DIST(prefix, unit, what) DIST_SINCE(prefix, unit, what, 1)
 
 #define EN(fn) (const char *(*)(int))sched_##fn##_name, sched_##fn##_parse
 
@@ -227,6 +228,44 @@ static const run_field fields[] = {
      "the link that moves a prompt's KV to its decode replica (`--kv-link`): `'nvlink'`, "
      "`'ib'`, `'roce'` or `'BW_GBPS:LAT_US'` as given (the default stored as `'nvlink'`); "
      "NULL or '' without `--pd`"},
+    /* schema version 7: answers at a glance (inter-token latency, diagnosis) */
+    {"priorities", "TEXT", "", T, PARAM, CFG_TEXT(priorities), 0, 0, 0, 7,
+     "`--priorities P:SHARE/...` as given: classes drawn per request with the seed; NULL = "
+     "the workload's own"},
+    {"kv_cache_off", "INTEGER NOT NULL DEFAULT 0", "", B, PARAM, SCH(kv_cache_off), 0, 0, 0, 7,
+     "1 with `--kv-cache off`: no KV cache, each step recomputes every member's context "
+     "(docs/semantics-extensions.md, N); else 0"},
+    {"rate_rps", "REAL", "req/s", F, PARAM, CFG(rate_rps), 0, 0, 0, 7,
+     "`--rate` as given: the workload's arrival rate (a trace is scaled to it, `rate_scale` "
+     "records the factor; a synthetic spec's rate= is replaced); NULL when not given"},
+    DIST_SINCE(itl, "s",
+               "inter-token latency: the gaps between consecutive tokens of every request "
+               "(O - 1 each), seconds; percentiles streamed within 2^-10 relative (sim/hist.h), "
+               "mean exact",
+               7),
+    {"n_itl", "INTEGER", "gaps", I, METRIC, SUM(n_itl), 0, 0, J, 7,
+     "inter-token gaps counted (the sample of the itl_* columns)"},
+    {"n_reject_context", "INTEGER", "requests", I, METRIC, SUM(n_reject_context), 0, 0, J, 7,
+     "rejected because P + O exceeds max_model_len"},
+    {"n_reject_token_budget", "INTEGER", "requests", I, METRIC, SUM(n_reject_token_budget), 0,
+     0, J, 7, "rejected because the prompt exceeds max_batched_tokens (without chunked prefill)"},
+    {"n_reject_kv", "INTEGER", "requests", I, METRIC, SUM(n_reject_kv), 0, 0, J, 7,
+     "rejected because its KV blocks exceed the whole cache (above the watermark)"},
+    {"limit_kv_share", "REAL", "fraction", F, METRIC, SUM(limit_kv_share), 0, 0, J, 7,
+     "share of steps whose batch KV blocks kept from growing (the waiting head did not fit, "
+     "a request was swapped out, or the step preempted)"},
+    {"limit_max_seqs_share", "REAL", "fraction", F, METRIC, SUM(limit_max_seqs_share), 0, 0, J,
+     7, "share of steps with max_seqs requests running and more waiting"},
+    {"limit_token_budget_share", "REAL", "fraction", F, METRIC, SUM(limit_token_budget_share),
+     0, 0, J, 7, "share of steps whose token budget (max_batched_tokens) stopped admission"},
+    {"limit_none_share", "REAL", "fraction", F, METRIC, SUM(limit_none_share), 0, 0, J, 7,
+     "share of steps with nothing left waiting (the load, not the engine, set the batch)"},
+    {"limit_other_share", "REAL", "fraction", F, METRIC, SUM(limit_other_share), 0, 0, J, 7,
+     "share of steps of a running static batch that nothing may join, with requests waiting"},
+    /* schema version 8: front-end latency (docs/semantics-extensions.md) */
+    {"frontend_ms", "REAL NOT NULL DEFAULT 0", "ms", F, PARAM, CFG(frontend_ms), 0, 0, 0, 8,
+     "per-request front-end cost (`--frontend-ms`: tokenize, detokenize, HTTP): each "
+     "request's first token and finish are reported this much after the engine's; 0 = none"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])

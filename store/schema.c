@@ -519,9 +519,15 @@ static const char schema_v6_pd[] =
     "ALTER TABLE requests ADD COLUMN decode_replica INTEGER;\n"
     "ALTER TABLE requests ADD COLUMN kv_transfer_s REAL;\n";
 
+/* Version 7: answers at a glance: per-request ITL and why a request was
+ * rejected. */
+static const char schema_v7_answers[] =
+    "ALTER TABLE requests ADD COLUMN max_itl_s REAL;\n"
+    "ALTER TABLE requests ADD COLUMN reject_reason TEXT;\n";
+
 static const char *schema_extra(int v)
 {
-    return v == 4 ? schema_v4_cluster : v == 6 ? schema_v6_pd : NULL;
+    return v == 4 ? schema_v4_cluster : v == 6 ? schema_v6_pd : v == 7 ? schema_v7_answers : NULL;
 }
 
 /* runs_alter(v) followed by schema_extra(v); NULL when out of memory. */

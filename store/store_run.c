@@ -195,8 +195,8 @@ static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_e
     static const char sql[] =
         "INSERT INTO requests(run_id, req_id, arrival_s, prompt_tokens, "
         "output_tokens, priority, status, first_token_s, finish_s, preemptions, "
-        "swaps, swapped_s, replica, decode_replica, kv_transfer_s) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)";
+        "swaps, swapped_s, replica, decode_replica, kv_transfer_s, max_itl_s, reject_reason) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)";
     sqlite3 *db = store_db(s);
     sqlite3_stmt *st = NULL;
     int rc = KVS_OK;
@@ -223,6 +223,9 @@ static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_e
         else
             b |= sqlite3_bind_null(st, 14);
         b |= bind_nan_null(st, 15, res->kv_transfer_s ? res->kv_transfer_s[i] : NAN);
+        b |= bind_nan_null(st, 16, res->max_itl_s ? res->max_itl_s[i] : NAN);
+        const char *why = sched_reject_reason_name(r->reject_reason);
+        b |= why ? sqlite3_bind_text(st, 17, why, -1, SQLITE_STATIC) : sqlite3_bind_null(st, 17);
         /* SQLITE_OK is 0, so any failing bind leaves b non-zero. */
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
             char what[64];

@@ -54,17 +54,21 @@ n=${r%%|*}
   bad "sweep_params lacks the probes' rates"
 
 # ------------------------------------------------ rate-scale on a trace; attainment; json
+# (the trace rejects 14.3% of its requests at llama-2-7b's 4K context: allowed here)
 "$KVSIM" capacity --search rate --slo e2e_p99=60 --trace traces/azure_llm_2023_code.csv \
-  --model llama-2-7b --db "$DB" --json > "$T/j.json" 2> "$T/err.txt"
+  --model llama-2-7b --db "$DB" --json --max-rejected 0.2 > "$T/j.json" 2> "$T/err.txt"
 [ $? -eq 0 ] && ok || bad "rate-scale search: $(cat "$T/err.txt")"
 r=$(q "select param, status, hi / lo <= 1.05 from search_results where sweep_id = 2")
-[ "$r" = "rate-scale|bracketed|1" ] && ok || bad "rate-scale search result: $r"
-r=$(q "select l.e2e_p99_s <= 60, h.e2e_p99_s > 60, l.rate_scale = s.lo, h.rate_scale = s.hi
+[ "$r" = "rate|bracketed|1" ] && ok || bad "trace rate search result: $r"
+# a trace's probes are runs at --rate x req/s: rate_rps = the probe, and the
+# stored (scaled) arrivals have exactly that rate, (n - 1) / span
+r=$(q "select l.e2e_p99_s <= 60, h.e2e_p99_s > 60, l.rate_rps = s.lo, h.rate_rps = s.hi,
+              abs((select (count(*) - 1) / (max(arrival_s) - min(arrival_s)) from requests where run_id = l.run_id) - s.lo) < 1e-9 * s.lo
        from search_results s join runs l on l.run_id = s.lo_run_id join runs h on h.run_id = s.hi_run_id
        where s.sweep_id = 2")
-[ "$r" = "1|1|1|1" ] && ok || bad "rate-scale bracket runs: $r"
+[ "$r" = "1|1|1|1|1" ] && ok || bad "trace rate bracket runs: $r"
 python3 -c "import json,sys; d=json.load(open('$T/j.json')); r=d['results'][0]; \
-sys.exit(0 if d['param']=='rate-scale' and r['status']=='bracketed' and r['holds']['holds'] and not r['fails']['holds'] else 1)" &&
+sys.exit(0 if d['param']=='rate' and abs(d['trace_rate_rps']-2.566)<0.001 and r['status']=='bracketed' and r['holds']['holds'] and not r['fails']['holds'] else 1)" &&
   ok || bad "--json output: $(cat "$T/j.json")"
 "$KVSIM" capacity --search rate --slo ttft=0.3,attainment=0.9 --synthetic "$SYN" --model llama-2-7b \
   --db "$DB" --quiet > "$T/id.txt" 2> "$T/err.txt"
@@ -149,6 +153,34 @@ EOF
 "$KVSIM" capacity --model llama-7b --gpu a100-80g --compare-tp 1,2 --compare-attn > "$T/m.txt"
 grep -q "by tensor-parallel degree" "$T/m.txt" && grep -q "^  MHA  *\*" "$T/m.txt" && ok ||
   bad "text tables: $(cat "$T/m.txt")"
+
+# ------------------------------------------------ rejected requests fail a probe
+# Prompts up to 4000 + 256 output tokens against llama-2-7b's 4096-token
+# context: some requests are rejected at every rate, so with the default
+# --max-rejected 0 no rate holds (exit 2) and the verdict says why; allowing
+# half of them rejected, the latency bound alone decides.
+RDB=$T/rej.db
+RSYN='rate=4,n=200,prompt=uniform:64:4000,output=256'
+"$KVSIM" capacity --search rate --slo e2e_p99=1000 --synthetic "$RSYN" --model llama-2-7b \
+  --db "$RDB" > "$T/out.txt" 2> "$T/err.txt"
+[ $? -eq 2 ] && grep -q "unreachable.*rejected [0-9.]*% of requests (max 0%): [1-9][0-9]* over max-model-len" "$T/out.txt" &&
+  grep -q "at most 0% of requests rejected" "$T/out.txt" && ok ||
+  bad "rejections did not fail the search: $(cat "$T/out.txt" "$T/err.txt")"
+r=$(sqlite3 "$RDB" "select count(*), sum(holds), sum(verdict like 'rejected %') from search_probes" 2>> "$T/sqlerr")
+n=${r%%|*}
+[ "$r" = "$n|0|$n" ] && ok || bad "probes (n, held, verdict on rejections) = $r"
+r=$(sqlite3 "$RDB" "select count(*) from requests where status = 'rejected' and reject_reason = 'context' and prompt_tokens + output_tokens > 4096" 2>> "$T/sqlerr")
+[ "$r" -gt 0 ] && [ "$r" = "$(sqlite3 "$RDB" "select count(*) from requests where status = 'rejected'")" ] && ok ||
+  bad "requests.reject_reason: $r"
+"$KVSIM" capacity --search rate --slo e2e_p99=1000 --synthetic "$RSYN" --model llama-2-7b \
+  --max-rejected 0.5 --db "$RDB" > "$T/out.txt" 2> "$T/err.txt"
+[ $? -eq 0 ] && grep -q "holds at" "$T/out.txt" && ok || bad "--max-rejected 0.5: $(cat "$T/out.txt" "$T/err.txt")"
+for v in 1 -0.1 x; do
+  "$KVSIM" capacity --search rate --slo e2e_p99=1 --synthetic "$RSYN" --max-rejected "$v" \
+    --db "$RDB" > /dev/null 2> "$T/e.txt"
+  [ $? -eq 2 ] && grep -q -- "--max-rejected: '$v' is not a fraction in \[0, 1)" "$T/e.txt" &&
+    [ "$(wc -l < "$T/e.txt")" = 1 ] && ok || bad "--max-rejected $v: $(cat "$T/e.txt")"
+done
 
 [ ! -s "$T/sqlerr" ] && ok || bad "SQL errors: $(cat "$T/sqlerr")"
 echo "cli_capacity_search: $pass passed, $fail failed"

@@ -69,11 +69,12 @@ done
 ratio=$(q "$DB" "select (select throughput_tok_s from runs where label='classic-continuous') / (select throughput_tok_s from runs where label='classic-static')")
 awk -v r="$ratio" 'BEGIN { exit !(r >= 2.0) }' && ok || bad "continuous/static throughput ratio $ratio < 2"
 
-# --- compare under the V0 profile: four variants under one compare_id
+# --- compare under the V0 profile: five variants under one compare_id
 "$KVSIM" compare --synthetic 'arrival=poisson,rate=30,n=300,prompt=uniform:16:500,output=uniform:1:200,priorities=0:0.3/1:0.7' \
   --model llama-2-7b --engine vllm-v0 --db "$DB" > "$T/cmp.txt" 2>/dev/null && ok || bad "compare failed"
-c=$(q "$DB" "select count(*) || ' ' || count(distinct batching||alloc||policy) from runs where compare_id = (select max(compare_id) from runs)")
-[ "$c" = "4 4" ] && ok || bad "compare stored '$c', want 4 distinct runs"
+c=$(q "$DB" "select count(*) || ' ' || count(distinct batching||alloc||policy||kv_cache_off) from runs where compare_id = (select max(compare_id) from runs)")
+[ "$c" = "5 5" ] && ok || bad "compare stored '$c', want 5 distinct runs"
+grep -q "^no-kv-cache " "$T/cmp.txt" && ok || bad "compare table lacks the no-kv-cache row"
 grep -q "^static " "$T/cmp.txt" && ok || bad "compare table lacks the static row"
 # per-class metrics of the priority run: two classes, all requests accounted
 c=$(q "$DB" "select count(*) || ' ' || sum(n_requests) from class_metrics where run_id = (select run_id from runs where compare_id = (select max(compare_id) from runs) and policy = 'priority')")
@@ -82,13 +83,13 @@ c=$(q "$DB" "select count(*) || ' ' || sum(n_requests) from class_metrics where 
 "$KVSIM" compare --synthetic 'arrival=poisson,rate=30,n=100,prompt=64,output=8' \
   --model llama-2-7b --engine vllm-v0 --db "$DB" > /dev/null 2> "$T/cmp.err" && ok || bad "compare without priorities failed"
 c=$(q "$DB" "select count(*) from runs where compare_id = (select max(compare_id) from runs)")
-[ "$c" = 3 ] && ok || bad "compare without priorities stored $c runs, want 3"
+[ "$c" = 4 ] && ok || bad "compare without priorities stored $c runs, want 4"
 # --- compare under the default profile (vllm-v1): V1 with and without
 # chunked prefill, V0 continuous and static, and priority
 "$KVSIM" compare --synthetic 'arrival=poisson,rate=30,n=200,prompt=uniform:16:500,output=uniform:1:100,priorities=0:0.3/1:0.7' \
   --model llama-2-7b --db "$DB" > "$T/cmp1.txt" 2>/dev/null && ok || bad "compare (vllm-v1) failed"
 c=$(q "$DB" "select group_concat(engine || '/' || batching || '/' || chunked_prefill || '/' || policy, ' ') from (select * from runs where compare_id = (select max(compare_id) from runs) order by run_id)")
-[ "$c" = "vllm-v1/continuous/1/fcfs vllm-v1/continuous/0/fcfs vllm-v0/continuous/0/fcfs vllm-v0/static/0/fcfs vllm-v1/continuous/1/priority" ] &&
+[ "$c" = "vllm-v1/continuous/1/fcfs vllm-v1/continuous/0/fcfs vllm-v0/continuous/0/fcfs vllm-v0/static/0/fcfs vllm-v0/continuous/0/fcfs vllm-v1/continuous/1/priority" ] &&
   ok || bad "compare (vllm-v1) stored '$c'"
 grep -q "no priorities" "$T/cmp.err" && ok || bad "compare did not say why priority was left out"
 
@@ -147,8 +148,9 @@ printf '%s\n' "$out" | grep -Eq '^eff_attn +0\.5 +fraction +default ' && ok || b
 out=$("$KVSIM" cost show --cost roofline:warp=9 2>&1); rc=$?
 [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && [[ "$out" == *"unknown roofline constant 'warp'"* ]] &&
   ok || bad "cost show bad key: rc $rc $out"
-# flags are matched in full: getopt would take --rate for --rate-scale (a 6x rate)
-expect_err abbreviated "'--rate': flags are not abbreviated (did you mean --rate-scale?)" --rate 6
+# flags are matched in full: getopt would take --rate-sc for --rate-scale
+# (--rate itself is a flag of its own now: a rate in req/s)
+expect_err abbreviated "'--rate-sc': flags are not abbreviated (did you mean --rate-scale?)" --rate-sc 6
 expect_err abbreviated-eq "'--max-seq': flags are not abbreviated (did you mean --max-seqs?)" --max-seq=8
 expect_err timeout-continuous "--batch-timeout" --batch-timeout 2
 expect_err prio-needs-policy "--priority-preemption" --priority-preemption

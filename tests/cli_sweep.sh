@@ -196,8 +196,9 @@ expect_fail "point 0 (synthetic.colour=red): --synthetic: unknown key 'colour'" 
 expect_fail "'Colour!' is not a synthetic spec key" --grid 'synthetic.Colour!=red'
 expect_fail "priority-preemption is varied on/off, so the base flags cannot give" --priority-preemption --grid 'priority-preemption=on,off'
 expect_fail "none.grid: No such file" --grid-file "$T/none.grid"
-"$KVSIM" sweep --db "$E" --model llama-2-7b --grid 'rate=1,2' > /dev/null 2> "$T/e.txt"
-[ $? -eq 2 ] && grep -q "no --synthetic workload" "$T/e.txt" && ok || bad "rate without --synthetic: $(cat "$T/e.txt")"
+# (a rate axis over a trace file is --rate; other spec keys need --synthetic)
+"$KVSIM" sweep --db "$E" --model llama-2-7b --grid 'synthetic.cv=1,2' > /dev/null 2> "$T/e.txt"
+[ $? -eq 2 ] && grep -q "no --synthetic workload" "$T/e.txt" && ok || bad "spec key without --synthetic: $(cat "$T/e.txt")"
 "$KVSIM" sweep --resume 7 --db "$T/sweep.db" > /dev/null 2> "$T/e.txt"
 [ $? -eq 2 ] && grep -q "no sweep 7" "$T/e.txt" && ok || bad "--resume 7: $(cat "$T/e.txt")"
 "$KVSIM" sweep --resume 1 --db "$T/sweep.db" --max-seqs 4 > /dev/null 2> "$T/e.txt"

@@ -305,6 +305,28 @@ START_TEST(test_slo_check)
     s.e2e.mean = 1;
     ck_assert_int_eq(cap_slo_check(&slo, &s, &ratio, v, sizeof v), 0);
     ck_assert_str_eq(v, "attainment 0.85 < 0.9");
+
+    /* rejections: 20 of 200 (10%) rejected fail a run whose bounds hold,
+     * unless max_rejected allows them; ratio 1 + (0.10 - 0) */
+    ck_assert_int_eq(cap_slo_parse("ttft_p99=2", &slo, &err), KVS_OK);
+    ck_assert_double_eq(slo.max_rejected, 0.0);
+    s = summary(1.0, 0.05, 1200);
+    s.n_requests = 200;
+    s.n_rejected = 20;
+    s.n_reject_context = 15;
+    s.n_reject_kv = 5;
+    ck_assert_int_eq(cap_slo_check(&slo, &s, &ratio, v, sizeof v), 0);
+    ck_assert_double_eq_tol(ratio, 1.10, 1e-12);
+    ck_assert_str_eq(v, "rejected 10% of requests (max 0%): 15 over max-model-len, 0 over "
+                        "max-batched-tokens, 5 over the KV cache");
+    slo.max_rejected = 0.1; /* exactly at the share holds */
+    ck_assert_int_eq(cap_slo_check(&slo, &s, &ratio, v, sizeof v), 1);
+    ck_assert_str_eq(v, "ok");
+    slo.max_rejected = 0.05; /* a bound worse than the rejections wins the ratio */
+    s.ttft.p99 = 3.0;
+    ck_assert_int_eq(cap_slo_check(&slo, &s, &ratio, v, sizeof v), 0);
+    ck_assert_double_eq_tol(ratio, 1.5, 1e-12);
+    ck_assert(!strncmp(v, "rejected 10% of requests (max 5%)", 33));
 }
 END_TEST
 

@@ -18,6 +18,8 @@ typedef struct reader {
     int64_t line;      /* physical line the current record starts on */
     int64_t extra_nl;  /* newlines inside quoted fields of the current record */
     int prev_term;     /* terminator of the previous record (-2 at start) */
+    int64_t blank_at;  /* line of the first blank line not yet followed by a record, 0 none
+                          (blank lines at the end of the file are accepted) */
     char *buf;         /* [cap] bytes: the current record's fields, NUL-separated */
     size_t len, cap;   /* bytes used / allocated in buf */
     size_t *off;       /* [offcap] start offset of each field in buf */
@@ -69,7 +71,8 @@ static void on_field(void *s, size_t n, void *data)
 
 /* A record ends at an unquoted CR or LF (c), or at end of input (c = -1).
  * With CSV_REPALL_NL libcsv also reports the LF of a CRLF as an empty
- * record; that one is skipped, every other empty record is a blank line. */
+ * record; that one is skipped, every other empty record is a blank line:
+ * an error when a record follows it, accepted at the end of the file. */
 static void on_record(int c, void *data)
 {
     reader *r = data;
@@ -80,8 +83,14 @@ static void on_record(int c, void *data)
     if (crlf_tail)
         return;
     if (r->nf == 0) {
+        if (!r->blank_at)
+            r->blank_at = r->line;
+        r->line++;
+        return;
+    }
+    if (r->blank_at) {
         r->status = kvs_errf(r->err, KVS_EINVAL, "%s:%lld: blank line", r->path,
-                             (long long)r->line);
+                             (long long)r->blank_at);
         return;
     }
     if (r->nf > r->ptrcap) {

@@ -57,8 +57,9 @@ static int parse_len(const char *key, const char *v, trace_len_kind *kind, int64
     return KVS_OK;
 }
 
-/* "P0:S0/P1:S1/..." into the class arrays of s. */
-static int parse_classes(char *v, trace_synth_spec *s, kvs_err *err)
+/* "P0:S0/P1:S1/..." into the class arrays of s; errors start with pfx
+ * ("--synthetic: priorities: " or "--priorities: "). */
+static int parse_classes_as(const char *pfx, char *v, trace_synth_spec *s, kvs_err *err)
 {
     const char *why;
     double sum = 0;
@@ -68,29 +69,70 @@ static int parse_classes(char *v, trace_synth_spec *s, kvs_err *err)
             *next++ = '\0';
         char *colon = strchr(item, ':');
         if (!colon)
-            return kvs_errf(err, KVS_EINVAL, PFX "priorities: '%s' is not PRIORITY:SHARE", item);
+            return kvs_errf(err, KVS_EINVAL, "%s'%s' is not PRIORITY:SHARE", pfx, item);
         *colon = '\0';
         int64_t p;
         double sh;
         if (trace_parse_i64(item, &p, &why) || p < 0 || p > INT32_MAX)
-            return kvs_errf(err, KVS_EINVAL, PFX "priorities: priority '%s' must be an "
-                            "integer in [0, %d]", item, INT32_MAX);
+            return kvs_errf(err, KVS_EINVAL, "%spriority '%s' must be an "
+                            "integer in [0, %d]", pfx, item, INT32_MAX);
         if (trace_parse_f64(colon + 1, &sh, &why) || !(sh > 0) || sh > 1)
-            return kvs_errf(err, KVS_EINVAL, PFX "priorities: share '%s' must be a number "
-                            "in (0, 1]", colon + 1);
+            return kvs_errf(err, KVS_EINVAL, "%sshare '%s' must be a number "
+                            "in (0, 1]", pfx, colon + 1);
         for (int i = 0; i < s->n_classes; i++)
             if (s->class_priority[i] == p)
-                return kvs_errf(err, KVS_EINVAL, PFX "priorities: priority %lld listed twice",
-                                (long long)p);
+                return kvs_errf(err, KVS_EINVAL, "%spriority %lld listed twice",
+                                pfx, (long long)p);
         if (s->n_classes == TRACE_MAX_CLASSES)
-            return kvs_errf(err, KVS_EINVAL, PFX "priorities: more than %d classes",
-                            TRACE_MAX_CLASSES);
+            return kvs_errf(err, KVS_EINVAL, "%smore than %d classes",
+                            pfx, TRACE_MAX_CLASSES);
         s->class_priority[s->n_classes] = (int32_t)p;
         s->class_share[s->n_classes++] = sh;
         sum += sh;
     }
     if (fabs(sum - 1.0) > 1e-6)
-        return kvs_errf(err, KVS_EINVAL, PFX "priorities: shares sum to %.9g, not 1", sum);
+        return kvs_errf(err, KVS_EINVAL, "%sshares sum to %.9g, not 1", pfx, sum);
+    return KVS_OK;
+}
+
+static int parse_classes(char *v, trace_synth_spec *s, kvs_err *err)
+{
+    return parse_classes_as(PFX "priorities: ", v, s, err);
+}
+
+/* Assign each class's share by one uniform draw per request, in order (the
+ * rule trace_synth_gen uses for priorities=). */
+static void draw_classes(const trace_synth_spec *spec, trace *t, rng *rp)
+{
+    for (int64_t i = 0; i < t->n; i++) {
+        double u = rng_uniform(rp), cum = 0;
+        int c = spec->n_classes - 1; /* rounding leftover goes to the last */
+        for (int j = 0; j < spec->n_classes - 1; j++) {
+            cum += spec->class_share[j];
+            if (u < cum) {
+                c = j;
+                break;
+            }
+        }
+        t->reqs[i].priority = spec->class_priority[c];
+    }
+}
+
+int trace_assign_priorities(trace *t, const char *classes, uint64_t seed, kvs_err *err)
+{
+    trace_synth_spec s;
+    memset(&s, 0, sizeof s);
+    char buf[1024];
+    if (strlen(classes) >= sizeof buf)
+        return kvs_errf(err, KVS_EINVAL, "--priorities: too long");
+    strcpy(buf, classes);
+    int rc = parse_classes_as("--priorities: ", buf, &s, err);
+    if (rc)
+        return rc;
+    rng rp;
+    rng_init(&rp, rng_mix64(seed ^ UINT64_C(0x7072696f72697479))); /* "priority" */
+    draw_classes(&s, t, &rp);
+    t->has_priority = 1;
     return KVS_OK;
 }
 

@@ -172,6 +172,12 @@ int trace_synth_parse(const char *spec, trace_synth_spec *out, kvs_err *err);
  * where the tokens do.  Without either key the trace is as before and has
  * no hashes.  Sets format SYNTHETIC, source = spec_text, sha256 "".
  * Cost: O(n * K) (+ reading a lengths file). */
+/* Give every request of t a priority class "P0:S0/P1:S1/..." (shares in
+ * (0, 1] summing to 1, as the synthetic spec's priorities=), one seeded
+ * uniform draw per request in trace order; sets has_priority.  Errors
+ * (KVS_EINVAL) start with "--priorities: ".  Cost: O(n * classes). */
+int trace_assign_priorities(trace *t, const char *classes, uint64_t seed, kvs_err *err);
+
 int trace_synth_gen(const trace_synth_spec *spec, const char *spec_text,
                     uint64_t seed, trace *out, kvs_err *err);
 

@@ -131,6 +131,12 @@ static int header(loader *L, int64_t line, char **f, int nf, kvs_err *err)
     } else if (nf == 3 && !strcmp(f[0], "TIMESTAMP") && !strcmp(f[1], "ContextTokens") &&
                !strcmp(f[2], "GeneratedTokens")) {
         L->t->format = TRACE_FORMAT_AZURE;
+    } else if (nf == 1 && strchr(f[0], '\t')) {
+        return kvs_errf(err, KVS_EINVAL,
+                        "%s:%lld: the header is tab-separated; kvsim reads comma-separated "
+                        "traces: replace the tabs with commas (e.g. tr '\\t' ',' < FILE), "
+                        "header '" NATIVE_HEADER "' or Azure '" AZURE_HEADER "'",
+                        L->path, (long long)line);
     } else {
         return kvs_errf(err, KVS_EINVAL,
                         "%s:%lld: unknown header '%s%s%s%s'; accepted: native "

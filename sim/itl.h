@@ -1,0 +1,68 @@
+/* itl.h — the inter-token latency of a run, streamed from its steps.
+ *
+ * Every step member that generates a token (docs/semantics.md 1 and 3.7,
+ * semantics-extensions.md C1: a decode or swap-in does, a prefill or chunk
+ * only when it reaches the stored context P + g, and nothing past a
+ * request's O-th token) adds the gap since the request's previous token to
+ * a bounded-error histogram (hist.h) and to the request's largest gap.
+ * Members of one step mostly share a gap, so runs of equal gaps are added
+ * at once.  The tracker is indexed by trace row, so the engines of a
+ * cluster (sim/cluster.h) feed one tracker: under --pd a request's first
+ * token comes from its prefill replica and the rest from its decode one.
+ * Memory: 32 bytes per request plus the histogram; O(1) per member.
+ */
+#ifndef ITL_H
+#define ITL_H
+
+#include <stdint.h>
+
+#include "hist.h"
+#include "run.h"
+
+typedef struct run_itl_req {
+    double last_tok_s;  /* time of its latest token, s */
+    int64_t gen;        /* tokens generated so far */
+    int64_t need_ctx;   /* P + gen: the stored context a prefill must reach */
+    int64_t out;        /* O */
+} run_itl_req;
+
+typedef struct run_itl {
+    run_itl_req *req;   /* [n] per trace row */
+    double *max_itl_s;  /* [n] largest gap so far, s (NAN before two tokens); borrowed */
+    hist h;             /* every gap */
+    double run_gap_s;   /* a run of equal gaps not yet in h, s */
+    int64_t run_len;    /* its length */
+    int64_t n_done;     /* requests that made their O-th token */
+    double leap_max_s;  /* longest gap of the leap in progress, s (-inf: none) */
+    double leap_end_s;  /* end of its latest step, s */
+} run_itl;
+
+/* Track the requests of tr; max_itl_s ([tr->n], the caller's) is set to
+ * NAN and then kept as each request's largest gap.  KVS_ENOMEM on failure
+ * (nothing to free).  Cost: O(n). */
+int run_itl_init(run_itl *t, const trace *tr, double *max_itl_s, kvs_err *err);
+
+/* The member m of a step that ended at t_end (seconds).  Cost: O(1). */
+void run_itl_member(run_itl *t, const sched_member *m, double t_end);
+
+/* A leapt step (sched_step.leapt): each of its batch.n_decode requests
+ * made a token at its end and at the previous step's end, so each gap is
+ * the step's; which requests they were comes with run_itl_leap_end.  The
+ * same gaps in the same order as run_itl_member over the listed members
+ * would add.  Cost: O(1). */
+void run_itl_leapt_step(run_itl *t, const sched_step *st);
+
+/* The leap's n requests `ids` made `steps` tokens each (sched_leap_fn).
+ * Cost: O(n). */
+void run_itl_leap_end(run_itl *t, const int32_t *ids, int64_t n, int64_t steps);
+
+/* Flush and write the run's figures: sum->itl, itl_std_s, n_itl. */
+void run_itl_finish(run_itl *t, run_summary *sum);
+
+void run_itl_free(run_itl *t);
+
+/* Whether member m makes a token for a request in state q (the rule
+ * above); shared with run_request_itls, which replays recorded steps. */
+int run_itl_makes_token(const run_itl_req *q, const sched_member *m);
+
+#endif
