@@ -12,7 +12,6 @@
 #include "cli.h"
 #include "run_opts.h"
 
-#define MAX_TPS 16
 
 typedef struct cluster_args {
     const char *slo, *gpus, *price, *tps, *max_rep; /* the search's own flags */
@@ -20,7 +19,7 @@ typedef struct cluster_args {
     int nrest;
     run_opts base;
     job_cluster_prices prices;
-    double tps_v[MAX_TPS];
+    double tps_v[CAPACITY_MAX_TPS];
     int ntp;
     int64_t max_replicas;
 } cluster_args;
@@ -52,26 +51,6 @@ static int split_args(const char *cmd, int argc, char **argv, cluster_args *a)
         *dst = v;
     }
     return 0;
-}
-
-static int parse_tps(const char *cmd, const char *arg, double *tps, int *n)
-{
-    char buf[256];
-    if (strlen(arg) >= sizeof buf)
-        return cli_fail(cmd, "--tp-list: too long");
-    strcpy(buf, arg);
-    *n = 0;
-    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int64_t v;
-        if (cli_parse_i64(cmd, "--tp-list", t, 1, 1024, &v))
-            return CLI_EXIT_ERR;
-        if (*n && v <= tps[*n - 1])
-            return cli_fail(cmd, "--tp-list: give ascending degrees ('%s')", arg);
-        if (*n == MAX_TPS)
-            return cli_fail(cmd, "--tp-list: at most %d degrees", MAX_TPS);
-        tps[(*n)++] = (double)v;
-    }
-    return *n ? 0 : cli_fail(cmd, "--tp-list: empty list");
 }
 
 static void tp_skipped(void *ctx, const char *gpu, int64_t tp, const char *why)
@@ -118,7 +97,7 @@ static int setup(const char *cmd, cluster_args *a, job_search *js)
     const double tps[] = {1, 2, 4, 8};
     memcpy(a->tps_v, tps, sizeof tps);
     a->ntp = 4;
-    if (a->tps && parse_tps(cmd, a->tps, a->tps_v, &a->ntp))
+    if (a->tps && capacity_parse_tp_list(cmd, a->tps, a->tps_v, &a->ntp))
         return CLI_EXIT_ERR;
     run_opts_defaults(&a->base);
     if (run_opts_parse_argv(cmd, &a->base, a->nrest, a->rest))

@@ -15,7 +15,6 @@
 #include "run_opts.h"
 
 #define MAX_POLICIES 8
-#define MAX_TPS 16
 #define RATE_STOP 1.05
 #define RATE_MAX_STEPS 16
 
@@ -36,7 +35,7 @@ typedef struct search_args {
     search_kind kind;
     run_opts base;        /* the run flags */
     int pols[MAX_POLICIES], npol;
-    double tps_v[MAX_TPS];
+    double tps_v[CAPACITY_MAX_TPS];
     int ntp;
     double x0;            /* the rate search's start */
 } search_args;
@@ -157,7 +156,7 @@ static int parse_policies(const char *cmd, const char *arg, int *pol, int *n)
     return 0;
 }
 
-static int parse_tps(const char *cmd, const char *arg, double *tps, int *n)
+int capacity_parse_tp_list(const char *cmd, const char *arg, double *tps, int *n)
 {
     char buf[256];
     if (strlen(arg) >= sizeof buf)
@@ -170,8 +169,8 @@ static int parse_tps(const char *cmd, const char *arg, double *tps, int *n)
             return CLI_EXIT_ERR;
         if (*n && v <= tps[*n - 1])
             return cli_fail(cmd, "--tp-list: give ascending degrees ('%s')", arg);
-        if (*n == MAX_TPS)
-            return cli_fail(cmd, "--tp-list: at most %d degrees", MAX_TPS);
+        if (*n == CAPACITY_MAX_TPS)
+            return cli_fail(cmd, "--tp-list: at most %d degrees", CAPACITY_MAX_TPS);
         tps[(*n)++] = (double)v;
     }
     if (*n == 0)
@@ -271,7 +270,7 @@ static int setup(const char *cmd, search_args *a, search_ctx *c)
     a->ntp = 4;
     if (a->tps && a->kind != SEARCH_TP)
         return cli_fail(cmd, "--tp-list: only with --search tp");
-    if (a->tps && parse_tps(cmd, a->tps, a->tps_v, &a->ntp))
+    if (a->tps && capacity_parse_tp_list(cmd, a->tps, a->tps_v, &a->ntp))
         return CLI_EXIT_ERR;
     c->verbose = !a->base.quiet && !a->base.json;
     if (job_search_param(&a->base, a->kind == SEARCH_TP, &c->js.param, &a->x0, &c->js.native_rps,

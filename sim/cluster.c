@@ -9,6 +9,7 @@
 
 #include "evq.h"
 #include "itl.h"
+#include "steps.h"
 #include "kvlink.h"
 #include "router.h"
 
@@ -95,11 +96,7 @@ typedef struct cl_rep {
     int busy;              /* a step is in flight */
     int plan_queued;       /* it is in the cluster's todo list */
     double wake_at;        /* time of a queued timeout PLAN, seconds, or -1 */
-    int64_t n_steps;       /* steps run */
-    int64_t peak_blocks;   /* most KV blocks held during a step */
-    double block_seconds;  /* sum of blocks held x step duration, block-seconds */
-    double busy_s;         /* sum of step durations, seconds */
-    double members_total;  /* sum of requests per step */
+    run_step_agg agg;      /* its steps' KV and batch aggregates (steps.h) */
     double last_end_s;     /* end of its last step, seconds */
     int32_t *fin;          /* --pd, prefill pool: prefill members of the step in
                               flight, the requests it may finish */
@@ -128,31 +125,11 @@ typedef struct cluster {
     int64_t limit_steps[SCHED_LIMIT_COUNT]; /* every engine's steps by sched_step_limit */
 } cluster;
 
-static int grow(void **p, int64_t *cap, int64_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    int64_t nc = *cap ? *cap : 1024;
-    while (nc < need)
-        nc *= 2;
-    void *np = realloc(*p, (size_t)nc * elem);
-    if (!np)
-        return -1;
-    *p = np;
-    *cap = nc;
-    return 0;
-}
-
 static void on_step(void *ctx, const sched_step *st, const sched_member *m, int64_t nm)
 {
     cl_rep *k = ctx;
     cluster *cl = k->cl;
-    k->n_steps++;
-    if (st->kv_blocks_used > k->peak_blocks)
-        k->peak_blocks = st->kv_blocks_used;
-    k->block_seconds += (double)st->kv_blocks_used * st->dur_s;
-    k->busy_s += st->dur_s;
-    k->members_total += (double)(st->batch.n_prefill + st->batch.n_decode);
+    run_step_agg_add(&k->agg, st);
     int64_t global = cl->n_steps++;
     if (st->limit >= 0 && st->limit < SCHED_LIMIT_COUNT)
         cl->limit_steps[st->limit]++;
@@ -165,7 +142,7 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
         for (int64_t i = 0; i < nm; i++) {
             if (m[i].kind != SCHED_MEMBER_PREFILL)
                 continue;
-            if (grow((void **)&k->fin, &k->fin_cap, k->n_fin + 1, sizeof *k->fin)) {
+            if (run_grow((void **)&k->fin, &k->fin_cap, k->n_fin + 1, sizeof *k->fin)) {
                 cl->failed = 1;
                 return;
             }
@@ -173,20 +150,9 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
         }
     if (!cl->cfg->record_steps || cl->failed)
         return;
-    run_result *r = cl->res;
-    if (grow((void **)&r->steps, &cl->steps_cap, r->n_steps + 1, sizeof *r->steps) ||
-        grow((void **)&r->members, &cl->members_cap, r->n_members + nm, sizeof *r->members)) {
+    /* steps.step_id: the cluster's start order */
+    if (run_steps_append(cl->res, &cl->steps_cap, &cl->members_cap, st, global, k->index, m, nm))
         cl->failed = 1;
-        return;
-    }
-    run_step_rec *rec = &r->steps[r->n_steps++];
-    rec->step = *st;
-    rec->step.index = global; /* steps.step_id: the cluster's start order */
-    rec->member_off = r->n_members;
-    rec->replica = k->index;
-    rec->pad_ = 0;
-    memcpy(r->members + r->n_members, m, (size_t)nm * sizeof *m);
-    r->n_members += nm;
 }
 
 static void on_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
@@ -449,11 +415,11 @@ static int replica_metrics(cluster *cl, const trace *tr, double first_arrival)
                   c.prefix_hit_blocks, sum);
         const cl_rep *k = &cl->rep[r];
         sum->total_kv_blocks = cl->cfg->sched.total_blocks;
-        sum->peak_kv_blocks = k->peak_blocks;
-        sum->mean_kv_blocks = k->busy_s > 0 ? k->block_seconds / k->busy_s : 0.0;
-        sum->n_steps = k->n_steps;
-        sum->mean_batch = k->n_steps > 0 ? k->members_total / (double)k->n_steps : 0.0;
-        sum->makespan_s = k->n_steps > 0 ? k->last_end_s - first_arrival : 0.0;
+        sum->peak_kv_blocks = k->agg.peak_blocks;
+        sum->mean_kv_blocks = run_step_agg_mean_blocks(&k->agg);
+        sum->n_steps = k->agg.n_steps;
+        sum->mean_batch = run_step_agg_mean_batch(&k->agg);
+        sum->makespan_s = k->agg.n_steps > 0 ? k->last_end_s - first_arrival : 0.0;
         sum->load_imbalance = NAN;
     }
     free(sub);
@@ -480,12 +446,12 @@ static void cluster_summary(cluster *cl, const trace *tr, double end_s)
         qb += c.prefix_query_blocks;
         hb += c.prefix_hit_blocks;
         const cl_rep *k = &cl->rep[r];
-        if (k->peak_blocks > sum->peak_kv_blocks)
-            sum->peak_kv_blocks = k->peak_blocks;
-        bs += k->block_seconds;
-        busy += k->busy_s;
-        members += k->members_total;
-        sum->n_steps += k->n_steps;
+        if (k->agg.peak_blocks > sum->peak_kv_blocks)
+            sum->peak_kv_blocks = k->agg.peak_blocks;
+        bs += k->agg.block_seconds;
+        busy += k->agg.busy_s;
+        members += k->agg.members_total;
+        sum->n_steps += k->agg.n_steps;
         if (r < cl->np && cl->view[r].routed > most)
             most = cl->view[r].routed;
     }

@@ -11,6 +11,7 @@
 #include "cluster.h"
 #include "engine.h"
 #include "itl.h"
+#include "steps.h"
 
 void run_config_defaults(run_config *cfg)
 {
@@ -144,10 +145,7 @@ typedef struct run_sink {
     int64_t steps_cap;   /* capacity of res->steps */
     int64_t members_cap; /* capacity of res->members */
     int failed;          /* out of memory while recording */
-    int64_t peak_blocks;
-    double block_seconds, busy_s;
-    double members_total;
-    int64_t n_steps;
+    run_step_agg agg;     /* KV and batch aggregates (steps.h) */
     run_itl itl;          /* inter-token latency (itl.h) */
     int64_t limit_steps[SCHED_LIMIT_COUNT]; /* steps by sched_step_limit */
     const trace *tr;      /* the requests (borrowed) */
@@ -155,21 +153,6 @@ typedef struct run_sink {
     void *progress_ctx;
     double t0_wall;       /* wall clock at the start, s */
 } run_sink;
-
-static int grow(void **p, int64_t *cap, int64_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    int64_t nc = *cap ? *cap : 1024;
-    while (nc < need)
-        nc *= 2;
-    void *np = realloc(*p, (size_t)nc * elem);
-    if (!np)
-        return -1;
-    *p = np;
-    *cap = nc;
-    return 0;
-}
 
 static double now_wall(void)
 {
@@ -181,16 +164,11 @@ static double now_wall(void)
 static void on_step(void *ctx, const sched_step *st, const sched_member *m, int64_t nm)
 {
     run_sink *k = ctx;
-    k->n_steps++;
-    if (st->kv_blocks_used > k->peak_blocks)
-        k->peak_blocks = st->kv_blocks_used;
-    k->block_seconds += (double)st->kv_blocks_used * st->dur_s;
-    k->busy_s += st->dur_s;
-    k->members_total += (double)(st->batch.n_prefill + st->batch.n_decode);
+    run_step_agg_add(&k->agg, st);
     double t_end = st->start_s + st->dur_s;
     if (st->limit >= 0 && st->limit < SCHED_LIMIT_COUNT)
         k->limit_steps[st->limit]++;
-    if (k->progress && (k->n_steps & 4095) == 0)
+    if (k->progress && (k->agg.n_steps & 4095) == 0)
         k->progress(k->progress_ctx, t_end, k->itl.n_done, k->tr->n, now_wall() - k->t0_wall);
     if (st->leapt)
         run_itl_leapt_step(&k->itl, st);
@@ -198,19 +176,8 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
         run_itl_member(&k->itl, &m[i], t_end);
     if (!k->keep || k->failed)
         return;
-    run_result *r = k->res;
-    if (grow((void **)&r->steps, &k->steps_cap, r->n_steps + 1, sizeof *r->steps) ||
-        grow((void **)&r->members, &k->members_cap, r->n_members + nm, sizeof *r->members)) {
+    if (run_steps_append(k->res, &k->steps_cap, &k->members_cap, st, st->index, 0, m, nm))
         k->failed = 1;
-        return;
-    }
-    run_step_rec *rec = &r->steps[r->n_steps++];
-    rec->step = *st;
-    rec->member_off = r->n_members;
-    rec->replica = 0;
-    rec->pad_ = 0;
-    memcpy(r->members + r->n_members, m, (size_t)nm * sizeof *m);
-    r->n_members += nm;
 }
 
 static void run_sink_free(run_sink *k) { run_itl_free(&k->itl); }
@@ -299,10 +266,10 @@ int run_execute_progress(const run_config *cfg, const trace *tr, const cost_mode
     sum->preempt_priority = c.preempt_priority;
     sum->preemptions = c.preempt_recompute + c.preempt_swap;
     sum->total_kv_blocks = cfg->sched.total_blocks;
-    sum->peak_kv_blocks = sink.peak_blocks;
-    sum->mean_kv_blocks = sink.busy_s > 0 ? sink.block_seconds / sink.busy_s : 0.0;
-    sum->n_steps = sink.n_steps;
-    sum->mean_batch = sink.n_steps > 0 ? sink.members_total / (double)sink.n_steps : 0.0;
+    sum->peak_kv_blocks = sink.agg.peak_blocks;
+    sum->mean_kv_blocks = run_step_agg_mean_blocks(&sink.agg);
+    sum->n_steps = sink.agg.n_steps;
+    sum->mean_batch = run_step_agg_mean_batch(&sink.agg);
     sum->makespan_s = tr->n > 0 ? end_s - tr->reqs[0].arrival_s : 0.0;
     sum->prefix_hit_rate = cfg->sched.prefix_caching && c.prefix_query_tokens > 0
                                ? (double)c.prefix_hit_tokens / (double)c.prefix_query_tokens
@@ -316,7 +283,7 @@ int run_execute_progress(const run_config *cfg, const trace *tr, const cost_mode
     sum->prefill_chunks = c.prefill_chunks;
     sum->load_imbalance = NAN;
     run_itl_finish(&sink.itl, sum);
-    run_metrics_limit_shares(sink.limit_steps, sink.n_steps, sum);
+    run_metrics_limit_shares(sink.limit_steps, sink.agg.n_steps, sum);
     if (run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes)) {
         rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory for per-class metrics");
         goto fail;
