@@ -15,6 +15,10 @@
 #include "api_internal.h"
 
 /* kvs_status and kvsim_status are the same numbers. */
+/* kvsim_request.reject_reason holds sched_reject_reason's numbers. */
+_Static_assert(SCHED_REJECT_CONTEXT == 1 && SCHED_REJECT_TOKEN_BUDGET == 2 &&
+                   SCHED_REJECT_KV_CAPACITY == 3,
+               "kvsim_request.reject_reason follows sched_reject_reason");
 _Static_assert(KVSIM_EINTERNAL == (int)KVS_EINTERNAL && KVSIM_EDB == (int)KVS_EDB,
                "kvsim.h's statuses follow base/kvs.h");
 
@@ -159,6 +163,9 @@ int kvsim_run_request(const kvsim_run *r, int64_t i, kvsim_request *out)
     out->replica = r->res.replica ? r->res.replica[i] : 0;
     out->decode_replica = r->res.decode ? r->res.decode[i] : -1;
     out->kv_transfer_s = r->res.kv_transfer_s ? r->res.kv_transfer_s[i] : NAN;
+    out->max_itl_s = r->res.max_itl_s ? r->res.max_itl_s[i] : NAN;
+    out->reject_reason = s->reject_reason;
+    out->pad_ = 0;
     return KVSIM_OK;
 }
 

@@ -91,6 +91,11 @@ typedef struct kvsim_request {
                                 under --pd the prefill replica */
     int32_t decode_replica;  /* --pd: the decode replica, -1 none (the table's NULL) */
     double kv_transfer_s;    /* --pd: seconds its KV took over the link; NaN none */
+    double max_itl_s;        /* largest gap between two of its tokens, s; NaN with
+                                fewer than two */
+    int32_t reject_reason;   /* 0 not rejected, 1 context, 2 token budget, 3 KV
+                                capacity (requests.reject_reason) */
+    int32_t pad_;            /* zero */
 } kvsim_request;
 
 /* Requests of the executed run (0 before execute), and request i of them.

@@ -115,8 +115,11 @@ done
 wait
 ids=$(cat "$T"/cmp.? | sort -n | tr '\n' ' ')
 [ "$ids" = "1 2 3 " ] && ok || bad "compare ids: '$ids', want 1 2 3 ($(cat "$T"/cmperr.?))"
-r=$(q "$C" "SELECT group_concat(n, ' ') FROM (SELECT count(*) AS n FROM runs WHERE compare_id IS NOT NULL GROUP BY compare_id ORDER BY compare_id)")
-[ "$r" = "4 4 4" ] && ok || bad "runs per compare: $r"
+# each compare keeps its own runs: as many as its variants (compare's default
+# set), none shared
+r=$(q "$C" "SELECT group_concat(n || '/' || v, ' ') FROM (SELECT c.compare_id, c.n_runs AS v, (SELECT count(*) FROM runs r WHERE r.compare_id = c.compare_id) AS n FROM compares c ORDER BY c.compare_id)")
+nv=$(q "$C" "SELECT n_runs FROM compares WHERE compare_id = 1")
+[ "$r" = "$nv/$nv $nv/$nv $nv/$nv" ] && [ "$nv" -gt 1 ] && ok || bad "runs per compare (stored/variants): $r"
 r=$(q "$C" "SELECT count(*) FROM runs WHERE compare_id IS NOT NULL AND label NOT LIKE 'compare ' || compare_id || ':%'")
 [ "$r" = 0 ] && ok || bad "$r runs labelled with another compare's id"
 [ "$(q "$C" "SELECT group_concat(status) FROM compares")" = "complete,complete,complete" ] && ok || bad "compare status: $(q "$C" 'SELECT * FROM compares')"

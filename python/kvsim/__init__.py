@@ -215,6 +215,8 @@ class Run:
             df.insert(5, "status", status)  # where the requests table has it
             d = df["decode_replica"]
             df["decode_replica"] = d.where(d >= 0)  # NaN where the table has NULL
+            why = {1: "context", 2: "token-budget", 3: "kv-capacity"}  # the table's names
+            df["reject_reason"] = [why.get(int(x)) for x in df["reject_reason"]]
             self._requests = df
         return self._requests
 

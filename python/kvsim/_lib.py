@@ -41,6 +41,9 @@ class Request(C.Structure):
         ("replica", C.c_int32),
         ("decode_replica", C.c_int32),  # -1: none (the table's NULL)
         ("kv_transfer_s", C.c_double),
+        ("max_itl_s", C.c_double),
+        ("reject_reason", C.c_int32),  # 0 none, 1 context, 2 token budget, 3 KV capacity
+        ("pad_", C.c_int32),
     ]
 
 
