@@ -158,7 +158,8 @@ static char *read_log(const char *name, const char *text)
  * with "A" quoted (which sends the whole file to libcsv): the same
  * records, the same physical lines, the same errors.  The cases: LF, CRLF
  * and CR-only lines, blanks around fields (libcsv trims them), a trailing
- * empty field, no final newline, a blank line, a line of only spaces. */
+ * empty field, no final newline, blank lines (an error only before a
+ * record) and lines of only spaces. */
 START_TEST(test_csv_fast_path_matches_libcsv)
 {
     static const char *const cases[] = {
@@ -168,6 +169,8 @@ START_TEST(test_csv_fast_path_matches_libcsv)
         "a , b\n 1,\tA \n2 ,3,\n",
         "a,b\n1,A\n\n2,3\n",
         "a,b\n1,A\n   \n",
+        "a,b\n1,A\n\n \r\n",
+        "a,b\n1,A\n\n\t\n2,3\n",
         "A",
         "x\r\n\r\nA\r\n",
     };

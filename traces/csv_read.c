@@ -118,15 +118,22 @@ static int is_blank(char c) { return c == ' ' || c == '\t'; }
 
 /* Split one unquoted record [a, e) in place into NUL-terminated fields,
  * trimmed of spaces and tabs as libcsv trims them, and hand it to fn.  A
- * record of nothing but spaces and tabs is a blank line, as for libcsv. */
+ * record of nothing but spaces and tabs is a blank line, as for libcsv:
+ * an error when a record follows it, accepted at the end of the file. */
 static void fast_record(reader *r, char *a, char *e)
 {
     char *q = a;
     while (q < e && is_blank(*q))
         q++;
-    if (q == e) {
+    if (q == e) { /* as on_record: an error only if a record follows */
+        if (!r->blank_at)
+            r->blank_at = r->line;
+        r->line++;
+        return;
+    }
+    if (r->blank_at) {
         r->status = kvs_errf(r->err, KVS_EINVAL, "%s:%lld: blank line", r->path,
-                             (long long)r->line);
+                             (long long)r->blank_at);
         return;
     }
     int nf = 0;
