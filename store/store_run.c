@@ -187,7 +187,7 @@ static int bind_nan_null(sqlite3_stmt *st, int i, double v)
 }
 
 
-/* The columns of request_rows (schema version 7), in the order bound: one
+/* The columns of request_rows (schema version 9), in the order bound: one
  * place, so a new column is one line here, one bind in write_requests and
  * one column in schema.c's request_rows (and its view and trigger). */
 enum req_col {
