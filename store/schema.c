@@ -525,9 +525,83 @@ static const char schema_v7_answers[] =
     "ALTER TABLE requests ADD COLUMN max_itl_s REAL;\n"
     "ALTER TABLE requests ADD COLUMN reject_reason TEXT;\n";
 
+/* Version 9: cheaper request rows (docs/schema.md, "requests").  The rows
+ * move to `request_rows`, keyed by one integer, key = run_id * 2^32 +
+ * req_id (so a run's rows are one key range, appended in order), with the
+ * status as an INTEGER code (0 finished, 1 rejected) and no per-row CHECK
+ * or foreign key: store_write_run checks a run's rows once, before writing
+ * them.  `requests` becomes a view with today's columns, in today's order;
+ * it joins `runs`, so `WHERE run_id = ?` reads one key range.  An INSTEAD
+ * OF trigger lets `INSERT INTO requests` (spool merges) keep working, and a
+ * trigger on `runs` replaces ON DELETE CASCADE.  A later version that adds
+ * a requests column adds it to request_rows, then drops and re-creates the
+ * view and the insert trigger with it. */
+static const char schema_v9_rows[] =
+    "CREATE TABLE IF NOT EXISTS request_rows(\n"
+    "  key INTEGER PRIMARY KEY,\n"
+    "  arrival_s REAL NOT NULL,\n"
+    "  prompt_tokens INTEGER NOT NULL,\n"
+    "  output_tokens INTEGER NOT NULL,\n"
+    "  priority INTEGER NOT NULL,\n"
+    "  status_code INTEGER NOT NULL,\n"
+    "  first_token_s REAL,\n"
+    "  finish_s REAL,\n"
+    "  preemptions INTEGER NOT NULL,\n"
+    "  swaps INTEGER NOT NULL,\n"
+    "  swapped_s REAL,\n"
+    "  replica INTEGER NOT NULL DEFAULT 0,\n"
+    "  decode_replica INTEGER,\n"
+    "  kv_transfer_s REAL,\n"
+    "  max_itl_s REAL,\n"
+    "  reject_reason TEXT\n"
+    ");\n"
+    "INSERT INTO request_rows(key, arrival_s, prompt_tokens, output_tokens, priority,\n"
+    "  status_code, first_token_s, finish_s, preemptions, swaps, swapped_s, replica,\n"
+    "  decode_replica, kv_transfer_s, max_itl_s, reject_reason)\n"
+    "SELECT (run_id << 32) + req_id, arrival_s, prompt_tokens, output_tokens, priority,\n"
+    "  CASE status WHEN 'finished' THEN 0 ELSE 1 END, first_token_s, finish_s,\n"
+    "  preemptions, swaps, swapped_s, replica, decode_replica, kv_transfer_s, max_itl_s,\n"
+    "  reject_reason\n"
+    "FROM requests ORDER BY run_id, req_id;\n"
+    "DROP TABLE requests;\n"
+    "CREATE VIEW requests AS\n"
+    "SELECT r.run_id AS run_id, q.key - (r.run_id << 32) AS req_id,\n"
+    "       q.arrival_s AS arrival_s, q.prompt_tokens AS prompt_tokens,\n"
+    "       q.output_tokens AS output_tokens, q.priority AS priority,\n"
+    "       CASE q.status_code WHEN 0 THEN 'finished' WHEN 1 THEN 'rejected' END AS status,\n"
+    "       q.first_token_s AS first_token_s, q.finish_s AS finish_s,\n"
+    "       q.preemptions AS preemptions, q.swaps AS swaps, q.swapped_s AS swapped_s,\n"
+    "       q.replica AS replica, q.decode_replica AS decode_replica,\n"
+    "       q.kv_transfer_s AS kv_transfer_s, q.max_itl_s AS max_itl_s,\n"
+    "       q.reject_reason AS reject_reason\n"
+    "FROM runs r JOIN request_rows q\n"
+    "  ON q.key >= (r.run_id << 32) AND q.key < ((r.run_id + 1) << 32);\n"
+    "CREATE TRIGGER IF NOT EXISTS requests_insert INSTEAD OF INSERT ON requests BEGIN\n"
+    "  INSERT INTO request_rows(key, arrival_s, prompt_tokens, output_tokens, priority,\n"
+    "    status_code, first_token_s, finish_s, preemptions, swaps, swapped_s, replica,\n"
+    "    decode_replica, kv_transfer_s, max_itl_s, reject_reason)\n"
+    "  SELECT (NEW.run_id << 32) + NEW.req_id, NEW.arrival_s, NEW.prompt_tokens,\n"
+    "    NEW.output_tokens, NEW.priority,\n"
+    "    CASE NEW.status WHEN 'finished' THEN 0 WHEN 'rejected' THEN 1\n"
+    "      ELSE RAISE(ABORT, 'requests.status must be finished or rejected') END,\n"
+    "    NEW.first_token_s, NEW.finish_s, NEW.preemptions, NEW.swaps, NEW.swapped_s,\n"
+    "    coalesce(NEW.replica, 0), NEW.decode_replica, NEW.kv_transfer_s, NEW.max_itl_s,\n"
+    "    NEW.reject_reason\n"
+    "  WHERE (SELECT count(*) FROM runs WHERE run_id = NEW.run_id) = 1\n"
+    "     OR RAISE(ABORT, 'requests.run_id names no run');\n"
+    "END;\n"
+    "CREATE TRIGGER IF NOT EXISTS runs_delete_requests AFTER DELETE ON runs BEGIN\n"
+    "  DELETE FROM request_rows\n"
+    "  WHERE key >= (OLD.run_id << 32) AND key < ((OLD.run_id + 1) << 32);\n"
+    "END;\n";
+
 static const char *schema_extra(int v)
 {
-    return v == 4 ? schema_v4_cluster : v == 6 ? schema_v6_pd : v == 7 ? schema_v7_answers : NULL;
+    return v == 4   ? schema_v4_cluster
+           : v == 6 ? schema_v6_pd
+           : v == 7 ? schema_v7_answers
+           : v == 9 ? schema_v9_rows
+                    : NULL;
 }
 
 /* runs_alter(v) followed by schema_extra(v); NULL when out of memory. */

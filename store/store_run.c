@@ -18,8 +18,8 @@
 /* Bytes per packed sched_member in steps.members (see docs/schema.md). */
 #define MEMBER_BYTES 24
 
-/* sched_req_status and sched_step_kind as stored; anything but the final
- * states fails the tables' CHECK constraints, which is the point. */
+/* sched_req_status and sched_step_kind by name, for messages and the
+ * steps table (whose CHECK rejects anything else). */
 static const char *req_status_name(int32_t v)
 {
     static const char *const names[] = {"pending", "waiting", "running",
@@ -187,45 +187,110 @@ static int bind_nan_null(sqlite3_stmt *st, int i, double v)
 }
 
 
+/* The columns of request_rows (schema version 9), in the order bound: one
+ * place, so a new column is one line here, one bind in write_requests and
+ * one column in schema.c's request_rows (and its view and trigger). */
+enum req_col {
+    REQ_COL_KEY = 1, /* run_id * 2^32 + req_id */
+    REQ_COL_ARRIVAL_S,
+    REQ_COL_PROMPT_TOKENS,
+    REQ_COL_OUTPUT_TOKENS,
+    REQ_COL_PRIORITY,
+    REQ_COL_STATUS_CODE, /* 0 finished, 1 rejected */
+    REQ_COL_FIRST_TOKEN_S,
+    REQ_COL_FINISH_S,
+    REQ_COL_PREEMPTIONS,
+    REQ_COL_SWAPS,
+    REQ_COL_SWAPPED_S,
+    REQ_COL_REPLICA,
+    REQ_COL_DECODE_REPLICA,
+    REQ_COL_KV_TRANSFER_S,
+    REQ_COL_MAX_ITL_S,
+    REQ_COL_REJECT_REASON, /* NULL or a name, as sched_reject_reason_name */
+    REQ_COL_END
+};
+
+static const char *const req_col_names[REQ_COL_END] = {
+    NULL, "key", "arrival_s", "prompt_tokens", "output_tokens", "priority", "status_code",
+    "first_token_s", "finish_s", "preemptions", "swaps", "swapped_s", "replica",
+    "decode_replica", "kv_transfer_s", "max_itl_s", "reject_reason"};
+
+/* "INSERT INTO request_rows(key, ...) VALUES(?1, ...)" from req_col_names. */
+static void requests_insert_sql(char *sql, size_t cap)
+{
+    size_t len = 0;
+    append(sql, cap, &len, "INSERT INTO request_rows(");
+    for (int c = 1; c < REQ_COL_END; c++)
+        append(sql, cap, &len, c > 1 ? ",%s" : "%s", req_col_names[c]);
+    append(sql, cap, &len, ") VALUES(");
+    for (int c = 1; c < REQ_COL_END; c++)
+        append(sql, cap, &len, c > 1 ? ",?%d" : "?%d", c);
+    append(sql, cap, &len, ")");
+}
+
+/* The integrity the table no longer checks row by row, checked once per run
+ * before any row is written: final statuses, positive lengths, ids that
+ * fit the key.  O(n), no SQL. */
+static int check_requests(store *s, int64_t run_id, const run_result *res, kvs_err *err)
+{
+    const trace_req *tq = res->tr->reqs;
+    if (run_id <= 0 || run_id >= ((int64_t)1 << 30) || res->tr->n >= ((int64_t)1 << 32))
+        return kvs_errf(err, KVS_EINTERNAL, "%s: run %lld of %lld requests outside the row key",
+                        store_path(s), (long long)run_id, (long long)res->tr->n);
+    for (int64_t i = 0; i < res->tr->n; i++) {
+        int st = res->reqs[i].status;
+        if (st != SCHED_REQ_FINISHED && st != SCHED_REQ_REJECTED)
+            return kvs_errf(err, KVS_EINTERNAL, "%s: request %lld: status %s is not final",
+                            store_path(s), (long long)i, req_status_name(st));
+        if (tq[i].prompt_tokens < 1 || tq[i].output_tokens < 1)
+            return kvs_errf(err, KVS_EINTERNAL,
+                            "%s: request %lld: %lld prompt, %lld output tokens (need >= 1)",
+                            store_path(s), (long long)i, (long long)tq[i].prompt_tokens,
+                            (long long)tq[i].output_tokens);
+    }
+    return KVS_OK;
+}
+
 /* One prepared statement, bound positionally and reset per row: the hot
- * loop of a write (about a million rows per second).  Cost: O(n log n) in
- * the B-tree, appends in key order. */
+ * loop of a write.  Keys ascend, so every row is an append at the end of
+ * the table's B-tree.  Cost: O(n). */
 static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_err *err)
 {
-    static const char sql[] =
-        "INSERT INTO requests(run_id, req_id, arrival_s, prompt_tokens, "
-        "output_tokens, priority, status, first_token_s, finish_s, preemptions, "
-        "swaps, swapped_s, replica, decode_replica, kv_transfer_s, max_itl_s, reject_reason) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)";
+    char sql[512];
+    requests_insert_sql(sql, sizeof sql);
     sqlite3 *db = store_db(s);
     sqlite3_stmt *st = NULL;
-    int rc = KVS_OK;
+    int rc = check_requests(s, run_id, res, err);
+    if (rc)
+        return rc;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
         return db_fail(s, err, "preparing requests insert");
     const trace_req *tq = res->tr->reqs;
+    const int64_t base = run_id << 32;
     for (int64_t i = 0; i < res->tr->n; i++) {
         const sched_req_result *r = &res->reqs[i];
-        int b = sqlite3_bind_int64(st, 1, run_id);
-        b |= sqlite3_bind_int64(st, 2, i);
-        b |= sqlite3_bind_double(st, 3, tq[i].arrival_s);
-        b |= sqlite3_bind_int64(st, 4, tq[i].prompt_tokens);
-        b |= sqlite3_bind_int64(st, 5, tq[i].output_tokens);
-        b |= sqlite3_bind_int64(st, 6, tq[i].priority);
-        b |= sqlite3_bind_text(st, 7, req_status_name(r->status), -1, SQLITE_STATIC);
-        b |= bind_nan_null(st, 8, r->first_token_s);
-        b |= bind_nan_null(st, 9, r->finish_s);
-        b |= sqlite3_bind_int64(st, 10, r->preemptions);
-        b |= sqlite3_bind_int64(st, 11, r->swaps);
-        b |= bind_nan_null(st, 12, r->swapped_s);
-        b |= sqlite3_bind_int64(st, 13, res->replica ? res->replica[i] : 0);
+        int b = sqlite3_bind_int64(st, REQ_COL_KEY, base + i);
+        b |= sqlite3_bind_double(st, REQ_COL_ARRIVAL_S, tq[i].arrival_s);
+        b |= sqlite3_bind_int64(st, REQ_COL_PROMPT_TOKENS, tq[i].prompt_tokens);
+        b |= sqlite3_bind_int64(st, REQ_COL_OUTPUT_TOKENS, tq[i].output_tokens);
+        b |= sqlite3_bind_int64(st, REQ_COL_PRIORITY, tq[i].priority);
+        b |= sqlite3_bind_int(st, REQ_COL_STATUS_CODE, r->status == SCHED_REQ_FINISHED ? 0 : 1);
+        b |= bind_nan_null(st, REQ_COL_FIRST_TOKEN_S, r->first_token_s);
+        b |= bind_nan_null(st, REQ_COL_FINISH_S, r->finish_s);
+        b |= sqlite3_bind_int64(st, REQ_COL_PREEMPTIONS, r->preemptions);
+        b |= sqlite3_bind_int64(st, REQ_COL_SWAPS, r->swaps);
+        b |= bind_nan_null(st, REQ_COL_SWAPPED_S, r->swapped_s);
+        b |= sqlite3_bind_int64(st, REQ_COL_REPLICA, res->replica ? res->replica[i] : 0);
         if (res->decode && res->decode[i] >= 0)
-            b |= sqlite3_bind_int64(st, 14, res->decode[i]);
+            b |= sqlite3_bind_int64(st, REQ_COL_DECODE_REPLICA, res->decode[i]);
         else
-            b |= sqlite3_bind_null(st, 14);
-        b |= bind_nan_null(st, 15, res->kv_transfer_s ? res->kv_transfer_s[i] : NAN);
-        b |= bind_nan_null(st, 16, res->max_itl_s ? res->max_itl_s[i] : NAN);
+            b |= sqlite3_bind_null(st, REQ_COL_DECODE_REPLICA);
+        b |= bind_nan_null(st, REQ_COL_KV_TRANSFER_S,
+                           res->kv_transfer_s ? res->kv_transfer_s[i] : NAN);
+        b |= bind_nan_null(st, REQ_COL_MAX_ITL_S, res->max_itl_s ? res->max_itl_s[i] : NAN);
         const char *why = sched_reject_reason_name(r->reject_reason);
-        b |= why ? sqlite3_bind_text(st, 17, why, -1, SQLITE_STATIC) : sqlite3_bind_null(st, 17);
+        b |= why ? sqlite3_bind_text(st, REQ_COL_REJECT_REASON, why, -1, SQLITE_STATIC)
+                 : sqlite3_bind_null(st, REQ_COL_REJECT_REASON);
         /* SQLITE_OK is 0, so any failing bind leaves b non-zero. */
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
             char what[64];

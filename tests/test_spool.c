@@ -52,8 +52,8 @@ static int64_t q_int(sqlite3 *db, const char *sql)
 static void raw_exec(sqlite3 *db, const char *sql)
 {
     char *msg = NULL;
-    ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, &msg) == SQLITE_OK, "%s: %s", sql,
-                  msg ? msg : "?");
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    ck_assert_msg(rc == SQLITE_OK, "%.200s: %s", sql, msg ? msg : "?");
 }
 
 static int count_spool(const char *dir)
@@ -199,7 +199,12 @@ START_TEST(test_upgrade_keys_never_reused)
     ck_assert_msg(store_open(path, &s, &err) == KVS_OK, "%s", err.msg);
     db = store_db(s);
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 2);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests"), 2);
+    /* both rows kept (version 9 moved them to request_rows); the orphan under
+     * id 3 has no run, so the requests view, a join with runs, omits it */
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM request_rows"), 2);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM request_rows WHERE key = (3 << 32) AND "
+                               "status_code = 0"), 1);
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'runs' AND "
                                "sql LIKE '%AUTOINCREMENT%'"), 1);
     /* the old compare is a complete group; the old sweep without its run, interrupted */
@@ -215,8 +220,11 @@ START_TEST(test_upgrade_keys_never_reused)
     int64_t id = 0;
     ck_assert_msg(store_write_run(s, &cfg, &res, &id, &err) == KVS_OK, "%s", err.msg);
     ck_assert_int_eq(id, 4);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests WHERE run_id = 4"), 5);
     raw_exec(db, "PRAGMA foreign_keys=OFF; DELETE FROM runs WHERE run_id = 4; "
                  "PRAGMA foreign_keys=ON");
+    /* the trigger that replaced ON DELETE CASCADE fires with foreign keys off */
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM request_rows WHERE key >= (4 << 32)"), 0);
     ck_assert_int_eq(store_write_run(s, &cfg, &res, &id, &err), KVS_OK);
     ck_assert_int_eq(id, 5);
     /* group ids: a new compare follows 9, a new sweep follows 4 */
@@ -228,6 +236,104 @@ START_TEST(test_upgrade_keys_never_reused)
     ck_assert_int_eq(sid, 5);
     run_result_free(&res);
     trace_free(&tr);
+    store_close(s);
+}
+END_TEST
+
+/* Text of one query's first column (a group_concat dump), malloc'd. */
+static char *q_str(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *q = NULL;
+    ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(db));
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    const unsigned char *t = sqlite3_column_text(q, 0);
+    char *v = strdup(t ? (const char *)t : "NULL");
+    sqlite3_finalize(q);
+    return v;
+}
+
+/* Every column of every requests row, quoted, in key order. */
+#define REQUESTS_DUMP                                                                       \
+    "SELECT group_concat(r, ';') FROM (SELECT quote(run_id)||','||quote(req_id)||','||"    \
+    "quote(arrival_s)||','||quote(prompt_tokens)||','||quote(output_tokens)||','||"       \
+    "quote(priority)||','||quote(status)||','||quote(first_token_s)||','||"              \
+    "quote(finish_s)||','||quote(preemptions)||','||quote(swaps)||','||quote(swapped_s)" \
+    "||','||quote(replica)||','||quote(decode_replica)||','||quote(kv_transfer_s)||','||" \
+    "quote(max_itl_s)||','||quote(reject_reason) AS r "                                   \
+    "FROM requests ORDER BY run_id, req_id)"
+
+/* Version 8 -> 9 moves the request rows into request_rows under key
+ * run_id * 2^32 + req_id with an INTEGER status.  The requests view shows
+ * exactly the rows of version 8 (every column, NULLs included); inserting
+ * through the view still checks the status and the run; deleting a run
+ * deletes its rows; a run's rows are read by key range. */
+START_TEST(test_upgrade_requests_view)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/v8.db", tu_tmpdir());
+    sqlite3 *db;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    int legacy = 0; /* as store_open migrates: version 5 rebuilds runs */
+    sqlite3_db_config(db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 1, &legacy);
+    for (int v = 0; v < 8; v++)
+        raw_exec(db, store_migration_sql(v));
+    sqlite3_db_config(db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 0, &legacy);
+    raw_exec(db, "INSERT INTO meta VALUES ('schema_version', '8');"
+                 "INSERT INTO runs(run_id, status, kvsim_version, model, batching, policy, "
+                 "alloc, preemption, block_size, n_requests) VALUES "
+                 "(1, 'finished', '0.1.0', 'm', 'continuous', 'fcfs', 'paged', 'recompute', 16, 2),"
+                 "(2, 'finished', '0.1.0', 'm', 'continuous', 'fcfs', 'paged', 'recompute', 16, 2);"
+                 "INSERT INTO requests(run_id, req_id, arrival_s, prompt_tokens, output_tokens, "
+                 "priority, status, first_token_s, finish_s, preemptions, swaps, swapped_s, "
+                 "replica, decode_replica, kv_transfer_s, max_itl_s, reject_reason) VALUES "
+                 "(1, 0, 0.5, 10, 3, 0, 'finished', 0.75, 1.25, 1, 0, 0.0, 0, NULL, NULL, 0.25, "
+                 "NULL),"
+                 "(1, 1, 0.625, 9000, 1, 2, 'rejected', NULL, NULL, 0, 0, NULL, 0, NULL, NULL, "
+                 "NULL, 'prompt-too-long'),"
+                 "(2, 0, 0.0, 4, 2, 0, 'finished', 0.5, 1.0, 2, 1, 0.25, 1, 3, 0.125, 0.5, NULL),"
+                 "(2, 1, 3.0, 8, 8, 1, 'finished', 3.5, 4.0, 0, 0, 0.0, 2, NULL, NULL, 0.0625, "
+                 "NULL);");
+    char *before = q_str(db, REQUESTS_DUMP);
+    sqlite3_close(db);
+    store *s = NULL;
+    kvs_err err = {{0}};
+    ck_assert_msg(store_open(path, &s, &err) == KVS_OK, "%s", err.msg);
+    db = store_db(s);
+    char *after = q_str(db, REQUESTS_DUMP);
+    ck_assert_str_eq(after, before);
+    /* (2, 1): key 2 * 4294967296 + 1; rejected is code 1 */
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM request_rows WHERE key = 8589934593 "
+                               "AND status_code = 0"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT status_code FROM request_rows WHERE key = 4294967297"), 1);
+    /* one run's rows by key range, not a scan of request_rows */
+    char plan[1024] = "";
+    sqlite3_stmt *ep = NULL;
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "EXPLAIN QUERY PLAN SELECT * FROM requests "
+                                            "WHERE run_id = 2", -1, &ep, NULL), SQLITE_OK);
+    while (sqlite3_step(ep) == SQLITE_ROW)
+        snprintf(plan + strlen(plan), sizeof plan - strlen(plan), "%s | ",
+                 (const char *)sqlite3_column_text(ep, 3));
+    sqlite3_finalize(ep);
+    ck_assert_msg(strstr(plan, "rowid>") && !strstr(plan, "SCAN"), "%s", plan);
+    /* the view's insert trigger: a good row goes in, a bad status or run does not */
+    raw_exec(db, "INSERT INTO requests(run_id, req_id, arrival_s, prompt_tokens, output_tokens, "
+                 "priority, status, preemptions, swaps) VALUES (2, 2, 5.0, 1, 1, 0, 'rejected', 0, 0)");
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests WHERE run_id = 2 AND req_id = 2 "
+                               "AND status = 'rejected' AND replica = 0"), 1);
+    ck_assert_int_ne(sqlite3_exec(db, "INSERT INTO requests(run_id, req_id, arrival_s, "
+                                      "prompt_tokens, output_tokens, priority, status, "
+                                      "preemptions, swaps) VALUES (2, 3, 5, 1, 1, 0, 'running', 0, 0)",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_ne(sqlite3_exec(db, "INSERT INTO requests(run_id, req_id, arrival_s, "
+                                      "prompt_tokens, output_tokens, priority, status, "
+                                      "preemptions, swaps) VALUES (7, 0, 5, 1, 1, 0, 'finished', 0, 0)",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    raw_exec(db, "DELETE FROM runs WHERE run_id = 1");
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM request_rows"), 3);
+    ck_assert_int_eq(q_int(db, "SELECT min(key >> 32) FROM request_rows"), 2);
+    free(before);
+    free(after);
     store_close(s);
 }
 END_TEST
@@ -283,6 +389,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_locked_run_spooled_then_imported);
     tcase_add_test(tc, test_upgrade_keys_never_reused);
+    tcase_add_test(tc, test_upgrade_requests_view);
     tcase_add_test(tc, test_group_status);
     suite_add_tcase(s, tc);
     return s;

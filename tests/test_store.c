@@ -231,12 +231,12 @@ START_TEST(test_schema_created)
          "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
          "WHERE type = 'table' ORDER BY name)",
          "calibrations,class_metrics,compares,kernel_measurements,meta,profiles,replica_metrics,"
-         "requests,runs,search_probes,search_results,spool_imports,sqlite_sequence,steps,"
+         "request_rows,runs,search_probes,search_results,spool_imports,sqlite_sequence,steps,"
          "sweep_inputs,sweep_point_params,sweep_points,sweeps,validation_steps,validations");
     q_eq(db,
          "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
          "WHERE type = 'view' ORDER BY name)",
-         "policy_at_load,requests_metrics,run_load,run_summary,slo_attainment,sweep_params,"
+         "policy_at_load,requests,requests_metrics,run_load,run_summary,slo_attainment,sweep_params,"
          "sweep_runs");
     q_eq(db, "PRAGMA journal_mode", "wal");
     q_eq(db, "PRAGMA foreign_keys", "1");
@@ -462,8 +462,9 @@ END_TEST
 
 /* -------------------------------------------------------- all or nothing */
 
-/* Request 2 still "running" violates requests' CHECK on status: the whole
- * run is rolled back, the earlier run stays, and the store is usable. */
+/* Request 2 still "running" is not a final status, which the write checks
+ * once before any request row: the whole run is rolled back, the earlier
+ * run stays, and the store is usable. */
 START_TEST(test_failure_mid_write_leaves_nothing)
 {
     char *path = db_path("runs.db");
@@ -476,11 +477,10 @@ START_TEST(test_failure_mid_write_leaves_nothing)
     f.res[2].status = SCHED_REQ_RUNNING;
     int64_t id = -7;
     kvs_err err = {{0}};
-    ck_assert_int_eq(store_write_run(s, &f.cfg, &f.rr, &id, &err), KVS_EDB);
+    ck_assert_int_eq(store_write_run(s, &f.cfg, &f.rr, &id, &err), KVS_EINTERNAL);
     ck_assert_int_eq(id, -7);
     assert_has(err.msg, path);
-    assert_has(err.msg, "request 2");
-    assert_has(err.msg, "CHECK constraint failed");
+    assert_has(err.msg, "request 2: status running is not final");
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 1);
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests"), 3);
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM steps"), 2);

@@ -16,11 +16,27 @@
 #include "../base/kvs.h"
 #include "trace.h"
 
-typedef struct trace_sha256 {
-    uint32_t h[8];       /* chaining state */
-    uint64_t len;        /* bytes hashed so far */
+/* The standard's own implementation (sha256.c), always built. */
+typedef struct trace_sha256_ref {
+    uint32_t h[8];         /* chaining state */
+    uint64_t len;          /* bytes hashed so far */
     unsigned char buf[64]; /* pending partial block */
-    size_t nbuf;         /* bytes used in buf, < 64 */
+    size_t nbuf;           /* bytes used in buf, < 64 */
+} trace_sha256_ref;
+
+void trace_sha256_ref_init(trace_sha256_ref *c);
+void trace_sha256_ref_update(trace_sha256_ref *c, const void *data, size_t n);
+void trace_sha256_ref_hex(trace_sha256_ref *c, char hex[65]);
+
+/* The SHA-256 the traces use: the system's libcrypto where the build found
+ * it (KVSIM_HAVE_LIBCRYPTO; its state is opaque bytes here, large enough
+ * for OpenSSL's SHA256_CTX, checked in sha256.c), else trace_sha256_ref.
+ * Both give the same digest (tests/test_traces.c). */
+typedef struct trace_sha256 {
+    union {
+        trace_sha256_ref ref;
+        uint64_t ossl[16]; /* OpenSSL SHA256_CTX (112 bytes) */
+    } u;
 } trace_sha256;
 
 void trace_sha256_init(trace_sha256 *c);
@@ -28,6 +44,8 @@ void trace_sha256_init(trace_sha256 *c);
 void trace_sha256_update(trace_sha256 *c, const void *data, size_t n);
 /* Finish and write the digest as 64 lowercase hex digits + NUL. */
 void trace_sha256_hex(trace_sha256 *c, char hex[65]);
+/* "libcrypto" or "builtin": which one trace_sha256_* uses. */
+const char *trace_sha256_impl(void);
 
 /* Called once per CSV record, header included.  `line` is the 1-based
  * physical line the record starts on; fields[i] is NUL-terminated and holds
