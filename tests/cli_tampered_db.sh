@@ -81,7 +81,7 @@ tamper members "UPDATE steps SET members = zeroblob(2400000) WHERE run_id = 1 AN
 refused members "step 1" V members
 tamper big_prefill "UPDATE steps SET n_prefill = 9223372036854775807, tokens = 9223372036854775807 WHERE run_id = 1"
 refused big_prefill "step 0" V big_prefill
-tamper neg_tokens "PRAGMA ignore_check_constraints = 1; UPDATE requests SET prompt_tokens = -5 WHERE run_id = 1"
+tamper neg_tokens "UPDATE request_rows SET prompt_tokens = -5 WHERE key >> 32 = 1"
 [ -e "$T/neg_tokens.db" ] && refused neg_tokens "run 1" V neg_tokens
 
 # sweep --resume over tampered rows: sweep 1's runs are 2 and 3
