@@ -5,9 +5,10 @@
 #include <math.h>
 #include <stdlib.h>
 
-int run_itl_makes_token(const run_itl_req *q, const sched_member *m)
+int run_itl_makes_token(const run_itl_req *q, const trace_req *r, const sched_member *m)
 {
-    return q->gen < q->out && !(m->kind == SCHED_MEMBER_PREFILL && m->context < q->need_ctx);
+    return q->gen < r->output_tokens &&
+           !(m->kind == SCHED_MEMBER_PREFILL && m->context < r->prompt_tokens + q->gen);
 }
 
 int run_itl_init(run_itl *t, const trace *tr, double *max_itl_s, kvs_err *err)
@@ -16,6 +17,7 @@ int run_itl_init(run_itl *t, const trace *tr, double *max_itl_s, kvs_err *err)
     size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
     t->req = malloc(nn * sizeof *t->req);
     t->max_itl_s = max_itl_s;
+    t->tr = tr->reqs;
     t->leap_max_s = -INFINITY;
     if (!t->req || !max_itl_s || hist_init(&t->h)) {
         free(t->req);
@@ -24,7 +26,7 @@ int run_itl_init(run_itl *t, const trace *tr, double *max_itl_s, kvs_err *err)
     }
     for (int64_t i = 0; i < tr->n; i++) {
         max_itl_s[i] = NAN;
-        t->req[i] = (run_itl_req){0.0, 0, tr->reqs[i].prompt_tokens, tr->reqs[i].output_tokens};
+        t->req[i] = (run_itl_req){0.0, 0, 0};
     }
     return KVS_OK;
 }
@@ -32,7 +34,8 @@ int run_itl_init(run_itl *t, const trace *tr, double *max_itl_s, kvs_err *err)
 void run_itl_member(run_itl *t, const sched_member *m, double t_end)
 {
     run_itl_req *q = &t->req[m->req_id];
-    if (!run_itl_makes_token(q, m))
+    const trace_req *r = &t->tr[m->req_id];
+    if (!run_itl_makes_token(q, r, m))
         return;
     if (q->gen > 0) {
         double gap = t_end - q->last_tok_s;
@@ -47,9 +50,8 @@ void run_itl_member(run_itl *t, const sched_member *m, double t_end)
             *mx = gap;
     }
     q->gen++;
-    q->need_ctx++;
     q->last_tok_s = t_end;
-    t->n_done += q->gen == q->out;
+    t->n_done += q->gen == r->output_tokens;
 }
 
 void run_itl_leapt_step(run_itl *t, const sched_step *st)
@@ -71,14 +73,14 @@ void run_itl_leap_end(run_itl *t, const int32_t *ids, int64_t n, int64_t steps)
 {
     for (int64_t k = 0; k < n; k++) {
         run_itl_req *q = &t->req[ids[k]];
-        assert(q->gen > 0 && q->gen + steps <= q->out);
-        q->gen += steps;
-        q->need_ctx += steps;
+        const int64_t out = t->tr[ids[k]].output_tokens;
+        assert(q->gen > 0 && q->gen + steps <= out);
+        q->gen += (int32_t)steps;
         q->last_tok_s = t->leap_end_s;
         double *mx = &t->max_itl_s[ids[k]];
         if (!(t->leap_max_s <= *mx))
             *mx = t->leap_max_s;
-        t->n_done += q->gen == q->out;
+        t->n_done += q->gen == out;
     }
     t->leap_max_s = -INFINITY;
 }

@@ -9,7 +9,8 @@
  * at once.  The tracker is indexed by trace row, so the engines of a
  * cluster (sim/cluster.h) feed one tracker: under --pd a request's first
  * token comes from its prefill replica and the rest from its decode one.
- * Memory: 32 bytes per request plus the histogram; O(1) per member.
+ * Memory: 24 bytes per request (16 here, the largest gap 8) plus the
+ * histogram; O(1) per member.
  */
 #ifndef ITL_H
 #define ITL_H
@@ -21,12 +22,12 @@
 
 typedef struct run_itl_req {
     double last_tok_s;  /* time of its latest token, s */
-    int64_t gen;        /* tokens generated so far */
-    int64_t need_ctx;   /* P + gen: the stored context a prefill must reach */
-    int64_t out;        /* O */
+    int32_t gen;        /* tokens generated so far (<= O < 2^31) */
+    int32_t pad_;       /* zero */
 } run_itl_req;
 
 typedef struct run_itl {
+    const trace_req *tr; /* [n] the requests (P, O), borrowed */
     run_itl_req *req;   /* [n] per trace row */
     double *max_itl_s;  /* [n] largest gap so far, s (NAN before two tokens); borrowed */
     hist h;             /* every gap */
@@ -61,8 +62,9 @@ void run_itl_finish(run_itl *t, run_summary *sum);
 
 void run_itl_free(run_itl *t);
 
-/* Whether member m makes a token for a request in state q (the rule
- * above); shared with run_request_itls, which replays recorded steps. */
-int run_itl_makes_token(const run_itl_req *q, const sched_member *m);
+/* Whether member m makes a token for request r in state q (the rule
+ * above: a prefill must reach the stored context P + gen); shared with
+ * run_request_itls, which replays recorded steps. */
+int run_itl_makes_token(const run_itl_req *q, const trace_req *r, const sched_member *m);
 
 #endif

@@ -312,7 +312,7 @@ int run_request_itls(const run_result *res, double **gaps, int64_t **off)
         goto out;
     for (int pass = 0; pass < 2; pass++) { /* count, then fill in request order */
         for (int64_t i = 0; i < tr->n; i++)
-            q[i] = (run_itl_req){0.0, 0, tr->reqs[i].prompt_tokens, tr->reqs[i].output_tokens};
+            q[i] = (run_itl_req){0.0, 0, 0};
         int64_t *fill = pass ? calloc(nn, sizeof *fill) : NULL;
         if (pass && !fill)
             goto out;
@@ -323,7 +323,7 @@ int run_request_itls(const run_result *res, double **gaps, int64_t **off)
             for (int64_t j = lo; j < hi; j++) {
                 const sched_member *m = &res->members[j];
                 run_itl_req *r = &q[m->req_id];
-                if (!run_itl_makes_token(r, m))
+                if (!run_itl_makes_token(r, &tr->reqs[m->req_id], m))
                     continue;
                 if (r->gen > 0) {
                     if (pass)
@@ -332,7 +332,6 @@ int run_request_itls(const run_result *res, double **gaps, int64_t **off)
                         o[m->req_id + 1]++;
                 }
                 r->gen++;
-                r->need_ctx++;
                 t_last[m->req_id] = t;
             }
         }

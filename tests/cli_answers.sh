@@ -308,5 +308,17 @@ fi
 KVSIM_PROGRESS_AFTER_S=0 "$KVSIM" "${LONG[@]}" > /dev/null 2> "$T/e.txt"
 [ ! -s "$T/e.txt" ] && ok || bad "progress on a pipe: $(head -c 300 "$T/e.txt")"
 
+# ITL over clusters: every gap of every finished request is counted once,
+# whichever engines made its tokens (a --pd request's first token comes from
+# its prefill replica, the rest from its decode replica)
+for c in "--replicas 4 --router least-kv" "--pd 1:2"; do
+  rm -f "$T/itlc.db"
+  # shellcheck disable=SC2086
+  "$KVSIM" run --db "$T/itlc.db" $c --quiet \
+    --synthetic 'arrival=poisson,rate=6,n=200,prompt=512,output=uniform:1:64' > /dev/null
+  r=$(sqlite3 "$T/itlc.db" "SELECT n_itl = (SELECT sum(output_tokens - 1) FROM requests WHERE run_id = 1 AND status = 'finished') AND itl_p50_s > 0 AND (SELECT count(*) FROM requests WHERE run_id = 1 AND output_tokens > 1 AND status = 'finished' AND max_itl_s IS NULL) = 0 FROM runs")
+  [ "$r" = 1 ] && ok || bad "cluster ITL ($c): $r"
+done
+
 echo "cli_answers: $pass passed, $fail failed"
 [ $fail -eq 0 ]
