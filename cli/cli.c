@@ -98,3 +98,25 @@ int cli_open_db(const char *cmd, const char *path, store **st)
     store_set_wait(*st, store_wait_limit(*st), wait_note, (void *)cmd);
     return 0;
 }
+
+int cli_parse_tp_list(const char *cmd, const char *arg, double *tps, int *n)
+{
+    char buf[256];
+    if (strlen(arg) >= sizeof buf)
+        return cli_fail(cmd, "--tp-list: too long");
+    strcpy(buf, arg);
+    *n = 0;
+    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int64_t v;
+        if (cli_parse_i64(cmd, "--tp-list", t, 1, 1024, &v))
+            return CLI_EXIT_ERR;
+        if (*n && v <= tps[*n - 1])
+            return cli_fail(cmd, "--tp-list: give ascending degrees ('%s')", arg);
+        if (*n == CLI_MAX_TPS)
+            return cli_fail(cmd, "--tp-list: at most %d degrees", CLI_MAX_TPS);
+        tps[(*n)++] = (double)v;
+    }
+    if (*n == 0)
+        return cli_fail(cmd, "--tp-list: empty list");
+    return 0;
+}

@@ -66,4 +66,11 @@ int cli_open_db(const char *cmd, const char *path, store **st);
 /* True if argv holds -h or --help (before any "--"). */
 int cli_wants_help(int argc, char **argv);
 
+#define CLI_MAX_TPS 16 /* degrees a --tp-list may give */
+
+/* Parse --tp-list "1,2,4": ascending degrees in [1, 1024], at most
+ * CLI_MAX_TPS, into tps[*n].  Errors are printed (cli_fail) and return the
+ * exit status; 0 on success. */
+int cli_parse_tp_list(const char *cmd, const char *arg, double *tps, int *n);
+
 #endif

@@ -19,7 +19,7 @@ typedef struct cluster_args {
     int nrest;
     run_opts base;
     job_cluster_prices prices;
-    double tps_v[CAPACITY_MAX_TPS];
+    double tps_v[CLI_MAX_TPS];
     int ntp;
     int64_t max_replicas;
 } cluster_args;
@@ -97,7 +97,7 @@ static int setup(const char *cmd, cluster_args *a, job_search *js)
     const double tps[] = {1, 2, 4, 8};
     memcpy(a->tps_v, tps, sizeof tps);
     a->ntp = 4;
-    if (a->tps && capacity_parse_tp_list(cmd, a->tps, a->tps_v, &a->ntp))
+    if (a->tps && cli_parse_tp_list(cmd, a->tps, a->tps_v, &a->ntp))
         return CLI_EXIT_ERR;
     run_opts_defaults(&a->base);
     if (run_opts_parse_argv(cmd, &a->base, a->nrest, a->rest))

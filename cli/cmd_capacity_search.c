@@ -35,7 +35,7 @@ typedef struct search_args {
     search_kind kind;
     run_opts base;        /* the run flags */
     int pols[MAX_POLICIES], npol;
-    double tps_v[CAPACITY_MAX_TPS];
+    double tps_v[CLI_MAX_TPS];
     int ntp;
     double x0;            /* the rate search's start */
 } search_args;
@@ -156,28 +156,6 @@ static int parse_policies(const char *cmd, const char *arg, int *pol, int *n)
     return 0;
 }
 
-int capacity_parse_tp_list(const char *cmd, const char *arg, double *tps, int *n)
-{
-    char buf[256];
-    if (strlen(arg) >= sizeof buf)
-        return cli_fail(cmd, "--tp-list: too long");
-    strcpy(buf, arg);
-    *n = 0;
-    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int64_t v;
-        if (cli_parse_i64(cmd, "--tp-list", t, 1, 1024, &v))
-            return CLI_EXIT_ERR;
-        if (*n && v <= tps[*n - 1])
-            return cli_fail(cmd, "--tp-list: give ascending degrees ('%s')", arg);
-        if (*n == CAPACITY_MAX_TPS)
-            return cli_fail(cmd, "--tp-list: at most %d degrees", CAPACITY_MAX_TPS);
-        tps[(*n)++] = (double)v;
-    }
-    if (*n == 0)
-        return cli_fail(cmd, "--tp-list: empty list");
-    return 0;
-}
-
 static void tp_skipped(void *ctx, int64_t tp, const char *why)
 {
     if (*(const int *)ctx)
@@ -270,7 +248,7 @@ static int setup(const char *cmd, search_args *a, search_ctx *c)
     a->ntp = 4;
     if (a->tps && a->kind != SEARCH_TP)
         return cli_fail(cmd, "--tp-list: only with --search tp");
-    if (a->tps && capacity_parse_tp_list(cmd, a->tps, a->tps_v, &a->ntp))
+    if (a->tps && cli_parse_tp_list(cmd, a->tps, a->tps_v, &a->ntp))
         return CLI_EXIT_ERR;
     c->verbose = !a->base.quiet && !a->base.json;
     if (job_search_param(&a->base, a->kind == SEARCH_TP, &c->js.param, &a->x0, &c->js.native_rps,
