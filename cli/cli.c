@@ -74,6 +74,26 @@ int cli_take_value(int argc, char **argv, int *i, const char *flag, const char *
     return 1;
 }
 
+int cli_split_own_flags(const char *cmd, int argc, char **argv, const cli_own_flag *own,
+                        int n_own, char **rest, int *nrest)
+{
+    rest[(*nrest)++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        int missing = 0, k = 0;
+        const char *v = NULL;
+        while (k < n_own && !cli_take_value(argc, argv, &i, own[k].flag, &v, &missing))
+            k++;
+        if (k == n_own) {
+            rest[(*nrest)++] = argv[i];
+            continue;
+        }
+        if (missing)
+            return cli_fail(cmd, "%s: missing value", argv[i]);
+        *own[k].dst = v;
+    }
+    return 0;
+}
+
 
 /* The wait hook: one line per note, on stderr. */
 static void wait_note(void *ctx, const char *path, double waited_s, double limit_s)

@@ -55,6 +55,19 @@ int cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo,
 int cli_take_value(int argc, char **argv, int *i, const char *flag, const char **val,
                    int *missing);
 
+/* A command's own flag, each with a value, and where its value goes. */
+typedef struct cli_own_flag {
+    const char *flag;  /* e.g. "--slo" */
+    const char **dst;  /* receives the value */
+} cli_own_flag;
+
+/* Split argv: the flags of own[n_own] (by cli_take_value) into their dst,
+ * argv[0] and everything else in order into rest[*nrest] (room for argc).
+ * Prints "FLAG: missing value" and returns the exit status when a flag
+ * lacks its value; 0 on success.  Cost: O(argc x n_own). */
+int cli_split_own_flags(const char *cmd, int argc, char **argv, const cli_own_flag *own,
+                        int n_own, char **rest, int *nrest);
+
 /* Open --db for writing runs (store_open_writable): refuses a database
  * without a file (":memory:", "" — its runs would be gone at exit) and
  * installs a wait hook that prints "kvsim CMD: --db PATH: waiting for the

@@ -26,31 +26,13 @@ typedef struct cluster_args {
 
 static int split_args(const char *cmd, int argc, char **argv, cluster_args *a)
 {
-    a->rest[a->nrest++] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        int missing = 0;
-        const char *v = NULL, *dummy = NULL, **dst = NULL;
-        if (cli_take_value(argc, argv, &i, "--search", &v, &missing))
-            dst = &dummy; /* "cluster": capacity_search_main sent us here */
-        else if (cli_take_value(argc, argv, &i, "--slo", &v, &missing))
-            dst = &a->slo;
-        else if (cli_take_value(argc, argv, &i, "--gpus", &v, &missing))
-            dst = &a->gpus;
-        else if (cli_take_value(argc, argv, &i, "--price", &v, &missing))
-            dst = &a->price;
-        else if (cli_take_value(argc, argv, &i, "--tp-list", &v, &missing))
-            dst = &a->tps;
-        else if (cli_take_value(argc, argv, &i, "--max-replicas", &v, &missing))
-            dst = &a->max_rep;
-        if (!dst) {
-            a->rest[a->nrest++] = argv[i];
-            continue;
-        }
-        if (missing)
-            return cli_fail(cmd, "%s: missing value", argv[i]);
-        *dst = v;
-    }
-    return 0;
+    const char *dummy = NULL; /* --search cluster: capacity_search_main sent us here */
+    const cli_own_flag own[] = {
+        {"--search", &dummy},   {"--slo", &a->slo},      {"--gpus", &a->gpus},
+        {"--price", &a->price}, {"--tp-list", &a->tps}, {"--max-replicas", &a->max_rep},
+    };
+    return cli_split_own_flags(cmd, argc, argv, own, (int)(sizeof own / sizeof own[0]), a->rest,
+                               &a->nrest);
 }
 
 static void tp_skipped(void *ctx, const char *gpu, int64_t tp, const char *why)

@@ -165,30 +165,13 @@ static void tp_skipped(void *ctx, int64_t tp, const char *why)
 /* Split argv into the search's own flags and the run flags (a->rest). */
 static int split_args(const char *cmd, int argc, char **argv, search_args *a)
 {
-    a->rest[a->nrest++] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        int missing = 0;
-        const char *v = NULL;
-        const char **dst = NULL;
-        if (cli_take_value(argc, argv, &i, "--search", &v, &missing))
-            dst = &a->search;
-        else if (cli_take_value(argc, argv, &i, "--slo", &v, &missing))
-            dst = &a->slo;
-        else if (cli_take_value(argc, argv, &i, "--policies", &v, &missing))
-            dst = &a->policies;
-        else if (cli_take_value(argc, argv, &i, "--tp-list", &v, &missing))
-            dst = &a->tps;
-        else if (cli_take_value(argc, argv, &i, "--max-rejected", &v, &missing))
-            dst = &a->max_rejected;
-        if (!dst) {
-            a->rest[a->nrest++] = argv[i];
-            continue;
-        }
-        if (missing)
-            return cli_fail(cmd, "%s: missing value", argv[i]);
-        *dst = v;
-    }
-    return 0;
+    const cli_own_flag own[] = {
+        {"--search", &a->search},   {"--slo", &a->slo},
+        {"--policies", &a->policies}, {"--tp-list", &a->tps},
+        {"--max-rejected", &a->max_rejected},
+    };
+    return cli_split_own_flags(cmd, argc, argv, own, (int)(sizeof own / sizeof own[0]), a->rest,
+                               &a->nrest);
 }
 
 /* Check the flags and set up the search: SLO, run flags, policies, TP
