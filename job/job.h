@@ -108,6 +108,12 @@ int job_model_lookup(const run_config *c, model_spec *m, gpu_spec *g, kvs_err *e
  * and the engine profile's defaults filled into o.  Errors name the flag.
  * Cost: a lookup (a config file read for a path). */
 int job_model_setup(job_opts *o, model_spec *m, gpu_spec *g, kvs_err *err);
+/* job_model_setup, then the KV budget o's engine would size its cache with
+ * (rule, --gpu-mem-util, block size, token budget and max-seqs as the
+ * profile and flags resolve them, run_config_resolve_budget), so that
+ * `kvsim capacity` reports the blocks `kvsim run` would get.  Cost: as
+ * job_model_setup. */
+int job_kv_budget(job_opts *o, model_spec *m, gpu_spec *g, model_kv_budget *b, kvs_err *err);
 
 /* 1 if parameter `name` was set on o by name. */
 int job_param_given(const job_opts *o, const char *name);

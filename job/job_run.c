@@ -36,6 +36,21 @@ int job_model_setup(job_opts *o, model_spec *m, gpu_spec *g, kvs_err *err)
     return job_engine_apply(o, m, g, err);
 }
 
+int job_kv_budget(job_opts *o, model_spec *m, gpu_spec *g, model_kv_budget *b, kvs_err *err)
+{
+    int rc = job_model_setup(o, m, g, err);
+    if (rc)
+        return rc;
+    run_config *c = &o->cfg;
+    run_config_resolve_budget(c, m);
+    b->rule = (model_kv_rule)c->kv_rule;
+    b->frac = c->gpu_mem_util;
+    b->block_size = c->sched.block_size;
+    b->max_batched_tokens = c->sched.max_batched_tokens;
+    b->max_seqs = c->sched.max_seqs;
+    return KVS_OK;
+}
+
 int job_check(const job_opts *o, kvs_err *err)
 {
     job_opts oc = *o; /* the profile's defaults land in this copy */

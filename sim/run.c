@@ -96,8 +96,7 @@ static int run_config_kv_groups(run_config *cfg, const model_spec *m, const gpu_
     return KVS_OK;
 }
 
-int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
-                       kvs_err *err)
+void run_config_resolve_budget(run_config *cfg, const model_spec *m)
 {
     sched_config *sc = &cfg->sched;
     if (sc->max_model_len == 0)
@@ -106,6 +105,13 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
         sc->max_batched_tokens = sc->max_model_len > 2048 && !sc->chunked_prefill
                                      ? sc->max_model_len
                                      : 2048;
+}
+
+int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
+                       kvs_err *err)
+{
+    sched_config *sc = &cfg->sched;
+    run_config_resolve_budget(cfg, m);
     int64_t kv_bpt = model_kv_bytes_per_token(m, cfg->tp);
     cfg->kv_bytes_per_token = model_kv_bytes_per_token(m, 1); /* a KV hand-off's load */
     int rc0 = cluster_config_resolve(cfg, err);

@@ -187,6 +187,9 @@ int run_config_apply_dtypes(const run_config *cfg, model_spec *m, kvs_err *err);
  * per-block transfer time over the host link.  Errors name the flag. */
 int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
                        kvs_err *err);
+/* The first step of run_config_resolve: max_model_len and
+ * max_batched_tokens as above, nothing else.  Cost: O(1). */
+void run_config_resolve_budget(run_config *cfg, const model_spec *m);
 
 /* The KV capacity cfg's engine rule (cfg->kv_rule) gives model m on GPU g
  * under cfg's tp/ep/cp, block size, token budget and max-seqs: what
