@@ -3,7 +3,8 @@
  *   - the scheduler's two additions driven by hand (sched_keep_finished /
  *     sched_release_finished, sched_arrive_prefilled), with sched_audit
  *     recounting every block after each step;
- *   - a golden P/D hand-off worked out by hand under an affine cost;
+ *   - a golden P/D hand-off worked out by hand under an affine cost, and
+ *     one with each pool its own TP (--pd-tp: own cost model, own KV);
  *   - invariants on random traces: each request served by one prefill and
  *     (when it moves) one decode replica, every step member on the right
  *     pool, no decode work before the KV arrived, the transfer time as the
@@ -223,6 +224,98 @@ START_TEST(test_pd_golden)
 }
 END_TEST
 
+/* --pd 1:1 with each pool its own TP (--pd-tp): the decode replica runs
+ * its own cost model and KV cache, as the job layer builds them at TP_D.
+ * Prefill cost affine:0.1,0.01 (d = 0.1 + 0.01 * tokens), decode cost
+ * affine:0.05,0.005 (a wider TP group, faster steps), the link 1 GB/s with
+ * 1000 us latency, 10^6 KV bytes per token (the model's, over every head:
+ * the hand-off moves it once, whatever the two TPs).
+ *   r0 t0 P10 O3.
+ * Prefill replica 0: [0, 0.2) (0.1 + 0.01 * 10); TTFT 0.2.  Transfer
+ * 0.001 + 10 * 10^6 / 10^9 = 0.011 s, arriving at 0.211.  Decode replica
+ * 1: two decode steps of 1 token at its own cost, 0.05 + 0.005 = 0.055
+ * each: [0.211, 0.266), [0.266, 0.321); finish 0.321.  TPOT = (0.321 -
+ * 0.2) / 2 = 0.0605 s (with one cost model for both, 0.1 + 0.01 = 0.11
+ * per step: finish 0.431, TPOT 0.1155).
+ * Capacity: the decode replica checks rule 1.6 of docs/semantics-v1.md
+ * against its own cache: ceil((P + O - 1) / 4) = ceil(12 / 4) = 3 blocks.
+ * With 3 decode blocks it is served (prefill pool: 100); with 2 it is
+ * rejected there, first_token_s 0.2 from the prefill, no finish, and both
+ * sides end holding no block (the cluster checks it). */
+START_TEST(test_pd_tp_golden)
+{
+    trace tr = {0};
+    tr.n = 1;
+    tr.reqs = calloc(1, sizeof *tr.reqs);
+    tr.reqs[0] = (trace_req){0, 10, 3, 0};
+    cost_model pc, dc;
+    affine("affine:0.1,0.01,0,0", &pc);
+    affine("affine:0.05,0.005,0,0", &dc);
+    for (int blocks = 3; blocks >= 2; blocks--) {
+        run_config cfg;
+        run_config_defaults(&cfg);
+        v1_config(&cfg.sched);
+        strcpy(cfg.pd, "1:1");
+        strcpy(cfg.pd_tp, "1:2");
+        strcpy(cfg.kv_link, "1:1000");
+        cfg.replicas = 2;
+        cfg.kv_bytes_per_token = 1000000;
+        cfg.record_steps = 1;
+        cfg.decode_tp = 2;
+        cfg.decode_sched = cfg.sched;
+        cfg.decode_sched.total_blocks = blocks;
+        run_result res;
+        kvs_err err;
+        ck_assert_msg(run_execute_pools(&cfg, &tr, &pc, &dc, NULL, NULL, &res, &err) == 0, "%s",
+                      err.msg);
+        ck_assert_int_eq(res.decode[0], 1);
+        ck_assert(fabs(res.kv_transfer_s[0] - 0.011) < EPS);
+        ck_assert(fabs(res.reqs[0].first_token_s - 0.2) < EPS);
+        ck_assert_int_eq(res.replicas[0].sum.total_kv_blocks, 100);
+        ck_assert_int_eq(res.replicas[1].sum.total_kv_blocks, blocks);
+        if (blocks == 3) {
+            ck_assert_int_eq(res.reqs[0].status, SCHED_REQ_FINISHED);
+            ck_assert_msg(fabs(res.reqs[0].finish_s - 0.321) < EPS, "finish %.9f",
+                          res.reqs[0].finish_s);
+            ck_assert(fabs(res.sum.tpot.mean - 0.0605) < EPS);
+            ck_assert(fabs(res.sum.ttft.mean - 0.2) < EPS);
+            ck_assert_int_eq(res.n_steps, 3);
+            static const double want_start[] = {0, 0.211, 0.266}, want_dur[] = {0.2, 0.055,
+                                                                               0.055};
+            for (int k = 0; k < 3; k++) {
+                ck_assert_int_eq(res.steps[k].replica, k == 0 ? 0 : 1);
+                ck_assert(fabs(res.steps[k].step.start_s - want_start[k]) < EPS);
+                ck_assert(fabs(res.steps[k].step.dur_s - want_dur[k]) < EPS);
+            }
+        } else {
+            ck_assert_int_eq(res.reqs[0].status, SCHED_REQ_REJECTED);
+            ck_assert(isnan(res.reqs[0].finish_s));
+            ck_assert_int_eq(res.sum.n_rejected, 1);
+        }
+        run_result_free(&res);
+    }
+    /* the same run with the prefill's cost for both pools (decode_cost
+     * NULL): the slower decode of the comment, finish 0.431 */
+    run_config cfg;
+    run_config_defaults(&cfg);
+    v1_config(&cfg.sched);
+    strcpy(cfg.pd, "1:1");
+    strcpy(cfg.kv_link, "1:1000");
+    cfg.replicas = 2;
+    cfg.kv_bytes_per_token = 1000000;
+    run_result res;
+    kvs_err err;
+    ck_assert_msg(run_execute_pools(&cfg, &tr, &pc, NULL, NULL, NULL, &res, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_msg(fabs(res.reqs[0].finish_s - 0.431) < EPS, "finish %.9f", res.reqs[0].finish_s);
+    ck_assert(fabs(res.sum.tpot.mean - 0.1155) < EPS);
+    run_result_free(&res);
+    cost_model_free(&pc);
+    cost_model_free(&dc);
+    trace_free(&tr);
+}
+END_TEST
+
 /* ---------------------------------------------------------- invariants */
 
 static const char *const routers[] = {"round-robin", "least-requests", "least-kv",
@@ -405,6 +498,13 @@ START_TEST(test_pd_bad_flags)
         {"--pd 1:1 --kv-link warp", "--kv-link: 'warp'"},
         {"--kv-link ib", "--kv-link: applies only with --pd"},
         {"--pd 1:1 --engine vllm-v0", "--pd: disaggregated serving needs --engine vllm-v1"},
+        {"--pd 1:1 --pd-tp 0:2", "--pd-tp: '0:2' is not TP_P:TP_D"},
+        {"--pd 1:1 --pd-tp 2", "--pd-tp: '2' is not TP_P:TP_D"},
+        {"--pd 1:1 --pd-tp 1:2:4", "--pd-tp: '1:2:4' is not TP_P:TP_D"},
+        {"--pd 1:1 --pd-tp 1:2000", "--pd-tp: '1:2000' is not TP_P:TP_D"},
+        {"--pd-tp 1:2", "--pd-tp: applies only with --pd"},
+        {"--pd 1:1 --pd-tp 2:2 --tp 1", "--pd-tp 2:2: the prefill pool's TP 2 differs from --tp 1"},
+        {"--pd 1:1 --pd-tp 1:3", "--pd-tp 1:3: the decode pool:"},
     };
     const char *dir = tu_tmpdir();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -445,6 +545,7 @@ static Suite *pd_suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_sched_keep_and_prefilled);
     tcase_add_test(t, test_pd_golden);
+    tcase_add_test(t, test_pd_tp_golden);
     tcase_add_loop_test(t, test_pd_invariants, 0, 10);
     tcase_add_test(t, test_kv_link_parse);
     tcase_add_test(t, test_pd_store_rows);
