@@ -82,7 +82,10 @@ static int pd_check(const run_config *cfg, kvs_err *err)
                         "(leave --replicas out or give P + D)",
                         cfg->pd, (long long)(p + d), (long long)cfg->replicas);
     if (cfg->sched.engine != SCHED_ENGINE_VLLM_V1)
-        return kvs_errf(err, KVS_EINVAL, "--pd: disaggregated serving needs --engine vllm-v1");
+        return kvs_errf(err, KVS_EINVAL,
+                        "--pd: disaggregated serving needs --engine vllm-v1; the %s profile "
+                        "has no KV hand-off (docs/cluster.md, D7)",
+                        sched_engine_name(cfg->sched.engine));
     kv_link l;
     return kv_link_parse(cfg->kv_link, &l, err);
 }
