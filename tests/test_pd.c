@@ -520,7 +520,8 @@ START_TEST(test_pd_bad_flags)
         ck_assert_msg(nl && nl[1] == 0, "%s: not one line: %s", cases[i].flags, out);
         free(out);
     }
-    /* the cluster capacity search does not try P:D splits: refused */
+    /* the cluster capacity search searches P:D splits itself (--pd-splits):
+     * a --pd among its run flags is refused */
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd,
              "%s capacity --search cluster --slo ttft_p99=1 --gpus h100-sxm --price h100-sxm=2 "
@@ -528,7 +529,7 @@ START_TEST(test_pd_bad_flags)
              "--db %s/bad.db 2>&1",
              tu_kvsim(), dir);
     ck_assert_int_eq(tu_run(cmd, &out), 2);
-    ck_assert_msg(strstr(out, "P:D splits are not searched yet"), "%s", out);
+    ck_assert_msg(strstr(out, "--pd is what is searched"), "%s", out);
     free(out);
     snprintf(cmd, sizeof cmd, "sqlite3 %s/bad.db 'SELECT count(*) FROM runs' 2>/dev/null || echo 0",
              dir);
