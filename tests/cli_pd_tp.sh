@@ -126,6 +126,12 @@ done <<'CASES'
 --pd 1:1 --pd-tp 1:2 --engine vllm-v0|--pd: disaggregated serving needs --engine vllm-v1
 CASES
 [ "$(q "select count(*) from runs")" = "$n0" ] && ok || bad "a refused run was stored"
+# --search tp varies --tp, which --pd-tp fixes
+"$KVSIM" capacity --search tp --slo ttft_p99=1 --pd 1:1 --pd-tp 1:2 \
+  --synthetic 'arrival=poisson,rate=10,n=20,prompt=64,output=8' --db "$DB" > /dev/null 2> "$T/e.txt"
+rc=$?
+[ $rc -eq 2 ] && grep -q -- "--search tp: it varies --tp, which --pd-tp fixes" "$T/e.txt" &&
+  [ "$(wc -l < "$T/e.txt")" -eq 1 ] && ok || bad "--search tp --pd-tp: exit $rc: $(cat "$T/e.txt")"
 
 [ ! -s "$T/sqlerr" ] && ok || bad "SQL errors: $(cat "$T/sqlerr")"
 echo "cli_pd_tp: $pass passed, $fail failed"
