@@ -5,7 +5,8 @@
  *     recounting every block after each step;
  *   - a golden P/D hand-off worked out by hand under an affine cost, and
  *     one with each pool its own TP (--pd-tp: own cost model, own KV);
- *   - invariants on random traces: each request served by one prefill and
+ *   - invariants on random traces (every other one with the decode pool its
+ *     own, smaller cache and cost): each request served by one prefill and
  *     (when it moves) one decode replica, every step member on the right
  *     pool, no decode work before the KV arrived, the transfer time as the
  *     link's formula, blocks conserved per replica (the cluster checks every
@@ -349,11 +350,23 @@ START_TEST(test_pd_invariants)
     cfg.replicas = 5;
     cfg.kv_bytes_per_token = 131072;
     cfg.record_steps = 1;
-    cost_model cost;
+    cost_model cost, dcost;
     affine("affine:0.01,0.0002,0.00001,0.000001", &cost);
+    affine("affine:0.006,0.0001,0.000006,0.0000005", &dcost);
+    /* every other seed: the decode pool its own (--pd-tp), with a smaller
+     * cache (60 blocks against 120) and its own cost */
+    const int pools = _i % 2;
+    const int64_t dec_blocks = pools ? 60 : cfg.sched.total_blocks;
+    if (pools) {
+        cfg.decode_tp = 2;
+        cfg.decode_sched = cfg.sched;
+        cfg.decode_sched.total_blocks = dec_blocks;
+    }
     run_result a, b;
-    run_ok(&cfg, &tr, &cost, &a);
-    run_ok(&cfg, &tr, &cost, &b);
+    ck_assert_msg(run_execute_pools(&cfg, &tr, &cost, pools ? &dcost : NULL, NULL, NULL, &a,
+                                    &err) == 0, "%s", err.msg);
+    ck_assert_msg(run_execute_pools(&cfg, &tr, &cost, pools ? &dcost : NULL, NULL, NULL, &b,
+                                    &err) == 0, "%s", err.msg);
     const size_t n = (size_t)tr.n;
     ck_assert(memcmp(a.replica, b.replica, n * sizeof *a.replica) == 0);
     ck_assert(memcmp(a.decode, b.decode, n * sizeof *a.decode) == 0);
@@ -363,7 +376,7 @@ START_TEST(test_pd_invariants)
     ck_assert(memcmp(a.steps, b.steps, (size_t)a.n_steps * sizeof *a.steps) == 0);
     kv_link ib;
     ck_assert(kv_link_parse("ib", &ib, &err) == 0);
-    int64_t moved = 0, pre_count = 0, dec_count = 0;
+    int64_t moved = 0, pre_count = 0, dec_count = 0, dec_peak = 0;
     for (int64_t i = 0; i < tr.n; i++) {
         const trace_req *q = &tr.reqs[i];
         const sched_req_result *r = &a.reqs[i];
@@ -387,7 +400,10 @@ START_TEST(test_pd_invariants)
     for (int64_t k = 0; k < a.n_steps; k++) {
         const run_step_rec *st = &a.steps[k];
         int64_t end = k + 1 < a.n_steps ? a.steps[k + 1].member_off : a.n_members;
-        ck_assert(st->step.kv_blocks_used <= cfg.sched.total_blocks);
+        ck_assert(st->step.kv_blocks_used <=
+                  (st->replica < 2 ? cfg.sched.total_blocks : dec_blocks));
+        if (st->replica >= 2 && st->step.kv_blocks_used > dec_peak)
+            dec_peak = st->step.kv_blocks_used;
         for (int64_t m = st->member_off; m < end; m++) {
             int32_t id = a.members[m].req_id;
             if (st->replica < 2) {
@@ -406,6 +422,9 @@ START_TEST(test_pd_invariants)
         }
     }
     ck_assert(pre_count > 0 && dec_count > 0);
+    /* the decode pool's own cache binds: it fills up to near its size */
+    ck_assert_msg(dec_peak > dec_blocks / 2, "decode peak %lld of %lld", (long long)dec_peak,
+                  (long long)dec_blocks);
     int64_t on_dec = 0;
     for (int r = 2; r < 5; r++)
         on_dec += a.replicas[r].sum.n_requests;
@@ -413,6 +432,7 @@ START_TEST(test_pd_invariants)
     run_result_free(&a);
     run_result_free(&b);
     cost_model_free(&cost);
+    cost_model_free(&dcost);
     trace_free(&tr);
 }
 END_TEST
