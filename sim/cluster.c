@@ -602,7 +602,8 @@ int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *co
                         cfg->pd, (long long)cl.n);
     cl.np = pp > 0 ? pp : cl.n;
     double end_s = 0.0;
-    if ((rc = cluster_setup(&cl, tr, cost, decode_cost, err)) || (rc = cluster_loop(&cl, tr, &end_s, err)))
+    if ((rc = cluster_setup(&cl, tr, cost, decode_cost, err)) ||
+        (rc = cluster_loop(&cl, tr, &end_s, err)))
         goto fail;
     if (cl.failed) {
         rc = kvs_errf(err, KVS_ENOMEM, "--record-steps: out of memory after %lld steps",

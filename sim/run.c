@@ -143,7 +143,7 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
     int rc = cluster_config_resolve(cfg, err);
     if (rc || (rc = resolve_engine(cfg, m, g, err)) || cfg->decode_tp == 0)
         return rc;
-    /* --pd: the decode pool, the same engine at its own TP (docs/cluster.md D1) */
+    /* --pd: the decode pool, the same engine at its own TP (docs/cluster.md D1a) */
     run_config d = *cfg;
     d.tp = cfg->decode_tp;
     kvs_err e;
