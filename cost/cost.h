@@ -107,6 +107,9 @@ typedef struct cost_roofline_consts {
     double collective_lat_peer_s; /* more all-reduce latency per TP peer past 2, s */
     double gemm_dim_half;    /* dense GEMMs run at d / (d + this) of their rate, d the
                                 smaller per-GPU weight dimension, elements; 0 = off */
+    double eff_pcie;         /* fraction of the host link's per-direction bandwidth an
+                                all-reduce reaches on a GPU without NVLink (collectives
+                                over PCIe through the host: gpu_link_is_pcie) */
 } cost_roofline_consts;
 
 void cost_roofline_consts_default(cost_roofline_consts *c);

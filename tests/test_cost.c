@@ -346,6 +346,47 @@ START_TEST(test_roofline_kv_dominates_long_decode)
 }
 END_TEST
 
+/* A GPU without NVLink all-reduces over PCIe at host_link_Bps * eff_pcie.
+ * llama-2-70b at tp 4, one 2048-token prefill: each all-reduce moves
+ * 2 * 3/4 * 2048 * 8192 * 2 B = 50,331,648 B per GPU.  On the l40s (PCIe
+ * Gen4, 32e9 B/s per direction) at eff_pcie 0.5 that is 50,331,648 / 16e9
+ * = 3.14573 ms, plus collective_lat_s 10 us, times 2*80 all-reduces =
+ * 504.916 ms; at eff_pcie 0.25 the bandwidth part doubles: 160 * (6.29146 +
+ * 0.01) ms = 1008.233 ms.  The a100-80g (NVLink 300e9 * eff_nvlink 0.75 =
+ * 225e9 B/s) ignores eff_pcie: 160 * (0.223696 + 0.01) ms = 37.391 ms. */
+START_TEST(test_roofline_pcie_allreduce)
+{
+    model_spec m = M("llama-2-70b");
+    cost_batch pre = {2048, 0, 2048LL * 2048, 1, 0, 0, 0};
+    const double per = 50331648.0;
+    const char *gpus[] = {"l40s", "a100-80g"};
+    const double effs[] = {0.5, 0.25};
+    for (int gi = 0; gi < 2; gi++)
+        for (int ei = 0; ei < 2; ei++) {
+            gpu_spec g = G(gpus[gi]);
+            cost_roofline_consts k;
+            cost_roofline_consts_default(&k);
+            ck_assert_double_eq(k.eff_pcie, 0.5);
+            k.eff_pcie = effs[ei];
+            cost_model c;
+            kvs_err err;
+            ck_assert_int_eq(cost_roofline_create_with(&m, &g, 4, &k, &c, &err), KVS_OK);
+            double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
+            cost_roofline_breakdown(&c, &pre, cs, ms);
+            double want = gi == 0 ? 160.0 * (per / (32e9 * effs[ei]) + 10e-6)
+                                  : 160.0 * (per / 225e9 + 10e-6);
+            ck_assert_double_eq_tol(ms[MODEL_OP_ALLREDUCE], want, want * 1e-9);
+            ck_assert_double_eq_tol(ms[MODEL_OP_ALLREDUCE],
+                                    (gi == 0 ? (ei == 0 ? 0.504916 : 1.008233) : 0.037391), 1e-6);
+            char d[512];
+            cost_model_describe(&c, d, sizeof d);
+            /* only the PCIe run names eff_pcie (NVLink descriptions unchanged) */
+            ck_assert(gi == 0 ? strstr(d, " eff_pcie=") != NULL : strstr(d, "eff_pcie") == NULL);
+            cost_model_free(&c);
+        }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cost");
@@ -361,6 +402,7 @@ int main(void)
     tcase_add_test(t, test_roofline_prefill_compute_bound);
     tcase_add_test(t, test_roofline_tp_scaling);
     tcase_add_test(t, test_roofline_kv_dominates_long_decode);
+    tcase_add_test(t, test_roofline_pcie_allreduce);
     suite_add_tcase(s, t);
     return tu_run_suites(&s, 1);
 }
