@@ -109,7 +109,11 @@ typedef struct cost_roofline_consts {
                                 smaller per-GPU weight dimension, elements; 0 = off */
     double eff_pcie;         /* fraction of the host link's per-direction bandwidth an
                                 all-reduce reaches on a GPU without NVLink (collectives
-                                over PCIe through the host: gpu_link_is_pcie) */
+                                over PCIe through the host: link_is_pcie) */
+    double kv_reread;        /* decode attention reads each cached K/V 1 + kv_reread *
+                                (group - 1) times, group = query heads per KV head:
+                                0 = once per KV head (GQA-aware kernels), 1 = once per
+                                query head (a per-head kernel); fraction */
 } cost_roofline_consts;
 
 void cost_roofline_consts_default(cost_roofline_consts *c);

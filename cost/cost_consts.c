@@ -39,6 +39,8 @@ static const cost_const_info consts[] = {
      "narrow per-GPU GEMMs fill fewer tiles and waves; 0 unless a profile sets it"},
     {"eff_pcie", "fraction", K(eff_pcie), 0.0, 1.0, 1,
      "NVIDIA/nccl#1639: PCIe all-reduce busbw 35 (4 GPUs) / 28 (8) of 64 GB/s; host-bound"},
+    {"kv_reread", "fraction", K(kv_reread), 0.0, 1.0, 0,
+     "GQA decode kernels (TensorRT-LLM XQA, 2024; vLLM, FlashInfer) read a KV head once: 0"},
 };
 #define N_CONSTS (sizeof consts / sizeof consts[0])
 

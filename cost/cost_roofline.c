@@ -59,6 +59,11 @@ void cost_roofline_consts_default(cost_roofline_consts *c)
      * the NCCL maintainer's answer there is that on PCIe systems the CPU
      * and memory bound it.  0.5 is the middle.  Only such GPUs use it. */
     c->eff_pcie = 0.5;
+    /* Today's GQA decode kernels load each KV head once for all the query
+     * heads that share it; TensorRT-LLM before its XQA kernel (blog
+     * "New XQA-kernel provides 2.4x more Llama-70B throughput", 2024-01-30)
+     * read it once per query head.  0: read once. */
+    c->kv_reread = 0.0;
 }
 
 /* 1 when the GPU's collectives run over PCIe: its peer link is no faster
@@ -79,6 +84,8 @@ typedef struct roofline {
     model_par p;                     /* tp, ep, cp */
     double peak[MODEL_OP_COUNT];     /* FLOP/s each op's compute runs at */
     double shape[MODEL_OP_COUNT];    /* 1 / (rate factor of a narrow GEMM), >= 1 */
+    double kv_extra;                 /* bytes per layer per context token decode attention
+                                        re-reads: kv_reread * (group - 1) * K and V */
     double link_Bps;                 /* bytes/s a collective moves: NVLink * eff_nvlink,
                                         or the host link * eff_pcie (link_is_pcie) */
     cost_roofline_consts k;
@@ -140,6 +147,8 @@ static void roofline_ops(const roofline *r, const cost_batch *b, double *cs, dou
             ms[i] = n * (r->k.collective_lat_s + r->k.collective_lat_peer_s * peers +
                          bytes / r->link_Bps);
         } else {
+            if (op == MODEL_OP_ATTN_DECODE && r->kv_extra > 0) /* K/V re-read per head */
+                bytes += r->kv_extra * (double)c.kv_read;
             cs[i] = n * flops / (r->peak[i] * op_eff_flops(r, op));
             ms[i] = n * bytes / (r->g.hbm_Bps * r->k.eff_hbm);
             if (r->shape[i] != 1.0) { /* a narrow GEMM runs at 1/shape of its rate */
@@ -263,6 +272,9 @@ static void roofline_describe(void *self, char *buf, size_t n)
     len = strlen(buf);
     if (len < n && r->tp > 1 && link_is_pcie(&r->g)) /* NVLink runs keep their description */
         snprintf(buf + len, n - len, " eff_pcie=%g", r->k.eff_pcie);
+    len = strlen(buf);
+    if (len < n && r->k.kv_reread > 0)
+        snprintf(buf + len, n - len, " kv_reread=%g", r->k.kv_reread);
 }
 
 static void roofline_free(void *self) { free(self); }
@@ -288,7 +300,8 @@ int cost_roofline_create_par(const model_spec *m, const gpu_spec *g, const model
         !eff_ok(k->eff_nvlink) || !time_ok(k->collective_lat_s) ||
         !time_ok(k->step_overhead_s) || !time_ok(k->step_overhead_seq_s) ||
         !time_ok(k->kernel_lat_s) || !time_ok(k->collective_lat_peer_s) ||
-        !time_ok(k->gemm_dim_half) || !eff_ok(k->eff_pcie))
+        !time_ok(k->gemm_dim_half) || !eff_ok(k->eff_pcie) ||
+        !(isfinite(k->kv_reread) && k->kv_reread >= 0 && k->kv_reread <= 1))
         return kvs_errf(err, KVS_EINVAL,
                         "--cost: roofline efficiencies must be in (0, 1] and times >= 0");
     if (!(g->fp16_flops > 0 && g->hbm_Bps > 0 && g->nvlink_Bps > 0))
@@ -328,6 +341,13 @@ int cost_roofline_create_par(const model_spec *m, const gpu_spec *g, const model
                                    (double)m->head_dim * kvb;
         kv_layer_bytes /= (double)p->cp;
     }
+    /* per-head K/V re-reads: only plain (MHA/GQA/MQA) attention, unsplit KV */
+    const double kvh = (double)model_kv_heads_per_gpu(m, tp);
+    const double group = (double)(m->heads / tp) / kvh;
+    r->kv_extra = k->kv_reread > 0 && group > 1 && m->attn_type != MODEL_ATTN_MLA && p->cp == 1
+                      ? k->kv_reread * (group - 1.0) * 2.0 * kvh * (double)m->head_dim *
+                            (m->kv_bits ? (double)m->kv_bits / 8.0 : (double)m->dtype_bytes)
+                      : 0.0;
     r->cached_kv_s = (double)r->repeats[MODEL_OP_ATTN_PREFILL] * kv_layer_bytes /
                      (g->hbm_Bps * k->eff_hbm);
     roofline_precompute(r);

@@ -387,6 +387,44 @@ START_TEST(test_roofline_pcie_allreduce)
 }
 END_TEST
 
+/* kv_reread: a per-query-head decode kernel reads each K/V once per query
+ * head.  llama-2-70b at tp 4 on the h100-sxm: 16 query heads and 2 KV heads
+ * per GPU, group 8.  One decode over 4096 tokens of context reads per layer
+ * 2 * 256 * 4096 * 2 B = 4,194,304 B of K and V (+ 2 * 2048 * 2 = 8,192 B of
+ * Q and O); kv_reread 1 adds (8 - 1) * 4,194,304 = 29,360,128 B, so 80
+ * layers * 29,360,128 B / (3.35e12 * 0.8 B/s) = 0.876422 ms more memory
+ * time.  llama-2-7b (MHA, group 1) is unchanged. */
+START_TEST(test_roofline_kv_reread)
+{
+    cost_batch dec = {1, 4096, 0, 0, 1, 0, 0};
+    const char *models[] = {"llama-2-70b", "llama-2-7b"};
+    for (int mi = 0; mi < 2; mi++) {
+        model_spec m = M(models[mi]);
+        gpu_spec g = G("h100-sxm");
+        double attn[2];
+        for (int r = 0; r < 2; r++) {
+            cost_roofline_consts k;
+            cost_roofline_consts_default(&k);
+            ck_assert_double_eq(k.kv_reread, 0.0);
+            k.kv_reread = r;
+            cost_model c;
+            kvs_err err;
+            ck_assert_int_eq(cost_roofline_create_with(&m, &g, 4, &k, &c, &err), KVS_OK);
+            double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
+            cost_roofline_breakdown(&c, &dec, cs, ms);
+            attn[r] = ms[MODEL_OP_ATTN_DECODE];
+            cost_model_free(&c);
+        }
+        if (mi == 0) {
+            ck_assert_double_eq_tol(attn[0], 80.0 * 4202496.0 / 2.68e12, 1e-12);
+            ck_assert_double_eq_tol((attn[1] - attn[0]), 0.876422e-3, 1e-9);
+        } else {
+            ck_assert_double_eq(attn[1], attn[0]);
+        }
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cost");
@@ -403,6 +441,7 @@ int main(void)
     tcase_add_test(t, test_roofline_tp_scaling);
     tcase_add_test(t, test_roofline_kv_dominates_long_decode);
     tcase_add_test(t, test_roofline_pcie_allreduce);
+    tcase_add_test(t, test_roofline_kv_reread);
     suite_add_tcase(s, t);
     return tu_run_suites(&s, 1);
 }
