@@ -114,6 +114,9 @@ typedef struct cost_roofline_consts {
                                 (group - 1) times, group = query heads per KV head:
                                 0 = once per KV head (GQA-aware kernels), 1 = once per
                                 query head (a per-head kernel); fraction */
+    double ridge_loss;       /* share of the smaller of an op's compute and memory
+                                times not hidden under the larger: op time = max +
+                                ridge_loss * min; 0 = the plain roofline; fraction */
 } cost_roofline_consts;
 
 void cost_roofline_consts_default(cost_roofline_consts *c);

@@ -41,6 +41,8 @@ static const cost_const_info consts[] = {
      "NVIDIA/nccl#1639: PCIe all-reduce busbw 35 (4 GPUs) / 28 (8) of 64 GB/s; host-bound"},
     {"kv_reread", "fraction", K(kv_reread), 0.0, 1.0, 0,
      "GQA decode kernels (TensorRT-LLM XQA, 2024; vLLM, FlashInfer) read a KV head once: 0"},
+    {"ridge_loss", "fraction", K(ridge_loss), 0.0, 1.0, 0,
+     "tiled kernels near the ridge overlap loads and math imperfectly; 0 = plain roofline"},
 };
 #define N_CONSTS (sizeof consts / sizeof consts[0])
 

@@ -64,6 +64,15 @@ void cost_roofline_consts_default(cost_roofline_consts *c)
      * "New XQA-kernel provides 2.4x more Llama-70B throughput", 2024-01-30)
      * read it once per query head.  0: read once. */
     c->kv_reread = 0.0;
+    /* 0: an op takes max(compute, memory), the plain roofline. */
+    c->ridge_loss = 0.0;
+}
+
+/* An op's time from its compute and memory times: the larger, plus the
+ * ridge_loss share of the smaller (a = 0: exactly the larger). */
+static double op_time(double c, double m, double a)
+{
+    return c > m ? c + a * m : m + a * c;
 }
 
 /* 1 when the GPU's collectives run over PCIe: its peer link is no faster
@@ -229,7 +238,7 @@ static double roofline_step_s(void *self, const cost_batch *b)
             c += r->cs[i][f] * x[f];
             m += r->ms[i][f] * x[f];
         }
-        s += c > m ? c : m;
+        s += op_time(c, m, r->k.ridge_loss);
     }
     if (b->prefill_cached > 0) {
         /* prefill attention also reads the chunks' stored K and V: redo its
@@ -240,14 +249,15 @@ static double roofline_step_s(void *self, const cost_batch *b)
             c += r->cs[i][f] * x[f];
             m += r->ms[i][f] * x[f];
         }
-        s += fmax(c, m) - fmax(c, m - r->cached_kv_s * (double)b->prefill_cached);
+        s += op_time(c, m, r->k.ridge_loss) -
+             op_time(c, m - r->cached_kv_s * (double)b->prefill_cached, r->k.ridge_loss);
     }
     if (r->any_nonlinear) {
         double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
         roofline_ops(r, b, cs, ms);
         for (int i = 0; i < MODEL_OP_COUNT; i++)
             if (r->nonlinear[i])
-                s += fmax(cs[i], ms[i]);
+                s += op_time(cs[i], ms[i], r->k.ridge_loss);
     }
     return s;
 }
@@ -275,6 +285,9 @@ static void roofline_describe(void *self, char *buf, size_t n)
     len = strlen(buf);
     if (len < n && r->k.kv_reread > 0)
         snprintf(buf + len, n - len, " kv_reread=%g", r->k.kv_reread);
+    len = strlen(buf);
+    if (len < n && r->k.ridge_loss > 0)
+        snprintf(buf + len, n - len, " ridge_loss=%g", r->k.ridge_loss);
 }
 
 static void roofline_free(void *self) { free(self); }
@@ -301,7 +314,8 @@ int cost_roofline_create_par(const model_spec *m, const gpu_spec *g, const model
         !time_ok(k->step_overhead_s) || !time_ok(k->step_overhead_seq_s) ||
         !time_ok(k->kernel_lat_s) || !time_ok(k->collective_lat_peer_s) ||
         !time_ok(k->gemm_dim_half) || !eff_ok(k->eff_pcie) ||
-        !(isfinite(k->kv_reread) && k->kv_reread >= 0 && k->kv_reread <= 1))
+        !(isfinite(k->kv_reread) && k->kv_reread >= 0 && k->kv_reread <= 1) ||
+        !(isfinite(k->ridge_loss) && k->ridge_loss >= 0 && k->ridge_loss <= 1))
         return kvs_errf(err, KVS_EINVAL,
                         "--cost: roofline efficiencies must be in (0, 1] and times >= 0");
     if (!(g->fp16_flops > 0 && g->hbm_Bps > 0 && g->nvlink_Bps > 0))

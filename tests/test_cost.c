@@ -425,6 +425,49 @@ START_TEST(test_roofline_kv_reread)
 }
 END_TEST
 
+/* ridge_loss a: each op takes max(compute, memory) + a * min(compute,
+ * memory).  llama-7b on the a100-80g, one decode at context 128: the QKV
+ * GEMM does 2 * 1 * 4096 * 12288 = 100,663,296 FLOPs per layer, at 312e12 *
+ * 0.7 FLOP/s 0.460912 us, 14.7492 us over 32 layers, far below its memory
+ * time (the weights), so it is that op's min.  The step with a = 0.5 is
+ * then the plain step plus half the sum of every op's min (collectives have
+ * no compute and add nothing), which the breakdown gives. */
+START_TEST(test_roofline_ridge_loss)
+{
+    model_spec m = M("llama-7b");
+    gpu_spec g = G("a100-80g");
+    cost_batch batches[] = {{1, 128, 0, 0, 1, 0, 0}, {2048, 0, 2048LL * 2048, 1, 0, 0, 0},
+                            {96, 64 * 900, 32LL * 32, 1, 64, 0, 0}};
+    for (int bi = 0; bi < 3; bi++) {
+        double step[2], mins = 0;
+        for (int r = 0; r < 2; r++) {
+            cost_roofline_consts k;
+            cost_roofline_consts_default(&k);
+            ck_assert_double_eq(k.ridge_loss, 0.0);
+            k.ridge_loss = 0.5 * r;
+            cost_model c;
+            kvs_err err;
+            ck_assert_int_eq(cost_roofline_create_with(&m, &g, 1, &k, &c, &err), KVS_OK);
+            step[r] = cost_step_s(&c, &batches[bi]);
+            if (r == 0) {
+                double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
+                cost_roofline_breakdown(&c, &batches[bi], cs, ms);
+                for (int i = 0; i < MODEL_OP_COUNT; i++)
+                    mins += fmin(cs[i], ms[i]);
+                if (bi == 0) {
+                    ck_assert_double_eq_tol(cs[MODEL_OP_QKV], 32 * 100663296.0 / 218.4e12, 1e-12);
+                    ck_assert_double_eq_tol(cs[MODEL_OP_QKV], 14.7492e-6, 1e-10);
+                    ck_assert(cs[MODEL_OP_QKV] < ms[MODEL_OP_QKV]);
+                }
+            }
+            cost_model_free(&c);
+        }
+        ck_assert(mins > 0);
+        ck_assert_double_eq_tol(step[1], step[0] + 0.5 * mins, 1e-12);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cost");
@@ -442,6 +485,7 @@ int main(void)
     tcase_add_test(t, test_roofline_kv_dominates_long_decode);
     tcase_add_test(t, test_roofline_pcie_allreduce);
     tcase_add_test(t, test_roofline_kv_reread);
+    tcase_add_test(t, test_roofline_ridge_loss);
     suite_add_tcase(s, t);
     return tu_run_suites(&s, 1);
 }
