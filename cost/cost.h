@@ -107,6 +107,16 @@ typedef struct cost_roofline_consts {
     double collective_lat_peer_s; /* more all-reduce latency per TP peer past 2, s */
     double gemm_dim_half;    /* dense GEMMs run at d / (d + this) of their rate, d the
                                 smaller per-GPU weight dimension, elements; 0 = off */
+    double eff_pcie;         /* fraction of the host link's per-direction bandwidth an
+                                all-reduce reaches on a GPU without NVLink (collectives
+                                over PCIe through the host: link_is_pcie) */
+    double kv_reread;        /* decode attention reads each cached K/V 1 + kv_reread *
+                                (group - 1) times, group = query heads per KV head:
+                                0 = once per KV head (GQA-aware kernels), 1 = once per
+                                query head (a per-head kernel); fraction */
+    double ridge_loss;       /* share of the smaller of an op's compute and memory
+                                times not hidden under the larger: op time = max +
+                                ridge_loss * min; 0 = the plain roofline; fraction */
 } cost_roofline_consts;
 
 void cost_roofline_consts_default(cost_roofline_consts *c);

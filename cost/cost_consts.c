@@ -37,6 +37,12 @@ static const cost_const_info consts[] = {
      "nccl-tests small all-reduce grows ~1-2 us per GPU past 2 in one NVLink node"},
     {"gemm_dim_half", "elements", K(gemm_dim_half), 0.0, 1e6, 0,
      "narrow per-GPU GEMMs fill fewer tiles and waves; 0 unless a profile sets it"},
+    {"eff_pcie", "fraction", K(eff_pcie), 0.0, 1.0, 1,
+     "NVIDIA/nccl#1639: PCIe all-reduce busbw 35 (4 GPUs) / 28 (8) of 64 GB/s; host-bound"},
+    {"kv_reread", "fraction", K(kv_reread), 0.0, 1.0, 0,
+     "GQA decode kernels (TensorRT-LLM XQA, 2024; vLLM, FlashInfer) read a KV head once: 0"},
+    {"ridge_loss", "fraction", K(ridge_loss), 0.0, 1.0, 0,
+     "tiled kernels near the ridge overlap loads and math imperfectly; 0 = plain roofline"},
 };
 #define N_CONSTS (sizeof consts / sizeof consts[0])
 

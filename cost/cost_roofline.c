@@ -2,7 +2,8 @@
  *
  * step_s = step_overhead_s + sum over the ops of model.h (each times its
  * repeats) of max(FLOPs / (peak_flops * eff), bytes / (hbm_Bps * eff_hbm));
- * collectives take collective_lat_s + bytes / (nvlink_Bps * eff_nvlink).
+ * collectives take collective_lat_s + bytes / (nvlink_Bps * eff_nvlink), or
+ * bytes / (host_link_Bps * eff_pcie) on a GPU without NVLink.
  * peak_flops is the GPU's peak for the weights' precision (gpu_peak_flops:
  * FP8 weights on an FP8 GPU take its FP8 peak; fp16/bf16 and LLaMA-style
  * shapes take fp16_flops, as before), for GEMMs and attention alike; with
@@ -50,7 +51,33 @@ void cost_roofline_consts_default(cost_roofline_consts *c)
     c->kernel_lat_s = 0.0;
     c->collective_lat_peer_s = 0.0;
     c->gemm_dim_half = 0.0;
+    /* A GPU without NVLink (L40S, L4, A10G, H100 PCIe) all-reduces over
+     * PCIe through the host's root complexes, and what it reaches is set by
+     * the host, not the link: NVIDIA/nccl issue #1639 (2025-03-14) measured
+     * an all_reduce_perf bus bandwidth of 35 GB/s on 4 and 28 GB/s on 8
+     * PCIe Gen5 GPUs (64 GB/s per direction per link: 0.55 and 0.44), and
+     * the NCCL maintainer's answer there is that on PCIe systems the CPU
+     * and memory bound it.  0.5 is the middle.  Only such GPUs use it. */
+    c->eff_pcie = 0.5;
+    /* Today's GQA decode kernels load each KV head once for all the query
+     * heads that share it; TensorRT-LLM before its XQA kernel (blog
+     * "New XQA-kernel provides 2.4x more Llama-70B throughput", 2024-01-30)
+     * read it once per query head.  0: read once. */
+    c->kv_reread = 0.0;
+    /* 0: an op takes max(compute, memory), the plain roofline. */
+    c->ridge_loss = 0.0;
 }
+
+/* An op's time from its compute and memory times: the larger, plus the
+ * ridge_loss share of the smaller (a = 0: exactly the larger). */
+static double op_time(double c, double m, double a)
+{
+    return c > m ? c + a * m : m + a * c;
+}
+
+/* 1 when the GPU's collectives run over PCIe: its peer link is no faster
+ * than its host link (the built-in PCIe parts list the PCIe figure as both). */
+static int link_is_pcie(const gpu_spec *g) { return g->nvlink_Bps <= g->host_link_Bps; }
 
 /* Each op's FLOPs and bytes are affine in the batch features (tokens,
  * kv_read, prefill_sq, n_prefill, n_decode) over valid batches (tokens >=
@@ -66,6 +93,10 @@ typedef struct roofline {
     model_par p;                     /* tp, ep, cp */
     double peak[MODEL_OP_COUNT];     /* FLOP/s each op's compute runs at */
     double shape[MODEL_OP_COUNT];    /* 1 / (rate factor of a narrow GEMM), >= 1 */
+    double kv_extra;                 /* bytes per layer per context token decode attention
+                                        re-reads: kv_reread * (group - 1) * K and V */
+    double link_Bps;                 /* bytes/s a collective moves: NVLink * eff_nvlink,
+                                        or the host link * eff_pcie (link_is_pcie) */
     cost_roofline_consts k;
     int64_t repeats[MODEL_OP_COUNT]; /* instances of each op per step */
     double cs[MODEL_OP_COUNT][RF_NFEAT]; /* compute seconds per feature unit */
@@ -123,8 +154,10 @@ static void roofline_ops(const roofline *r, const cost_batch *b, double *cs, dou
         if (model_op_is_collective(op)) {
             double peers = r->tp > 2 ? (double)(r->tp - 2) : 0.0;
             ms[i] = n * (r->k.collective_lat_s + r->k.collective_lat_peer_s * peers +
-                         bytes / (r->g.nvlink_Bps * r->k.eff_nvlink));
+                         bytes / r->link_Bps);
         } else {
+            if (op == MODEL_OP_ATTN_DECODE && r->kv_extra > 0) /* K/V re-read per head */
+                bytes += r->kv_extra * (double)c.kv_read;
             cs[i] = n * flops / (r->peak[i] * op_eff_flops(r, op));
             ms[i] = n * bytes / (r->g.hbm_Bps * r->k.eff_hbm);
             if (r->shape[i] != 1.0) { /* a narrow GEMM runs at 1/shape of its rate */
@@ -205,7 +238,7 @@ static double roofline_step_s(void *self, const cost_batch *b)
             c += r->cs[i][f] * x[f];
             m += r->ms[i][f] * x[f];
         }
-        s += c > m ? c : m;
+        s += op_time(c, m, r->k.ridge_loss);
     }
     if (b->prefill_cached > 0) {
         /* prefill attention also reads the chunks' stored K and V: redo its
@@ -216,14 +249,15 @@ static double roofline_step_s(void *self, const cost_batch *b)
             c += r->cs[i][f] * x[f];
             m += r->ms[i][f] * x[f];
         }
-        s += fmax(c, m) - fmax(c, m - r->cached_kv_s * (double)b->prefill_cached);
+        s += op_time(c, m, r->k.ridge_loss) -
+             op_time(c, m - r->cached_kv_s * (double)b->prefill_cached, r->k.ridge_loss);
     }
     if (r->any_nonlinear) {
         double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
         roofline_ops(r, b, cs, ms);
         for (int i = 0; i < MODEL_OP_COUNT; i++)
             if (r->nonlinear[i])
-                s += fmax(cs[i], ms[i]);
+                s += op_time(cs[i], ms[i], r->k.ridge_loss);
     }
     return s;
 }
@@ -245,6 +279,15 @@ static void roofline_describe(void *self, char *buf, size_t n)
         snprintf(buf + len, n - len, " step_overhead_seq_s=%g kernel_lat_s=%g "
                  "collective_lat_peer_s=%g gemm_dim_half=%g", r->k.step_overhead_seq_s,
                  r->k.kernel_lat_s, r->k.collective_lat_peer_s, r->k.gemm_dim_half);
+    len = strlen(buf);
+    if (len < n && r->tp > 1 && link_is_pcie(&r->g)) /* NVLink runs keep their description */
+        snprintf(buf + len, n - len, " eff_pcie=%g", r->k.eff_pcie);
+    len = strlen(buf);
+    if (len < n && r->k.kv_reread > 0)
+        snprintf(buf + len, n - len, " kv_reread=%g", r->k.kv_reread);
+    len = strlen(buf);
+    if (len < n && r->k.ridge_loss > 0)
+        snprintf(buf + len, n - len, " ridge_loss=%g", r->k.ridge_loss);
 }
 
 static void roofline_free(void *self) { free(self); }
@@ -270,7 +313,9 @@ int cost_roofline_create_par(const model_spec *m, const gpu_spec *g, const model
         !eff_ok(k->eff_nvlink) || !time_ok(k->collective_lat_s) ||
         !time_ok(k->step_overhead_s) || !time_ok(k->step_overhead_seq_s) ||
         !time_ok(k->kernel_lat_s) || !time_ok(k->collective_lat_peer_s) ||
-        !time_ok(k->gemm_dim_half))
+        !time_ok(k->gemm_dim_half) || !eff_ok(k->eff_pcie) ||
+        !(isfinite(k->kv_reread) && k->kv_reread >= 0 && k->kv_reread <= 1) ||
+        !(isfinite(k->ridge_loss) && k->ridge_loss >= 0 && k->ridge_loss <= 1))
         return kvs_errf(err, KVS_EINVAL,
                         "--cost: roofline efficiencies must be in (0, 1] and times >= 0");
     if (!(g->fp16_flops > 0 && g->hbm_Bps > 0 && g->nvlink_Bps > 0))
@@ -284,6 +329,7 @@ int cost_roofline_create_par(const model_spec *m, const gpu_spec *g, const model
     r->tp = tp;
     r->p = *p;
     r->k = *k;
+    r->link_Bps = link_is_pcie(g) ? g->host_link_Bps * k->eff_pcie : g->nvlink_Bps * k->eff_nvlink;
     /* the weights' precision sets the peak (AUTO: fp16_flops) */
     const double peak_w = gpu_peak_flops(g, (model_dtype)m->weight_dtype);
     r->any_nonlinear = 0;
@@ -309,6 +355,13 @@ int cost_roofline_create_par(const model_spec *m, const gpu_spec *g, const model
                                    (double)m->head_dim * kvb;
         kv_layer_bytes /= (double)p->cp;
     }
+    /* per-head K/V re-reads: only plain (MHA/GQA/MQA) attention, unsplit KV */
+    const double kvh = (double)model_kv_heads_per_gpu(m, tp);
+    const double group = (double)(m->heads / tp) / kvh;
+    r->kv_extra = k->kv_reread > 0 && group > 1 && m->attn_type != MODEL_ATTN_MLA && p->cp == 1
+                      ? k->kv_reread * (group - 1.0) * 2.0 * kvh * (double)m->head_dim *
+                            (m->kv_bits ? (double)m->kv_bits / 8.0 : (double)m->dtype_bytes)
+                      : 0.0;
     r->cached_kv_s = (double)r->repeats[MODEL_OP_ATTN_PREFILL] * kv_layer_bytes /
                      (g->hbm_Bps * k->eff_hbm);
     roofline_precompute(r);

@@ -82,9 +82,10 @@ static int profile_cost(job_opts *o, const char *params, kvs_err *err)
 }
 
 /* The trtllm profile's roofline constants (docs/engine-trtllm.md, section
- * 7): kernel and per-peer all-reduce latencies from published figures,
- * the rest fitted on the FIT table (bench/fidelity). */
-#define TRT_COST "eff_gemm=0.75,eff_attn=0.6,step_overhead_ms=1,step_overhead_seq_us=5," \
+ * 6): kernel and per-peer all-reduce latencies from published figures,
+ * ridge_loss bounded by the FIT table and chosen on two batch-1 rows
+ * (bench/fidelity/fit_ridge.py), the rest fitted on the FIT table. */
+#define TRT_COST "eff_gemm=0.8,ridge_loss=0.25,eff_attn=0.6,step_overhead_ms=1,step_overhead_seq_us=5," \
                  "kernel_lat_us=3,collective_lat_us=20,collective_lat_peer_us=1.5"
 
 /* TensorRT-LLM (docs/engine-trtllm.md): the C++ batch manager's in-flight

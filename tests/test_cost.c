@@ -346,6 +346,128 @@ START_TEST(test_roofline_kv_dominates_long_decode)
 }
 END_TEST
 
+/* A GPU without NVLink all-reduces over PCIe at host_link_Bps * eff_pcie.
+ * llama-2-70b at tp 4, one 2048-token prefill: each all-reduce moves
+ * 2 * 3/4 * 2048 * 8192 * 2 B = 50,331,648 B per GPU.  On the l40s (PCIe
+ * Gen4, 32e9 B/s per direction) at eff_pcie 0.5 that is 50,331,648 / 16e9
+ * = 3.14573 ms, plus collective_lat_s 10 us, times 2*80 all-reduces =
+ * 504.916 ms; at eff_pcie 0.25 the bandwidth part doubles: 160 * (6.29146 +
+ * 0.01) ms = 1008.233 ms.  The a100-80g (NVLink 300e9 * eff_nvlink 0.75 =
+ * 225e9 B/s) ignores eff_pcie: 160 * (0.223696 + 0.01) ms = 37.391 ms. */
+START_TEST(test_roofline_pcie_allreduce)
+{
+    model_spec m = M("llama-2-70b");
+    cost_batch pre = {2048, 0, 2048LL * 2048, 1, 0, 0, 0};
+    const double per = 50331648.0;
+    const char *gpus[] = {"l40s", "a100-80g"};
+    const double effs[] = {0.5, 0.25};
+    for (int gi = 0; gi < 2; gi++)
+        for (int ei = 0; ei < 2; ei++) {
+            gpu_spec g = G(gpus[gi]);
+            cost_roofline_consts k;
+            cost_roofline_consts_default(&k);
+            ck_assert_double_eq(k.eff_pcie, 0.5);
+            k.eff_pcie = effs[ei];
+            cost_model c;
+            kvs_err err;
+            ck_assert_int_eq(cost_roofline_create_with(&m, &g, 4, &k, &c, &err), KVS_OK);
+            double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
+            cost_roofline_breakdown(&c, &pre, cs, ms);
+            double want = gi == 0 ? 160.0 * (per / (32e9 * effs[ei]) + 10e-6)
+                                  : 160.0 * (per / 225e9 + 10e-6);
+            ck_assert_double_eq_tol(ms[MODEL_OP_ALLREDUCE], want, want * 1e-9);
+            ck_assert_double_eq_tol(ms[MODEL_OP_ALLREDUCE],
+                                    (gi == 0 ? (ei == 0 ? 0.504916 : 1.008233) : 0.037391), 1e-6);
+            char d[512];
+            cost_model_describe(&c, d, sizeof d);
+            /* only the PCIe run names eff_pcie (NVLink descriptions unchanged) */
+            ck_assert(gi == 0 ? strstr(d, " eff_pcie=") != NULL : strstr(d, "eff_pcie") == NULL);
+            cost_model_free(&c);
+        }
+}
+END_TEST
+
+/* kv_reread: a per-query-head decode kernel reads each K/V once per query
+ * head.  llama-2-70b at tp 4 on the h100-sxm: 16 query heads and 2 KV heads
+ * per GPU, group 8.  One decode over 4096 tokens of context reads per layer
+ * 2 * 256 * 4096 * 2 B = 4,194,304 B of K and V (+ 2 * 2048 * 2 = 8,192 B of
+ * Q and O); kv_reread 1 adds (8 - 1) * 4,194,304 = 29,360,128 B, so 80
+ * layers * 29,360,128 B / (3.35e12 * 0.8 B/s) = 0.876422 ms more memory
+ * time.  llama-2-7b (MHA, group 1) is unchanged. */
+START_TEST(test_roofline_kv_reread)
+{
+    cost_batch dec = {1, 4096, 0, 0, 1, 0, 0};
+    const char *models[] = {"llama-2-70b", "llama-2-7b"};
+    for (int mi = 0; mi < 2; mi++) {
+        model_spec m = M(models[mi]);
+        gpu_spec g = G("h100-sxm");
+        double attn[2];
+        for (int r = 0; r < 2; r++) {
+            cost_roofline_consts k;
+            cost_roofline_consts_default(&k);
+            ck_assert_double_eq(k.kv_reread, 0.0);
+            k.kv_reread = r;
+            cost_model c;
+            kvs_err err;
+            ck_assert_int_eq(cost_roofline_create_with(&m, &g, 4, &k, &c, &err), KVS_OK);
+            double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
+            cost_roofline_breakdown(&c, &dec, cs, ms);
+            attn[r] = ms[MODEL_OP_ATTN_DECODE];
+            cost_model_free(&c);
+        }
+        if (mi == 0) {
+            ck_assert_double_eq_tol(attn[0], 80.0 * 4202496.0 / 2.68e12, 1e-12);
+            ck_assert_double_eq_tol((attn[1] - attn[0]), 0.876422e-3, 1e-9);
+        } else {
+            ck_assert_double_eq(attn[1], attn[0]);
+        }
+    }
+}
+END_TEST
+
+/* ridge_loss a: each op takes max(compute, memory) + a * min(compute,
+ * memory).  llama-7b on the a100-80g, one decode at context 128: the QKV
+ * GEMM does 2 * 1 * 4096 * 12288 = 100,663,296 FLOPs per layer, at 312e12 *
+ * 0.7 FLOP/s 0.460912 us, 14.7492 us over 32 layers, far below its memory
+ * time (the weights), so it is that op's min.  The step with a = 0.5 is
+ * then the plain step plus half the sum of every op's min (collectives have
+ * no compute and add nothing), which the breakdown gives. */
+START_TEST(test_roofline_ridge_loss)
+{
+    model_spec m = M("llama-7b");
+    gpu_spec g = G("a100-80g");
+    cost_batch batches[] = {{1, 128, 0, 0, 1, 0, 0}, {2048, 0, 2048LL * 2048, 1, 0, 0, 0},
+                            {96, 64 * 900, 32LL * 32, 1, 64, 0, 0}};
+    for (int bi = 0; bi < 3; bi++) {
+        double step[2], mins = 0;
+        for (int r = 0; r < 2; r++) {
+            cost_roofline_consts k;
+            cost_roofline_consts_default(&k);
+            ck_assert_double_eq(k.ridge_loss, 0.0);
+            k.ridge_loss = 0.5 * r;
+            cost_model c;
+            kvs_err err;
+            ck_assert_int_eq(cost_roofline_create_with(&m, &g, 1, &k, &c, &err), KVS_OK);
+            step[r] = cost_step_s(&c, &batches[bi]);
+            if (r == 0) {
+                double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT];
+                cost_roofline_breakdown(&c, &batches[bi], cs, ms);
+                for (int i = 0; i < MODEL_OP_COUNT; i++)
+                    mins += fmin(cs[i], ms[i]);
+                if (bi == 0) {
+                    ck_assert_double_eq_tol(cs[MODEL_OP_QKV], 32 * 100663296.0 / 218.4e12, 1e-12);
+                    ck_assert_double_eq_tol(cs[MODEL_OP_QKV], 14.7492e-6, 1e-10);
+                    ck_assert(cs[MODEL_OP_QKV] < ms[MODEL_OP_QKV]);
+                }
+            }
+            cost_model_free(&c);
+        }
+        ck_assert(mins > 0);
+        ck_assert_double_eq_tol(step[1], step[0] + 0.5 * mins, 1e-12);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cost");
@@ -361,6 +483,9 @@ int main(void)
     tcase_add_test(t, test_roofline_prefill_compute_bound);
     tcase_add_test(t, test_roofline_tp_scaling);
     tcase_add_test(t, test_roofline_kv_dominates_long_decode);
+    tcase_add_test(t, test_roofline_pcie_allreduce);
+    tcase_add_test(t, test_roofline_kv_reread);
+    tcase_add_test(t, test_roofline_ridge_loss);
     suite_add_tcase(s, t);
     return tu_run_suites(&s, 1);
 }

@@ -40,6 +40,18 @@ START_TEST(test_parse_and_origins)
     ck_assert_int_eq(cost_roofline_consts_parse("step_overhead_s=-1", &k, o, &err), KVS_EINVAL);
     ck_assert_int_eq(cost_roofline_consts_parse("eff_hbm", &k, o, &err), KVS_EINVAL);
     ck_assert_str_eq(err.msg, "--cost: roofline: 'eff_hbm' is not key=value");
+    /* the fidelity terms: eff_pcie an efficiency (0, 1], kv_reread and
+     * ridge_loss fractions [0, 1] whose 0 is the plain model */
+    ck_assert(d.eff_pcie == 0.5 && d.kv_reread == 0.0 && d.ridge_loss == 0.0);
+    ck_assert_int_eq(cost_roofline_consts_parse("eff_pcie=0.4,kv_reread=1,ridge_loss=0", &k, o,
+                                                &err), KVS_OK);
+    ck_assert(k.eff_pcie == 0.4 && k.kv_reread == 1.0 && k.ridge_loss == 0.0);
+    ck_assert_int_eq(cost_roofline_consts_parse("eff_pcie=0", &k, o, &err), KVS_EINVAL);
+    ck_assert_str_eq(err.msg, "--cost: eff_pcie: 0 fraction is out of range (0, 1]");
+    ck_assert_int_eq(cost_roofline_consts_parse("kv_reread=2", &k, o, &err), KVS_EINVAL);
+    ck_assert_str_eq(err.msg, "--cost: kv_reread: 2 fraction is out of range [0, 1]");
+    ck_assert_int_eq(cost_roofline_consts_parse("ridge_loss=-0.1", &k, o, &err), KVS_EINVAL);
+    ck_assert_str_eq(err.msg, "--cost: ridge_loss: -0.1 fraction is out of range [0, 1]");
 }
 END_TEST
 

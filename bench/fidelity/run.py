@@ -499,6 +499,18 @@ def collective_fit_row(table, r):
             and float(r["rate"]) == 2)
 
 
+# The rows the trtllm profile's ridge_loss was chosen on (fit_ridge.py): the
+# A100 FP16 128-token rows of the TensorRT-LLM v0.5 batch-1 table (M = 128
+# sits at the A100's ridge point; the FIT table bounds ridge_loss, these
+# two pick it inside that bound).
+RIDGE_FIT_TABLE = "trtllm_v0.5_batch1_first_token_latency_check"
+
+
+def ridge_fit_row(table, r):
+    return (table["name"] == RIDGE_FIT_TABLE and r["gpu"] == "A100-SXM4-80GB"
+            and r["isl"] == "128")
+
+
 THROUGHPUT = ("output_tok_s", "output_tok_s_per_gpu", "total_tok_s", "req_s")
 
 
@@ -518,6 +530,9 @@ def print_targets(pooled):
           and x[1]["arrival"] == "burst"], "median <= 10%, worst <= 20%")
     line("batch-1 first-token latency (TensorRT-LLM v0.5)",
          [x for x in check if "batch1" in x[0]["name"]], "median <= 12% (batch-1 steps)")
+    line("  the same without the 2 rows ridge_loss was chosen on",
+         [x for x in check if "batch1" in x[0]["name"] and not ridge_fit_row(x[0], x[1])],
+         "median <= 12% (batch-1 steps)")
     light = [x for x in check if "online_serving" in x[0]["name"] and x[1]["arrival"] == "poisson"
              and float(x[1]["rate"]) <= 8]
     line("online serving, QPS <= 8, mean ITL", [x for x in light if x[1]["metric"] == "itl_mean_ms"],
