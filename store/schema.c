@@ -660,3 +660,45 @@ const char *store_migration_sql(int from_version)
     pthread_once(&schema_once, schema_build);
     return migrations[from_version];
 }
+
+/* ------------------------------------------------------ fresh databases */
+
+/* The recording of store/schema_current.c (written by
+ * KVSIM_WRITE_SCHEMA=1 build/test_schema): the objects the migrations
+ * leave in sqlite_master, in creation order, and the fingerprint of the
+ * migration scripts it was recorded from. */
+extern const char store_schema_current[];
+extern const uint64_t store_schema_current_fingerprint;
+
+static uint64_t fingerprint;
+static pthread_once_t fingerprint_once = PTHREAD_ONCE_INIT;
+
+/* FNV-1a over every migration script with its version, so that any change
+ * to a script, to the run_fields table or to STORE_SCHEMA_VERSION changes
+ * it.  A script that could not be built (out of memory) leaves it 0, which
+ * no recording carries. */
+static void fingerprint_build(void)
+{
+    uint64_t h = 14695981039346656037ULL;
+    for (int v = 0; v < STORE_SCHEMA_VERSION; v++) {
+        const char *s = store_migration_sql(v);
+        if (!s)
+            return;
+        h = (h ^ (uint64_t)(v + 1)) * 1099511628211ULL;
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+            h = (h ^ *p) * 1099511628211ULL;
+    }
+    fingerprint = h ? h : 1;
+}
+
+uint64_t store_schema_fingerprint(void)
+{
+    pthread_once(&fingerprint_once, fingerprint_build);
+    return fingerprint;
+}
+
+const char *store_schema_fresh_sql(void)
+{
+    uint64_t f = store_schema_fingerprint();
+    return f && f == store_schema_current_fingerprint ? store_schema_current : NULL;
+}

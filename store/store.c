@@ -172,6 +172,23 @@ out:
     return rc;
 }
 
+/* *empty = 1 when sqlite_master lists nothing (a new file), so that the
+ * recorded current schema (store_schema_fresh_sql) may be created whole.
+ * Cost: one small query. */
+static int schema_empty(store *s, int *empty, kvs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    *empty = 0;
+    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) !=
+        SQLITE_OK)
+        return db_fail(s, err, NULL);
+    int rc = sqlite3_step(st) == SQLITE_ROW ? KVS_OK : db_fail(s, err, NULL);
+    if (rc == KVS_OK)
+        *empty = sqlite3_column_int64(st, 0) == 0;
+    sqlite3_finalize(st);
+    return rc;
+}
+
 static int refuse_newer(const store *s, int v, kvs_err *err)
 {
     return kvs_errf(err, KVS_EDB,
@@ -219,6 +236,17 @@ static int schema_migrate(store *s, kvs_err *err)
     if (v > STORE_SCHEMA_VERSION) {
         rc = refuse_newer(s, v, err);
         goto fail;
+    }
+    const char *fresh = v == 0 ? store_schema_fresh_sql() : NULL;
+    int empty = 0;
+    if (fresh && (rc = schema_empty(s, &empty, err)))
+        goto fail;
+    if (fresh && empty) {
+        if (sqlite3_exec(s->db, fresh, NULL, NULL, NULL) != SQLITE_OK) {
+            rc = db_fail(s, err, "creating the schema");
+            goto fail;
+        }
+        v = STORE_SCHEMA_VERSION;
     }
     for (; v < STORE_SCHEMA_VERSION; v++) {
         const char *sql = store_migration_sql(v);
