@@ -18,19 +18,12 @@
 /* Bytes per packed sched_member in steps.members (see docs/schema.md). */
 #define MEMBER_BYTES 24
 
-/* sched_req_status and sched_step_kind by name, for messages and the
- * steps table (whose CHECK rejects anything else). */
+/* sched_req_status by name, for messages. */
 static const char *req_status_name(int32_t v)
 {
     static const char *const names[] = {"pending", "waiting", "running",
                                         "swapped", "finished", "rejected"};
     return v >= 0 && v < 6 ? names[v] : "invalid";
-}
-
-static const char *step_kind_name(int32_t v)
-{
-    static const char *const names[] = {"prefill", "decode", "mixed"};
-    return v >= 0 && v < 3 ? names[v] : "invalid";
 }
 
 /* "PATH: what: sqlite message" as KVS_EDB; an I/O failure also names the
@@ -349,19 +342,39 @@ static int check_member_offsets(const run_result *res, int64_t *max_n, kvs_err *
     return KVS_OK;
 }
 
+/* The integrity step_rows no longer checks row by row (schema version
+ * 10), checked once per run before any row is written: a known kind and a
+ * step id that fits the key.  O(steps), no SQL. */
+static int check_steps(store *s, const run_result *res, kvs_err *err)
+{
+    for (int64_t i = 0; i < res->n_steps; i++) {
+        const sched_step *p = &res->steps[i].step;
+        if (p->kind < SCHED_STEP_PREFILL || p->kind > SCHED_STEP_MIXED)
+            return kvs_errf(err, KVS_EINTERNAL, "%s: step %lld: kind %d is not prefill, decode "
+                            "or mixed", store_path(s), (long long)p->index, (int)p->kind);
+        if (p->index < 0 || p->index >= ((int64_t)1 << 32))
+            return kvs_errf(err, KVS_EINTERNAL, "%s: step id %lld outside the row key",
+                            store_path(s), (long long)p->index);
+    }
+    return KVS_OK;
+}
+
+/* One prepared statement into step_rows, bound positionally and reset per
+ * row; step ids ascend, so every row is an append.  Cost: O(steps +
+ * members). */
 static int write_steps(store *s, int64_t run_id, const run_result *res, kvs_err *err)
 {
     static const char sql[] =
-        "INSERT INTO steps(run_id, step_id, start_s, dur_s, kind, n_prefill, "
+        "INSERT INTO step_rows(key, start_s, dur_s, kind_code, n_prefill, "
         "n_decode, tokens, kv_read, prefill_sq, kv_blocks_used, n_waiting, "
         "n_running, n_preempted, swap_out_blocks, swap_in_blocks, members, replica) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)";
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)";
     sqlite3 *db = store_db(s);
     sqlite3_stmt *st = NULL;
     unsigned char *buf = NULL;
     int64_t max_n;
     int rc = check_member_offsets(res, &max_n, err);
-    if (rc)
+    if (rc || (rc = check_steps(s, res, err)))
         return rc;
     /* At least one byte, so an empty step binds a zero-length blob, not NULL. */
     buf = malloc((size_t)max_n * MEMBER_BYTES + 1);
@@ -372,31 +385,31 @@ static int write_steps(store *s, int64_t run_id, const run_result *res, kvs_err 
         rc = db_fail(s, err, "preparing steps insert");
         goto out;
     }
+    const int64_t base = run_id << 32;
     for (int64_t i = 0; i < res->n_steps; i++) {
         const sched_step *p = &res->steps[i].step;
         int64_t off = res->steps[i].member_off;
         int64_t end = i + 1 < res->n_steps ? res->steps[i + 1].member_off : res->n_members;
         if (end > off)
             pack_members(buf, res->members + off, end - off);
-        int b = sqlite3_bind_int64(st, 1, run_id);
-        b |= sqlite3_bind_int64(st, 2, p->index);
-        b |= sqlite3_bind_double(st, 3, p->start_s);
-        b |= sqlite3_bind_double(st, 4, p->dur_s);
-        b |= sqlite3_bind_text(st, 5, step_kind_name(p->kind), -1, SQLITE_STATIC);
-        b |= sqlite3_bind_int64(st, 6, p->batch.n_prefill);
-        b |= sqlite3_bind_int64(st, 7, p->batch.n_decode);
-        b |= sqlite3_bind_int64(st, 8, p->batch.tokens);
-        b |= sqlite3_bind_int64(st, 9, p->batch.kv_read);
-        b |= sqlite3_bind_int64(st, 10, p->batch.prefill_sq);
-        b |= sqlite3_bind_int64(st, 11, p->kv_blocks_used);
-        b |= sqlite3_bind_int64(st, 12, p->n_waiting);
-        b |= sqlite3_bind_int64(st, 13, p->n_running);
-        b |= sqlite3_bind_int64(st, 14, p->n_preempted);
-        b |= sqlite3_bind_int64(st, 15, p->swap_out_blocks);
-        b |= sqlite3_bind_int64(st, 16, p->swap_in_blocks);
-        b |= sqlite3_bind_blob64(st, 17, buf, (sqlite3_uint64)((end - off) * MEMBER_BYTES),
+        int b = sqlite3_bind_int64(st, 1, base + p->index);
+        b |= sqlite3_bind_double(st, 2, p->start_s);
+        b |= sqlite3_bind_double(st, 3, p->dur_s);
+        b |= sqlite3_bind_int(st, 4, (int)p->kind);
+        b |= sqlite3_bind_int64(st, 5, p->batch.n_prefill);
+        b |= sqlite3_bind_int64(st, 6, p->batch.n_decode);
+        b |= sqlite3_bind_int64(st, 7, p->batch.tokens);
+        b |= sqlite3_bind_int64(st, 8, p->batch.kv_read);
+        b |= sqlite3_bind_int64(st, 9, p->batch.prefill_sq);
+        b |= sqlite3_bind_int64(st, 10, p->kv_blocks_used);
+        b |= sqlite3_bind_int64(st, 11, p->n_waiting);
+        b |= sqlite3_bind_int64(st, 12, p->n_running);
+        b |= sqlite3_bind_int64(st, 13, p->n_preempted);
+        b |= sqlite3_bind_int64(st, 14, p->swap_out_blocks);
+        b |= sqlite3_bind_int64(st, 15, p->swap_in_blocks);
+        b |= sqlite3_bind_blob64(st, 16, buf, (sqlite3_uint64)((end - off) * MEMBER_BYTES),
                                  SQLITE_STATIC);
-        b |= sqlite3_bind_int64(st, 18, res->steps[i].replica);
+        b |= sqlite3_bind_int64(st, 17, res->steps[i].replica);
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
             char what[64];
             snprintf(what, sizeof what, "writing step %lld", (long long)p->index);
