@@ -208,17 +208,26 @@ static const char *const req_col_names[REQ_COL_END] = {
     "first_token_s", "finish_s", "preemptions", "swaps", "swapped_s", "replica",
     "decode_replica", "kv_transfer_s", "max_itl_s", "reject_reason"};
 
-/* "INSERT INTO request_rows(key, ...) VALUES(?1, ...)" from req_col_names. */
-static void requests_insert_sql(char *sql, size_t cap)
+/* Rows per INSERT in the bulk statement: one sqlite3_step (and reset) per
+ * REQ_BATCH rows instead of per row; the last n % REQ_BATCH rows go one by
+ * one.  16 * 64 parameters stay under SQLite's 32766. */
+#define REQ_BATCH 64
+
+/* "INSERT INTO request_rows(key, ...) VALUES(?1, ...), ..." with `rows`
+ * groups of parameters, from req_col_names. */
+static void requests_insert_sql(char *sql, size_t cap, int rows)
 {
     size_t len = 0;
     append(sql, cap, &len, "INSERT INTO request_rows(");
     for (int c = 1; c < REQ_COL_END; c++)
         append(sql, cap, &len, c > 1 ? ",%s" : "%s", req_col_names[c]);
-    append(sql, cap, &len, ") VALUES(");
-    for (int c = 1; c < REQ_COL_END; c++)
-        append(sql, cap, &len, c > 1 ? ",?%d" : "?%d", c);
-    append(sql, cap, &len, ")");
+    append(sql, cap, &len, ") VALUES");
+    for (int r = 0; r < rows; r++) {
+        append(sql, cap, &len, r ? ",(" : "(");
+        for (int c = 1; c < REQ_COL_END; c++)
+            append(sql, cap, &len, c > 1 ? ",?%d" : "?%d", r * (REQ_COL_END - 1) + c);
+        append(sql, cap, &len, ")");
+    }
 }
 
 /* The integrity the table no longer checks row by row, checked once per run
@@ -244,60 +253,89 @@ static int check_requests(store *s, int64_t run_id, const run_result *res, kvs_e
     return KVS_OK;
 }
 
-/* One prepared statement, bound positionally and reset per row: the hot
- * loop of a write.  Keys ascend, so every row is an append at the end of
- * the table's B-tree.  Cost: O(n). */
+/* Bind request i's columns to the parameters of row group `g` of st;
+ * SQLITE_OK (0) or a failing bind's code ORed in. */
+static int bind_request(sqlite3_stmt *st, int g, int64_t base, const run_result *res, int64_t i)
+{
+    const trace_req *tq = &res->tr->reqs[i];
+    const sched_req_result *r = &res->reqs[i];
+    const int o = g * (REQ_COL_END - 1);
+    int b = sqlite3_bind_int64(st, o + REQ_COL_KEY, base + i);
+    b |= sqlite3_bind_double(st, o + REQ_COL_ARRIVAL_S, tq->arrival_s);
+    b |= sqlite3_bind_int64(st, o + REQ_COL_PROMPT_TOKENS, tq->prompt_tokens);
+    b |= sqlite3_bind_int64(st, o + REQ_COL_OUTPUT_TOKENS, tq->output_tokens);
+    b |= sqlite3_bind_int64(st, o + REQ_COL_PRIORITY, tq->priority);
+    b |= sqlite3_bind_int(st, o + REQ_COL_STATUS_CODE, r->status == SCHED_REQ_FINISHED ? 0 : 1);
+    b |= bind_nan_null(st, o + REQ_COL_FIRST_TOKEN_S, r->first_token_s);
+    b |= bind_nan_null(st, o + REQ_COL_FINISH_S, r->finish_s);
+    b |= sqlite3_bind_int64(st, o + REQ_COL_PREEMPTIONS, r->preemptions);
+    b |= sqlite3_bind_int64(st, o + REQ_COL_SWAPS, r->swaps);
+    b |= bind_nan_null(st, o + REQ_COL_SWAPPED_S, r->swapped_s);
+    b |= sqlite3_bind_int64(st, o + REQ_COL_REPLICA, res->replica ? res->replica[i] : 0);
+    if (res->decode && res->decode[i] >= 0)
+        b |= sqlite3_bind_int64(st, o + REQ_COL_DECODE_REPLICA, res->decode[i]);
+    else
+        b |= sqlite3_bind_null(st, o + REQ_COL_DECODE_REPLICA);
+    b |= bind_nan_null(st, o + REQ_COL_KV_TRANSFER_S,
+                       res->kv_transfer_s ? res->kv_transfer_s[i] : NAN);
+    b |= bind_nan_null(st, o + REQ_COL_MAX_ITL_S, res->max_itl_s ? res->max_itl_s[i] : NAN);
+    const char *why = sched_reject_reason_name(r->reject_reason);
+    b |= why ? sqlite3_bind_text(st, o + REQ_COL_REJECT_REASON, why, -1, SQLITE_STATIC)
+             : sqlite3_bind_null(st, o + REQ_COL_REJECT_REASON);
+    return b;
+}
+
+/* Requests [i, i + rows) through st (a statement of `rows` row groups):
+ * bind, step, reset.  KVS_OK, or KVS_EDB naming request i. */
+static int insert_requests(store *s, sqlite3_stmt *st, int rows, int64_t base,
+                           const run_result *res, int64_t i, kvs_err *err)
+{
+    int b = SQLITE_OK;
+    for (int g = 0; g < rows; g++)
+        b |= bind_request(st, g, base, res, i + g);
+    /* SQLITE_OK is 0, so any failing bind leaves b non-zero. */
+    if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
+        char what[80];
+        snprintf(what, sizeof what, rows > 1 ? "writing requests %lld to %lld" :
+                 "writing request %lld", (long long)i, (long long)(i + rows - 1));
+        int rc = db_fail(s, err, what);
+        sqlite3_reset(st);
+        return rc;
+    }
+    return sqlite3_reset(st) == SQLITE_OK ? KVS_OK
+                                          : db_fail(s, err, "resetting requests insert");
+}
+
+/* Prepared statements bound positionally: REQ_BATCH rows per step while
+ * that many are left, then one by one.  Keys ascend, so every row is an
+ * append at the end of the table's B-tree.  Cost: O(n). */
 static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_err *err)
 {
-    char sql[512];
-    requests_insert_sql(sql, sizeof sql);
+    static char sql_one[512], sql_batch[512 + REQ_BATCH * 128];
     sqlite3 *db = store_db(s);
-    sqlite3_stmt *st = NULL;
+    sqlite3_stmt *one = NULL, *batch = NULL;
     int rc = check_requests(s, run_id, res, err);
     if (rc)
         return rc;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+    const int64_t n = res->tr->n, base = run_id << 32;
+    requests_insert_sql(sql_one, sizeof sql_one, 1);
+    if (sqlite3_prepare_v2(db, sql_one, -1, &one, NULL) != SQLITE_OK)
         return db_fail(s, err, "preparing requests insert");
-    const trace_req *tq = res->tr->reqs;
-    const int64_t base = run_id << 32;
-    for (int64_t i = 0; i < res->tr->n; i++) {
-        const sched_req_result *r = &res->reqs[i];
-        int b = sqlite3_bind_int64(st, REQ_COL_KEY, base + i);
-        b |= sqlite3_bind_double(st, REQ_COL_ARRIVAL_S, tq[i].arrival_s);
-        b |= sqlite3_bind_int64(st, REQ_COL_PROMPT_TOKENS, tq[i].prompt_tokens);
-        b |= sqlite3_bind_int64(st, REQ_COL_OUTPUT_TOKENS, tq[i].output_tokens);
-        b |= sqlite3_bind_int64(st, REQ_COL_PRIORITY, tq[i].priority);
-        b |= sqlite3_bind_int(st, REQ_COL_STATUS_CODE, r->status == SCHED_REQ_FINISHED ? 0 : 1);
-        b |= bind_nan_null(st, REQ_COL_FIRST_TOKEN_S, r->first_token_s);
-        b |= bind_nan_null(st, REQ_COL_FINISH_S, r->finish_s);
-        b |= sqlite3_bind_int64(st, REQ_COL_PREEMPTIONS, r->preemptions);
-        b |= sqlite3_bind_int64(st, REQ_COL_SWAPS, r->swaps);
-        b |= bind_nan_null(st, REQ_COL_SWAPPED_S, r->swapped_s);
-        b |= sqlite3_bind_int64(st, REQ_COL_REPLICA, res->replica ? res->replica[i] : 0);
-        if (res->decode && res->decode[i] >= 0)
-            b |= sqlite3_bind_int64(st, REQ_COL_DECODE_REPLICA, res->decode[i]);
-        else
-            b |= sqlite3_bind_null(st, REQ_COL_DECODE_REPLICA);
-        b |= bind_nan_null(st, REQ_COL_KV_TRANSFER_S,
-                           res->kv_transfer_s ? res->kv_transfer_s[i] : NAN);
-        b |= bind_nan_null(st, REQ_COL_MAX_ITL_S, res->max_itl_s ? res->max_itl_s[i] : NAN);
-        const char *why = sched_reject_reason_name(r->reject_reason);
-        b |= why ? sqlite3_bind_text(st, REQ_COL_REJECT_REASON, why, -1, SQLITE_STATIC)
-                 : sqlite3_bind_null(st, REQ_COL_REJECT_REASON);
-        /* SQLITE_OK is 0, so any failing bind leaves b non-zero. */
-        if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
-            char what[64];
-            snprintf(what, sizeof what, "writing request %lld", (long long)i);
-            rc = db_fail(s, err, what);
+    int64_t i = 0;
+    if (n >= REQ_BATCH) {
+        requests_insert_sql(sql_batch, sizeof sql_batch, REQ_BATCH);
+        if (sqlite3_prepare_v2(db, sql_batch, -1, &batch, NULL) != SQLITE_OK) {
+            rc = db_fail(s, err, "preparing requests insert");
             goto out;
         }
-        if (sqlite3_reset(st) != SQLITE_OK) {
-            rc = db_fail(s, err, "resetting requests insert");
-            goto out;
-        }
+        for (; i + REQ_BATCH <= n && !rc; i += REQ_BATCH)
+            rc = insert_requests(s, batch, REQ_BATCH, base, res, i, err);
     }
+    for (; i < n && !rc; i++)
+        rc = insert_requests(s, one, 1, base, res, i, err);
 out:
-    sqlite3_finalize(st);
+    sqlite3_finalize(batch);
+    sqlite3_finalize(one);
     return rc;
 }
 
