@@ -397,70 +397,120 @@ static int check_steps(store *s, const run_result *res, kvs_err *err)
     return KVS_OK;
 }
 
-/* One prepared statement into step_rows, bound positionally and reset per
- * row; step ids ascend, so every row is an append.  Cost: O(steps +
- * members). */
+/* Steps per INSERT in the bulk statement, as REQ_BATCH for requests. */
+#define STEP_BATCH 64
+#define STEP_COLS 17
+
+/* "INSERT INTO step_rows(...) VALUES(?1, ...), ..." with `rows` groups. */
+static void steps_insert_sql(char *sql, size_t cap, int rows)
+{
+    size_t len = 0;
+    append(sql, cap, &len, "INSERT INTO step_rows(key, start_s, dur_s, kind_code, n_prefill, "
+                           "n_decode, tokens, kv_read, prefill_sq, kv_blocks_used, n_waiting, "
+                           "n_running, n_preempted, swap_out_blocks, swap_in_blocks, members, "
+                           "replica) VALUES");
+    for (int r = 0; r < rows; r++) {
+        append(sql, cap, &len, r ? ",(" : "(");
+        for (int c = 1; c <= STEP_COLS; c++)
+            append(sql, cap, &len, c > 1 ? ",?%d" : "?%d", r * STEP_COLS + c);
+        append(sql, cap, &len, ")");
+    }
+}
+
+/* Bind step i to row group g of st, its members packed into buf (which
+ * must outlive the step: bound SQLITE_STATIC); a failing bind's code. */
+static int bind_step(sqlite3_stmt *st, int g, int64_t base, const run_result *res, int64_t i,
+                     unsigned char *buf)
+{
+    const sched_step *p = &res->steps[i].step;
+    int64_t off = res->steps[i].member_off;
+    int64_t end = i + 1 < res->n_steps ? res->steps[i + 1].member_off : res->n_members;
+    if (end > off)
+        pack_members(buf, res->members + off, end - off);
+    const int o = g * STEP_COLS;
+    int b = sqlite3_bind_int64(st, o + 1, base + p->index);
+    b |= sqlite3_bind_double(st, o + 2, p->start_s);
+    b |= sqlite3_bind_double(st, o + 3, p->dur_s);
+    b |= sqlite3_bind_int(st, o + 4, (int)p->kind);
+    b |= sqlite3_bind_int64(st, o + 5, p->batch.n_prefill);
+    b |= sqlite3_bind_int64(st, o + 6, p->batch.n_decode);
+    b |= sqlite3_bind_int64(st, o + 7, p->batch.tokens);
+    b |= sqlite3_bind_int64(st, o + 8, p->batch.kv_read);
+    b |= sqlite3_bind_int64(st, o + 9, p->batch.prefill_sq);
+    b |= sqlite3_bind_int64(st, o + 10, p->kv_blocks_used);
+    b |= sqlite3_bind_int64(st, o + 11, p->n_waiting);
+    b |= sqlite3_bind_int64(st, o + 12, p->n_running);
+    b |= sqlite3_bind_int64(st, o + 13, p->n_preempted);
+    b |= sqlite3_bind_int64(st, o + 14, p->swap_out_blocks);
+    b |= sqlite3_bind_int64(st, o + 15, p->swap_in_blocks);
+    b |= sqlite3_bind_blob64(st, o + 16, buf, (sqlite3_uint64)((end - off) * MEMBER_BYTES),
+                             SQLITE_STATIC);
+    b |= sqlite3_bind_int64(st, o + 17, res->steps[i].replica);
+    return b;
+}
+
+/* Steps [i, i + rows) through st; group g packs its members at
+ * buf + g * stride.  KVS_OK, or KVS_EDB naming the first step. */
+static int insert_steps(store *s, sqlite3_stmt *st, int rows, int64_t base,
+                        const run_result *res, int64_t i, unsigned char *buf, size_t stride,
+                        kvs_err *err)
+{
+    int b = SQLITE_OK;
+    for (int g = 0; g < rows; g++)
+        b |= bind_step(st, g, base, res, i + g, buf + (size_t)g * stride);
+    if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
+        char what[80];
+        snprintf(what, sizeof what, rows > 1 ? "writing steps %lld to %lld" : "writing step %lld",
+                 (long long)res->steps[i].step.index,
+                 (long long)res->steps[i + rows - 1].step.index);
+        int rc = db_fail(s, err, what);
+        sqlite3_reset(st);
+        return rc;
+    }
+    return sqlite3_reset(st) == SQLITE_OK ? KVS_OK : db_fail(s, err, "resetting steps insert");
+}
+
+/* Prepared statements into step_rows, STEP_BATCH steps per step of SQLite
+ * while that many are left, then one by one; step ids ascend, so every
+ * row is an append.  Cost: O(steps + members). */
 static int write_steps(store *s, int64_t run_id, const run_result *res, kvs_err *err)
 {
-    static const char sql[] =
-        "INSERT INTO step_rows(key, start_s, dur_s, kind_code, n_prefill, "
-        "n_decode, tokens, kv_read, prefill_sq, kv_blocks_used, n_waiting, "
-        "n_running, n_preempted, swap_out_blocks, swap_in_blocks, members, replica) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)";
+    static char sql_one[1024], sql_batch[1024 + STEP_BATCH * 160];
     sqlite3 *db = store_db(s);
-    sqlite3_stmt *st = NULL;
+    sqlite3_stmt *one = NULL, *batch = NULL;
     unsigned char *buf = NULL;
     int64_t max_n;
     int rc = check_member_offsets(res, &max_n, err);
     if (rc || (rc = check_steps(s, res, err)))
         return rc;
-    /* At least one byte, so an empty step binds a zero-length blob, not NULL. */
-    buf = malloc((size_t)max_n * MEMBER_BYTES + 1);
+    /* At least one byte a group, so an empty step binds a zero-length
+     * blob, not NULL. */
+    const size_t stride = (size_t)max_n * MEMBER_BYTES + 1;
+    buf = malloc(stride * STEP_BATCH);
     if (!buf)
         return kvs_errf(err, KVS_ENOMEM, "%s: out of memory packing step members",
                         store_path(s));
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+    const int64_t n = res->n_steps, base = run_id << 32;
+    steps_insert_sql(sql_one, sizeof sql_one, 1);
+    if (sqlite3_prepare_v2(db, sql_one, -1, &one, NULL) != SQLITE_OK) {
         rc = db_fail(s, err, "preparing steps insert");
         goto out;
     }
-    const int64_t base = run_id << 32;
-    for (int64_t i = 0; i < res->n_steps; i++) {
-        const sched_step *p = &res->steps[i].step;
-        int64_t off = res->steps[i].member_off;
-        int64_t end = i + 1 < res->n_steps ? res->steps[i + 1].member_off : res->n_members;
-        if (end > off)
-            pack_members(buf, res->members + off, end - off);
-        int b = sqlite3_bind_int64(st, 1, base + p->index);
-        b |= sqlite3_bind_double(st, 2, p->start_s);
-        b |= sqlite3_bind_double(st, 3, p->dur_s);
-        b |= sqlite3_bind_int(st, 4, (int)p->kind);
-        b |= sqlite3_bind_int64(st, 5, p->batch.n_prefill);
-        b |= sqlite3_bind_int64(st, 6, p->batch.n_decode);
-        b |= sqlite3_bind_int64(st, 7, p->batch.tokens);
-        b |= sqlite3_bind_int64(st, 8, p->batch.kv_read);
-        b |= sqlite3_bind_int64(st, 9, p->batch.prefill_sq);
-        b |= sqlite3_bind_int64(st, 10, p->kv_blocks_used);
-        b |= sqlite3_bind_int64(st, 11, p->n_waiting);
-        b |= sqlite3_bind_int64(st, 12, p->n_running);
-        b |= sqlite3_bind_int64(st, 13, p->n_preempted);
-        b |= sqlite3_bind_int64(st, 14, p->swap_out_blocks);
-        b |= sqlite3_bind_int64(st, 15, p->swap_in_blocks);
-        b |= sqlite3_bind_blob64(st, 16, buf, (sqlite3_uint64)((end - off) * MEMBER_BYTES),
-                                 SQLITE_STATIC);
-        b |= sqlite3_bind_int64(st, 17, res->steps[i].replica);
-        if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
-            char what[64];
-            snprintf(what, sizeof what, "writing step %lld", (long long)p->index);
-            rc = db_fail(s, err, what);
+    int64_t i = 0;
+    if (n >= STEP_BATCH) {
+        steps_insert_sql(sql_batch, sizeof sql_batch, STEP_BATCH);
+        if (sqlite3_prepare_v2(db, sql_batch, -1, &batch, NULL) != SQLITE_OK) {
+            rc = db_fail(s, err, "preparing steps insert");
             goto out;
         }
-        if (sqlite3_reset(st) != SQLITE_OK) {
-            rc = db_fail(s, err, "resetting steps insert");
-            goto out;
-        }
+        for (; i + STEP_BATCH <= n && !rc; i += STEP_BATCH)
+            rc = insert_steps(s, batch, STEP_BATCH, base, res, i, buf, stride, err);
     }
+    for (; i < n && !rc; i++)
+        rc = insert_steps(s, one, 1, base, res, i, buf, stride, err);
 out:
-    sqlite3_finalize(st);
+    sqlite3_finalize(batch);
+    sqlite3_finalize(one);
     free(buf);
     return rc;
 }
