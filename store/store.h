@@ -1,6 +1,8 @@
 /* store.h — the SQLite store: owns the schema (versioned, one place:
- * store/schema.c) and writes each run in one transaction, so a reader never
- * sees half a run.  Tables: meta, runs, requests, steps, calibrations,
+ * store/schema.c, whose result for a new file is recorded in
+ * store/schema_current.c) and writes each run in one transaction, so a
+ * reader never sees half a run.  Tables: meta, runs, request_rows (behind
+ * the requests view), step_rows (behind the steps view), calibrations,
  * kernel_measurements, profiles, validations, validation_steps.
  *
  * The database is opened in WAL mode with a busy timeout; a locked, read-only
@@ -91,8 +93,12 @@ uint64_t store_schema_fingerprint(void);
  * (cfg->record_steps and res->steps); all in one transaction.  *run_id
  * receives the new key.  NaN is stored as NULL.  On failure nothing of the
  * run remains: KVS_EDB "PATH: what: sqlite message", or KVS_EINTERNAL for
- * step member offsets outside res->members.  Cost: O(requests + steps)
- * inserts, about a million rows per second or two. */
+ * what the row tables no longer check row by row (a request status that is
+ * not final, a length below 1, a step kind outside prefill/decode/mixed,
+ * an id beyond the key's 32 bits, step member offsets outside
+ * res->members), found before any row is written.  Rows go in 64 per
+ * INSERT.  Cost: O(requests + steps) inserts, about a million request
+ * rows per second. */
 int store_write_run(store *s, const run_config *cfg, const run_result *res,
                     int64_t *run_id, kvs_err *err);
 
