@@ -311,7 +311,8 @@ static int insert_requests(store *s, sqlite3_stmt *st, int rows, int64_t base,
  * append at the end of the table's B-tree.  Cost: O(n). */
 static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_err *err)
 {
-    static char sql_one[512], sql_batch[512 + REQ_BATCH * 128];
+    /* on the stack, not static: several threads may write runs at once */
+    char sql_one[512], sql_batch[512 + REQ_BATCH * 128];
     sqlite3 *db = store_db(s);
     sqlite3_stmt *one = NULL, *batch = NULL;
     int rc = check_requests(s, run_id, res, err);
@@ -475,7 +476,7 @@ static int insert_steps(store *s, sqlite3_stmt *st, int rows, int64_t base,
  * row is an append.  Cost: O(steps + members). */
 static int write_steps(store *s, int64_t run_id, const run_result *res, kvs_err *err)
 {
-    static char sql_one[1024], sql_batch[1024 + STEP_BATCH * 160];
+    char sql_one[1024], sql_batch[1024 + STEP_BATCH * 160]; /* per call: threads */
     sqlite3 *db = store_db(s);
     sqlite3_stmt *one = NULL, *batch = NULL;
     unsigned char *buf = NULL;
