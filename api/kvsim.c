@@ -95,8 +95,17 @@ int kvsim_run_execute(kvsim_run *r, kvsim_db *db)
         kvs_errf(&r->err, rc, "%s", e.msg);
         return rc;
     }
-    rc = run_execute(&r->opts.cfg, &r->tr, &cost, &r->res, &r->err);
+    cost_model dcost; /* --pd-tp: the decode pool's own */
+    if ((rc = job_cost_select_decode(&r->opts.cfg, &m, &g, &dcost, &e))) {
+        cost_model_free(&cost);
+        kvs_errf(&r->err, rc, "%s", e.msg);
+        return rc;
+    }
+    rc = run_execute_pools(&r->opts.cfg, &r->tr, &cost, dcost.vt ? &dcost : NULL, NULL, NULL,
+                           &r->res, &r->err);
     cost_model_free(&cost);
+    if (dcost.vt)
+        cost_model_free(&dcost);
     if (rc)
         return rc;
     r->executed = 1;

@@ -119,24 +119,29 @@ int cli_open_db(const char *cmd, const char *path, store **st)
     return 0;
 }
 
-int cli_parse_tp_list(const char *cmd, const char *arg, double *tps, int *n)
+int cli_parse_degrees(const char *cmd, const char *flag, const char *arg, double *tps, int *n)
 {
     char buf[256];
     if (strlen(arg) >= sizeof buf)
-        return cli_fail(cmd, "--tp-list: too long");
+        return cli_fail(cmd, "%s: too long", flag);
     strcpy(buf, arg);
     *n = 0;
     for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         int64_t v;
-        if (cli_parse_i64(cmd, "--tp-list", t, 1, 1024, &v))
+        if (cli_parse_i64(cmd, flag, t, 1, 1024, &v))
             return CLI_EXIT_ERR;
         if (*n && v <= tps[*n - 1])
-            return cli_fail(cmd, "--tp-list: give ascending degrees ('%s')", arg);
+            return cli_fail(cmd, "%s: give ascending degrees ('%s')", flag, arg);
         if (*n == CLI_MAX_TPS)
-            return cli_fail(cmd, "--tp-list: at most %d degrees", CLI_MAX_TPS);
+            return cli_fail(cmd, "%s: at most %d degrees", flag, CLI_MAX_TPS);
         tps[(*n)++] = (double)v;
     }
     if (*n == 0)
-        return cli_fail(cmd, "--tp-list: empty list");
+        return cli_fail(cmd, "%s: empty list", flag);
     return 0;
+}
+
+int cli_parse_tp_list(const char *cmd, const char *arg, double *tps, int *n)
+{
+    return cli_parse_degrees(cmd, "--tp-list", arg, tps, n);
 }

@@ -85,5 +85,7 @@ int cli_wants_help(int argc, char **argv);
  * CLI_MAX_TPS, into tps[*n].  Errors are printed (cli_fail) and return the
  * exit status; 0 on success. */
 int cli_parse_tp_list(const char *cmd, const char *arg, double *tps, int *n);
+/* The same for any flag of TP degrees (named in the errors). */
+int cli_parse_degrees(const char *cmd, const char *flag, const char *arg, double *tps, int *n);
 
 #endif

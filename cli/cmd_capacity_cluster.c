@@ -14,7 +14,7 @@
 
 
 typedef struct cluster_args {
-    const char *slo, *gpus, *price, *tps, *max_rep; /* the search's own flags */
+    const char *slo, *gpus, *price, *tps, *max_rep, *splits; /* the search's own flags */
     char **rest;            /* argv minus them: the run flags */
     int nrest;
     run_opts base;
@@ -22,6 +22,7 @@ typedef struct cluster_args {
     double tps_v[CLI_MAX_TPS];
     int ntp;
     int64_t max_replicas;
+    job_cluster_splits pd;  /* --pd-splits */
 } cluster_args;
 
 static int split_args(const char *cmd, int argc, char **argv, cluster_args *a)
@@ -30,6 +31,7 @@ static int split_args(const char *cmd, int argc, char **argv, cluster_args *a)
     const cli_own_flag own[] = {
         {"--search", &dummy},   {"--slo", &a->slo},      {"--gpus", &a->gpus},
         {"--price", &a->price}, {"--tp-list", &a->tps}, {"--max-replicas", &a->max_rep},
+        {"--pd-splits", &a->splits},
     };
     return cli_split_own_flags(cmd, argc, argv, own, (int)(sizeof own / sizeof own[0]), a->rest,
                                &a->nrest);
@@ -41,12 +43,11 @@ static void tp_skipped(void *ctx, const char *gpu, int64_t tp, const char *why)
         fprintf(stderr, "kvsim capacity: %s tp %lld skipped: %s\n", gpu, (long long)tp, why);
 }
 
-/* A run flag that the search sets itself. */
-static const char *searched_flag(const cluster_args *a)
+/* The run flag named `flag` (or one of own[0..n)) among the run flags. */
+static const char *given_flag(const cluster_args *a, const char *const *own, size_t n_own)
 {
-    static const char *const own[] = {"--gpu", "--tp", "--replicas", "--pd"};
     for (int i = 1; i < a->nrest; i++)
-        for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) {
+        for (size_t k = 0; k < n_own; k++) {
             size_t n = strlen(own[k]);
             if (!strncmp(a->rest[i], own[k], n) && (!a->rest[i][n] || a->rest[i][n] == '='))
                 return own[k];
@@ -57,10 +58,12 @@ static const char *searched_flag(const cluster_args *a)
 static int setup(const char *cmd, cluster_args *a, job_search *js)
 {
     kvs_err err;
-    const char *own = searched_flag(a);
-    if (own && !strcmp(own, "--pd"))
-        return cli_fail(cmd, "--search cluster: P:D splits are not searched yet "
-                             "(docs/cluster.md); drop --pd");
+    static const char *const searched[] = {"--gpu", "--tp", "--replicas", "--pd", "--pd-tp"};
+    const char *own = given_flag(a, searched, sizeof searched / sizeof searched[0]);
+    if (own && !strncmp(own, "--pd", 4))
+        return cli_fail(cmd, "--search cluster: %s is what is searched; drop it (use "
+                             "--pd-splits auto|P:D,..., with --tp-list for each pool)",
+                        own);
     if (own)
         return cli_fail(cmd, "--search cluster: %s is what is searched; drop it (use --gpus, "
                              "--tp-list, --max-replicas)",
@@ -81,9 +84,18 @@ static int setup(const char *cmd, cluster_args *a, job_search *js)
     a->ntp = 4;
     if (a->tps && cli_parse_tp_list(cmd, a->tps, a->tps_v, &a->ntp))
         return CLI_EXIT_ERR;
+    if (job_cluster_splits_parse(a->splits, a->max_replicas, &a->pd, &err))
+        return cli_fail(cmd, "%s", err.msg);
+    static const char *const link[] = {"--kv-link"};
+    if (a->pd.n == 0 && given_flag(a, link, 1))
+        return cli_fail(cmd, "--kv-link: applies only with --pd-splits (the P:D candidates)");
     run_opts_defaults(&a->base);
     if (run_opts_parse_argv(cmd, &a->base, a->nrest, a->rest))
         return CLI_EXIT_ERR;
+    if (a->pd.n > 0 && a->base.cfg.sched.engine != SCHED_ENGINE_VLLM_V1)
+        return cli_fail(cmd, "--pd-splits: disaggregated serving needs --engine vllm-v1; the "
+                             "%s profile has no KV hand-off (docs/cluster.md, D7)",
+                        sched_engine_name(a->base.cfg.sched.engine));
     job_check(&a->base, &err); /* errors come back with the first probe, named */
     js->param = "cost_per_hour";
     return 0;
@@ -97,9 +109,9 @@ static int create_search(const char *cmd, const cluster_args *a, job_search *js,
         return cli_fail(cmd, "out of memory");
     char desc[1536];
     snprintf(desc, sizeof desc, "search=cluster\nslo=%s\ngpus=%s\nprice=%s\ntp-list=%s\n"
-                                "max-replicas=%lld\n",
+                                "max-replicas=%lld\npd-splits=%s\n",
              a->slo, a->gpus, a->price, a->tps ? a->tps : "1,2,4,8",
-             (long long)a->max_replicas);
+             (long long)a->max_replicas, a->splits ? a->splits : "none");
     int rc = 0;
     store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL, 0, NULL, NULL, NULL};
     if (cli_open_db(cmd, a->base.db, st))
@@ -140,9 +152,16 @@ static int probe(const char *cmd, job_search *js, const cluster_args *a,
 
 static void describe(char *buf, size_t n, const cluster_args *a, const job_cluster_cand *k)
 {
-    snprintf(buf, n, "%lld x %s tp %lld (%lld GPUs, $%.2f/h)", (long long)k->replicas,
-             a->prices.gpu[k->gpu], (long long)k->tp, (long long)(k->replicas * k->tp),
-             k->cost_h);
+    if (k->p > 0)
+        snprintf(buf, n, "P:D %lld:%lld on %s, prefill tp %lld, decode tp %lld (%lld GPUs, "
+                         "$%.2f/h)",
+                 (long long)k->p, (long long)(k->replicas - k->p), a->prices.gpu[k->gpu],
+                 (long long)k->tp, (long long)k->tp_d, (long long)job_cluster_cand_gpus(k),
+                 k->cost_h);
+    else
+        snprintf(buf, n, "%lld x %s tp %lld, aggregated (%lld GPUs, $%.2f/h)",
+                 (long long)k->replicas, a->prices.gpu[k->gpu], (long long)k->tp,
+                 (long long)job_cluster_cand_gpus(k), k->cost_h);
 }
 
 static void print_result(const cluster_args *a, const job_search *js, const cap_result *r,
@@ -164,8 +183,14 @@ static void print_result(const cluster_args *a, const job_search *js, const cap_
             printf(", \"gpu\": \"%s\", \"tp\": %lld, \"replicas\": %lld, \"gpus\": %lld, "
                    "\"cost_per_hour\": %.17g, \"cost_per_mtok\": %.17g, \"run_id\": %lld",
                    a->prices.gpu[found->gpu], (long long)found->tp, (long long)found->replicas,
-                   (long long)(found->tp * found->replicas), found->cost_h, per_mtok,
+                   (long long)job_cluster_cand_gpus(found), found->cost_h, per_mtok,
                    (long long)r->lo.run_id);
+        if (found && found->p > 0)
+            printf(", \"layout\": \"pd\", \"pd\": \"%lld:%lld\", \"decode_tp\": %lld",
+                   (long long)found->p, (long long)(found->replicas - found->p),
+                   (long long)found->tp_d);
+        else if (found)
+            printf(", \"layout\": \"aggregated\"");
         printf("}\n");
         return;
     }
@@ -252,8 +277,8 @@ int capacity_cluster_main(int argc, char **argv)
         goto out;
     int verbose = !a.base.quiet && !a.base.json;
     kvs_err err;
-    if (job_cluster_candidates(&a.base, &a.prices, a.tps_v, a.ntp, a.max_replicas, tp_skipped,
-                               &verbose, &cand, &n, &err)) {
+    if (job_cluster_candidates(&a.base, &a.prices, a.tps_v, a.ntp, a.max_replicas, &a.pd,
+                               tp_skipped, &verbose, &cand, &n, &err)) {
         rc = cli_fail(cmd, "%s", err.msg);
         goto out;
     }
@@ -268,6 +293,7 @@ int capacity_cluster_main(int argc, char **argv)
         rc = cli_fail(cmd, "--db: %s", ferr.msg);
 out:
     free(cand);
+    job_cluster_splits_free(&a.pd);
     store_close(st);
     free(a.rest);
     return rc;

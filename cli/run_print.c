@@ -33,6 +33,11 @@ static void print_replicas(FILE *f, const run_config *c, const run_result *res)
                    "max %.3f ms\n",
                 c->pd, c->kv_link[0] ? c->kv_link : "nvlink", (long long)res->kv_transfers,
                 1e3 * res->kv_transfer_mean_s, 1e3 * res->kv_transfer_max_s);
+    if (res->decode && c->pd_tp[0]) /* --pd-tp: each pool its own TP (D1a) */
+        fprintf(f, "  pools            prefill tp %lld (%lld KV blocks each), decode tp %lld "
+                   "(%lld KV blocks each)\n",
+                (long long)c->tp, (long long)c->sched.total_blocks, (long long)c->decode_tp,
+                (long long)c->decode_sched.total_blocks);
     for (int64_t r = 0; r < res->n_replicas; r++) {
         const run_summary *s = &res->replicas[r].sum;
         char name[32];

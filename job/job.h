@@ -105,9 +105,16 @@ const char *job_param_negation(const char *name);
 int job_model_lookup(const run_config *c, model_spec *m, gpu_spec *g, kvs_err *err);
 /* The model and GPU of o, as the run sees them: looked up, --dtype and
  * --kv-cache-dtype applied, the parallel layout checked (model_check_par)
- * and the engine profile's defaults filled into o.  Errors name the flag.
- * Cost: a lookup (a config file read for a path). */
+ * and the engine profile's defaults filled into o.  With --pd-tp TP_P:TP_D
+ * and no --tp, tp becomes TP_P; TP_D's layout is checked too.  Errors name
+ * the flag.  Cost: a lookup (a config file read for a path). */
 int job_model_setup(job_opts *o, model_spec *m, gpu_spec *g, kvs_err *err);
+/* job_model_setup, then the KV budget o's engine would size its cache with
+ * (rule, --gpu-mem-util, block size, token budget and max-seqs as the
+ * profile and flags resolve them, run_config_resolve_budget), so that
+ * `kvsim capacity` reports the blocks `kvsim run` would get.  Cost: as
+ * job_model_setup. */
+int job_kv_budget(job_opts *o, model_spec *m, gpu_spec *g, model_kv_budget *b, kvs_err *err);
 
 /* 1 if parameter `name` was set on o by name. */
 int job_param_given(const job_opts *o, const char *name);
@@ -175,6 +182,14 @@ int job_check(const job_opts *o, kvs_err *err);
  * O(1), or one profile read.  Errors name the flag once ("--cost: ..."). */
 int job_cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, store *st,
                     int force, cost_model *out, kvs_err *err);
+
+/* The decode pool's cost model under --pd when its TP (cfg->decode_tp,
+ * resolved) differs from cfg->tp: cfg->cost built at decode_tp into *out;
+ * otherwise out->vt stays NULL (every engine uses job_cost_select's).  A
+ * calibrated profile is fitted at one TP, so it is refused then (naming
+ * --pd-tp).  Caller frees *out when out->vt is set.  Cost: O(1). */
+int job_cost_select_decode(const run_config *cfg, const model_spec *m, const gpu_spec *g,
+                           cost_model *out, kvs_err *err);
 
 /* Prepare, select the cost model, simulate and store one run in st (tagged
  * with cfg.compare_id / cfg.sweep_id when > 0).  On success *run_id is the

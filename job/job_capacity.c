@@ -277,7 +277,11 @@ int job_search_param(const job_opts *base, int tp, const char **param, double *x
     *native_rps = 0;
     if (tp) {
         *param = "tp";
-        return KVS_OK;
+        return base->cfg.pd_tp[0]
+                   ? kvs_errf(err, KVS_EINVAL, "--search tp: it varies --tp, which --pd-tp "
+                                               "fixes; drop --pd-tp (or search with "
+                                               "--search cluster --pd-splits)")
+                   : KVS_OK;
     }
     if (!base->cfg.synthetic[0]) {
         int rc = job_workload_rate(base, native_rps, err);

@@ -23,3 +23,21 @@ int job_cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, sto
     cost_model_describe(out, cfg->cost_desc, sizeof cfg->cost_desc);
     return KVS_OK;
 }
+
+int job_cost_select_decode(const run_config *cfg, const model_spec *m, const gpu_spec *g,
+                           cost_model *out, kvs_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (cfg->decode_tp <= 0 || cfg->decode_tp == cfg->tp)
+        return KVS_OK;
+    if (!strncmp(cfg->cost, "calibrated", 10))
+        return kvs_errf(err, KVS_EINVAL, "--pd-tp %s: a calibrated cost profile is fitted at one "
+                                         "TP degree; give both pools one TP or an analytic --cost",
+                        cfg->pd_tp);
+    kvs_err e;
+    int rc = cost_model_create_env(cfg->cost, &(cost_env){m, g, cfg->decode_tp, cfg->ep, cfg->cp},
+                                   out, &e);
+    if (rc)
+        return kvs_errf(err, rc, "--pd-tp: the decode pool's cost model: %s", e.msg);
+    return KVS_OK;
+}

@@ -18,7 +18,7 @@ enum {
     P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX, P_ENGINE,
     P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP, P_CP, P_REPLICAS,
     P_ROUTER, P_ROUTER_SEED, P_AFFINITY_CAP, P_PD, P_KV_LINK, P_GOODPUT, P_RESJSON,
-    P_RESDETAIL, P_RATE_RPS, P_KVCACHE, P_PRIOS, P_FRONTEND
+    P_RESDETAIL, P_RATE_RPS, P_KVCACHE, P_PRIOS, P_FRONTEND, P_PD_TP
 };
 
 #define I64MAX40 1099511627776.0 /* 2^40 */
@@ -146,6 +146,9 @@ static const job_param params[] = {
      "disaggregated serving: P prefill and D decode replicas" IND
      "(vllm-v1; --replicas left out or P + D; --router picks" IND
      "the prefill replica; docs/cluster.md section D)", JOB_VARY_ALL},
+    {"pd-tp", P_PD_TP, JOB_PARAM_STR, 0, 0, "cluster", "TP_P:TP_D",
+     "--pd: the TP degree of each prefill and of each decode" IND
+     "replica (default both --tp; --tp left out or TP_P)", JOB_VARY_ALL},
     {"kv-link", P_KV_LINK, JOB_PARAM_STR, 0, 0, "cluster", "LINK",
      "--pd: the link that moves the KV: nvlink | ib | roce |" IND
      "BW_GBPS:LAT_US (default nvlink)", JOB_VARY_ALL},
@@ -302,6 +305,7 @@ static char *str_field(job_opts *o, int id, size_t *n)
     case P_ROUTER: *n = sizeof c->router; return c->router;
     case P_PD: *n = sizeof c->pd; return c->pd;
     case P_KV_LINK: *n = sizeof c->kv_link; return c->kv_link;
+    case P_PD_TP: *n = sizeof c->pd_tp; return c->pd_tp;
     default: return NULL;
     }
 }

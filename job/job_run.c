@@ -27,13 +27,47 @@ int job_model_lookup(const run_config *c, model_spec *m, gpu_spec *g, kvs_err *e
     return run_config_apply_dtypes(c, m, err);
 }
 
+/* --pd-tp TP_P:TP_D: tp becomes TP_P unless --tp was given (a mismatch is
+ * cluster_config_check's error), and TP_D's layout must hold too. */
+static int pd_tp_setup(job_opts *o, const model_spec *m, kvs_err *err)
+{
+    int64_t tp_p, tp_d;
+    int rc = cluster_pd_tp_parse(o->cfg.pd_tp, &tp_p, &tp_d, err);
+    if (rc || tp_p == 0)
+        return rc;
+    if (!job_param_given(o, "tp"))
+        o->cfg.tp = tp_p;
+    model_par par = {tp_d, o->cfg.ep, o->cfg.cp};
+    kvs_err e;
+    if ((rc = model_check_par(m, &par, &e)))
+        return kvs_errf(err, rc, "--pd-tp %s: the decode pool: %s", o->cfg.pd_tp, e.msg);
+    return KVS_OK;
+}
+
 int job_model_setup(job_opts *o, model_spec *m, gpu_spec *g, kvs_err *err)
 {
-    model_par par = {o->cfg.tp, o->cfg.ep, o->cfg.cp};
     int rc;
-    if ((rc = job_model_lookup(&o->cfg, m, g, err)) || (rc = model_check_par(m, &par, err)))
+    if ((rc = job_model_lookup(&o->cfg, m, g, err)) || (rc = pd_tp_setup(o, m, err)))
+        return rc;
+    model_par par = {o->cfg.tp, o->cfg.ep, o->cfg.cp};
+    if ((rc = model_check_par(m, &par, err)))
         return rc;
     return job_engine_apply(o, m, g, err);
+}
+
+int job_kv_budget(job_opts *o, model_spec *m, gpu_spec *g, model_kv_budget *b, kvs_err *err)
+{
+    int rc = job_model_setup(o, m, g, err);
+    if (rc)
+        return rc;
+    run_config *c = &o->cfg;
+    run_config_resolve_budget(c, m);
+    b->rule = (model_kv_rule)c->kv_rule;
+    b->frac = c->gpu_mem_util;
+    b->block_size = c->sched.block_size;
+    b->max_batched_tokens = c->sched.max_batched_tokens;
+    b->max_seqs = c->sched.max_seqs;
+    return KVS_OK;
 }
 
 int job_check(const job_opts *o, kvs_err *err)
@@ -202,15 +236,16 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kv
         return rc;
     if ((rc = job_prepare(o, &m, &g, &tr, err)))
         return rc;
-    cost_model cost = {0};
+    cost_model cost = {0}, dcost = {0};
     run_result res = {0};
     kvs_err e;
-    if ((rc = job_cost_select(&o->cfg, &m, &g, st, o->force_profile, &cost, &e))) {
+    if ((rc = job_cost_select(&o->cfg, &m, &g, st, o->force_profile, &cost, &e)) ||
+        (rc = job_cost_select_decode(&o->cfg, &m, &g, &dcost, &e))) {
         kvs_errf(err, rc, "%s", e.msg);
         goto done;
     }
-    if ((rc = run_execute_progress(&o->cfg, &tr, &cost, o->progress, o->progress_ctx, &res,
-                                   &e))) {
+    if ((rc = run_execute_pools(&o->cfg, &tr, &cost, dcost.vt ? &dcost : NULL, o->progress,
+                                o->progress_ctx, &res, &e))) {
         kvs_err e2;
         int64_t failed_id = 0;
         if (store_save_failed_run(st, &o->cfg, &tr, e.msg, res.started_at, res.wall_s,
@@ -238,6 +273,8 @@ done:
     run_result_free(&res);
     if (cost.vt)
         cost_model_free(&cost);
+    if (dcost.vt)
+        cost_model_free(&dcost);
     trace_free(&tr);
     return rc;
 }

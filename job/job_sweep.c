@@ -375,7 +375,7 @@ void job_sweep_simulate(const job_sweep *p, int64_t index, store *cost_st, run_p
     job_opts o;
     model_spec m;
     gpu_spec g;
-    cost_model cost = {0};
+    cost_model cost = {0}, dcost = {0};
     kvs_err e;
     memset(out, 0, sizeof *out);
     if (err)
@@ -399,8 +399,14 @@ void job_sweep_simulate(const job_sweep *p, int64_t index, store *cost_st, run_p
         snprintf(out->error, sizeof out->error, "%s", e.msg);
         return;
     }
+    if (job_cost_select_decode(&o.cfg, &m, &g, &dcost, &e)) {
+        snprintf(out->error, sizeof out->error, "%s", e.msg);
+        cost_model_free(&cost);
+        return;
+    }
     out->cfg = o.cfg;
-    if (run_execute(&o.cfg, &out->tr, &cost, &out->res, &e)) {
+    if (run_execute_pools(&o.cfg, &out->tr, &cost, dcost.vt ? &dcost : NULL, NULL, NULL,
+                          &out->res, &e)) {
         out->status = 1;
         snprintf(out->error, sizeof out->error, "%s", e.msg);
         run_result_free(&out->res);
@@ -409,6 +415,8 @@ void job_sweep_simulate(const job_sweep *p, int64_t index, store *cost_st, run_p
         out->res.tr = &out->tr;
     }
     cost_model_free(&cost);
+    if (dcost.vt)
+        cost_model_free(&dcost);
 }
 
 int job_sweep_store(const job_sweep *p, store *st, const run_packed *r, int64_t *run_id,

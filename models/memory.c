@@ -12,6 +12,9 @@
  *                 tokens = floor(KV / bytes per token), blocks = ceil(tokens / bs) */
 #include "model.h"
 
+#include <assert.h>
+#include <string.h>
+
 #define GIB_I ((int64_t)1 << 30)
 #define GIB_D 1073741824.0
 
@@ -91,6 +94,7 @@ int model_kv_capacity_rule(const model_spec *m, const gpu_spec *g, const model_p
                         (double)c.activation_bytes / GIB_D, (double)other / GIB_D,
                         (long long)tp, g->name, (double)total / GIB_D, flag, frac);
     c.kv_bytes = (int64_t)kv;
+    c.nontorch_bytes = other;
     if (rule == MODEL_KV_RULE_VLLM) {
         c.kv_blocks = c.kv_bytes / c.block_bytes;
     } else {
@@ -100,5 +104,88 @@ int model_kv_capacity_rule(const model_spec *m, const gpu_spec *g, const model_p
     c.kv_tokens = c.kv_blocks * block_size;
     *out = c;
     (void)GIB_I;
+    return KVS_OK;
+}
+
+int model_fit_check_rule(const model_spec *m, const gpu_spec *g, const model_par *p,
+                         model_kv_rule rule, double frac, int64_t max_batched_tokens,
+                         int64_t max_seqs, model_fit *out, kvs_err *err)
+{
+    /* model_fit_check validates p, frac and the budget and sizes the weights
+     * and the activation peak; the engine rules then change what is usable. */
+    int rc = model_fit_check(m, g, p, frac, max_batched_tokens, max_seqs, out, err);
+    if (rc || rule == MODEL_KV_RULE_KVSIM)
+        return rc;
+    model_fit f = *out;
+    const int64_t total = model_cuda_total_bytes(g);
+    f.nontorch_bytes = model_nontorch_bytes(p->tp);
+    /* every term < 2^62 (weights are capped by model.h's limits) */
+    const double need = (double)f.weight_bytes + (double)f.activation_bytes +
+                        (double)f.nontorch_bytes;
+    f.usable_bytes = rule == MODEL_KV_RULE_VLLM ? (int64_t)(frac * (double)total) : total;
+    f.fits = need < (double)f.usable_bytes;
+    f.free_bytes = f.missing_bytes = 0;
+    if (f.fits)
+        f.free_bytes = rule == MODEL_KV_RULE_VLLM
+                           ? (int64_t)((double)f.usable_bytes - need)
+                           : (int64_t)(frac * ((double)total - need));
+    else
+        f.missing_bytes = (int64_t)(need - (double)f.usable_bytes) + 1;
+    *out = f;
+    return KVS_OK;
+}
+
+/* The longest context whose paged KV fits in avail bytes: a bisection on a
+ * monotone function, capped at 2^40 tokens. */
+static int64_t longest_context(const model_spec *m, const model_par *p, int64_t block_size,
+                               int64_t avail)
+{
+    int64_t lo = 0, hi = (int64_t)1 << 40;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (model_kv_request_block_bytes(m, p, mid, block_size) <= avail)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+int model_kv_plan_eval(const model_spec *m, const gpu_spec *g, const model_par *p,
+                       const model_kv_budget *b, int64_t seq_len, model_kv_plan *out,
+                       kvs_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (seq_len < 1)
+        return kvs_errf(err, KVS_EINVAL, "--seq-len: %lld is out of range", (long long)seq_len);
+    int rc = model_fit_check_rule(m, g, p, b->rule, b->frac, b->max_batched_tokens,
+                                  b->max_seqs, &out->fit, err);
+    if (rc)
+        return rc;
+    if (b->block_size < 1 || b->block_size > 65536)
+        return kvs_errf(err, KVS_EINVAL, "--block-size: %lld is out of range [1, 65536]",
+                        (long long)b->block_size);
+    const int64_t per_rank = (seq_len + p->cp - 1) / p->cp;
+    out->blocks_per_req = (per_rank + b->block_size - 1) / b->block_size;
+    out->req_bytes = model_kv_request_block_bytes(m, p, seq_len, b->block_size);
+    out->req_exact = model_kv_request_bytes(m, p, seq_len);
+    kv_capacity *c = &out->c;
+    if (!out->fit.fits) {
+        c->kv_bytes_per_token = model_kv_bytes_per_token(m, p->tp);
+        c->weight_bytes = out->fit.weight_bytes;
+        c->activation_bytes = out->fit.activation_bytes;
+        c->usable_bytes = out->fit.usable_bytes;
+        c->nontorch_bytes = out->fit.nontorch_bytes;
+        c->block_bytes = b->block_size * c->kv_bytes_per_token;
+        return KVS_OK;
+    }
+    rc = model_kv_capacity_rule(m, g, p, b->rule, b->frac, b->block_size,
+                                b->max_batched_tokens, b->max_seqs, c, err);
+    if (rc)
+        return rc;
+    assert(c->kv_blocks >= 0 && c->block_bytes > 0);
+    const int64_t avail = c->kv_blocks * c->block_bytes;
+    out->max_batch = out->req_bytes > 0 ? avail / out->req_bytes : 0;
+    out->max_context = longest_context(m, p, b->block_size, avail);
     return KVS_OK;
 }

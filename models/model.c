@@ -538,6 +538,15 @@ int model_fit_min_par(const model_spec *m, const gpu_spec *g, const model_par *p
                       double mem_util, int64_t max_batched_tokens, int64_t max_seqs,
                       int64_t max_tp, model_par *out, model_fit *fit, kvs_err *err)
 {
+    return model_fit_min_par_rule(m, g, p_in, MODEL_KV_RULE_KVSIM, mem_util,
+                                  max_batched_tokens, max_seqs, max_tp, out, fit, err);
+}
+
+int model_fit_min_par_rule(const model_spec *m, const gpu_spec *g, const model_par *p_in,
+                           model_kv_rule rule, double mem_util, int64_t max_batched_tokens,
+                           int64_t max_seqs, int64_t max_tp, model_par *out, model_fit *fit,
+                           kvs_err *err)
+{
     model_fit f = {0};
     int tried = 0;
     if (max_tp < 1 || max_tp > 1024)
@@ -547,7 +556,8 @@ int model_fit_min_par(const model_spec *m, const gpu_spec *g, const model_par *p
         model_par p = {tp, p_in->ep, p_in->cp};
         if (model_check_par(m, &p, NULL))
             continue;
-        int rc = model_fit_check(m, g, &p, mem_util, max_batched_tokens, max_seqs, &f, err);
+        int rc = model_fit_check_rule(m, g, &p, rule, mem_util, max_batched_tokens, max_seqs,
+                                      &f, err);
         if (rc)
             return rc;
         tried = 1;
@@ -563,8 +573,8 @@ int model_fit_min_par(const model_spec *m, const gpu_spec *g, const model_par *p
                 model_par p = {gpus / ep, ep, p_in->cp};
                 if (model_check_par(m, &p, NULL))
                     continue;
-                int rc = model_fit_check(m, g, &p, mem_util, max_batched_tokens, max_seqs, &f,
-                                         err);
+                int rc = model_fit_check_rule(m, g, &p, rule, mem_util, max_batched_tokens,
+                                              max_seqs, &f, err);
                 if (rc)
                     return rc;
                 tried = 1;

@@ -247,7 +247,8 @@ typedef struct kv_capacity {
     int64_t kv_bytes_per_token;  /* per GPU */
     int64_t weight_bytes;        /* per GPU */
     int64_t activation_bytes;    /* per GPU reserve */
-    int64_t usable_bytes;        /* gpu_mem * util, per GPU */
+    int64_t usable_bytes;        /* gpu_mem * util, per GPU (engine rules: see model_kv_rule) */
+    int64_t nontorch_bytes;      /* per GPU outside the engine's tensors (engine rules; else 0) */
     int64_t kv_bytes;            /* usable - weights - activations, >= 0 */
     int64_t block_bytes;         /* block_size * kv_bytes_per_token */
     int64_t kv_blocks;           /* floor(kv_bytes / block_bytes) */
@@ -395,9 +396,11 @@ typedef struct model_fit {
     int fits;                /* 1 when weights + activations <= usable */
     int64_t weight_bytes;    /* per GPU (model_weight_bytes_par) */
     int64_t activation_bytes;/* per GPU (model_activation_reserve at tp) */
-    int64_t usable_bytes;    /* gpu_usable_bytes(mem_bytes, mem_util) */
-    int64_t free_bytes;      /* usable - weights - activations when fits, else 0 */
-    int64_t missing_bytes;   /* weights + activations - usable when not, else 0 */
+    int64_t usable_bytes;    /* gpu_usable_bytes(mem_bytes, mem_util); engine rules: see
+                              * model_fit_check_rule */
+    int64_t nontorch_bytes;  /* per GPU outside the engine's tensors (engine rules; else 0) */
+    int64_t free_bytes;      /* KV memory the rule leaves when fits, else 0 */
+    int64_t missing_bytes;   /* what the layout lacks per GPU when it does not fit, else 0 */
 } model_fit;
 /* Fill *out; "does not fit" is fits = 0 and KVS_OK, never an error.
  * KVS_EINVAL only for a bad p, mem_util outside (0, 1], or max_batched_tokens
@@ -564,5 +567,47 @@ int model_kv_capacity_rule(const model_spec *m, const gpu_spec *g, const model_p
                            model_kv_rule rule, double frac, int64_t block_size,
                            int64_t max_batched_tokens, int64_t max_seqs, kv_capacity *out,
                            kvs_err *err);
+/* model_fit_check under an engine's rule.  KVSIM: exactly model_fit_check.
+ * VLLM: usable = frac * total, need = weights + activation peak + non-torch
+ * memory, fits when need < usable (the rule then leaves KV memory > 0).
+ * TRTLLM: usable = total, fits when need < total, free = frac * (total -
+ * need).  "Does not fit" is fits 0 and KVS_OK; errors as model_fit_check.
+ * Cost: O(1). */
+int model_fit_check_rule(const model_spec *m, const gpu_spec *g, const model_par *p,
+                         model_kv_rule rule, double frac, int64_t max_batched_tokens,
+                         int64_t max_seqs, model_fit *out, kvs_err *err);
+/* model_fit_min_par with fits judged by model_fit_check_rule(rule, frac). */
+int model_fit_min_par_rule(const model_spec *m, const gpu_spec *g, const model_par *p_in,
+                           model_kv_rule rule, double frac, int64_t max_batched_tokens,
+                           int64_t max_seqs, int64_t max_tp, model_par *out, model_fit *fit,
+                           kvs_err *err);
+
+/* How an engine sizes its KV cache: its rule and the settings it reads. */
+typedef struct model_kv_budget {
+    model_kv_rule rule;
+    double frac;                /* --gpu-mem-util (TensorRT-LLM: free memory fraction) */
+    int64_t block_size;         /* tokens per KV block */
+    int64_t max_batched_tokens; /* tokens per step: sizes the activation peak */
+    int64_t max_seqs;           /* sequences per step: sizes the logits reserve */
+} model_kv_budget;
+
+/* The KV memory plan of one layout for requests of seq_len tokens. */
+typedef struct model_kv_plan {
+    model_fit fit;          /* under the budget's rule */
+    kv_capacity c;          /* the rule's capacity; when !fit.fits only the per-token,
+                             * weight, activation, usable, non-torch and block figures */
+    int64_t req_bytes;      /* paged KV bytes of one request of seq_len, per GPU */
+    int64_t req_exact;      /* the same without block rounding */
+    int64_t blocks_per_req; /* blocks: ceil(ceil(seq_len / cp) / block_size) */
+    int64_t max_batch;      /* requests of seq_len the KV blocks hold (0 when !fits) */
+    int64_t max_context;    /* tokens: the longest single request the blocks hold, cp
+                             * included (0 when !fits) */
+} model_kv_plan;
+/* Fill *out for layout p under budget b.  "Does not fit" is fit.fits 0 and
+ * KVS_OK; KVS_EINVAL for a bad layout or budget, naming the flag.  Cost:
+ * O(40) request-size evaluations (a bisection on the longest context). */
+int model_kv_plan_eval(const model_spec *m, const gpu_spec *g, const model_par *p,
+                       const model_kv_budget *b, int64_t seq_len, model_kv_plan *out,
+                       kvs_err *err);
 
 #endif

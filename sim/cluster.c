@@ -39,23 +39,53 @@ int cluster_pd_parse(const char *pd, int64_t *p, int64_t *d, kvs_err *err)
     return KVS_OK;
 }
 
-/* The --pd and --kv-link checks of cluster_config_check. */
+int cluster_pd_tp_parse(const char *pd_tp, int64_t *tp_p, int64_t *tp_d, kvs_err *err)
+{
+    *tp_p = *tp_d = 0;
+    if (!pd_tp || !pd_tp[0])
+        return KVS_OK;
+    char *end;
+    long long a = strtoll(pd_tp, &end, 10), b = -1;
+    if (end != pd_tp && *end == ':' && end[1] >= '0' && end[1] <= '9')
+        b = strtoll(end + 1, &end, 10);
+    else
+        end = (char *)"x";
+    if (*end || a < 1 || b < 1 || a > CLUSTER_MAX_TP || b > CLUSTER_MAX_TP)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--pd-tp: '%s' is not TP_P:TP_D with each TP degree in [1, %d]", pd_tp,
+                        CLUSTER_MAX_TP);
+    *tp_p = a;
+    *tp_d = b;
+    return KVS_OK;
+}
+
+/* The --pd, --pd-tp and --kv-link checks of cluster_config_check. */
 static int pd_check(const run_config *cfg, kvs_err *err)
 {
-    int64_t p, d;
+    int64_t p, d, tp_p, tp_d;
     int rc = cluster_pd_parse(cfg->pd, &p, &d, err);
-    if (rc)
+    if (rc || (rc = cluster_pd_tp_parse(cfg->pd_tp, &tp_p, &tp_d, err)))
         return rc;
+    if (p == 0 && tp_p > 0)
+        return kvs_errf(err, KVS_EINVAL, "--pd-tp: applies only with --pd");
     if (p == 0)
         return cfg->kv_link[0] ? kvs_errf(err, KVS_EINVAL, "--kv-link: applies only with --pd")
                                : KVS_OK;
+    if (tp_p > 0 && tp_p != cfg->tp)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--pd-tp %s: the prefill pool's TP %lld differs from --tp %lld (leave "
+                        "--tp out or give TP_P)",
+                        cfg->pd_tp, (long long)tp_p, (long long)cfg->tp);
     if (cfg->replicas != 1 && cfg->replicas != p + d)
         return kvs_errf(err, KVS_EINVAL,
                         "--pd %s: the pools add up to %lld replicas but --replicas is %lld "
                         "(leave --replicas out or give P + D)",
                         cfg->pd, (long long)(p + d), (long long)cfg->replicas);
     if (cfg->sched.engine != SCHED_ENGINE_VLLM_V1)
-        return kvs_errf(err, KVS_EINVAL, "--pd: disaggregated serving needs --engine vllm-v1");
+        return kvs_errf(err, KVS_EINVAL,
+                        "--pd: disaggregated serving needs --engine vllm-v1; the %s profile "
+                        "has no KV hand-off (docs/cluster.md, D7)",
+                        sched_engine_name(cfg->sched.engine));
     kv_link l;
     return kv_link_parse(cfg->kv_link, &l, err);
 }
@@ -64,10 +94,14 @@ int cluster_config_resolve(run_config *cfg, kvs_err *err)
 {
     int64_t p, d;
     int rc = pd_check(cfg, err);
+    cfg->decode_tp = 0;
     if (!rc && !(rc = cluster_pd_parse(cfg->pd, &p, &d, err)) && p > 0) {
         cfg->replicas = p + d;
         if (!cfg->kv_link[0]) /* the default, stored by name */
             strcpy(cfg->kv_link, "nvlink");
+        int64_t tp_p, tp_d;
+        if (!(rc = cluster_pd_tp_parse(cfg->pd_tp, &tp_p, &tp_d, err)))
+            cfg->decode_tp = tp_d > 0 ? tp_d : cfg->tp;
     }
     return rc;
 }
@@ -414,7 +448,8 @@ static int replica_metrics(cluster *cl, const trace *tr, double first_arrival)
         set_rates(cl->cfg, c.prefix_query_tokens, c.prefix_hit_tokens, c.prefix_query_blocks,
                   c.prefix_hit_blocks, sum);
         const cl_rep *k = &cl->rep[r];
-        sum->total_kv_blocks = cl->cfg->sched.total_blocks;
+        sum->total_kv_blocks = dec && cl->cfg->decode_tp > 0 ? cl->cfg->decode_sched.total_blocks
+                                                             : cl->cfg->sched.total_blocks;
         sum->peak_kv_blocks = k->agg.peak_blocks;
         sum->mean_kv_blocks = run_step_agg_mean_blocks(&k->agg);
         sum->n_steps = k->agg.n_steps;
@@ -473,7 +508,8 @@ static double now_wall(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost, kvs_err *err)
+static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost,
+                         const cost_model *decode_cost, kvs_err *err)
 {
     size_t n = (size_t)cl->n, nn = (size_t)(tr->n > 0 ? tr->n : 1);
     cl->eng = calloc(n, sizeof *cl->eng);
@@ -506,11 +542,13 @@ static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost, k
     if (rc0)
         return rc0;
     req_prefixes px = trace_prefixes(tr);
-    sched_config sc;
+    sched_config sc, dsc; /* --pd-tp: the decode pool has its own */
     run_config_sched(cl->cfg, &sc); /* --cp: the block spans cp * block_size tokens */
+    run_config_decode_sched(cl->cfg, &dsc);
     for (int64_t r = 0; r < cl->n; r++) {
-        const int pre = r < cl->np && cl->np < cl->n;
-        int rc = sched_init(&cl->eng[r], &sc, pre ? cl->pre_reqs : tr->reqs, tr->n, cost, err);
+        const int pre = r < cl->np && cl->np < cl->n, dec = r >= cl->np;
+        int rc = sched_init(&cl->eng[r], dec ? &dsc : &sc, pre ? cl->pre_reqs : tr->reqs, tr->n,
+                            dec ? decode_cost : cost, err);
         if (rc || (rc = sched_attach_prefixes(cl->eng[r], &px, err)) ||
             (pre && (rc = sched_keep_finished(cl->eng[r], 1, err))))
             return rc;
@@ -540,7 +578,7 @@ static void cluster_free(cluster *cl)
 }
 
 int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
-                    run_result *out, kvs_err *err)
+                    const cost_model *decode_cost, run_result *out, kvs_err *err)
 {
     memset(out, 0, sizeof *out);
     out->tr = tr;
@@ -564,7 +602,8 @@ int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *co
                         cfg->pd, (long long)cl.n);
     cl.np = pp > 0 ? pp : cl.n;
     double end_s = 0.0;
-    if ((rc = cluster_setup(&cl, tr, cost, err)) || (rc = cluster_loop(&cl, tr, &end_s, err)))
+    if ((rc = cluster_setup(&cl, tr, cost, decode_cost, err)) ||
+        (rc = cluster_loop(&cl, tr, &end_s, err)))
         goto fail;
     if (cl.failed) {
         rc = kvs_errf(err, KVS_ENOMEM, "--record-steps: out of memory after %lld steps",

@@ -96,8 +96,7 @@ static int run_config_kv_groups(run_config *cfg, const model_spec *m, const gpu_
     return KVS_OK;
 }
 
-int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
-                       kvs_err *err)
+void run_config_resolve_budget(run_config *cfg, const model_spec *m)
 {
     sched_config *sc = &cfg->sched;
     if (sc->max_model_len == 0)
@@ -106,11 +105,14 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
         sc->max_batched_tokens = sc->max_model_len > 2048 && !sc->chunked_prefill
                                      ? sc->max_model_len
                                      : 2048;
+}
+
+/* The engine's KV blocks, KV groups and swap space at cfg->tp. */
+static int resolve_engine(run_config *cfg, const model_spec *m, const gpu_spec *g,
+                          kvs_err *err)
+{
+    sched_config *sc = &cfg->sched;
     int64_t kv_bpt = model_kv_bytes_per_token(m, cfg->tp);
-    cfg->kv_bytes_per_token = model_kv_bytes_per_token(m, 1); /* a KV hand-off's load */
-    int rc0 = cluster_config_resolve(cfg, err);
-    if (rc0)
-        return rc0;
     if (sc->block_size < 1 || sc->block_size > (INT64_MAX / 4) / (kv_bpt > 0 ? kv_bpt : 1))
         return kvs_errf(err, KVS_EINVAL, "--block-size: %lld is out of range",
                         (long long)sc->block_size);
@@ -135,6 +137,24 @@ int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
     double swap_bytes = cfg->swap_gib * 1073741824.0;
     sc->swap_blocks = (int64_t)floor(swap_bytes / (double)block_bytes);
     sc->swap_block_s = (double)block_bytes / g->host_link_Bps;
+    return KVS_OK;
+}
+
+int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
+                       kvs_err *err)
+{
+    run_config_resolve_budget(cfg, m);
+    cfg->kv_bytes_per_token = model_kv_bytes_per_token(m, 1); /* a KV hand-off's load */
+    int rc = cluster_config_resolve(cfg, err);
+    if (rc || (rc = resolve_engine(cfg, m, g, err)) || cfg->decode_tp == 0)
+        return rc;
+    /* --pd: the decode pool, the same engine at its own TP (docs/cluster.md D1a) */
+    run_config d = *cfg;
+    d.tp = cfg->decode_tp;
+    kvs_err e;
+    if ((rc = resolve_engine(&d, m, g, &e)))
+        return kvs_errf(err, rc, "--pd-tp: the decode pool: %s", e.msg);
+    cfg->decode_sched = d.sched;
     return KVS_OK;
 }
 
@@ -197,17 +217,34 @@ void run_config_sched(const run_config *cfg, sched_config *out)
     }
 }
 
+void run_config_decode_sched(const run_config *cfg, sched_config *out)
+{
+    run_config_sched(cfg, out);
+    if (cfg->decode_tp > 0) {
+        int64_t bs = out->block_size; /* cp's span, as run_config_sched made it */
+        *out = cfg->decode_sched;
+        out->block_size = bs;
+    }
+}
+
 int run_execute(const run_config *cfg, const trace *tr, const cost_model *cost,
                 run_result *out, kvs_err *err)
 {
-    return run_execute_progress(cfg, tr, cost, NULL, NULL, out, err);
+    return run_execute_pools(cfg, tr, cost, NULL, NULL, NULL, out, err);
 }
 
 int run_execute_progress(const run_config *cfg, const trace *tr, const cost_model *cost,
                          run_progress_fn fn, void *ctx, run_result *out, kvs_err *err)
 {
+    return run_execute_pools(cfg, tr, cost, NULL, fn, ctx, out, err);
+}
+
+int run_execute_pools(const run_config *cfg, const trace *tr, const cost_model *cost,
+                      const cost_model *decode_cost, run_progress_fn fn, void *ctx,
+                      run_result *out, kvs_err *err)
+{
     if (cfg->replicas > 1 || cfg->pd[0])
-        return cluster_execute(cfg, tr, cost, out, err);
+        return cluster_execute(cfg, tr, cost, decode_cost ? decode_cost : cost, out, err);
     memset(out, 0, sizeof *out);
     out->tr = tr;
     time_t wall = time(NULL);

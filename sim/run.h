@@ -61,6 +61,12 @@ typedef struct run_config {
     char kv_link[64];         /* --kv-link: nvlink | ib | roce | BW_GBPS:LAT_US, "" = nvlink */
     int64_t kv_bytes_per_token; /* resolved: the model's KV bytes per token over all
                                    heads (the whole TP group's), bytes */
+    char pd_tp[32];           /* --pd-tp "TP_P:TP_D": each pool's TP degree, "" = both --tp */
+    int64_t decode_tp;        /* resolved under --pd: the decode pool's TP degree, GPUs
+                                 per decode replica; 0 without --pd (then unused) */
+    sched_config decode_sched; /* resolved under --pd: the decode pool's engine parameters
+                                  at decode_tp (its own KV blocks, swap, KV groups);
+                                  unused while decode_tp is 0 */
 } run_config;
 
 typedef struct run_dist {
@@ -184,9 +190,15 @@ int run_config_apply_dtypes(const run_config *cfg, model_spec *m, kvs_err *err);
  * max_model_len (0 = the model's context), max_batched_tokens (0 =
  * max(2048, max_model_len); 2048 with chunked prefill), total_blocks (kv_blocks_flag, or the KV
  * capacity of docs/semantics.md section 2), the swap space in blocks and the
- * per-block transfer time over the host link.  Errors name the flag. */
+ * per-block transfer time over the host link.  Under --pd also decode_tp
+ * (--pd-tp's TP_D, else tp) and decode_sched, the same resolved at
+ * decode_tp; --pd-tp's TP_P must equal tp (the job layer sets it).
+ * Errors name the flag. */
 int run_config_resolve(run_config *cfg, const model_spec *m, const gpu_spec *g,
                        kvs_err *err);
+/* The first step of run_config_resolve: max_model_len and
+ * max_batched_tokens as above, nothing else.  Cost: O(1). */
+void run_config_resolve_budget(run_config *cfg, const model_spec *m);
 
 /* The KV capacity cfg's engine rule (cfg->kv_rule) gives model m on GPU g
  * under cfg's tp/ep/cp, block size, token budget and max-seqs: what
@@ -200,6 +212,11 @@ int run_config_kv_capacity(const run_config *cfg, const model_spec *m, const gpu
  * holds block_size of them, so a block of total_blocks is one block on
  * every GPU).  The identity when cp is 1.  Cost: O(1). */
 void run_config_sched(const run_config *cfg, sched_config *out);
+
+/* run_config_sched for a cluster's decode pool under --pd: from
+ * cfg->decode_sched when cfg->decode_tp is set (resolved), else from
+ * cfg->sched (both pools alike).  Cost: O(1). */
+void run_config_decode_sched(const run_config *cfg, sched_config *out);
 
 /* Simulate `tr` under cfg->sched (total_blocks already resolved) and cost.
  * On success *out owns its arrays (run_result_free). Cost: O(events log). */
@@ -215,6 +232,14 @@ typedef void (*run_progress_fn)(void *ctx, double sim_s, int64_t done, int64_t t
 /* run_execute with a progress hook (fn may be NULL). */
 int run_execute_progress(const run_config *cfg, const trace *tr, const cost_model *cost,
                          run_progress_fn fn, void *ctx, run_result *out, kvs_err *err);
+
+/* run_execute_progress with the decode pool's own cost model under --pd
+ * (--pd-tp with a decode TP other than the prefill pool's: the same --cost
+ * built at cfg->decode_tp); decode_cost NULL = `cost` for every engine.
+ * Both borrowed. */
+int run_execute_pools(const run_config *cfg, const trace *tr, const cost_model *cost,
+                      const cost_model *decode_cost, run_progress_fn fn, void *ctx,
+                      run_result *out, kvs_err *err);
 void run_result_free(run_result *r);
 
 /* Every request's inter-token gaps rebuilt from the recorded steps (a run

@@ -266,6 +266,19 @@ static const run_field fields[] = {
     {"frontend_ms", "REAL NOT NULL DEFAULT 0", "ms", F, PARAM, CFG(frontend_ms), 0, 0, 0, 8,
      "per-request front-end cost (`--frontend-ms`: tokenize, detokenize, HTTP): each "
      "request's first token and finish are reported this much after the engine's; 0 = none"},
+    /* schema version 10: each pool its own TP (docs/cluster.md, section D) */
+    {"pd_tp", "TEXT", "", T, PARAM, CFG_TEXT(pd_tp), 0, 0, J | RUN_FIELD_IF_CLUSTER, 10,
+     "`--pd-tp TP_P:TP_D` as given: the TP degree of each prefill and each decode replica "
+     "(`tp` is TP_P); NULL or '' = both pools at `tp`"},
+    {"decode_tp", "INTEGER", "GPUs", I, PARAM, CFG(decode_tp), 0, 0,
+     RUN_FIELD_NULL_IF_ZERO | J | RUN_FIELD_IF_CLUSTER, 10,
+     "under `--pd`: the TP degree of each decode replica (TP_D, else `tp`); a `--pd` run "
+     "holds P * tp + D * decode_tp GPUs; NULL without `--pd`"},
+    {"decode_kv_blocks", "INTEGER", "blocks", I, PARAM,
+     offsetof(run_config, decode_sched) + offsetof(sched_config, total_blocks), 0, 0, 0,
+     RUN_FIELD_NULL_IF_ZERO | J | RUN_FIELD_IF_CLUSTER, 10,
+     "under `--pd`: KV blocks on each decode replica's cache, at `decode_tp` (`kv_blocks` "
+     "is a prefill replica's); NULL without `--pd`"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])

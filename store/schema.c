@@ -595,7 +595,7 @@ static const char schema_v9_rows[] =
     "  WHERE key >= (OLD.run_id << 32) AND key < ((OLD.run_id + 1) << 32);\n"
     "END;\n";
 
-/* Version 10: cheaper step rows (`--record-steps`; docs/schema.md,
+/* Version 11: cheaper step rows (`--record-steps`; docs/schema.md,
  * "steps"), as version 9 did for requests.  The rows move to `step_rows`,
  * keyed by key = run_id * 2^32 + step_id, with the kind as an INTEGER code
  * (0 prefill, 1 decode, 2 mixed) and no per-row CHECK or foreign key:
@@ -604,7 +604,7 @@ static const char schema_v9_rows[] =
  * trigger keeps `INSERT INTO steps` (spool merges) working with the old
  * checks, and a trigger on `runs` replaces ON DELETE CASCADE.  Rows of a
  * run deleted with foreign keys off move too (the view hides them). */
-static const char schema_v10_steps[] =
+static const char schema_v11_steps[] =
     "CREATE TABLE IF NOT EXISTS step_rows(\n"
     "  key INTEGER PRIMARY KEY,\n"
     "  start_s REAL NOT NULL,\n"
@@ -670,7 +670,7 @@ static const char *schema_extra(int v)
            : v == 6  ? schema_v6_pd
            : v == 7  ? schema_v7_answers
            : v == 9  ? schema_v9_rows
-           : v == 10 ? schema_v10_steps
+           : v == 11 ? schema_v11_steps
                      : NULL;
 }
 

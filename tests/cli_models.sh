@@ -7,6 +7,8 @@
 #     h100-sxm (within one: block bytes halve, the KV memory is the same);
 #   - --cp 2 doubles the longest single request;
 #   - --compare-tp shows every degree, fits false rows included;
+#   - the KV blocks of each engine profile (--engine, default vllm-v1) are
+#     the blocks `kvsim run` gets with the same flags;
 #   - bad input (unknown dtype, --ep on a dense model, --max-model-len beyond
 #     the context limit, a config.json that is not JSON) is one line naming
 #     the flag or file, exit 2;
@@ -65,8 +67,8 @@ assert abs(b["max_batch"] - 2 * a["max_batch"]) <= 1, (a["max_batch"], b["max_ba
 assert a["max_batch"] > 100
 assert a["batch_bound"] == "kv_blocks" and a["max_batch_effective"] == a["max_batch"]
 PY
-# --max-seqs binds at its default and the table says so
-"$KVSIM" capacity --model llama-3.1-8b --gpu h100-sxm --seq-len 1024 > "$T/seqs.txt" 2>&1
+# --max-seqs binds at vllm-v0's default (256) and the table says so
+"$KVSIM" capacity --engine vllm-v0 --model llama-3.1-8b --gpu h100-sxm --seq-len 1024 > "$T/seqs.txt" 2>&1
 grep -q "max-seqs 256: --max-seqs binds" "$T/seqs.txt" && ok || bad "max-seqs bound: $(cat "$T/seqs.txt")"
 
 # ------------------------------------------------ --cp 2 doubles the context
@@ -83,7 +85,7 @@ assert b["blocks_per_request"] * 2 == a["blocks_per_request"]
 PY
 
 # ------------------------------------------------ --compare-tp, fits false rows
-"$KVSIM" capacity --model llama-3.1-70b --gpu a100-80g --compare-tp 1,2,4,8 --json \
+"$KVSIM" capacity --engine vllm-v0 --model llama-3.1-70b --gpu a100-80g --compare-tp 1,2,4,8 --json \
   > "$T/ctp.json" 2> "$T/err.txt"
 [ $? -eq 0 ] && ok || bad "compare-tp exit: $(cat "$T/err.txt")"
 python3 - "$T/ctp.json" <<'PY' && ok || bad "compare-tp: $(cat "$T/ctp.json")"
@@ -95,9 +97,28 @@ assert t[1]["fits"] is False and t[1]["missing_bytes"] > 0, t[1]
 assert t[4]["fits"] is True and t[4]["max_batch"] >= 1, t[4]
 assert d["model_fits"] is False and d["min_fit_tp"] == 4, d
 PY
+# vLLM's rule (the default engine) reserves the activation peak of its own
+# 2048-token budget on an A100, not of 131072 tokens: tp 2 fits (65.7 GiB of
+# weights + 0.6 activations + 3.6 outside the tensors < 0.9 x 79.6 GiB).
+"$KVSIM" capacity --model llama-3.1-70b --gpu a100-80g --tp 1 --json > "$T/v1.json" 2> "$T/err.txt" &&
+  [ "$(jget "$T/v1.json" min_fit_tp)" = 2 ] && [ "$(jget "$T/v1.json" engine)" = vllm-v1 ] && ok ||
+  bad "vllm-v1 min fit tp: $(cat "$T/err.txt" "$T/v1.json")"
 "$KVSIM" capacity --model llama-3.1-70b --gpu a100-80g --compare-tp 1,2,4,8 > "$T/ctp.txt" 2>&1
 [ "$(grep -c "fits false" "$T/ctp.txt")" -ge 1 ] && grep -Eq "^ +8 +8 " "$T/ctp.txt" && ok ||
   bad "compare-tp text: $(cat "$T/ctp.txt")"
+
+# ------------------------------------------------ capacity = what a run gets
+# For each engine the KV blocks capacity reports are the blocks kvsim run
+# sizes its cache with (the run summary's "KV cache N blocks").
+for e in vllm-v1 vllm-v0 trtllm; do
+  args="--engine $e --model llama-3.1-70b --gpu h100-sxm --tp 4"
+  "$KVSIM" capacity $args --json > "$T/cap.json" 2> "$T/err.txt" &&
+    "$KVSIM" run $args --synthetic n=4,rate=1,prompt=64,output=4 --db "$T/r.db" > "$T/run.txt" 2>> "$T/err.txt" ||
+    bad "$e capacity/run: $(cat "$T/err.txt")"
+  want=$(jget "$T/cap.json" kv_blocks)
+  got=$(sed -n 's/^  KV cache *\([0-9]*\) blocks.*/\1/p' "$T/run.txt")
+  [ -n "$want" ] && [ "$want" = "$got" ] && ok || bad "$e: capacity $want blocks, run $got: $(cat "$T/run.txt")"
+done
 
 # ------------------------------------------------ bad input: one line, exit 2
 printf '{"architectures": ["LlamaForCausalLM"], nope\n' > "$T/config.json"
@@ -118,6 +139,8 @@ check_bad "--ep" --model llama-3.1-8b --gpu h100-sxm --ep 2
 check_bad "--max-model-len" --model llama-3.1-8b --gpu h100-sxm --max-model-len 200000
 check_bad "$T/config.json" --model "$T/config.json" --gpu h100-sxm
 check_bad "--cp" --model llama-3.1-8b --gpu h100-sxm --cp 0
+check_bad "--engine" --model llama-3.1-8b --gpu h100-sxm --engine sglang
+check_bad "--compare-tp" --model llama-3.1-8b --gpu h100-sxm --compare-tp 4,2
 # --ep on a MoE model is fine
 "$KVSIM" capacity --model qwen3-30b-a3b --gpu h100-sxm --ep 2 --json > "$T/ep.json" 2> "$T/err.txt" &&
   [ "$(jget "$T/ep.json" ep)" = 2 ] && ok || bad "--ep 2 on qwen3-30b-a3b: $(cat "$T/err.txt")"

@@ -19,15 +19,7 @@
 /* rows: {arrival, P, O} */
 static void golden_setup(golden *g, const double (*rows)[3], int n, const char *cost)
 {
-    memset(g, 0, sizeof *g);
-    g->tr.n = n;
-    g->tr.reqs = calloc((size_t)n, sizeof(trace_req));
-    for (int i = 0; i < n; i++) {
-        g->tr.reqs[i].arrival_s = rows[i][0];
-        g->tr.reqs[i].prompt_tokens = (int64_t)rows[i][1];
-        g->tr.reqs[i].output_tokens = (int64_t)rows[i][2];
-    }
-    run_config_defaults(&g->cfg);
+    tu_golden_init(g, &rows[0][0], 3, n, cost);
     sched_config *s = &g->cfg.sched;
     s->block_size = 4;
     s->total_blocks = 20;
@@ -36,9 +28,6 @@ static void golden_setup(golden *g, const double (*rows)[3], int n, const char *
     s->max_batched_tokens = 6;
     s->max_model_len = 1000;
     s->chunked_prefill = 1;
-    g->cfg.record_steps = 1;
-    kvs_err err;
-    ck_assert_int_eq(cost_model_create(cost, NULL, NULL, 1, &g->cost, &err), 0);
 }
 
 static const sched_step *step_at(const golden *g, int64_t i)

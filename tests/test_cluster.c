@@ -531,10 +531,7 @@ START_TEST(test_store_rows)
     snprintf(path, sizeof path, "%s/c.db", dir);
     sqlite3 *db;
     ck_assert(sqlite3_open(path, &db) == SQLITE_OK);
-    static const struct {
-        const char *sql;
-        int64_t want;
-    } q[] = {
+    static const tu_sql_want q[] = {
         {"SELECT count(DISTINCT replica) FROM requests", 3},
         {"SELECT count(*) FROM requests", 200},
         {"SELECT count(*) FROM replica_metrics", 3},
@@ -548,15 +545,7 @@ START_TEST(test_store_rows)
         {"SELECT replicas FROM runs", 3},
         {"SELECT router = 'least-kv' FROM runs", 1},
     };
-    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
-        sqlite3_stmt *st;
-        ck_assert_msg(sqlite3_prepare_v2(db, q[i].sql, -1, &st, NULL) == SQLITE_OK, "%s",
-                      q[i].sql);
-        ck_assert(sqlite3_step(st) == SQLITE_ROW);
-        ck_assert_msg(sqlite3_column_int64(st, 0) == q[i].want, "%s: %lld", q[i].sql,
-                      (long long)sqlite3_column_int64(st, 0));
-        sqlite3_finalize(st);
-    }
+    tu_sql_expect(db, q, sizeof q / sizeof q[0]);
     sqlite3_close(db);
 }
 END_TEST

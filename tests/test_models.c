@@ -484,6 +484,74 @@ START_TEST(test_ops_match_params)
 }
 END_TEST
 
+/* ------------------------------------------------ fit under engine rules */
+
+/* model_fit_check_rule against model_kv_capacity_rule, its simple model:
+ * over every built-in model and GPU, tp 1..8 and the three rules, the
+ * layout fits exactly when the capacity rule leaves KV memory, and then
+ * free_bytes is that KV memory; model_kv_plan_eval's max batch is the
+ * blocks over a request's blocks.  By hand: llama-3.1-70b on an A100-80GB
+ * at tp 2 holds 65.7 GiB of weights per GPU; vLLM's rule at util 0.9
+ * (0.9 x 79.57 = 71.6 GiB usable) less a 2048-token activation peak
+ * (~0.6 GiB) and 2 x 1.79 GiB outside the tensors leaves ~1.9 GiB: it
+ * fits, so the smallest tp is 2; kvsim's rule with a 131072-token budget
+ * reserves ~15 GiB of activations at tp 2 and needs tp 4. */
+START_TEST(test_fit_rule_matches_capacity)
+{
+    static const model_kv_rule rules[] = {MODEL_KV_RULE_KVSIM, MODEL_KV_RULE_VLLM,
+                                          MODEL_KV_RULE_TRTLLM};
+    kvs_err err;
+    int n_fit = 0, n_unfit = 0;
+    for (size_t i = 0; i < model_builtin_count(); i++)
+        for (size_t j = 0; j < gpu_builtin_count(); j++)
+            for (int64_t tp = 1; tp <= 8; tp *= 2)
+                for (int r = 0; r < 3; r++) {
+                    const model_spec *m = model_builtin_at(i);
+                    const gpu_spec *g = gpu_builtin_at(j);
+                    model_par p = {tp, 1, 1};
+                    if (model_check_par(m, &p, NULL))
+                        continue;
+                    model_fit f;
+                    kv_capacity c;
+                    ck_assert_int_eq(model_fit_check_rule(m, g, &p, rules[r], 0.9, 2048, 256,
+                                                          &f, &err), KVS_OK);
+                    int rc = model_kv_capacity_rule(m, g, &p, rules[r], 0.9, 16, 2048, 256,
+                                                    &c, &err);
+                    ck_assert_msg(f.fits == (rc == KVS_OK), "%s on %s tp %lld rule %d",
+                                  m->name, g->name, (long long)tp, r);
+                    if (!f.fits) {
+                        ck_assert_int_gt(f.missing_bytes, 0);
+                        n_unfit++;
+                        continue;
+                    }
+                    n_fit++;
+                    ck_assert_int_eq(f.free_bytes, c.kv_bytes);
+                    ck_assert_int_eq(f.nontorch_bytes, c.nontorch_bytes);
+                    model_kv_budget b = {rules[r], 0.9, 16, 2048, 256};
+                    model_kv_plan e;
+                    ck_assert_int_eq(model_kv_plan_eval(m, g, &p, &b, 1000, &e, &err), KVS_OK);
+                    ck_assert_int_eq(e.c.kv_blocks, c.kv_blocks);
+                    ck_assert_int_eq(e.blocks_per_req, 63); /* ceil(1000 / 16) */
+                    if (m->window_layers == 0)
+                        ck_assert_int_eq(e.max_batch, c.kv_blocks / 63);
+                }
+    ck_assert_int_gt(n_fit, 100);
+    ck_assert_int_gt(n_unfit, 10);
+
+    model_spec m = tu_model("llama-3.1-70b");
+    gpu_spec g = tu_gpu("a100-80g");
+    model_par p1 = {1, 1, 1}, best;
+    model_fit f;
+    ck_assert_int_eq(model_fit_min_par_rule(&m, &g, &p1, MODEL_KV_RULE_VLLM, 0.9, 2048, 256,
+                                            8, &best, &f, &err), KVS_OK);
+    ck_assert_int_eq(best.tp, 2);
+    ck_assert(f.free_bytes > (int64_t)1 << 30 && f.free_bytes < (int64_t)3 << 30);
+    ck_assert_int_eq(model_fit_min_par_rule(&m, &g, &p1, MODEL_KV_RULE_KVSIM, 0.9, 131072, 256,
+                                            8, &best, &f, &err), KVS_OK);
+    ck_assert_int_eq(best.tp, 4);
+}
+END_TEST
+
 /* ------------------------------------------------------ command line */
 
 static int64_t json_i64(const char *json, const char *key)
@@ -499,8 +567,9 @@ START_TEST(test_cli_capacity_json)
 {
     char cmd[1024], *out;
     snprintf(cmd, sizeof cmd,
-             "%s capacity --model llama-2-70b --gpu h100-sxm --tp 4 --gpu-mem-util 0.85 "
-             "--block-size 32 --seq-len 3000 --batch 7 --max-seqs 128 --json",
+             "%s capacity --engine vllm-v0 --model llama-2-70b --gpu h100-sxm --tp 4 "
+             "--gpu-mem-util 0.85 --block-size 32 --seq-len 3000 --batch 7 --max-seqs 128 "
+             "--json",
              tu_kvsim());
     ck_assert_int_eq(tu_run(cmd, &out), 0);
     /* Exactly one JSON object on one line. */
@@ -534,11 +603,37 @@ START_TEST(test_cli_capacity_json)
     ck_assert_ptr_nonnull(strstr(out, "\"fits\": true"));
     free(out);
 
-    /* Defaults: seq-len = max_ctx 2048, batch 1; llama-7b on a100-80g gives
-     * the 7,581 blocks of test_capacity_llama7b_a100; 2048/16 = 128 blocks
-     * per request -> max batch floor(7581/128) = 59. */
-    snprintf(cmd, sizeof cmd, "%s capacity --model llama-7b --gpu a100-80g --json",
+    /* The default engine, vllm-v1, sizes the cache by vLLM's rule with its
+     * defaults on an H100 (>= 70 GiB, not an A100): token budget 8192 (it
+     * sizes the activation peak) and the --max-seqs given; the JSON is
+     * exactly model_kv_capacity_rule's figures, the blocks `kvsim run` gets. */
+    snprintf(cmd, sizeof cmd,
+             "%s capacity --model llama-2-70b --gpu h100-sxm --tp 4 --gpu-mem-util 0.85 "
+             "--block-size 32 --seq-len 3000 --max-seqs 128 --json",
              tu_kvsim());
+    ck_assert_int_eq(tu_run(cmd, &out), 0);
+    model_par p4 = {4, 1, 1};
+    ck_assert_int_eq(model_kv_capacity_rule(&m, &g, &p4, MODEL_KV_RULE_VLLM, 0.85, 32, 8192,
+                                            128, &c, &err), KVS_OK);
+    ck_assert_ptr_nonnull(strstr(out, "\"engine\": \"vllm-v1\", \"kv_rule\": \"vllm\""));
+    ck_assert_int_eq(json_i64(out, "max_batched_tokens"), 8192);
+    ck_assert_int_eq(json_i64(out, "activation_bytes"), c.activation_bytes);
+    ck_assert_int_eq(json_i64(out, "nontorch_bytes"), c.nontorch_bytes);
+    ck_assert_int_eq(json_i64(out, "usable_bytes"), c.usable_bytes);
+    ck_assert_int_eq(json_i64(out, "kv_bytes"), c.kv_bytes);
+    ck_assert_int_eq(json_i64(out, "kv_blocks"), c.kv_blocks);
+    /* usable - weights - activations - non-torch = the KV bytes */
+    ck_assert_int_eq(c.usable_bytes - c.weight_bytes - c.activation_bytes - c.nontorch_bytes,
+                     c.kv_bytes);
+    ck_assert_int_eq(json_i64(out, "max_batch"), c.kv_blocks / 94);
+    free(out);
+
+    /* Defaults: seq-len = max_ctx 2048, batch 1; llama-7b on a100-80g gives
+     * the 7,581 blocks of test_capacity_llama7b_a100 under kvsim's own rule
+     * (vllm-v0); 2048/16 = 128 blocks per request -> max batch
+     * floor(7581/128) = 59. */
+    snprintf(cmd, sizeof cmd, "%s capacity --engine vllm-v0 --model llama-7b --gpu a100-80g "
+             "--json", tu_kvsim());
     ck_assert_int_eq(tu_run(cmd, &out), 0);
     ck_assert_int_eq(json_i64(out, "kv_blocks"), 7581);
     ck_assert_int_eq(json_i64(out, "max_batch"), 59);
@@ -555,7 +650,8 @@ START_TEST(test_cli_capacity_json)
 
     /* A batch that does not fit is reported, not an error. */
     snprintf(cmd, sizeof cmd,
-             "%s capacity --model llama-7b --gpu a100-80g --batch=60 --json", tu_kvsim());
+             "%s capacity --engine vllm-v0 --model llama-7b --gpu a100-80g --batch=60 --json",
+             tu_kvsim());
     ck_assert_int_eq(tu_run(cmd, &out), 0);
     ck_assert_ptr_nonnull(strstr(out, "\"fits\": false"));
     free(out);
@@ -793,6 +889,7 @@ int main(void)
     tcase_add_test(t, test_gpus_2026);
     tcase_add_test(t, test_dtypes);
     tcase_add_test(t, test_fit_and_min_tp);
+    tcase_add_test(t, test_fit_rule_matches_capacity);
     tcase_add_test(t, test_expert_parallel);
     suite_add_tcase(s, t);
     return tu_run_suites(&s, 1);

@@ -24,12 +24,7 @@
 
 static void setup(golden *g, const double (*rows)[3], int n, int off)
 {
-    memset(g, 0, sizeof *g);
-    g->tr.n = n;
-    g->tr.reqs = calloc((size_t)n, sizeof *g->tr.reqs);
-    for (int i = 0; i < n; i++)
-        g->tr.reqs[i] = (trace_req){rows[i][0], (int64_t)rows[i][1], (int64_t)rows[i][2], 0};
-    run_config_defaults(&g->cfg);
+    tu_golden_init(g, &rows[0][0], 3, n, "affine:1,0.1,0.5,0.01");
     sched_config *c = &g->cfg.sched;
     c->engine = SCHED_ENGINE_VLLM_V0;
     c->block_size = 4;
@@ -38,9 +33,6 @@ static void setup(golden *g, const double (*rows)[3], int n, int off)
     c->max_batched_tokens = 1000;
     c->max_model_len = 1000;
     c->kv_cache_off = off;
-    g->cfg.record_steps = 1;
-    kvs_err err;
-    ck_assert_int_eq(cost_model_create("affine:1,0.1,0.5,0.01", NULL, NULL, 1, &g->cost, &err), 0);
     golden_run(g);
 }
 

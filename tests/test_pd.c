@@ -3,8 +3,10 @@
  *   - the scheduler's two additions driven by hand (sched_keep_finished /
  *     sched_release_finished, sched_arrive_prefilled), with sched_audit
  *     recounting every block after each step;
- *   - a golden P/D hand-off worked out by hand under an affine cost;
- *   - invariants on random traces: each request served by one prefill and
+ *   - a golden P/D hand-off worked out by hand under an affine cost, and
+ *     one with each pool its own TP (--pd-tp: own cost model, own KV);
+ *   - invariants on random traces (every other one with the decode pool its
+ *     own, smaller cache and cost): each request served by one prefill and
  *     (when it moves) one decode replica, every step member on the right
  *     pool, no decode work before the KV arrived, the transfer time as the
  *     link's formula, blocks conserved per replica (the cluster checks every
@@ -223,6 +225,98 @@ START_TEST(test_pd_golden)
 }
 END_TEST
 
+/* --pd 1:1 with each pool its own TP (--pd-tp): the decode replica runs
+ * its own cost model and KV cache, as the job layer builds them at TP_D.
+ * Prefill cost affine:0.1,0.01 (d = 0.1 + 0.01 * tokens), decode cost
+ * affine:0.05,0.005 (a wider TP group, faster steps), the link 1 GB/s with
+ * 1000 us latency, 10^6 KV bytes per token (the model's, over every head:
+ * the hand-off moves it once, whatever the two TPs).
+ *   r0 t0 P10 O3.
+ * Prefill replica 0: [0, 0.2) (0.1 + 0.01 * 10); TTFT 0.2.  Transfer
+ * 0.001 + 10 * 10^6 / 10^9 = 0.011 s, arriving at 0.211.  Decode replica
+ * 1: two decode steps of 1 token at its own cost, 0.05 + 0.005 = 0.055
+ * each: [0.211, 0.266), [0.266, 0.321); finish 0.321.  TPOT = (0.321 -
+ * 0.2) / 2 = 0.0605 s (with one cost model for both, 0.1 + 0.01 = 0.11
+ * per step: finish 0.431, TPOT 0.1155).
+ * Capacity: the decode replica checks rule 1.6 of docs/semantics-v1.md
+ * against its own cache: ceil((P + O - 1) / 4) = ceil(12 / 4) = 3 blocks.
+ * With 3 decode blocks it is served (prefill pool: 100); with 2 it is
+ * rejected there, first_token_s 0.2 from the prefill, no finish, and both
+ * sides end holding no block (the cluster checks it). */
+START_TEST(test_pd_tp_golden)
+{
+    trace tr = {0};
+    tr.n = 1;
+    tr.reqs = calloc(1, sizeof *tr.reqs);
+    tr.reqs[0] = (trace_req){0, 10, 3, 0};
+    cost_model pc, dc;
+    affine("affine:0.1,0.01,0,0", &pc);
+    affine("affine:0.05,0.005,0,0", &dc);
+    for (int blocks = 3; blocks >= 2; blocks--) {
+        run_config cfg;
+        run_config_defaults(&cfg);
+        v1_config(&cfg.sched);
+        strcpy(cfg.pd, "1:1");
+        strcpy(cfg.pd_tp, "1:2");
+        strcpy(cfg.kv_link, "1:1000");
+        cfg.replicas = 2;
+        cfg.kv_bytes_per_token = 1000000;
+        cfg.record_steps = 1;
+        cfg.decode_tp = 2;
+        cfg.decode_sched = cfg.sched;
+        cfg.decode_sched.total_blocks = blocks;
+        run_result res;
+        kvs_err err;
+        ck_assert_msg(run_execute_pools(&cfg, &tr, &pc, &dc, NULL, NULL, &res, &err) == 0, "%s",
+                      err.msg);
+        ck_assert_int_eq(res.decode[0], 1);
+        ck_assert(fabs(res.kv_transfer_s[0] - 0.011) < EPS);
+        ck_assert(fabs(res.reqs[0].first_token_s - 0.2) < EPS);
+        ck_assert_int_eq(res.replicas[0].sum.total_kv_blocks, 100);
+        ck_assert_int_eq(res.replicas[1].sum.total_kv_blocks, blocks);
+        if (blocks == 3) {
+            ck_assert_int_eq(res.reqs[0].status, SCHED_REQ_FINISHED);
+            ck_assert_msg(fabs(res.reqs[0].finish_s - 0.321) < EPS, "finish %.9f",
+                          res.reqs[0].finish_s);
+            ck_assert(fabs(res.sum.tpot.mean - 0.0605) < EPS);
+            ck_assert(fabs(res.sum.ttft.mean - 0.2) < EPS);
+            ck_assert_int_eq(res.n_steps, 3);
+            static const double want_start[] = {0, 0.211, 0.266}, want_dur[] = {0.2, 0.055,
+                                                                               0.055};
+            for (int k = 0; k < 3; k++) {
+                ck_assert_int_eq(res.steps[k].replica, k == 0 ? 0 : 1);
+                ck_assert(fabs(res.steps[k].step.start_s - want_start[k]) < EPS);
+                ck_assert(fabs(res.steps[k].step.dur_s - want_dur[k]) < EPS);
+            }
+        } else {
+            ck_assert_int_eq(res.reqs[0].status, SCHED_REQ_REJECTED);
+            ck_assert(isnan(res.reqs[0].finish_s));
+            ck_assert_int_eq(res.sum.n_rejected, 1);
+        }
+        run_result_free(&res);
+    }
+    /* the same run with the prefill's cost for both pools (decode_cost
+     * NULL): the slower decode of the comment, finish 0.431 */
+    run_config cfg;
+    run_config_defaults(&cfg);
+    v1_config(&cfg.sched);
+    strcpy(cfg.pd, "1:1");
+    strcpy(cfg.kv_link, "1:1000");
+    cfg.replicas = 2;
+    cfg.kv_bytes_per_token = 1000000;
+    run_result res;
+    kvs_err err;
+    ck_assert_msg(run_execute_pools(&cfg, &tr, &pc, NULL, NULL, NULL, &res, &err) == 0, "%s",
+                  err.msg);
+    ck_assert_msg(fabs(res.reqs[0].finish_s - 0.431) < EPS, "finish %.9f", res.reqs[0].finish_s);
+    ck_assert(fabs(res.sum.tpot.mean - 0.1155) < EPS);
+    run_result_free(&res);
+    cost_model_free(&pc);
+    cost_model_free(&dc);
+    trace_free(&tr);
+}
+END_TEST
+
 /* ---------------------------------------------------------- invariants */
 
 static const char *const routers[] = {"round-robin", "least-requests", "least-kv",
@@ -256,11 +350,23 @@ START_TEST(test_pd_invariants)
     cfg.replicas = 5;
     cfg.kv_bytes_per_token = 131072;
     cfg.record_steps = 1;
-    cost_model cost;
+    cost_model cost, dcost;
     affine("affine:0.01,0.0002,0.00001,0.000001", &cost);
+    affine("affine:0.006,0.0001,0.000006,0.0000005", &dcost);
+    /* every other seed: the decode pool its own (--pd-tp), with a smaller
+     * cache (60 blocks against 120) and its own cost */
+    const int pools = _i % 2;
+    const int64_t dec_blocks = pools ? 60 : cfg.sched.total_blocks;
+    if (pools) {
+        cfg.decode_tp = 2;
+        cfg.decode_sched = cfg.sched;
+        cfg.decode_sched.total_blocks = dec_blocks;
+    }
     run_result a, b;
-    run_ok(&cfg, &tr, &cost, &a);
-    run_ok(&cfg, &tr, &cost, &b);
+    ck_assert_msg(run_execute_pools(&cfg, &tr, &cost, pools ? &dcost : NULL, NULL, NULL, &a,
+                                    &err) == 0, "%s", err.msg);
+    ck_assert_msg(run_execute_pools(&cfg, &tr, &cost, pools ? &dcost : NULL, NULL, NULL, &b,
+                                    &err) == 0, "%s", err.msg);
     const size_t n = (size_t)tr.n;
     ck_assert(memcmp(a.replica, b.replica, n * sizeof *a.replica) == 0);
     ck_assert(memcmp(a.decode, b.decode, n * sizeof *a.decode) == 0);
@@ -270,7 +376,7 @@ START_TEST(test_pd_invariants)
     ck_assert(memcmp(a.steps, b.steps, (size_t)a.n_steps * sizeof *a.steps) == 0);
     kv_link ib;
     ck_assert(kv_link_parse("ib", &ib, &err) == 0);
-    int64_t moved = 0, pre_count = 0, dec_count = 0;
+    int64_t moved = 0, pre_count = 0, dec_count = 0, dec_peak = 0;
     for (int64_t i = 0; i < tr.n; i++) {
         const trace_req *q = &tr.reqs[i];
         const sched_req_result *r = &a.reqs[i];
@@ -294,7 +400,10 @@ START_TEST(test_pd_invariants)
     for (int64_t k = 0; k < a.n_steps; k++) {
         const run_step_rec *st = &a.steps[k];
         int64_t end = k + 1 < a.n_steps ? a.steps[k + 1].member_off : a.n_members;
-        ck_assert(st->step.kv_blocks_used <= cfg.sched.total_blocks);
+        ck_assert(st->step.kv_blocks_used <=
+                  (st->replica < 2 ? cfg.sched.total_blocks : dec_blocks));
+        if (st->replica >= 2 && st->step.kv_blocks_used > dec_peak)
+            dec_peak = st->step.kv_blocks_used;
         for (int64_t m = st->member_off; m < end; m++) {
             int32_t id = a.members[m].req_id;
             if (st->replica < 2) {
@@ -313,6 +422,9 @@ START_TEST(test_pd_invariants)
         }
     }
     ck_assert(pre_count > 0 && dec_count > 0);
+    /* the decode pool's own cache binds: it fills up to near its size */
+    ck_assert_msg(dec_peak > dec_blocks / 2, "decode peak %lld of %lld", (long long)dec_peak,
+                  (long long)dec_blocks);
     int64_t on_dec = 0;
     for (int r = 2; r < 5; r++)
         on_dec += a.replicas[r].sum.n_requests;
@@ -320,6 +432,7 @@ START_TEST(test_pd_invariants)
     run_result_free(&a);
     run_result_free(&b);
     cost_model_free(&cost);
+    cost_model_free(&dcost);
     trace_free(&tr);
 }
 END_TEST
@@ -362,10 +475,7 @@ START_TEST(test_pd_store_rows)
     snprintf(path, sizeof path, "%s/pd.db", dir);
     sqlite3 *db;
     ck_assert(sqlite3_open(path, &db) == SQLITE_OK);
-    static const struct {
-        const char *sql;
-        int64_t want;
-    } q[] = {
+    static const tu_sql_want q[] = {
         {"SELECT count(*) FROM requests", 200},
         {"SELECT count(*) FROM requests WHERE replica NOT IN (0, 1)", 0},
         {"SELECT count(*) FROM requests WHERE decode_replica IS NOT NULL "
@@ -379,15 +489,7 @@ START_TEST(test_pd_store_rows)
         {"SELECT replicas FROM runs", 4},
         {"SELECT pd = '2:2' AND kv_link = 'roce' FROM runs", 1},
     };
-    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
-        sqlite3_stmt *st;
-        ck_assert_msg(sqlite3_prepare_v2(db, q[i].sql, -1, &st, NULL) == SQLITE_OK, "%s",
-                      q[i].sql);
-        ck_assert(sqlite3_step(st) == SQLITE_ROW);
-        ck_assert_msg(sqlite3_column_int64(st, 0) == q[i].want, "%s: %lld", q[i].sql,
-                      (long long)sqlite3_column_int64(st, 0));
-        sqlite3_finalize(st);
-    }
+    tu_sql_expect(db, q, sizeof q / sizeof q[0]);
     sqlite3_close(db);
 }
 END_TEST
@@ -405,6 +507,13 @@ START_TEST(test_pd_bad_flags)
         {"--pd 1:1 --kv-link warp", "--kv-link: 'warp'"},
         {"--kv-link ib", "--kv-link: applies only with --pd"},
         {"--pd 1:1 --engine vllm-v0", "--pd: disaggregated serving needs --engine vllm-v1"},
+        {"--pd 1:1 --pd-tp 0:2", "--pd-tp: '0:2' is not TP_P:TP_D"},
+        {"--pd 1:1 --pd-tp 2", "--pd-tp: '2' is not TP_P:TP_D"},
+        {"--pd 1:1 --pd-tp 1:2:4", "--pd-tp: '1:2:4' is not TP_P:TP_D"},
+        {"--pd 1:1 --pd-tp 1:2000", "--pd-tp: '1:2000' is not TP_P:TP_D"},
+        {"--pd-tp 1:2", "--pd-tp: applies only with --pd"},
+        {"--pd 1:1 --pd-tp 2:2 --tp 1", "--pd-tp 2:2: the prefill pool's TP 2 differs from --tp 1"},
+        {"--pd 1:1 --pd-tp 1:3", "--pd-tp 1:3: the decode pool:"},
     };
     const char *dir = tu_tmpdir();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -420,7 +529,8 @@ START_TEST(test_pd_bad_flags)
         ck_assert_msg(nl && nl[1] == 0, "%s: not one line: %s", cases[i].flags, out);
         free(out);
     }
-    /* the cluster capacity search does not try P:D splits: refused */
+    /* the cluster capacity search searches P:D splits itself (--pd-splits):
+     * a --pd among its run flags is refused */
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd,
              "%s capacity --search cluster --slo ttft_p99=1 --gpus h100-sxm --price h100-sxm=2 "
@@ -428,7 +538,7 @@ START_TEST(test_pd_bad_flags)
              "--db %s/bad.db 2>&1",
              tu_kvsim(), dir);
     ck_assert_int_eq(tu_run(cmd, &out), 2);
-    ck_assert_msg(strstr(out, "P:D splits are not searched yet"), "%s", out);
+    ck_assert_msg(strstr(out, "--pd is what is searched"), "%s", out);
     free(out);
     snprintf(cmd, sizeof cmd, "sqlite3 %s/bad.db 'SELECT count(*) FROM runs' 2>/dev/null || echo 0",
              dir);
@@ -445,6 +555,7 @@ static Suite *pd_suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_sched_keep_and_prefilled);
     tcase_add_test(t, test_pd_golden);
+    tcase_add_test(t, test_pd_tp_golden);
     tcase_add_loop_test(t, test_pd_invariants, 0, 10);
     tcase_add_test(t, test_kv_link_parse);
     tcase_add_test(t, test_pd_store_rows);

@@ -16,26 +16,13 @@
 /* reqs: rows of {arrival, P, O, priority} */
 static void golden_setup(golden *g, const double (*rows)[4], int n, const char *cost)
 {
-    memset(g, 0, sizeof *g);
-    g->tr.n = n;
-    g->tr.reqs = calloc((size_t)n, sizeof(trace_req));
-    for (int i = 0; i < n; i++) {
-        g->tr.reqs[i].arrival_s = rows[i][0];
-        g->tr.reqs[i].prompt_tokens = (int64_t)rows[i][1];
-        g->tr.reqs[i].output_tokens = (int64_t)rows[i][2];
-        g->tr.reqs[i].priority = (int32_t)rows[i][3];
-    }
-    run_config_defaults(&g->cfg);
+    tu_golden_init(g, &rows[0][0], 4, n, cost);
     g->cfg.sched.block_size = 4;
     g->cfg.sched.total_blocks = 10;
     g->cfg.sched.watermark = 0.0;
     g->cfg.sched.max_seqs = 256;
     g->cfg.sched.max_batched_tokens = 1000;
     g->cfg.sched.max_model_len = 1000;
-    g->cfg.record_steps = 1;
-    kvs_err err;
-    int rc = cost_model_create(cost, NULL, NULL, 1, &g->cost, &err);
-    ck_assert_msg(rc == 0, "%s", err.msg);
 }
 
 #define EPS 1e-9

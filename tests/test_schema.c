@@ -142,6 +142,10 @@ START_TEST(test_fresh_schema_is_the_migrated_one)
         fputs(src, f);
         ck_assert_int_eq(fclose(f), 0);
         free(src);
+        /* this binary still holds the old recording: rebuild, run again */
+        sqlite3_close(mig);
+        free(want);
+        return;
     }
     sqlite3_close(mig);
     const char *fresh = store_schema_fresh_sql();

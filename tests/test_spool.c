@@ -345,24 +345,24 @@ END_TEST
     "swap_out_blocks||','||swap_in_blocks||','||hex(members)||','||replica AS r "           \
     "FROM steps ORDER BY run_id, step_id)"
 
-/* Version 9 -> 10 moves the step rows into step_rows under key
+/* Version 10 -> 11 moves the step rows into step_rows under key
  * run_id * 2^32 + step_id with an INTEGER kind (0 prefill, 1 decode,
- * 2 mixed).  The steps view shows exactly the rows of version 9, members
+ * 2 mixed).  The steps view shows exactly the rows of version 10, members
  * blobs included; inserting through the view still checks the kind and
  * the run; deleting a run deletes its steps; a run's steps are read by key
  * range. */
 START_TEST(test_upgrade_steps_view)
 {
     char path[1200];
-    snprintf(path, sizeof path, "%s/v9.db", tu_tmpdir());
+    snprintf(path, sizeof path, "%s/v10.db", tu_tmpdir());
     sqlite3 *db;
     ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
     int legacy = 0; /* as store_open migrates: version 5 rebuilds runs */
     sqlite3_db_config(db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 1, &legacy);
-    for (int v = 0; v < 9; v++)
+    for (int v = 0; v < 10; v++)
         raw_exec(db, store_migration_sql(v));
     sqlite3_db_config(db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 0, &legacy);
-    raw_exec(db, "INSERT INTO meta VALUES ('schema_version', '9');"
+    raw_exec(db, "INSERT INTO meta VALUES ('schema_version', '10');"
                  "INSERT INTO runs(run_id, status, kvsim_version, model, batching, policy, "
                  "alloc, preemption, block_size, n_requests) VALUES "
                  "(1, 'finished', '0.1.0', 'm', 'continuous', 'fcfs', 'paged', 'recompute', 16, 2),"

@@ -495,7 +495,7 @@ START_TEST(test_failure_mid_write_leaves_nothing)
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests"), 3);
 
     /* A step kind outside prefill/decode/mixed, which step_rows no longer
-     * CHECKs, is refused once per run before any step row (schema 10); so
+     * CHECKs, is refused once per run before any step row (schema 11); so
      * is a step id that does not fit the key's low 32 bits. */
     f.steps[1].member_off = 1;
     f.steps[1].step.kind = 3;

@@ -25,15 +25,7 @@
 static void trt_setup(golden *g, const double (*rows)[3], int n, sched_alloc alloc,
                       int64_t bs, int64_t N, int64_t B)
 {
-    memset(g, 0, sizeof *g);
-    g->tr.n = n;
-    g->tr.reqs = calloc((size_t)n, sizeof(trace_req));
-    for (int i = 0; i < n; i++) {
-        g->tr.reqs[i].arrival_s = rows[i][0];
-        g->tr.reqs[i].prompt_tokens = (int64_t)rows[i][1];
-        g->tr.reqs[i].output_tokens = (int64_t)rows[i][2];
-    }
-    run_config_defaults(&g->cfg);
+    tu_golden_init(g, &rows[0][0], 3, n, COST);
     sched_config *s = &g->cfg.sched;
     s->engine = SCHED_ENGINE_TRTLLM;
     s->alloc = alloc;
@@ -44,30 +36,13 @@ static void trt_setup(golden *g, const double (*rows)[3], int n, sched_alloc all
     s->max_model_len = 1000;
     s->chunked_prefill = 1;
     s->watermark = 0.0;
-    g->cfg.record_steps = 1;
-    kvs_err err;
-    ck_assert_int_eq(cost_model_create(COST, NULL, NULL, 1, &g->cost, &err), 0);
 }
 
 /* Token times from the step records: a member yields a token when its
  * context after the step reaches P + (tokens so far). */
 static void token_times(const golden *g, double tt[][MAXO], int64_t *ntok)
 {
-    memset(ntok, 0, (size_t)g->tr.n * sizeof *ntok);
-    for (int64_t i = 0; i < g->res.n_steps; i++) {
-        const run_step_rec *r = &g->res.steps[i];
-        const int64_t nm = (i + 1 < g->res.n_steps ? g->res.steps[i + 1].member_off
-                                                    : g->res.n_members) -
-                           r->member_off;
-        const double end = r->step.start_s + r->step.dur_s;
-        for (int64_t k = 0; k < nm; k++) {
-            const sched_member *m = &g->res.members[r->member_off + k];
-            if (m->context == g->tr.reqs[m->req_id].prompt_tokens + ntok[m->req_id]) {
-                ck_assert_int_lt(ntok[m->req_id], MAXO);
-                tt[m->req_id][ntok[m->req_id]++] = end;
-            }
-        }
-    }
+    tu_token_times(g, &tt[0][0], MAXO, ntok);
 }
 
 static void expect_req(const golden *g, double tt[][MAXO], const int64_t *ntok, int id,

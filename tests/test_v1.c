@@ -26,17 +26,9 @@
 /* rows: {arrival, P, O, priority} */
 static void v1_setup(golden *g, const double (*rows)[4], int n)
 {
-    memset(g, 0, sizeof *g);
-    g->tr.n = n;
-    g->tr.reqs = calloc((size_t)n, sizeof(trace_req));
-    for (int i = 0; i < n; i++) {
-        g->tr.reqs[i].arrival_s = rows[i][0];
-        g->tr.reqs[i].prompt_tokens = (int64_t)rows[i][1];
-        g->tr.reqs[i].output_tokens = (int64_t)rows[i][2];
-        g->tr.reqs[i].priority = (int32_t)rows[i][3];
+    tu_golden_init(g, &rows[0][0], 4, n, COST);
+    for (int i = 0; i < n; i++)
         ck_assert_int_le(g->tr.reqs[i].output_tokens, MAXO);
-    }
-    run_config_defaults(&g->cfg);
     sched_config *s = &g->cfg.sched;
     s->engine = SCHED_ENGINE_VLLM_V1;
     s->block_size = 4;
@@ -47,9 +39,6 @@ static void v1_setup(golden *g, const double (*rows)[4], int n)
     s->chunked_prefill = 1;
     s->prefix_caching = 0;
     /* s->watermark keeps its default 0.01: V1 ignores it */
-    g->cfg.record_steps = 1;
-    kvs_err err;
-    ck_assert_int_eq(cost_model_create(COST, NULL, NULL, 1, &g->cost, &err), 0);
 }
 
 /* Token times replayed from the step records: a member generates a token
@@ -57,22 +46,7 @@ static void v1_setup(golden *g, const double (*rows)[4], int n)
  * token k's time. */
 static void token_times(const golden *g, double tt[][MAXO], int64_t *ntok)
 {
-    memset(ntok, 0, (size_t)g->tr.n * sizeof *ntok);
-    for (int64_t i = 0; i < g->res.n_steps; i++) {
-        const run_step_rec *r = &g->res.steps[i];
-        const int64_t nm = (i + 1 < g->res.n_steps ? g->res.steps[i + 1].member_off
-                                                    : g->res.n_members) -
-                           r->member_off;
-        const double end = r->step.start_s + r->step.dur_s;
-        for (int64_t k = 0; k < nm; k++) {
-            const sched_member *m = &g->res.members[r->member_off + k];
-            const int32_t id = m->req_id;
-            if (m->context == g->tr.reqs[id].prompt_tokens + ntok[id]) {
-                ck_assert_int_lt(ntok[id], MAXO);
-                tt[id][ntok[id]++] = end;
-            }
-        }
-    }
+    tu_token_times(g, &tt[0][0], MAXO, ntok);
 }
 
 /* Check request id's token times, first/finish and preemptions. */

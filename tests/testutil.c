@@ -2,6 +2,8 @@
 
 #include "base/rng.h"
 
+#include <sqlite3.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +111,60 @@ void golden_run(golden *g)
     kvs_err err;
     int rc = run_execute(&g->cfg, &g->tr, &g->cost, &g->res, &err);
     ck_assert_msg(rc == 0, "run failed: %s", err.msg);
+}
+
+void tu_golden_init(golden *g, const double *rows, int cols, int n, const char *cost)
+{
+    ck_assert(cols == 3 || cols == 4);
+    memset(g, 0, sizeof *g);
+    g->tr.n = n;
+    g->tr.reqs = calloc((size_t)n, sizeof(trace_req));
+    ck_assert_ptr_nonnull(g->tr.reqs);
+    for (int i = 0; i < n; i++) {
+        const double *r = rows + (size_t)i * (size_t)cols;
+        g->tr.reqs[i].arrival_s = r[0];
+        g->tr.reqs[i].prompt_tokens = (int64_t)r[1];
+        g->tr.reqs[i].output_tokens = (int64_t)r[2];
+        g->tr.reqs[i].priority = cols == 4 ? (int32_t)r[3] : 0;
+    }
+    run_config_defaults(&g->cfg);
+    g->cfg.record_steps = 1;
+    kvs_err err;
+    int rc = cost_model_create(cost, NULL, NULL, 1, &g->cost, &err);
+    ck_assert_msg(rc == 0, "%s: %s", cost, err.msg);
+}
+
+void tu_token_times(const golden *g, double *tt, int maxo, int64_t *ntok)
+{
+    memset(ntok, 0, (size_t)g->tr.n * sizeof *ntok);
+    for (int64_t i = 0; i < g->res.n_steps; i++) {
+        const run_step_rec *r = &g->res.steps[i];
+        const int64_t nm = (i + 1 < g->res.n_steps ? g->res.steps[i + 1].member_off
+                                                    : g->res.n_members) -
+                           r->member_off;
+        const double end = r->step.start_s + r->step.dur_s;
+        for (int64_t k = 0; k < nm; k++) {
+            const sched_member *m = &g->res.members[r->member_off + k];
+            const int32_t id = m->req_id;
+            if (m->context == g->tr.reqs[id].prompt_tokens + ntok[id]) {
+                ck_assert_int_lt(ntok[id], maxo);
+                tt[(size_t)id * (size_t)maxo + (size_t)ntok[id]++] = end;
+            }
+        }
+    }
+}
+
+void tu_sql_expect(sqlite3 *db, const tu_sql_want *q, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_stmt *st;
+        ck_assert_msg(sqlite3_prepare_v2(db, q[i].sql, -1, &st, NULL) == SQLITE_OK, "%s: %s",
+                      q[i].sql, sqlite3_errmsg(db));
+        ck_assert_msg(sqlite3_step(st) == SQLITE_ROW, "%s: no row", q[i].sql);
+        ck_assert_msg(sqlite3_column_int64(st, 0) == q[i].want, "%s: %lld, want %lld",
+                      q[i].sql, (long long)sqlite3_column_int64(st, 0), (long long)q[i].want);
+        sqlite3_finalize(st);
+    }
 }
 
 void golden_free(golden *g)

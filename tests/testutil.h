@@ -29,6 +29,27 @@ typedef struct golden {
 void golden_run(golden *g);
 /* Free res, cost and the trace. */
 void golden_free(golden *g);
+/* Start a scenario: g zeroed; the trace of n rows of cols (3 or 4) values
+ * {arrival s, prompt P, output O[, priority]} at rows[i * cols]; cfg at
+ * run_config_defaults with record_steps on; the cost model `cost`
+ * ("affine:..."); a bad one fails the test.  The test then sets the
+ * engine's fields. */
+void tu_golden_init(golden *g, const double *rows, int cols, int n, const char *cost);
+/* Token times replayed from g's step records: a member yields a token when
+ * its context after the step reaches P + (tokens so far), so
+ * tt[id * maxo + k - 1] is request id's token k's time and ntok[id] its
+ * token count (at most maxo, else the test fails). */
+void tu_token_times(const golden *g, double *tt, int maxo, int64_t *ntok);
+
+/* One query whose single integer value must be `want`. */
+typedef struct sqlite3 sqlite3;
+typedef struct tu_sql_want {
+    const char *sql;
+    long long want;
+} tu_sql_want;
+/* Run every q[i] on db; a failing query or a value other than want fails
+ * the test, naming the query. */
+void tu_sql_expect(sqlite3 *db, const tu_sql_want *q, size_t n);
 
 /* A random trace for property tests: n requests, exponential gaps (mean
  * 0.05 s) with a fifth of them simultaneous, prompts in [1, pmax], outputs
