@@ -22,6 +22,7 @@ struct store {
     char *path;           /* path (or URI) as given to store_open, owned */
     int busy_ms;          /* give up on a locked database after this many ms */
     int busy;             /* 1 = the last store_begin/commit gave up on a lock */
+    store_schema_how how; /* what store_open did to the schema */
     double wait_s;        /* store_save_run waits this long, s, then spools */
     store_wait_fn wait_fn; /* told while store_save_run waits; may be NULL */
     void *wait_ctx;       /* for wait_fn */
@@ -71,6 +72,8 @@ void store_wait_note(store *s, double waited_s)
 }
 
 int store_busy(const store *s) { return s->busy; }
+
+store_schema_how store_schema_opened(const store *s) { return s->how; }
 
 int store_busy_timeout(const store *s) { return s->busy_ms; }
 
@@ -247,6 +250,9 @@ static int schema_migrate(store *s, kvs_err *err)
             goto fail;
         }
         v = STORE_SCHEMA_VERSION;
+        s->how = STORE_SCHEMA_FRESH;
+    } else {
+        s->how = STORE_SCHEMA_MIGRATED;
     }
     for (; v < STORE_SCHEMA_VERSION; v++) {
         const char *sql = store_migration_sql(v);

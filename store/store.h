@@ -88,6 +88,14 @@ const char *store_schema_fresh_sql(void);
 /* FNV-1a of every migration script and its version; never 0. */
 uint64_t store_schema_fingerprint(void);
 
+/* What store_open did to the schema, for tests and diagnostics. */
+typedef enum store_schema_how {
+    STORE_SCHEMA_CURRENT = 0, /* already at STORE_SCHEMA_VERSION: nothing */
+    STORE_SCHEMA_FRESH,       /* a new file: the recorded script */
+    STORE_SCHEMA_MIGRATED     /* an older or foreign file: the migrations */
+} store_schema_how;
+store_schema_how store_schema_opened(const store *s);
+
 /* Write a finished run: one `runs` row with config, provenance and summary,
  * one `requests` row per request, and `steps` rows when recorded
  * (cfg->record_steps and res->steps); all in one transaction.  *run_id

@@ -172,10 +172,15 @@ START_TEST(test_fresh_schema_is_the_migrated_one)
     store *s = NULL;
     kvs_err err = {{0}};
     ck_assert_msg(store_open(path, &s, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_int_eq(store_schema_opened(s), STORE_SCHEMA_FRESH);
     got = dump(store_db(s), "");
     ck_assert_msg(!strcmp(got, want), "store_open's schema differs:\n--- got\n%s\n--- want\n%s",
                   got, want);
     free(got);
+    store_close(s);
+    /* opened again, it is current: nothing runs */
+    ck_assert_msg(store_open(path, &s, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_int_eq(store_schema_opened(s), STORE_SCHEMA_CURRENT);
     store_close(s);
     free(want);
 }
@@ -200,6 +205,7 @@ START_TEST(test_foreign_file_migrates)
     store *s = NULL;
     kvs_err err = {{0}};
     ck_assert_msg(store_open(path, &s, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_int_eq(store_schema_opened(s), STORE_SCHEMA_MIGRATED);
     char *got = dump(store_db(s), "mine");
     ck_assert_msg(!strcmp(got, want), "migrated schema differs:\n--- got\n%s\n--- want\n%s",
                   got, want);
