@@ -4,6 +4,8 @@
  * table and SQL text, byte for byte), the same sqlite_sequence rows and
  * the same meta rows.  The simple model here is the migrations themselves,
  * run one by one on a raw connection the way store_open runs them.
+ * store_schema_opened says which way store_open went: the recording for a
+ * new file, the migrations for a file holding anything else.
  *
  * After a schema change (a migration, a run_fields column) the recording
  * is stale: store_open falls back to the migrations and this test fails
