@@ -595,13 +595,83 @@ static const char schema_v9_rows[] =
     "  WHERE key >= (OLD.run_id << 32) AND key < ((OLD.run_id + 1) << 32);\n"
     "END;\n";
 
+/* Version 11: cheaper step rows (`--record-steps`; docs/schema.md,
+ * "steps"), as version 9 did for requests.  The rows move to `step_rows`,
+ * keyed by key = run_id * 2^32 + step_id, with the kind as an INTEGER code
+ * (0 prefill, 1 decode, 2 mixed) and no per-row CHECK or foreign key:
+ * store_write_run checks a run's steps once, before writing them.  `steps`
+ * becomes a view with the same columns in the same order, an INSTEAD OF
+ * trigger keeps `INSERT INTO steps` (spool merges) working with the old
+ * checks, and a trigger on `runs` replaces ON DELETE CASCADE.  Rows of a
+ * run deleted with foreign keys off move too (the view hides them). */
+static const char schema_v11_steps[] =
+    "CREATE TABLE IF NOT EXISTS step_rows(\n"
+    "  key INTEGER PRIMARY KEY,\n"
+    "  start_s REAL NOT NULL,\n"
+    "  dur_s REAL NOT NULL,\n"
+    "  kind_code INTEGER NOT NULL,\n"
+    "  n_prefill INTEGER NOT NULL,\n"
+    "  n_decode INTEGER NOT NULL,\n"
+    "  tokens INTEGER NOT NULL,\n"
+    "  kv_read INTEGER NOT NULL,\n"
+    "  prefill_sq INTEGER NOT NULL,\n"
+    "  kv_blocks_used INTEGER NOT NULL,\n"
+    "  n_waiting INTEGER NOT NULL,\n"
+    "  n_running INTEGER NOT NULL,\n"
+    "  n_preempted INTEGER NOT NULL,\n"
+    "  swap_out_blocks INTEGER NOT NULL,\n"
+    "  swap_in_blocks INTEGER NOT NULL,\n"
+    "  members BLOB NOT NULL,\n"
+    "  replica INTEGER NOT NULL DEFAULT 0\n"
+    ");\n"
+    "INSERT INTO step_rows(key, start_s, dur_s, kind_code, n_prefill, n_decode, tokens,\n"
+    "  kv_read, prefill_sq, kv_blocks_used, n_waiting, n_running, n_preempted,\n"
+    "  swap_out_blocks, swap_in_blocks, members, replica)\n"
+    "SELECT (run_id << 32) + step_id, start_s, dur_s,\n"
+    "  CASE kind WHEN 'prefill' THEN 0 WHEN 'decode' THEN 1 ELSE 2 END, n_prefill, n_decode,\n"
+    "  tokens, kv_read, prefill_sq, kv_blocks_used, n_waiting, n_running, n_preempted,\n"
+    "  swap_out_blocks, swap_in_blocks, members, replica\n"
+    "FROM steps ORDER BY run_id, step_id;\n"
+    "DROP TABLE steps;\n"
+    "CREATE VIEW steps AS\n"
+    "SELECT r.run_id AS run_id, s.key - (r.run_id << 32) AS step_id,\n"
+    "       s.start_s AS start_s, s.dur_s AS dur_s,\n"
+    "       CASE s.kind_code WHEN 0 THEN 'prefill' WHEN 1 THEN 'decode' WHEN 2 THEN 'mixed'\n"
+    "       END AS kind,\n"
+    "       s.n_prefill AS n_prefill, s.n_decode AS n_decode, s.tokens AS tokens,\n"
+    "       s.kv_read AS kv_read, s.prefill_sq AS prefill_sq,\n"
+    "       s.kv_blocks_used AS kv_blocks_used, s.n_waiting AS n_waiting,\n"
+    "       s.n_running AS n_running, s.n_preempted AS n_preempted,\n"
+    "       s.swap_out_blocks AS swap_out_blocks, s.swap_in_blocks AS swap_in_blocks,\n"
+    "       s.members AS members, s.replica AS replica\n"
+    "FROM runs r JOIN step_rows s\n"
+    "  ON s.key >= (r.run_id << 32) AND s.key < ((r.run_id + 1) << 32);\n"
+    "CREATE TRIGGER IF NOT EXISTS steps_insert INSTEAD OF INSERT ON steps BEGIN\n"
+    "  INSERT INTO step_rows(key, start_s, dur_s, kind_code, n_prefill, n_decode, tokens,\n"
+    "    kv_read, prefill_sq, kv_blocks_used, n_waiting, n_running, n_preempted,\n"
+    "    swap_out_blocks, swap_in_blocks, members, replica)\n"
+    "  SELECT (NEW.run_id << 32) + NEW.step_id, NEW.start_s, NEW.dur_s,\n"
+    "    CASE NEW.kind WHEN 'prefill' THEN 0 WHEN 'decode' THEN 1 WHEN 'mixed' THEN 2\n"
+    "      ELSE RAISE(ABORT, 'steps.kind must be prefill, decode or mixed') END,\n"
+    "    NEW.n_prefill, NEW.n_decode, NEW.tokens, NEW.kv_read, NEW.prefill_sq,\n"
+    "    NEW.kv_blocks_used, NEW.n_waiting, NEW.n_running, NEW.n_preempted,\n"
+    "    NEW.swap_out_blocks, NEW.swap_in_blocks, NEW.members, coalesce(NEW.replica, 0)\n"
+    "  WHERE (SELECT count(*) FROM runs WHERE run_id = NEW.run_id) = 1\n"
+    "     OR RAISE(ABORT, 'steps.run_id names no run');\n"
+    "END;\n"
+    "CREATE TRIGGER IF NOT EXISTS runs_delete_steps AFTER DELETE ON runs BEGIN\n"
+    "  DELETE FROM step_rows\n"
+    "  WHERE key >= (OLD.run_id << 32) AND key < ((OLD.run_id + 1) << 32);\n"
+    "END;\n";
+
 static const char *schema_extra(int v)
 {
-    return v == 4   ? schema_v4_cluster
-           : v == 6 ? schema_v6_pd
-           : v == 7 ? schema_v7_answers
-           : v == 9 ? schema_v9_rows
-                    : NULL;
+    return v == 4    ? schema_v4_cluster
+           : v == 6  ? schema_v6_pd
+           : v == 7  ? schema_v7_answers
+           : v == 9  ? schema_v9_rows
+           : v == 11 ? schema_v11_steps
+                     : NULL;
 }
 
 /* runs_alter(v) followed by schema_extra(v); NULL when out of memory. */
@@ -659,4 +729,46 @@ const char *store_migration_sql(int from_version)
         return NULL;
     pthread_once(&schema_once, schema_build);
     return migrations[from_version];
+}
+
+/* ------------------------------------------------------ fresh databases */
+
+/* The recording of store/schema_current.c (written by
+ * KVSIM_WRITE_SCHEMA=1 build/test_schema): the objects the migrations
+ * leave in sqlite_master, in creation order, and the fingerprint of the
+ * migration scripts it was recorded from. */
+extern const char store_schema_current[];
+extern const uint64_t store_schema_current_fingerprint;
+
+static uint64_t fingerprint;
+static pthread_once_t fingerprint_once = PTHREAD_ONCE_INIT;
+
+/* FNV-1a over every migration script with its version, so that any change
+ * to a script, to the run_fields table or to STORE_SCHEMA_VERSION changes
+ * it.  A script that could not be built (out of memory) leaves it 0, which
+ * no recording carries. */
+static void fingerprint_build(void)
+{
+    uint64_t h = 14695981039346656037ULL;
+    for (int v = 0; v < STORE_SCHEMA_VERSION; v++) {
+        const char *s = store_migration_sql(v);
+        if (!s)
+            return;
+        h = (h ^ (uint64_t)(v + 1)) * 1099511628211ULL;
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+            h = (h ^ *p) * 1099511628211ULL;
+    }
+    fingerprint = h ? h : 1;
+}
+
+uint64_t store_schema_fingerprint(void)
+{
+    pthread_once(&fingerprint_once, fingerprint_build);
+    return fingerprint;
+}
+
+const char *store_schema_fresh_sql(void)
+{
+    uint64_t f = store_schema_fingerprint();
+    return f && f == store_schema_current_fingerprint ? store_schema_current : NULL;
 }

@@ -22,6 +22,7 @@ struct store {
     char *path;           /* path (or URI) as given to store_open, owned */
     int busy_ms;          /* give up on a locked database after this many ms */
     int busy;             /* 1 = the last store_begin/commit gave up on a lock */
+    store_schema_how how; /* what store_open did to the schema */
     double wait_s;        /* store_save_run waits this long, s, then spools */
     store_wait_fn wait_fn; /* told while store_save_run waits; may be NULL */
     void *wait_ctx;       /* for wait_fn */
@@ -71,6 +72,8 @@ void store_wait_note(store *s, double waited_s)
 }
 
 int store_busy(const store *s) { return s->busy; }
+
+store_schema_how store_schema_opened(const store *s) { return s->how; }
 
 int store_busy_timeout(const store *s) { return s->busy_ms; }
 
@@ -172,6 +175,23 @@ out:
     return rc;
 }
 
+/* *empty = 1 when sqlite_master lists nothing (a new file), so that the
+ * recorded current schema (store_schema_fresh_sql) may be created whole.
+ * Cost: one small query. */
+static int schema_empty(store *s, int *empty, kvs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    *empty = 0;
+    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) !=
+        SQLITE_OK)
+        return db_fail(s, err, NULL);
+    int rc = sqlite3_step(st) == SQLITE_ROW ? KVS_OK : db_fail(s, err, NULL);
+    if (rc == KVS_OK)
+        *empty = sqlite3_column_int64(st, 0) == 0;
+    sqlite3_finalize(st);
+    return rc;
+}
+
 static int refuse_newer(const store *s, int v, kvs_err *err)
 {
     return kvs_errf(err, KVS_EDB,
@@ -219,6 +239,20 @@ static int schema_migrate(store *s, kvs_err *err)
     if (v > STORE_SCHEMA_VERSION) {
         rc = refuse_newer(s, v, err);
         goto fail;
+    }
+    const char *fresh = v == 0 ? store_schema_fresh_sql() : NULL;
+    int empty = 0;
+    if (fresh && (rc = schema_empty(s, &empty, err)))
+        goto fail;
+    if (fresh && empty) {
+        if (sqlite3_exec(s->db, fresh, NULL, NULL, NULL) != SQLITE_OK) {
+            rc = db_fail(s, err, "creating the schema");
+            goto fail;
+        }
+        v = STORE_SCHEMA_VERSION;
+        s->how = STORE_SCHEMA_FRESH;
+    } else {
+        s->how = STORE_SCHEMA_MIGRATED;
     }
     for (; v < STORE_SCHEMA_VERSION; v++) {
         const char *sql = store_migration_sql(v);

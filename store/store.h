@@ -1,6 +1,8 @@
 /* store.h — the SQLite store: owns the schema (versioned, one place:
- * store/schema.c) and writes each run in one transaction, so a reader never
- * sees half a run.  Tables: meta, runs, requests, steps, calibrations,
+ * store/schema.c, whose result for a new file is recorded in
+ * store/schema_current.c) and writes each run in one transaction, so a
+ * reader never sees half a run.  Tables: meta, runs, request_rows (behind
+ * the requests view), step_rows (behind the steps view), calibrations,
  * kernel_measurements, profiles, validations, validation_steps.
  *
  * The database is opened in WAL mode with a busy timeout; a locked, read-only
@@ -19,7 +21,7 @@
 typedef struct sqlite3 sqlite3;
 typedef struct store store;
 
-#define STORE_SCHEMA_VERSION 10
+#define STORE_SCHEMA_VERSION 11
 
 /* Open (creating if needed) and bring the schema to STORE_SCHEMA_VERSION.
  * Refuses a database with a newer schema.  `path` may be an SQLite URI
@@ -70,13 +72,41 @@ int store_busy_timeout(const store *s);
  * store_open runs them; exposed for docs and tests. */
 const char *store_migration_sql(int from_version);
 
+/* A database with no objects at all (a new file) gets the whole current
+ * schema in one script instead of the migrations one by one (about 10x
+ * less CPU: each ALTER TABLE makes SQLite re-read the whole schema).  The
+ * script is a recording of what the migrations 0 -> STORE_SCHEMA_VERSION
+ * leave in sqlite_master, object by object in creation order, kept in
+ * store/schema_current.c with the fingerprint of the migration scripts it
+ * was recorded from; tests/test_schema.c checks that replaying it gives
+ * the same sqlite_master, byte for byte, and `KVSIM_WRITE_SCHEMA=1
+ * build/test_schema` records it again after a schema change.
+ * store_schema_fresh_sql returns NULL when the recording is stale (its
+ * fingerprint is not store_schema_fingerprint()); store_open then runs the
+ * migrations, so a stale recording costs time, never a wrong schema. */
+const char *store_schema_fresh_sql(void);
+/* FNV-1a of every migration script and its version; never 0. */
+uint64_t store_schema_fingerprint(void);
+
+/* What store_open did to the schema, for tests and diagnostics. */
+typedef enum store_schema_how {
+    STORE_SCHEMA_CURRENT = 0, /* already at STORE_SCHEMA_VERSION: nothing */
+    STORE_SCHEMA_FRESH,       /* a new file: the recorded script */
+    STORE_SCHEMA_MIGRATED     /* an older or foreign file: the migrations */
+} store_schema_how;
+store_schema_how store_schema_opened(const store *s);
+
 /* Write a finished run: one `runs` row with config, provenance and summary,
  * one `requests` row per request, and `steps` rows when recorded
  * (cfg->record_steps and res->steps); all in one transaction.  *run_id
  * receives the new key.  NaN is stored as NULL.  On failure nothing of the
  * run remains: KVS_EDB "PATH: what: sqlite message", or KVS_EINTERNAL for
- * step member offsets outside res->members.  Cost: O(requests + steps)
- * inserts, about a million rows per second or two. */
+ * what the row tables no longer check row by row (a request status that is
+ * not final, a length below 1, a step kind outside prefill/decode/mixed,
+ * an id beyond the key's 32 bits, step member offsets outside
+ * res->members), found before any row is written.  Rows go in 64 per
+ * INSERT.  Cost: O(requests + steps) inserts, about a million request
+ * rows per second. */
 int store_write_run(store *s, const run_config *cfg, const run_result *res,
                     int64_t *run_id, kvs_err *err);
 

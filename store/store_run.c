@@ -18,19 +18,12 @@
 /* Bytes per packed sched_member in steps.members (see docs/schema.md). */
 #define MEMBER_BYTES 24
 
-/* sched_req_status and sched_step_kind by name, for messages and the
- * steps table (whose CHECK rejects anything else). */
+/* sched_req_status by name, for messages. */
 static const char *req_status_name(int32_t v)
 {
     static const char *const names[] = {"pending", "waiting", "running",
                                         "swapped", "finished", "rejected"};
     return v >= 0 && v < 6 ? names[v] : "invalid";
-}
-
-static const char *step_kind_name(int32_t v)
-{
-    static const char *const names[] = {"prefill", "decode", "mixed"};
-    return v >= 0 && v < 3 ? names[v] : "invalid";
 }
 
 /* "PATH: what: sqlite message" as KVS_EDB; an I/O failure also names the
@@ -215,17 +208,26 @@ static const char *const req_col_names[REQ_COL_END] = {
     "first_token_s", "finish_s", "preemptions", "swaps", "swapped_s", "replica",
     "decode_replica", "kv_transfer_s", "max_itl_s", "reject_reason"};
 
-/* "INSERT INTO request_rows(key, ...) VALUES(?1, ...)" from req_col_names. */
-static void requests_insert_sql(char *sql, size_t cap)
+/* Rows per INSERT in the bulk statement: one sqlite3_step (and reset) per
+ * REQ_BATCH rows instead of per row; the last n % REQ_BATCH rows go one by
+ * one.  16 * 64 parameters stay under SQLite's 32766. */
+#define REQ_BATCH 64
+
+/* "INSERT INTO request_rows(key, ...) VALUES(?1, ...), ..." with `rows`
+ * groups of parameters, from req_col_names. */
+static void requests_insert_sql(char *sql, size_t cap, int rows)
 {
     size_t len = 0;
     append(sql, cap, &len, "INSERT INTO request_rows(");
     for (int c = 1; c < REQ_COL_END; c++)
         append(sql, cap, &len, c > 1 ? ",%s" : "%s", req_col_names[c]);
-    append(sql, cap, &len, ") VALUES(");
-    for (int c = 1; c < REQ_COL_END; c++)
-        append(sql, cap, &len, c > 1 ? ",?%d" : "?%d", c);
-    append(sql, cap, &len, ")");
+    append(sql, cap, &len, ") VALUES");
+    for (int r = 0; r < rows; r++) {
+        append(sql, cap, &len, r ? ",(" : "(");
+        for (int c = 1; c < REQ_COL_END; c++)
+            append(sql, cap, &len, c > 1 ? ",?%d" : "?%d", r * (REQ_COL_END - 1) + c);
+        append(sql, cap, &len, ")");
+    }
 }
 
 /* The integrity the table no longer checks row by row, checked once per run
@@ -251,60 +253,90 @@ static int check_requests(store *s, int64_t run_id, const run_result *res, kvs_e
     return KVS_OK;
 }
 
-/* One prepared statement, bound positionally and reset per row: the hot
- * loop of a write.  Keys ascend, so every row is an append at the end of
- * the table's B-tree.  Cost: O(n). */
+/* Bind request i's columns to the parameters of row group `g` of st;
+ * SQLITE_OK (0) or a failing bind's code ORed in. */
+static int bind_request(sqlite3_stmt *st, int g, int64_t base, const run_result *res, int64_t i)
+{
+    const trace_req *tq = &res->tr->reqs[i];
+    const sched_req_result *r = &res->reqs[i];
+    const int o = g * (REQ_COL_END - 1);
+    int b = sqlite3_bind_int64(st, o + REQ_COL_KEY, base + i);
+    b |= sqlite3_bind_double(st, o + REQ_COL_ARRIVAL_S, tq->arrival_s);
+    b |= sqlite3_bind_int64(st, o + REQ_COL_PROMPT_TOKENS, tq->prompt_tokens);
+    b |= sqlite3_bind_int64(st, o + REQ_COL_OUTPUT_TOKENS, tq->output_tokens);
+    b |= sqlite3_bind_int64(st, o + REQ_COL_PRIORITY, tq->priority);
+    b |= sqlite3_bind_int(st, o + REQ_COL_STATUS_CODE, r->status == SCHED_REQ_FINISHED ? 0 : 1);
+    b |= bind_nan_null(st, o + REQ_COL_FIRST_TOKEN_S, r->first_token_s);
+    b |= bind_nan_null(st, o + REQ_COL_FINISH_S, r->finish_s);
+    b |= sqlite3_bind_int64(st, o + REQ_COL_PREEMPTIONS, r->preemptions);
+    b |= sqlite3_bind_int64(st, o + REQ_COL_SWAPS, r->swaps);
+    b |= bind_nan_null(st, o + REQ_COL_SWAPPED_S, r->swapped_s);
+    b |= sqlite3_bind_int64(st, o + REQ_COL_REPLICA, res->replica ? res->replica[i] : 0);
+    if (res->decode && res->decode[i] >= 0)
+        b |= sqlite3_bind_int64(st, o + REQ_COL_DECODE_REPLICA, res->decode[i]);
+    else
+        b |= sqlite3_bind_null(st, o + REQ_COL_DECODE_REPLICA);
+    b |= bind_nan_null(st, o + REQ_COL_KV_TRANSFER_S,
+                       res->kv_transfer_s ? res->kv_transfer_s[i] : NAN);
+    b |= bind_nan_null(st, o + REQ_COL_MAX_ITL_S, res->max_itl_s ? res->max_itl_s[i] : NAN);
+    const char *why = sched_reject_reason_name(r->reject_reason);
+    b |= why ? sqlite3_bind_text(st, o + REQ_COL_REJECT_REASON, why, -1, SQLITE_STATIC)
+             : sqlite3_bind_null(st, o + REQ_COL_REJECT_REASON);
+    return b;
+}
+
+/* Requests [i, i + rows) through st (a statement of `rows` row groups):
+ * bind, step, reset.  KVS_OK, or KVS_EDB naming request i. */
+static int insert_requests(store *s, sqlite3_stmt *st, int rows, int64_t base,
+                           const run_result *res, int64_t i, kvs_err *err)
+{
+    int b = SQLITE_OK;
+    for (int g = 0; g < rows; g++)
+        b |= bind_request(st, g, base, res, i + g);
+    /* SQLITE_OK is 0, so any failing bind leaves b non-zero. */
+    if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
+        char what[80];
+        snprintf(what, sizeof what, rows > 1 ? "writing requests %lld to %lld" :
+                 "writing request %lld", (long long)i, (long long)(i + rows - 1));
+        int rc = db_fail(s, err, what);
+        sqlite3_reset(st);
+        return rc;
+    }
+    return sqlite3_reset(st) == SQLITE_OK ? KVS_OK
+                                          : db_fail(s, err, "resetting requests insert");
+}
+
+/* Prepared statements bound positionally: REQ_BATCH rows per step while
+ * that many are left, then one by one.  Keys ascend, so every row is an
+ * append at the end of the table's B-tree.  Cost: O(n). */
 static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_err *err)
 {
-    char sql[512];
-    requests_insert_sql(sql, sizeof sql);
+    /* on the stack, not static: several threads may write runs at once */
+    char sql_one[512], sql_batch[512 + REQ_BATCH * 128];
     sqlite3 *db = store_db(s);
-    sqlite3_stmt *st = NULL;
+    sqlite3_stmt *one = NULL, *batch = NULL;
     int rc = check_requests(s, run_id, res, err);
     if (rc)
         return rc;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+    const int64_t n = res->tr->n, base = run_id << 32;
+    requests_insert_sql(sql_one, sizeof sql_one, 1);
+    if (sqlite3_prepare_v2(db, sql_one, -1, &one, NULL) != SQLITE_OK)
         return db_fail(s, err, "preparing requests insert");
-    const trace_req *tq = res->tr->reqs;
-    const int64_t base = run_id << 32;
-    for (int64_t i = 0; i < res->tr->n; i++) {
-        const sched_req_result *r = &res->reqs[i];
-        int b = sqlite3_bind_int64(st, REQ_COL_KEY, base + i);
-        b |= sqlite3_bind_double(st, REQ_COL_ARRIVAL_S, tq[i].arrival_s);
-        b |= sqlite3_bind_int64(st, REQ_COL_PROMPT_TOKENS, tq[i].prompt_tokens);
-        b |= sqlite3_bind_int64(st, REQ_COL_OUTPUT_TOKENS, tq[i].output_tokens);
-        b |= sqlite3_bind_int64(st, REQ_COL_PRIORITY, tq[i].priority);
-        b |= sqlite3_bind_int(st, REQ_COL_STATUS_CODE, r->status == SCHED_REQ_FINISHED ? 0 : 1);
-        b |= bind_nan_null(st, REQ_COL_FIRST_TOKEN_S, r->first_token_s);
-        b |= bind_nan_null(st, REQ_COL_FINISH_S, r->finish_s);
-        b |= sqlite3_bind_int64(st, REQ_COL_PREEMPTIONS, r->preemptions);
-        b |= sqlite3_bind_int64(st, REQ_COL_SWAPS, r->swaps);
-        b |= bind_nan_null(st, REQ_COL_SWAPPED_S, r->swapped_s);
-        b |= sqlite3_bind_int64(st, REQ_COL_REPLICA, res->replica ? res->replica[i] : 0);
-        if (res->decode && res->decode[i] >= 0)
-            b |= sqlite3_bind_int64(st, REQ_COL_DECODE_REPLICA, res->decode[i]);
-        else
-            b |= sqlite3_bind_null(st, REQ_COL_DECODE_REPLICA);
-        b |= bind_nan_null(st, REQ_COL_KV_TRANSFER_S,
-                           res->kv_transfer_s ? res->kv_transfer_s[i] : NAN);
-        b |= bind_nan_null(st, REQ_COL_MAX_ITL_S, res->max_itl_s ? res->max_itl_s[i] : NAN);
-        const char *why = sched_reject_reason_name(r->reject_reason);
-        b |= why ? sqlite3_bind_text(st, REQ_COL_REJECT_REASON, why, -1, SQLITE_STATIC)
-                 : sqlite3_bind_null(st, REQ_COL_REJECT_REASON);
-        /* SQLITE_OK is 0, so any failing bind leaves b non-zero. */
-        if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
-            char what[64];
-            snprintf(what, sizeof what, "writing request %lld", (long long)i);
-            rc = db_fail(s, err, what);
+    int64_t i = 0;
+    if (n >= REQ_BATCH) {
+        requests_insert_sql(sql_batch, sizeof sql_batch, REQ_BATCH);
+        if (sqlite3_prepare_v2(db, sql_batch, -1, &batch, NULL) != SQLITE_OK) {
+            rc = db_fail(s, err, "preparing requests insert");
             goto out;
         }
-        if (sqlite3_reset(st) != SQLITE_OK) {
-            rc = db_fail(s, err, "resetting requests insert");
-            goto out;
-        }
+        for (; i + REQ_BATCH <= n && !rc; i += REQ_BATCH)
+            rc = insert_requests(s, batch, REQ_BATCH, base, res, i, err);
     }
+    for (; i < n && !rc; i++)
+        rc = insert_requests(s, one, 1, base, res, i, err);
 out:
-    sqlite3_finalize(st);
+    sqlite3_finalize(batch);
+    sqlite3_finalize(one);
     return rc;
 }
 
@@ -349,67 +381,137 @@ static int check_member_offsets(const run_result *res, int64_t *max_n, kvs_err *
     return KVS_OK;
 }
 
+/* The integrity step_rows no longer checks row by row (schema version
+ * 10), checked once per run before any row is written: a known kind and a
+ * step id that fits the key.  O(steps), no SQL. */
+static int check_steps(store *s, const run_result *res, kvs_err *err)
+{
+    for (int64_t i = 0; i < res->n_steps; i++) {
+        const sched_step *p = &res->steps[i].step;
+        if (p->kind < SCHED_STEP_PREFILL || p->kind > SCHED_STEP_MIXED)
+            return kvs_errf(err, KVS_EINTERNAL, "%s: step %lld: kind %d is not prefill, decode "
+                            "or mixed", store_path(s), (long long)p->index, (int)p->kind);
+        if (p->index < 0 || p->index >= ((int64_t)1 << 32))
+            return kvs_errf(err, KVS_EINTERNAL, "%s: step id %lld outside the row key",
+                            store_path(s), (long long)p->index);
+    }
+    return KVS_OK;
+}
+
+/* Steps per INSERT in the bulk statement, as REQ_BATCH for requests. */
+#define STEP_BATCH 64
+#define STEP_COLS 17
+
+/* "INSERT INTO step_rows(...) VALUES(?1, ...), ..." with `rows` groups. */
+static void steps_insert_sql(char *sql, size_t cap, int rows)
+{
+    size_t len = 0;
+    append(sql, cap, &len, "INSERT INTO step_rows(key, start_s, dur_s, kind_code, n_prefill, "
+                           "n_decode, tokens, kv_read, prefill_sq, kv_blocks_used, n_waiting, "
+                           "n_running, n_preempted, swap_out_blocks, swap_in_blocks, members, "
+                           "replica) VALUES");
+    for (int r = 0; r < rows; r++) {
+        append(sql, cap, &len, r ? ",(" : "(");
+        for (int c = 1; c <= STEP_COLS; c++)
+            append(sql, cap, &len, c > 1 ? ",?%d" : "?%d", r * STEP_COLS + c);
+        append(sql, cap, &len, ")");
+    }
+}
+
+/* Bind step i to row group g of st, its members packed into buf (which
+ * must outlive the step: bound SQLITE_STATIC); a failing bind's code. */
+static int bind_step(sqlite3_stmt *st, int g, int64_t base, const run_result *res, int64_t i,
+                     unsigned char *buf)
+{
+    const sched_step *p = &res->steps[i].step;
+    int64_t off = res->steps[i].member_off;
+    int64_t end = i + 1 < res->n_steps ? res->steps[i + 1].member_off : res->n_members;
+    if (end > off)
+        pack_members(buf, res->members + off, end - off);
+    const int o = g * STEP_COLS;
+    int b = sqlite3_bind_int64(st, o + 1, base + p->index);
+    b |= sqlite3_bind_double(st, o + 2, p->start_s);
+    b |= sqlite3_bind_double(st, o + 3, p->dur_s);
+    b |= sqlite3_bind_int(st, o + 4, (int)p->kind);
+    b |= sqlite3_bind_int64(st, o + 5, p->batch.n_prefill);
+    b |= sqlite3_bind_int64(st, o + 6, p->batch.n_decode);
+    b |= sqlite3_bind_int64(st, o + 7, p->batch.tokens);
+    b |= sqlite3_bind_int64(st, o + 8, p->batch.kv_read);
+    b |= sqlite3_bind_int64(st, o + 9, p->batch.prefill_sq);
+    b |= sqlite3_bind_int64(st, o + 10, p->kv_blocks_used);
+    b |= sqlite3_bind_int64(st, o + 11, p->n_waiting);
+    b |= sqlite3_bind_int64(st, o + 12, p->n_running);
+    b |= sqlite3_bind_int64(st, o + 13, p->n_preempted);
+    b |= sqlite3_bind_int64(st, o + 14, p->swap_out_blocks);
+    b |= sqlite3_bind_int64(st, o + 15, p->swap_in_blocks);
+    b |= sqlite3_bind_blob64(st, o + 16, buf, (sqlite3_uint64)((end - off) * MEMBER_BYTES),
+                             SQLITE_STATIC);
+    b |= sqlite3_bind_int64(st, o + 17, res->steps[i].replica);
+    return b;
+}
+
+/* Steps [i, i + rows) through st; group g packs its members at
+ * buf + g * stride.  KVS_OK, or KVS_EDB naming the first step. */
+static int insert_steps(store *s, sqlite3_stmt *st, int rows, int64_t base,
+                        const run_result *res, int64_t i, unsigned char *buf, size_t stride,
+                        kvs_err *err)
+{
+    int b = SQLITE_OK;
+    for (int g = 0; g < rows; g++)
+        b |= bind_step(st, g, base, res, i + g, buf + (size_t)g * stride);
+    if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
+        char what[80];
+        snprintf(what, sizeof what, rows > 1 ? "writing steps %lld to %lld" : "writing step %lld",
+                 (long long)res->steps[i].step.index,
+                 (long long)res->steps[i + rows - 1].step.index);
+        int rc = db_fail(s, err, what);
+        sqlite3_reset(st);
+        return rc;
+    }
+    return sqlite3_reset(st) == SQLITE_OK ? KVS_OK : db_fail(s, err, "resetting steps insert");
+}
+
+/* Prepared statements into step_rows, STEP_BATCH steps per step of SQLite
+ * while that many are left, then one by one; step ids ascend, so every
+ * row is an append.  Cost: O(steps + members). */
 static int write_steps(store *s, int64_t run_id, const run_result *res, kvs_err *err)
 {
-    static const char sql[] =
-        "INSERT INTO steps(run_id, step_id, start_s, dur_s, kind, n_prefill, "
-        "n_decode, tokens, kv_read, prefill_sq, kv_blocks_used, n_waiting, "
-        "n_running, n_preempted, swap_out_blocks, swap_in_blocks, members, replica) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)";
+    char sql_one[1024], sql_batch[1024 + STEP_BATCH * 160]; /* per call: threads */
     sqlite3 *db = store_db(s);
-    sqlite3_stmt *st = NULL;
+    sqlite3_stmt *one = NULL, *batch = NULL;
     unsigned char *buf = NULL;
     int64_t max_n;
     int rc = check_member_offsets(res, &max_n, err);
-    if (rc)
+    if (rc || (rc = check_steps(s, res, err)))
         return rc;
-    /* At least one byte, so an empty step binds a zero-length blob, not NULL. */
-    buf = malloc((size_t)max_n * MEMBER_BYTES + 1);
+    /* At least one byte a group, so an empty step binds a zero-length
+     * blob, not NULL. */
+    const size_t stride = (size_t)max_n * MEMBER_BYTES + 1;
+    buf = malloc(stride * STEP_BATCH);
     if (!buf)
         return kvs_errf(err, KVS_ENOMEM, "%s: out of memory packing step members",
                         store_path(s));
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+    const int64_t n = res->n_steps, base = run_id << 32;
+    steps_insert_sql(sql_one, sizeof sql_one, 1);
+    if (sqlite3_prepare_v2(db, sql_one, -1, &one, NULL) != SQLITE_OK) {
         rc = db_fail(s, err, "preparing steps insert");
         goto out;
     }
-    for (int64_t i = 0; i < res->n_steps; i++) {
-        const sched_step *p = &res->steps[i].step;
-        int64_t off = res->steps[i].member_off;
-        int64_t end = i + 1 < res->n_steps ? res->steps[i + 1].member_off : res->n_members;
-        if (end > off)
-            pack_members(buf, res->members + off, end - off);
-        int b = sqlite3_bind_int64(st, 1, run_id);
-        b |= sqlite3_bind_int64(st, 2, p->index);
-        b |= sqlite3_bind_double(st, 3, p->start_s);
-        b |= sqlite3_bind_double(st, 4, p->dur_s);
-        b |= sqlite3_bind_text(st, 5, step_kind_name(p->kind), -1, SQLITE_STATIC);
-        b |= sqlite3_bind_int64(st, 6, p->batch.n_prefill);
-        b |= sqlite3_bind_int64(st, 7, p->batch.n_decode);
-        b |= sqlite3_bind_int64(st, 8, p->batch.tokens);
-        b |= sqlite3_bind_int64(st, 9, p->batch.kv_read);
-        b |= sqlite3_bind_int64(st, 10, p->batch.prefill_sq);
-        b |= sqlite3_bind_int64(st, 11, p->kv_blocks_used);
-        b |= sqlite3_bind_int64(st, 12, p->n_waiting);
-        b |= sqlite3_bind_int64(st, 13, p->n_running);
-        b |= sqlite3_bind_int64(st, 14, p->n_preempted);
-        b |= sqlite3_bind_int64(st, 15, p->swap_out_blocks);
-        b |= sqlite3_bind_int64(st, 16, p->swap_in_blocks);
-        b |= sqlite3_bind_blob64(st, 17, buf, (sqlite3_uint64)((end - off) * MEMBER_BYTES),
-                                 SQLITE_STATIC);
-        b |= sqlite3_bind_int64(st, 18, res->steps[i].replica);
-        if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
-            char what[64];
-            snprintf(what, sizeof what, "writing step %lld", (long long)p->index);
-            rc = db_fail(s, err, what);
+    int64_t i = 0;
+    if (n >= STEP_BATCH) {
+        steps_insert_sql(sql_batch, sizeof sql_batch, STEP_BATCH);
+        if (sqlite3_prepare_v2(db, sql_batch, -1, &batch, NULL) != SQLITE_OK) {
+            rc = db_fail(s, err, "preparing steps insert");
             goto out;
         }
-        if (sqlite3_reset(st) != SQLITE_OK) {
-            rc = db_fail(s, err, "resetting steps insert");
-            goto out;
-        }
+        for (; i + STEP_BATCH <= n && !rc; i += STEP_BATCH)
+            rc = insert_steps(s, batch, STEP_BATCH, base, res, i, buf, stride, err);
     }
+    for (; i < n && !rc; i++)
+        rc = insert_steps(s, one, 1, base, res, i, buf, stride, err);
 out:
-    sqlite3_finalize(st);
+    sqlite3_finalize(batch);
+    sqlite3_finalize(one);
     free(buf);
     return rc;
 }

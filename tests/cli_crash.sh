@@ -49,8 +49,8 @@ check() {
            r.n_steps IS NOT (SELECT count(*) FROM steps s WHERE s.run_id = r.run_id)));" 2>&1)
   [ "$r" = 0 ] && ok || bad "$when: $r finished runs are incomplete"
   r=$(sqlite3 "$db" "
-    SELECT (SELECT count(*) FROM requests WHERE run_id NOT IN (SELECT run_id FROM runs))
-         + (SELECT count(*) FROM steps WHERE run_id NOT IN (SELECT run_id FROM runs))
+    SELECT (SELECT count(*) FROM request_rows WHERE key >> 32 NOT IN (SELECT run_id FROM runs))
+         + (SELECT count(*) FROM step_rows WHERE key >> 32 NOT IN (SELECT run_id FROM runs))
          + (SELECT count(*) FROM runs WHERE status NOT IN ('finished', 'failed'));" 2>&1)
   [ "$r" = 0 ] && ok || bad "$when: $r orphan rows or runs of unknown status"
   local ids="" n=0 c

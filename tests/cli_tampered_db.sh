@@ -77,9 +77,9 @@ tamper max_len "UPDATE runs SET max_model_len = 1099511627775, max_batched_token
 refused max_len "malformed" V max_len
 tamper n_requests "UPDATE runs SET n_requests = 2147483647 WHERE run_id = 1"
 refused n_requests "runs.n_requests is 2147483647 but 20 requests rows" V n_requests
-tamper members "UPDATE steps SET members = zeroblob(2400000) WHERE run_id = 1 AND step_id = 1"
+tamper members "UPDATE step_rows SET members = zeroblob(2400000) WHERE key = (1 << 32) + 1"
 refused members "step 1" V members
-tamper big_prefill "UPDATE steps SET n_prefill = 9223372036854775807, tokens = 9223372036854775807 WHERE run_id = 1"
+tamper big_prefill "UPDATE step_rows SET n_prefill = 9223372036854775807, tokens = 9223372036854775807 WHERE key >> 32 = 1"
 refused big_prefill "step 0" V big_prefill
 tamper neg_tokens "UPDATE request_rows SET prompt_tokens = -5 WHERE key >> 32 = 1"
 [ -e "$T/neg_tokens.db" ] && refused neg_tokens "run 1" V neg_tokens

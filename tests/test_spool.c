@@ -338,6 +338,93 @@ START_TEST(test_upgrade_requests_view)
 }
 END_TEST
 
+#define STEPS_DUMP                                                                        \
+    "SELECT group_concat(r, ';') FROM (SELECT run_id||','||step_id||','||quote(start_s)||','||" \
+    "quote(dur_s)||','||kind||','||n_prefill||','||n_decode||','||tokens||','||kv_read||','||" \
+    "prefill_sq||','||kv_blocks_used||','||n_waiting||','||n_running||','||n_preempted||','||" \
+    "swap_out_blocks||','||swap_in_blocks||','||hex(members)||','||replica AS r "           \
+    "FROM steps ORDER BY run_id, step_id)"
+
+/* Version 10 -> 11 moves the step rows into step_rows under key
+ * run_id * 2^32 + step_id with an INTEGER kind (0 prefill, 1 decode,
+ * 2 mixed).  The steps view shows exactly the rows of version 10, members
+ * blobs included; inserting through the view still checks the kind and
+ * the run; deleting a run deletes its steps; a run's steps are read by key
+ * range. */
+START_TEST(test_upgrade_steps_view)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/v10.db", tu_tmpdir());
+    sqlite3 *db;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    int legacy = 0; /* as store_open migrates: version 5 rebuilds runs */
+    sqlite3_db_config(db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 1, &legacy);
+    for (int v = 0; v < 10; v++)
+        raw_exec(db, store_migration_sql(v));
+    sqlite3_db_config(db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 0, &legacy);
+    raw_exec(db, "INSERT INTO meta VALUES ('schema_version', '10');"
+                 "INSERT INTO runs(run_id, status, kvsim_version, model, batching, policy, "
+                 "alloc, preemption, block_size, n_requests) VALUES "
+                 "(1, 'finished', '0.1.0', 'm', 'continuous', 'fcfs', 'paged', 'recompute', 16, 2),"
+                 "(2, 'finished', '0.1.0', 'm', 'continuous', 'fcfs', 'paged', 'recompute', 16, 2);"
+                 "INSERT INTO steps(run_id, step_id, start_s, dur_s, kind, n_prefill, n_decode, "
+                 "tokens, kv_read, prefill_sq, kv_blocks_used, n_waiting, n_running, "
+                 "n_preempted, swap_out_blocks, swap_in_blocks, members, replica) VALUES "
+                 "(1, 0, 0.0, 0.25, 'prefill', 1, 0, 10, 0, 100, 1, 1, 1, 0, 0, 0, x'0102', 0),"
+                 "(1, 1, 0.25, 0.125, 'decode', 0, 1, 1, 10, 0, 1, 0, 1, 0, 0, 0, x'', 0),"
+                 "(2, 0, 0.5, 0.5, 'mixed', 1, 1, 9, 4, 64, 3, 2, 2, 1, 2, 1, x'ff', 3);");
+    char *before = q_str(db, STEPS_DUMP);
+    sqlite3_close(db);
+    store *s = NULL;
+    kvs_err err = {{0}};
+    ck_assert_msg(store_open(path, &s, &err) == KVS_OK, "%s", err.msg);
+    db = store_db(s);
+    char *after = q_str(db, STEPS_DUMP);
+    ck_assert_str_eq(after, before);
+    /* (2, 0): key 2 * 4294967296 + 0, mixed is code 2; (1, 1): decode, 1 */
+    ck_assert_int_eq(q_int(db, "SELECT kind_code FROM step_rows WHERE key = 8589934592"), 2);
+    ck_assert_int_eq(q_int(db, "SELECT kind_code FROM step_rows WHERE key = 4294967297"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'steps' AND "
+                               "type = 'view'"), 1);
+    /* one run's steps by key range, not a scan of step_rows */
+    char plan[1024] = "";
+    sqlite3_stmt *ep = NULL;
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "EXPLAIN QUERY PLAN SELECT * FROM steps "
+                                            "WHERE run_id = 2 ORDER BY step_id", -1, &ep, NULL),
+                     SQLITE_OK);
+    while (sqlite3_step(ep) == SQLITE_ROW)
+        snprintf(plan + strlen(plan), sizeof plan - strlen(plan), "%s | ",
+                 (const char *)sqlite3_column_text(ep, 3));
+    sqlite3_finalize(ep);
+    ck_assert_msg(strstr(plan, "rowid>") && !strstr(plan, "SCAN"), "%s", plan);
+    /* the view's insert trigger: a good row goes in, a bad kind or run does not */
+    raw_exec(db, "INSERT INTO steps(run_id, step_id, start_s, dur_s, kind, n_prefill, n_decode, "
+                 "tokens, kv_read, prefill_sq, kv_blocks_used, n_waiting, n_running, "
+                 "n_preempted, swap_out_blocks, swap_in_blocks, members) VALUES "
+                 "(2, 1, 1.0, 0.5, 'decode', 0, 1, 1, 5, 0, 3, 0, 1, 0, 0, 0, x'')");
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM steps WHERE run_id = 2 AND step_id = 1 "
+                               "AND kind = 'decode' AND replica = 0"), 1);
+    ck_assert_int_ne(sqlite3_exec(db, "INSERT INTO steps(run_id, step_id, start_s, dur_s, kind, "
+                                      "n_prefill, n_decode, tokens, kv_read, prefill_sq, "
+                                      "kv_blocks_used, n_waiting, n_running, n_preempted, "
+                                      "swap_out_blocks, swap_in_blocks, members) VALUES "
+                                      "(2, 2, 1, 1, 'idle', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, x'')",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_ne(sqlite3_exec(db, "INSERT INTO steps(run_id, step_id, start_s, dur_s, kind, "
+                                      "n_prefill, n_decode, tokens, kv_read, prefill_sq, "
+                                      "kv_blocks_used, n_waiting, n_running, n_preempted, "
+                                      "swap_out_blocks, swap_in_blocks, members) VALUES "
+                                      "(7, 0, 1, 1, 'decode', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, x'')",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    raw_exec(db, "DELETE FROM runs WHERE run_id = 1");
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM step_rows"), 2);
+    ck_assert_int_eq(q_int(db, "SELECT min(key >> 32) FROM step_rows"), 2);
+    free(before);
+    free(after);
+    store_close(s);
+}
+END_TEST
+
 /* Group status: running with this pid, then complete; a group whose process
  * is gone is marked interrupted by store_groups_mark_stale, a live one is
  * left running. */
@@ -390,6 +477,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_locked_run_spooled_then_imported);
     tcase_add_test(tc, test_upgrade_keys_never_reused);
     tcase_add_test(tc, test_upgrade_requests_view);
+    tcase_add_test(tc, test_upgrade_steps_view);
     tcase_add_test(tc, test_group_status);
     suite_add_tcase(s, tc);
     return s;

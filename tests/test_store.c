@@ -231,13 +231,13 @@ START_TEST(test_schema_created)
          "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
          "WHERE type = 'table' ORDER BY name)",
          "calibrations,class_metrics,compares,kernel_measurements,meta,profiles,replica_metrics,"
-         "request_rows,runs,search_probes,search_results,spool_imports,sqlite_sequence,steps,"
+         "request_rows,runs,search_probes,search_results,spool_imports,sqlite_sequence,step_rows,"
          "sweep_inputs,sweep_point_params,sweep_points,sweeps,validation_steps,validations");
     q_eq(db,
          "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
          "WHERE type = 'view' ORDER BY name)",
-         "policy_at_load,requests,requests_metrics,run_load,run_summary,slo_attainment,sweep_params,"
-         "sweep_runs");
+         "policy_at_load,requests,requests_metrics,run_load,run_summary,slo_attainment,steps,"
+         "sweep_params,sweep_runs");
     q_eq(db, "PRAGMA journal_mode", "wal");
     q_eq(db, "PRAGMA foreign_keys", "1");
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
@@ -494,7 +494,23 @@ START_TEST(test_failure_mid_write_leaves_nothing)
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 1);
     ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests"), 3);
 
+    /* A step kind outside prefill/decode/mixed, which step_rows no longer
+     * CHECKs, is refused once per run before any step row (schema 11); so
+     * is a step id that does not fit the key's low 32 bits. */
     f.steps[1].member_off = 1;
+    f.steps[1].step.kind = 3;
+    ck_assert_int_eq(store_write_run(s, &f.cfg, &f.rr, &id, &err), KVS_EINTERNAL);
+    assert_has(err.msg, "step 1: kind 3 is not prefill, decode or mixed");
+    f.steps[1].step.kind = SCHED_STEP_MIXED;
+    f.steps[1].step.index = (int64_t)1 << 32;
+    ck_assert_int_eq(store_write_run(s, &f.cfg, &f.rr, &id, &err), KVS_EINTERNAL);
+    assert_has(err.msg, "step id 4294967296 outside the row key");
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests"), 3);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM step_rows"), 2);
+    ck_assert_int_eq(sqlite3_get_autocommit(db), 1);
+
+    f.steps[1].step.index = 1;
     ck_assert_int_eq(write_ok(s, &f), 2);
     store_close(s);
     free(path);
