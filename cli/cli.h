@@ -14,6 +14,17 @@
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_ERR 2
+#define CLI_EXIT_INTERRUPTED 130 /* stopped by SIGINT/SIGTERM (128 + SIGINT) */
+
+/* SIGINT / SIGTERM (cli_stop.c).  cli_stop_install sets a handler that only
+ * counts the signals; commands poll cli_stop_requested() (the count)
+ * between runs.  counting = 0: one-shot, a second signal takes the default
+ * action (ends the process); counting = 1: every signal is counted (the
+ * forked sweep kills its workers on the second).  cli_stop_restore puts
+ * the default actions back. */
+void cli_stop_install(int counting);
+void cli_stop_restore(void);
+int cli_stop_requested(void);
 
 /* Subcommands: argv[0] is the subcommand name. */
 int cmd_run(int argc, char **argv);

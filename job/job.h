@@ -190,6 +190,29 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res, kvs_er
  * "" for a synthetic workload.  Cost: one access(). */
 void job_trace_path(const run_config *c, char *out, size_t cap);
 
+/* The identity of a group's input files (job_inputs.c): each distinct
+ * trace file, as given (path), absolute (abs) and the hex SHA-256 of its
+ * bytes (sha), stored with a sweep, search or compare and checked before
+ * it is resumed. */
+typedef struct job_inputs {
+    int n, cap;                /* files, allocated slots */
+    char **path, **abs, **sha; /* [n] each, owned */
+} job_inputs;
+void job_inputs_free(job_inputs *in);
+/* Add a file (once per path as given): KVS_EIO "--trace PATH: ..." when it
+ * cannot be resolved or read.  Cost: one SHA-256 of the file. */
+int job_inputs_add(job_inputs *in, const char *path, kvs_err *err);
+/* Add the trace file a run of o reads (job_trace_path); none for a
+ * synthetic workload. */
+int job_inputs_add_opts(job_inputs *in, const job_opts *o, kvs_err *err);
+/* Check every stored input of group `id` (store kind "sweep" or
+ * "compare"; `noun` names it in messages): it must resolve, from the
+ * current directory, to the stored absolute path and still have the stored
+ * SHA-256.  KVS_EINVAL "--resume: NOUN ID: --trace PATH ..." otherwise.
+ * *n_checked (may be NULL) receives the rows checked. */
+int job_inputs_check(store *st, const char *kind, const char *noun, int64_t id,
+                     int64_t *n_checked, kvs_err *err);
+
 /* A stored run read back: the `runs` row's status, config and summary
  * (store/store.h's store_run_row). */
 typedef store_run_row job_run_info;
@@ -603,5 +626,29 @@ int job_compare_defaults(const job_opts *base, job_variant *vs, int *n, int *no_
  * own, so concurrent compares never share an id (store_compare_create).
  * Finish it with store_group_finish(st, "compare", id, ...). */
 int job_compare_reserve(store *st, const job_variant *vs, int n, int64_t *id, kvs_err *err);
+
+/* The same for a compare that can be resumed: also stores base_args (the
+ * base run flags, one argument per line, each followed by a newline; NULL:
+ * not resumable) and the input files of every variant (compare_inputs),
+ * in the same transaction.  Errors "--trace ...", "--db: ...". */
+int job_compare_create(store *st, const job_opts *base, const char *base_args,
+                       const job_variant *vs, int n, int64_t *id, kvs_err *err);
+
+/* Read compare `id` back for --resume: its base flags text (*base_args,
+ * malloc'd) and variants (vs[JOB_MAX_VARIANTS], *n).  Errors "--resume:
+ * ..." (no such compare, an older one without flags, already complete). */
+int job_compare_load(store *st, int64_t id, char **base_args, job_variant *vs, int *n,
+                     kvs_err *err);
+
+/* KVS_EINVAL "--resume: compare ID ran the variants ..." unless a and b
+ * are the same variants in the same order. */
+int job_compare_check_same(const job_variant *a, int na, const job_variant *b, int nb,
+                           int64_t id, kvs_err *err);
+
+/* Split stored arguments (one per line, each followed by a newline) into
+ * argv[0] = argv0, argv[1..]: *argv and *buf are malloc'd (free both).
+ * KVS_EINVAL "WHERE: stored arguments do not end in a newline". */
+int job_args_split(const char *text, const char *argv0, const char *where, int *argc,
+                   char ***argv, char **buf, kvs_err *err);
 
 #endif
