@@ -66,6 +66,14 @@ int cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo,
 int cli_take_value(int argc, char **argv, int *i, const char *flag, const char **val,
                    int *missing);
 
+/* The arguments args[0..n) that make a group what it is, for --resume to
+ * compare with the stored ones: all but --db FILE, --quiet, --json and
+ * --progress/--no-progress, joined with a newline after each (malloc'd;
+ * NULL when out of memory).  cli_identity_args_skip: 1 for a lone argument
+ * left out. */
+char *cli_identity_args(int n, char **args);
+int cli_identity_args_skip(const char *arg);
+
 /* A command's own flag, each with a value, and where its value goes. */
 typedef struct cli_own_flag {
     const char *flag;  /* e.g. "--slo" */

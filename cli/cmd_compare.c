@@ -154,28 +154,6 @@ static int setup_flags(const char *cmd, int nrest, char **rest, job_variant *vs,
     return 0;
 }
 
-/* The stored flags text without the flags that may differ on --resume
- * (--db, --quiet); malloc'd. */
-static char *identity_text(int n, char **args)
-{
-    char **keep = calloc((size_t)n + 1, sizeof *keep);
-    int k = 0;
-    if (!keep)
-        return NULL;
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(args[i], "--quiet") || !strncmp(args[i], "--db=", 5))
-            continue;
-        if (!strcmp(args[i], "--db")) {
-            i++;
-            continue;
-        }
-        keep[k++] = args[i];
-    }
-    char *t = str_join(k, keep, "\n");
-    free(keep);
-    return t;
-}
-
 /* --resume ID: read the compare back, check it is the same compare, set
  * base/vs/nv.  Prints errors; 0 or CLI_EXIT_ERR. */
 static int setup_resume(const char *cmd, compare_args *a, run_opts *base, store **st)
@@ -205,8 +183,8 @@ static int setup_resume(const char *cmd, compare_args *a, run_opts *base, store 
         goto out;
     }
     /* flags given besides --resume/--db/--quiet must be the stored ones */
-    t_given = identity_text(a->nrest - 1, a->rest + 1);
-    t_stored = identity_text(argc - 1, argv + 1);
+    t_given = cli_identity_args(a->nrest - 1, a->rest + 1);
+    t_stored = cli_identity_args(argc - 1, argv + 1);
     if (!t_given || !t_stored) {
         cli_fail(cmd, "out of memory");
         goto out;
@@ -290,6 +268,7 @@ static int run_variants(const run_opts *base, const compare_args *a, store *st,
                 failed++;
             } else {
                 res[i].sum = row.sum;
+                res[i].sum.total_kv_blocks = row.cfg.sched.total_blocks; /* runs.kv_blocks */
             }
             continue;
         }

@@ -491,6 +491,7 @@ typedef struct job_search {
     const char *param;    /* "rate" or "tp" (static string) */
     double native_rps;    /* a trace file's own rate, req/s (probes scale it); 0 synthetic */
     cap_slo slo;          /* the bounds; its per-request targets go into each run */
+    int resume;           /* 1: --resume, probes already stored are read back */
 } job_search;
 
 /* One probe's run, before it runs. */
@@ -499,6 +500,7 @@ typedef struct job_probe_point {
     int64_t index;        /* sweep point index */
     char value[64];       /* the probed value as stored ("%.6g", or the TP degree) */
     char key[128];        /* "policy=fcfs rate=4" */
+    int64_t stored_run;   /* resumed: the probe's stored run (not run again); 0 = run it */
 } job_probe_point;
 
 /* What a search varies and where it starts: "tp" (tp != 0), else "rate",
@@ -517,7 +519,11 @@ int job_search_tps(const job_opts *base, double *tps, int *n,
 
 /* The run flags, point index, value and key of the probe at x; adds the
  * point to the search and tags the next stored run as it (the caller
- * store_sweep_untag()s after the run).  Errors "--db: ...".  Cost: 2 rows. */
+ * store_sweep_untag()s after the run).  Resuming (c->resume), a probe
+ * whose run is stored sets pt->stored_run instead (nothing is written; the
+ * caller reads the run back), and a stored probe with another policy or
+ * value fails "--resume: search N: probe K is stored as ...".  Errors
+ * "--db: ...".  Cost: 2 rows. */
 int job_search_point(job_search *c, double x, job_probe_point *pt, kvs_err *err);
 
 /* Check the probe's run (run_id, summary) against the SLOs into out and
@@ -636,7 +642,8 @@ int job_compare_create(store *st, const job_opts *base, const char *base_args,
 
 /* Read compare `id` back for --resume: its base flags text (*base_args,
  * malloc'd) and variants (vs[JOB_MAX_VARIANTS], *n).  Errors "--resume:
- * ..." (no such compare, an older one without flags, already complete). */
+ * ..." (no such compare, an older one without flags).  A complete compare
+ * resumes to its table, running nothing. */
 int job_compare_load(store *st, int64_t id, char **base_args, job_variant *vs, int *n,
                      kvs_err *err);
 

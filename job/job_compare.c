@@ -216,9 +216,6 @@ int job_compare_load(store *st, int64_t id, char **base_args, job_variant *vs, i
                       "--resume: compare %lld: compares.variants names %d variants, n_runs "
                       "says %lld",
                       (long long)id, *n, (long long)info.n_runs);
-    if (!rc && !strcmp(info.status, "complete"))
-        rc = kvs_errf(err, KVS_EINVAL, "--resume: compare %lld is already complete",
-                      (long long)id);
     if (!rc && !(*base_args = strdup(info.base_args)))
         rc = kvs_errf(err, KVS_ENOMEM, "out of memory");
     store_compare_info_free(&info);

@@ -262,5 +262,19 @@ typedef struct store_search_row {
     int64_t probes;                   /* probes run for this policy */
 } store_search_row;
 int store_search_result(store *s, int64_t sweep_id, const store_search_row *row, kvs_err *err);
+/* (store_search_probe and store_search_result replace the row a resumed
+ * search writes again.) */
+
+/* What a resumed search finds stored for probe `point_index`: its
+ * sweep_point_params (policy and `param`), and its run (0 = none, or the
+ * run was deleted). */
+typedef struct store_search_point {
+    int found;          /* 1 when the point's parameters are stored */
+    char policy[64];    /* its policy value */
+    char value[64];     /* its `param` value, as stored */
+    int64_t run_id;     /* its run in sweep_points; 0 = none */
+} store_search_point;
+int store_search_point_get(store *s, int64_t sweep_id, int64_t point_index, const char *param,
+                           store_search_point *out, kvs_err *err);
 
 #endif

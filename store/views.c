@@ -295,7 +295,7 @@ int store_search_probe(store *s, int64_t sweep_id, int64_t point_index, int64_t 
     sqlite3_stmt *st = NULL;
     int rc = KVS_OK;
     if (sqlite3_prepare_v2(store_db(s),
-                           "INSERT INTO search_probes(sweep_id, point_index, run_id, policy, "
+                           "INSERT OR REPLACE INTO search_probes(sweep_id, point_index, run_id, policy, "
                            "param, value, holds, verdict) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
                            -1, &st, NULL) != SQLITE_OK)
         return db_fail(s, err, "preparing search_probes insert");
@@ -318,7 +318,7 @@ int store_search_result(store *s, int64_t sweep_id, const store_search_row *row,
     sqlite3_stmt *st = NULL;
     int rc = KVS_OK;
     if (sqlite3_prepare_v2(store_db(s),
-                           "INSERT INTO search_results(sweep_id, policy, param, slo, status, "
+                           "INSERT OR REPLACE INTO search_results(sweep_id, policy, param, slo, status, "
                            "lo, hi, lo_run_id, hi_run_id, best_run_id, probes) "
                            "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
                            -1, &st, NULL) != SQLITE_OK)
@@ -368,6 +368,35 @@ int store_sweep_inputs(store *s, int64_t sweep_id,
     }
     if (!rc && r != SQLITE_DONE)
         rc = db_fail(s, err, "reading sweep_inputs");
+    sqlite3_finalize(q);
+    return rc;
+}
+
+int store_search_point_get(store *s, int64_t sweep_id, int64_t point_index, const char *param,
+                           store_search_point *out, kvs_err *err)
+{
+    sqlite3_stmt *q = NULL;
+    memset(out, 0, sizeof *out);
+    if (sqlite3_prepare_v2(store_db(s),
+                           "SELECT (SELECT value FROM sweep_point_params WHERE sweep_id = ?1 AND "
+                           "point_index = ?2 AND param = 'policy'), (SELECT value FROM "
+                           "sweep_point_params WHERE sweep_id = ?1 AND point_index = ?2 AND "
+                           "param = ?3), (SELECT sp.run_id FROM sweep_points sp JOIN runs r "
+                           "USING (run_id) WHERE sp.sweep_id = ?1 AND sp.point_index = ?2)",
+                           -1, &q, NULL) != SQLITE_OK)
+        return db_fail(s, err, "reading a search probe");
+    sqlite3_bind_int64(q, 1, sweep_id);
+    sqlite3_bind_int64(q, 2, point_index);
+    sqlite3_bind_text(q, 3, param, -1, SQLITE_TRANSIENT);
+    int rc = KVS_OK;
+    if (sqlite3_step(q) != SQLITE_ROW) {
+        rc = db_fail(s, err, "reading a search probe");
+    } else if (sqlite3_column_type(q, 0) == SQLITE_TEXT && sqlite3_column_type(q, 1) == SQLITE_TEXT) {
+        out->found = 1;
+        snprintf(out->policy, sizeof out->policy, "%s", (const char *)sqlite3_column_text(q, 0));
+        snprintf(out->value, sizeof out->value, "%s", (const char *)sqlite3_column_text(q, 1));
+        out->run_id = sqlite3_column_int64(q, 2); /* 0 when NULL: no run */
+    }
     sqlite3_finalize(q);
     return rc;
 }
