@@ -383,10 +383,13 @@ int job_search_point(job_search *c, double x, job_probe_point *pt, kvs_err *err)
         pt->stored_run = sp.run_id;
         return KVS_OK;
     }
-    if ((!sp.found &&
-         (rc = store_sweep_add_point(c->st, c->sweep_id, pt->index, 2, params, values, &e))) ||
-        (rc = store_sweep_tag(c->st, c->sweep_id, pt->index, pt->key, &e)))
+    /* the point's rows go in with its run, in the run's transaction (or
+     * its spool file): nothing is written before the simulation */
+    if ((rc = store_sweep_tag(c->st, c->sweep_id, pt->index, pt->key, &e)) ||
+        (rc = store_sweep_tag_params(c->st, 2, params, values, &e))) {
+        store_sweep_untag(c->st);
         return kvs_errf(err, rc, "--db: %s", e.msg);
+    }
     return KVS_OK;
 }
 

@@ -224,6 +224,12 @@ int store_sweep_add_point(store *s, int64_t sweep_id, int64_t point_index, int n
 int store_sweep_tag(store *s, int64_t sweep_id, int64_t point_index, const char *point_key,
                     kvs_err *err);
 void store_sweep_untag(store *s);
+/* With a tag set: the point's parameters (sweep_point_params rows), also
+ * inserted by the run's own INSERT (a search probe writes nothing before
+ * its run, and a spooled probe carries them).  Cleared by
+ * store_sweep_untag. */
+int store_sweep_tag_params(store *s, int n, const char *const *params,
+                           const char *const *values, kvs_err *err);
 
 typedef struct store_sweep_info {
     char kind[16];       /* "grid" or "search" */

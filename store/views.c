@@ -207,7 +207,40 @@ int store_sweep_tag(store *s, int64_t sweep_id, int64_t point_index, const char 
 void store_sweep_untag(store *s)
 {
     /* Fails only when tagging was never set up: nothing to clear then. */
-    (void)sqlite3_exec(store_db(s), "DELETE FROM temp.kvsim_sweep_cur", NULL, NULL, NULL);
+    (void)sqlite3_exec(store_db(s),
+                       "DELETE FROM temp.kvsim_sweep_cur; DELETE FROM temp.kvsim_sweep_params",
+                       NULL, NULL, NULL);
+}
+
+int store_sweep_tag_params(store *s, int n, const char *const *params,
+                           const char *const *values, kvs_err *err)
+{
+    if (sqlite3_exec(store_db(s),
+                     "CREATE TEMP TABLE IF NOT EXISTS kvsim_sweep_params(param TEXT, value TEXT);\n"
+                     "CREATE TEMP TRIGGER IF NOT EXISTS kvsim_sweep_params_tag\n"
+                     "AFTER INSERT ON main.runs WHEN NEW.sweep_id IS NOT NULL\n"
+                     "BEGIN\n"
+                     "  INSERT OR IGNORE INTO sweep_point_params(sweep_id, point_index, param, value)\n"
+                     "  SELECT c.sweep_id, c.point_index, p.param, p.value\n"
+                     "  FROM kvsim_sweep_cur c, kvsim_sweep_params p WHERE c.sweep_id = NEW.sweep_id;\n"
+                     "END;\n"
+                     "DELETE FROM temp.kvsim_sweep_params;",
+                     NULL, NULL, NULL) != SQLITE_OK)
+        return db_fail(s, err, "setting up sweep point parameters");
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(store_db(s), "INSERT INTO temp.kvsim_sweep_params VALUES(?1, ?2)", -1,
+                           &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "tagging sweep point parameters");
+    int rc = KVS_OK;
+    for (int i = 0; i < n && !rc; i++) {
+        sqlite3_bind_text(st, 1, params[i], -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 2, values[i], -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            rc = db_fail(s, err, "tagging sweep point parameters");
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    return rc;
 }
 
 int store_sweep_get(store *s, int64_t sweep_id, store_sweep_info *out, kvs_err *err)
