@@ -218,9 +218,17 @@ int job_inputs_check(store *st, const char *kind, const char *noun, int64_t id,
 typedef store_run_row job_run_info;
 
 /* Read run `run_id` from st: its configuration and summary (not the
- * per-request rows).  KVS_EINVAL when there is no such run, KVS_EDB on a
- * database error.  Cost: one indexed row read. */
+ * per-request rows), every column checked: its type and size, metrics
+ * non-negative and finite (fractions within [0, 1]) by the reader
+ * (store_read_run), and each column that holds a flag's value within that
+ * flag's range (job_run_check_stored).  KVS_EINVAL when there is no such
+ * run or a value is out of range ("run N: runs.COLUMN = V is outside [LO,
+ * HI], the range of --FLAG"), KVS_EDB on a database error.  Cost: one
+ * indexed row read. */
 int job_read_run(store *st, int64_t run_id, job_run_info *out, kvs_err *err);
+
+/* The flag-range half of job_read_run, for a row read another way. */
+int job_run_check_stored(const job_run_info *row, kvs_err *err);
 
 
 /* ------------------------------------------------------------ sweep grid (job_grid.c) */
