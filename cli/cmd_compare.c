@@ -245,7 +245,8 @@ static int setup_new(const char *cmd, compare_args *a, run_opts *base, store **s
 }
 
 /* Run (or, resuming, read back) every variant; returns the failures, and
- * sets *interrupted when Ctrl-C stopped it. */
+ * sets *interrupted to 1 when Ctrl-C stopped it, 2 when a run could not be
+ * stored (the database stayed locked: it may be in the spool). */
 static int run_variants(const run_opts *base, const compare_args *a, store *st,
                         int64_t compare_id, const int64_t *done, run_result *res, int64_t *ids,
                         char (*errs)[1024], int *interrupted)
@@ -286,6 +287,8 @@ static int run_variants(const run_opts *base, const compare_args *a, store *st,
         if (!rc)
             rc = job_execute(&o, st, &ids[i], &res[i], &err);
         store_compare_untag(st);
+        if (rc == KVS_EDB) /* not stored (perhaps spooled): the compare is not whole */
+            *interrupted = 2;
         if (rc) {
             snprintf(errs[i], sizeof errs[i], "%s", err.msg);
             fprintf(stderr, "kvsim compare (%.63s): %s\n", a->vs[i].name, err.msg);
@@ -342,12 +345,16 @@ int cmd_compare(int argc, char **argv)
                                  interrupted ? "interrupted" : "complete", &err);
     if (base.quiet)
         printf("%lld\n", (long long)compare_id);
-    else if (!interrupted)
+    else if (interrupted != 1)
         print_table(stdout, &base, a.vs, a.nv, res, ids, errs, compare_id);
     fflush(stdout);
     rc = 0;
     if (frc)
         rc = cli_fail(cmd, "--db: %s", err.msg);
+    else if (interrupted == 2)
+        rc = cli_fail(cmd, "%d of %d variants were not stored (see above); after `kvsim store "
+                           "recover --db %s`, kvsim compare --resume %lld --db %s finishes it",
+                      failed, a.nv, base.db, (long long)compare_id, base.db);
     else if (interrupted) {
         int64_t stored = 0;
         for (int i = 0; i < a.nv; i++)
