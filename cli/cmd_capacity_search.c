@@ -46,13 +46,13 @@ void capacity_search_usage(FILE *f)
 {
     fprintf(f,
             "usage: kvsim capacity --search rate --slo METRIC=LIMIT,... [--policies P,...]\n"
-            "       kvsim capacity --resume SEARCH_ID [--db FILE]\n"
             "                      [run flags...]\n"
             "       kvsim capacity --search tp --slo METRIC=LIMIT,... [--tp-list 1,2,4,8]\n"
             "                      [--policies P,...] [run flags...]\n"
             "       kvsim capacity --search cluster --slo METRIC=LIMIT,... --gpus G1,G2\n"
             "                      --price G1=D,G2=D [--tp-list 1,2,4,8] [--max-replicas 8]\n"
-            "                      [run flags...]\n\n"
+            "                      [run flags...]\n"
+            "       kvsim capacity --resume SEARCH_ID [--db FILE]\n\n"
             "Capacity planning against service level objectives, by simulation:\n"
             "  --search rate   the highest arrival rate whose run meets the SLOs: the rate= of\n"
             "                  a --synthetic workload, or a trace's rate (scaled as --rate R\n"
@@ -351,7 +351,10 @@ static int load_search(const char *cmd, store *st, int64_t id, search_args *a,
     kvs_err err;
     char where[64];
     snprintf(where, sizeof where, "search %lld", (long long)id);
-    if (store_sweep_get(st, id, &info, &err))
+    int grc = store_sweep_get(st, id, &info, &err);
+    if (grc == KVS_EINVAL)
+        return cli_fail(cmd, "--resume: %s: no search %lld", store_path(st), (long long)id);
+    if (grc)
         return cli_fail(cmd, "--resume: %s", err.msg);
     int rc = CLI_EXIT_ERR;
     if (strcmp(info.kind, "search")) {

@@ -257,9 +257,10 @@ static int run_forked(const char *cmd, const sweep_plan *p, int jobs, sweep_prog
             warned = 1;
             if (pr->on)
                 fputc('\n', stderr);
-            fprintf(stderr, "kvsim %s: stopping: waiting for %d running points "
-                            "(interrupt again to kill them)\n",
-                    cmd, pr->running);
+            if (isatty(STDERR_FILENO)) /* for the person at the terminal only */
+                fprintf(stderr, "kvsim %s: stopping: waiting for %d running points "
+                                "(interrupt again to kill them)\n",
+                        cmd, pr->running);
             for (int i = 0; i < nw; i++)
                 if (ws[i].point < 0 && ws[i].cmd_fd >= 0) {
                     close(ws[i].cmd_fd);
