@@ -524,6 +524,7 @@ typedef struct job_probe_point {
     char value[64];       /* the probed value as stored ("%.6g", or the TP degree) */
     char key[128];        /* "policy=fcfs rate=4" */
     int64_t stored_run;   /* resumed: the probe's stored run (not run again); 0 = run it */
+    int stored_row;       /* resumed: its search_probes row is stored (not written again) */
 } job_probe_point;
 
 /* What a search varies and where it starts: "tp" (tp != 0), else "rate",
@@ -550,7 +551,8 @@ int job_search_tps(const job_opts *base, double *tps, int *n,
 int job_search_point(job_search *c, double x, job_probe_point *pt, kvs_err *err);
 
 /* Check the probe's run (run_id, summary) against the SLOs into out and
- * store its verdict.  Cost: one row. */
+ * store its verdict (unless pt->stored_row: a resumed probe whose verdict
+ * is stored; nothing is written).  Cost: one row. */
 int job_search_record(job_search *c, const job_probe_point *pt, double x, int64_t run_id,
                       const run_summary *sum, cap_probe *out, kvs_err *err);
 

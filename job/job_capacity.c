@@ -368,8 +368,9 @@ int job_search_point(job_search *c, double x, job_probe_point *pt, kvs_err *err)
                  (long long)c->sweep_id, (long long)pt->index, pt->key);
     const char *params[2] = {"policy", c->param};
     const char *values[2] = {pol, pt->value};
-    store_search_point sp = {0, "", "", 0};
+    store_search_point sp = {0, "", "", 0, 0};
     pt->stored_run = 0;
+    pt->stored_row = 0;
     if (c->resume && (rc = store_search_point_get(c->st, c->sweep_id, pt->index, c->param, &sp, &e)))
         return kvs_errf(err, rc, "--db: %s", e.msg);
     /* a search is deterministic: resumed, it takes the same path, so
@@ -385,6 +386,7 @@ int job_search_point(job_search *c, double x, job_probe_point *pt, kvs_err *err)
     }
     if (sp.run_id > 0) {
         pt->stored_run = sp.run_id;
+        pt->stored_row = sp.has_probe;
         return KVS_OK;
     }
     /* the point's rows go in with its run, in the run's transaction (or
@@ -403,6 +405,8 @@ int job_search_record(job_search *c, const job_probe_point *pt, double x, int64_
     kvs_err e;
     out->run_id = run_id;
     out->holds = cap_slo_check(&c->slo, sum, &out->ratio, out->verdict, sizeof out->verdict);
+    if (pt->stored_row)
+        return KVS_OK;
     int rc = store_search_probe(c->st, c->sweep_id, pt->index, run_id,
                                 sched_policy_name(pt->opts.cfg.sched.policy), c->param, x,
                                 out->holds, out->verdict, &e);

@@ -131,9 +131,10 @@ void store_rollback(store *s);
  * AUTOINCREMENT key is never handed out twice.  store_group_finish records
  * 'complete' or 'interrupted' for kind "compare" or "sweep" (sweeps and
  * capacity searches); store_group_running marks a resumed group running
- * again (autocommit; for a sweep it also drops the sweep_points rows whose
- * run no longer exists, so that point runs again); store_groups_mark_stale marks 'interrupted' every
- * group still 'running' whose process on this host is gone (a SIGKILL). */
+ * again (one transaction of its own that also drops the sweep_points or
+ * compare_runs rows whose run no longer exists, so that point runs
+ * again); store_groups_mark_stale marks 'interrupted' every group still
+ * 'running' whose process on this host is gone (a SIGKILL). */
 int store_compare_create(store *s, const char *variants, int64_t n_runs, int64_t *compare_id,
                          kvs_err *err);
 /* The same with what `kvsim compare --resume` needs (schema 10): the base
@@ -279,6 +280,7 @@ typedef struct store_search_point {
     char policy[64];    /* its policy value */
     char value[64];     /* its `param` value, as stored */
     int64_t run_id;     /* its run in sweep_points; 0 = none */
+    int has_probe;      /* 1 when its search_probes row is stored too */
 } store_search_point;
 int store_search_point_get(store *s, int64_t sweep_id, int64_t point_index, const char *param,
                            store_search_point *out, kvs_err *err);

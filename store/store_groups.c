@@ -308,15 +308,22 @@ int store_group_running(store *s, const char *kind, int64_t id, kvs_err *err)
     snprintf(sql, sizeof sql, "UPDATE %s SET status = 'running', pid = ?1, host = ?2 WHERE %s = ?3",
              table, key);
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "preparing the group status");
+    int rc = store_begin(s, err); /* the status and the pruning: one write */
+    if (rc)
+        return rc;
+    if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) != SQLITE_OK) {
+        rc = db_fail(s, err, "preparing the group status");
+        goto fail;
+    }
     sqlite3_bind_int64(st, 1, (int64_t)getpid());
     sqlite3_bind_text(st, 2, host, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, id);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? KVS_OK : db_fail(s, err, "writing the group status");
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = db_fail(s, err, "writing the group status");
+        goto fail;
+    }
     sqlite3_finalize(st);
-    if (rc)
-        return rc;
+    st = NULL;
     /* a point (variant) whose run was deleted (foreign keys off) is one to run */
     if (sqlite3_prepare_v2(store_db(s),
                            strcmp(kind, "sweep")
@@ -324,11 +331,23 @@ int store_group_running(store *s, const char *kind, int64_t id, kvs_err *err)
                                  "IN (SELECT run_id FROM runs)"
                                : "DELETE FROM sweep_points WHERE sweep_id = ?1 AND run_id NOT IN "
                                  "(SELECT run_id FROM runs)",
-                           -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "pruning the group's points");
+                           -1, &st, NULL) != SQLITE_OK) {
+        rc = db_fail(s, err, "pruning the group's points");
+        goto fail;
+    }
     sqlite3_bind_int64(st, 1, id);
-    rc = sqlite3_step(st) == SQLITE_DONE ? KVS_OK : db_fail(s, err, "pruning sweep_points");
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = db_fail(s, err, "pruning the group's points");
+        goto fail;
+    }
     sqlite3_finalize(st);
+    st = NULL;
+    if ((rc = store_commit(s, err)))
+        goto fail;
+    return KVS_OK;
+fail:
+    sqlite3_finalize(st);
+    store_rollback(s);
     return rc;
 }
 

@@ -415,7 +415,9 @@ int store_search_point_get(store *s, int64_t sweep_id, int64_t point_index, cons
                            "point_index = ?2 AND param = 'policy'), (SELECT value FROM "
                            "sweep_point_params WHERE sweep_id = ?1 AND point_index = ?2 AND "
                            "param = ?3), (SELECT sp.run_id FROM sweep_points sp JOIN runs r "
-                           "USING (run_id) WHERE sp.sweep_id = ?1 AND sp.point_index = ?2)",
+                           "USING (run_id) WHERE sp.sweep_id = ?1 AND sp.point_index = ?2), "
+                           "(SELECT count(*) FROM search_probes WHERE sweep_id = ?1 AND "
+                           "point_index = ?2)",
                            -1, &q, NULL) != SQLITE_OK)
         return db_fail(s, err, "reading a search probe");
     sqlite3_bind_int64(q, 1, sweep_id);
@@ -429,6 +431,7 @@ int store_search_point_get(store *s, int64_t sweep_id, int64_t point_index, cons
         snprintf(out->policy, sizeof out->policy, "%s", (const char *)sqlite3_column_text(q, 0));
         snprintf(out->value, sizeof out->value, "%s", (const char *)sqlite3_column_text(q, 1));
         out->run_id = sqlite3_column_int64(q, 2); /* 0 when NULL: no run */
+        out->has_probe = sqlite3_column_int64(q, 3) > 0;
     }
     sqlite3_finalize(q);
     return rc;

@@ -28,29 +28,34 @@ command -v python3 >/dev/null || { echo "SKIP: cli_spool_groups needs python3"; 
 unset KVSIM_BUSY_TIMEOUT_MS KVSIM_DB_WAIT_S
 cd "$T" || exit 1
 
-# locked_resume NAME DB STATUS-SQL ARGS...: run kvsim ARGS (a --resume) in
-# the background; when STATUS-SQL says 'running', hold the write lock 5 s.
+# locked_resume NAME DB STATUS-SQL ARGS...: a python3 connection polls
+# STATUS-SQL (every millisecond, reading: WAL readers take no lock) and,
+# once it says 'running', holds the write lock 5 s; meanwhile kvsim ARGS
+# (a --resume) runs.  Sets rc.
 locked_resume() {
   local name=$1 db=$2 sql=$3
   shift 3
-  KVSIM_DB_WAIT_S=1 "$KVSIM" "$@" >"$name.out" 2>"$name.err" &
-  local pid=$!
-  for _ in $(seq 1 2000); do
-    [ "$(sqlite3 "$db" "$sql" 2>/dev/null)" = running ] && break
-    sleep 0.005
-  done
-  python3 - "$db" 5 <<'PY' &
+  rm -f "$db.held"
+  python3 - "$db" "$sql" 5 <<'PY' &
 import sqlite3, sys, time
 c = sqlite3.connect(sys.argv[1], isolation_level=None)
+t0 = time.time()
+while time.time() - t0 < 30:
+    if c.execute(sys.argv[2]).fetchone()[0] == "running":
+        break
+    time.sleep(0.001)
 c.execute("BEGIN IMMEDIATE")
-time.sleep(float(sys.argv[2]))
+open(sys.argv[1] + ".held", "w").close()
+time.sleep(float(sys.argv[3]))
 c.execute("ROLLBACK")
 PY
   hpid=$!
-  wait "$pid"
+  sleep 0.5 # python3 is up and polling before kvsim starts
+  KVSIM_DB_WAIT_S=1 "$KVSIM" "$@" >"$name.out" 2>"$name.err"
   rc=$?
   wait "$hpid"
   hpid=
+  [ -e "$db.held" ] || echo "note: $name: the lock was never taken"
 }
 
 # ------------------------------------------------------------ compare
