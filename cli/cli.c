@@ -145,3 +145,29 @@ int cli_parse_tp_list(const char *cmd, const char *arg, double *tps, int *n)
 {
     return cli_parse_degrees(cmd, "--tp-list", arg, tps, n);
 }
+
+int cli_identity_args_skip(const char *arg)
+{
+    return !strcmp(arg, "--quiet") || !strcmp(arg, "--json") || !strcmp(arg, "--progress") ||
+           !strcmp(arg, "--no-progress") || !strncmp(arg, "--db=", 5);
+}
+
+char *cli_identity_args(int n, char **args)
+{
+    char **keep = calloc((size_t)n + 1, sizeof *keep);
+    int k = 0;
+    if (!keep)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        if (cli_identity_args_skip(args[i]))
+            continue;
+        if (!strcmp(args[i], "--db")) {
+            i++;
+            continue;
+        }
+        keep[k++] = args[i];
+    }
+    char *t = str_join(k, keep, "\n");
+    free(keep);
+    return t;
+}

@@ -14,6 +14,17 @@
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_ERR 2
+#define CLI_EXIT_INTERRUPTED 130 /* stopped by SIGINT/SIGTERM (128 + SIGINT) */
+
+/* SIGINT / SIGTERM (cli_stop.c).  cli_stop_install sets a handler that only
+ * counts the signals; commands poll cli_stop_requested() (the count)
+ * between runs.  counting = 0: one-shot, a second signal takes the default
+ * action (ends the process); counting = 1: every signal is counted (the
+ * forked sweep kills its workers on the second).  cli_stop_restore puts
+ * the default actions back. */
+void cli_stop_install(int counting);
+void cli_stop_restore(void);
+int cli_stop_requested(void);
 
 /* Subcommands: argv[0] is the subcommand name. */
 int cmd_run(int argc, char **argv);
@@ -54,6 +65,14 @@ int cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo,
  * separate value; else return 0. */
 int cli_take_value(int argc, char **argv, int *i, const char *flag, const char **val,
                    int *missing);
+
+/* The arguments args[0..n) that make a group what it is, for --resume to
+ * compare with the stored ones: all but --db FILE, --quiet, --json and
+ * --progress/--no-progress, joined with a newline after each (malloc'd;
+ * NULL when out of memory).  cli_identity_args_skip: 1 for a lone argument
+ * left out. */
+char *cli_identity_args(int n, char **args);
+int cli_identity_args_skip(const char *arg);
 
 /* A command's own flag, each with a value, and where its value goes. */
 typedef struct cli_own_flag {

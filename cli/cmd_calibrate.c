@@ -11,6 +11,7 @@
 #include "../models/model.h"
 #include "../store/store.h"
 #include "../store/store_calib.h"
+#include "../store/store_spool.h"
 #include "../validate/calibrate.h"
 #include "../validate/profile.h"
 #include "cli.h"
@@ -151,10 +152,10 @@ static int store_all(const calib_args *a, const kernels_device_info *info, const
     store_calib_meta meta = {a->device, info->name, gpu, m->name,
                              info->driver_version[0] ? info->driver_version : NULL,
                              info->runtime_version[0] ? info->runtime_version : NULL, props};
-    if ((rc = store_calib_write(st, &meta, ms, res->n, calib_id, err)) != KVS_OK ||
-        (rc = profile_to_json(prof, &params, &fit, err)) != KVS_OK)
+    /* one transaction, waited for and spooled like a run (store_spool.h) */
+    if ((rc = profile_to_json(prof, &params, &fit, err)) != KVS_OK)
         goto done;
-    rc = store_profile_write(st, *calib_id, a->device, gpu, m->name, params, fit, profile_id, err);
+    rc = store_save_calib(st, &meta, ms, res->n, params, fit, calib_id, profile_id, err);
 done:
     free(params);
     free(fit);

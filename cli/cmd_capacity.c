@@ -607,7 +607,8 @@ int cmd_capacity(int argc, char **argv)
 {
     int search = 0;
     for (int i = 1; i < argc; i++)
-        search |= !strcmp(argv[i], "--search") || !strncmp(argv[i], "--search=", 9);
+        search |= !strcmp(argv[i], "--search") || !strncmp(argv[i], "--search=", 9) ||
+                  !strcmp(argv[i], "--resume") || !strncmp(argv[i], "--resume=", 9);
     if (cli_wants_help(argc, argv)) {
         if (search)
             capacity_search_usage(stdout);

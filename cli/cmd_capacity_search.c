@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../base/str.h"
 #include "../store/store.h"
@@ -30,6 +31,7 @@ typedef struct search_ctx {
 typedef struct search_args {
     const char *search, *slo, *policies, *tps; /* --search, --slo, --policies, --tp-list */
     const char *max_rejected;                  /* --max-rejected */
+    const char *resume;                        /* --resume ID */
     char **rest;          /* argv minus the search flags: the run flags */
     int nrest;
     search_kind kind;
@@ -49,7 +51,8 @@ void capacity_search_usage(FILE *f)
             "                      [--policies P,...] [run flags...]\n"
             "       kvsim capacity --search cluster --slo METRIC=LIMIT,... --gpus G1,G2\n"
             "                      --price G1=D,G2=D [--tp-list 1,2,4,8] [--max-replicas 8]\n"
-            "                      [--pd-splits none|auto|P:D,...] [run flags...]\n\n"
+            "                      [--pd-splits none|auto|P:D,...] [run flags...]\n"
+            "       kvsim capacity --resume SEARCH_ID [--db FILE]\n\n"
             "Capacity planning against service level objectives, by simulation:\n"
             "  --search rate   the highest arrival rate whose run meets the SLOs: the rate= of\n"
             "                  a --synthetic workload, or a trace's rate (scaled as --rate R\n"
@@ -86,6 +89,13 @@ void capacity_search_usage(FILE *f)
             "  --max-rejected F  a probe rejecting more than this fraction of its requests\n"
             "                  fails (default 0: any rejected request fails it; the verdict\n"
             "                  counts them by reason)\n"
+            "  --resume ID     finish search ID (after Ctrl-C or a kill) with the flags\n"
+            "                  stored in the database: the probes already stored are read\n"
+            "                  back, the search goes on from there; other flags, when\n"
+            "                  given, must be the ones it started with.  Refused (exit 2,\n"
+            "                  nothing written) when a trace file now resolves elsewhere\n"
+            "                  or its SHA-256 changed.  Ctrl-C stops before the next probe\n"
+            "                  and marks the search interrupted (exit 130).\n"
             "  --json          print the answer as one JSON object\n"
             "  --quiet         print only the search id (its sweep_id)\n"
             "  --help          this text\n\n"
@@ -97,6 +107,35 @@ void capacity_search_usage(FILE *f)
 }
 
 
+static void probe_note(const search_ctx *c, const job_probe_point *pt, const cap_probe *out,
+                       const char *how)
+{
+    if (c->verbose)
+        fprintf(stderr, "kvsim capacity: %s %s=%s: %s (run %lld%s)\n",
+                sched_policy_name(pt->opts.cfg.sched.policy), c->js.param, pt->value,
+                out->holds ? "holds" : out->verdict, (long long)out->run_id, how);
+}
+
+/* A resumed probe whose run is stored: read back and checked again. */
+static int probe_stored(search_ctx *c, const job_probe_point *pt, double x, cap_probe *out)
+{
+    job_run_info row;
+    kvs_err err;
+    out->run_id = pt->stored_run;
+    if (job_read_run(c->js.st, pt->stored_run, &row, &err))
+        return cli_fail(c->cmd, "--resume: search %lld: probe %lld: %s",
+                        (long long)c->js.sweep_id, (long long)pt->index, err.msg);
+    if (strcmp(row.status, "finished"))
+        return cli_fail(c->cmd, "--resume: search %lld: probe %lld (%s): its run %lld failed: "
+                                "%.300s; delete that run to probe it again",
+                        (long long)c->js.sweep_id, (long long)pt->index, pt->key,
+                        (long long)pt->stored_run, row.error);
+    if (job_search_record(&c->js, pt, x, pt->stored_run, &row.sum, out, &err))
+        return cli_fail(c->cmd, "%s", err.msg);
+    probe_note(c, pt, out, ", stored");
+    return 0;
+}
+
 /* The probe: one run at x, stored and tagged, checked against the SLOs. */
 static int probe_run(void *vctx, double x, cap_probe *out)
 {
@@ -106,6 +145,12 @@ static int probe_run(void *vctx, double x, cap_probe *out)
     char sub[256];
     if (job_search_point(&c->js, x, &pt, &err))
         return cli_fail(c->cmd, "%s", err.msg);
+    if (pt.stored_run) /* resumed: this probe's run is stored */
+        return probe_stored(c, &pt, x, out);
+    if (cli_stop_requested()) { /* Ctrl-C: no new probe */
+        store_sweep_untag(c->js.st);
+        return CLI_EXIT_INTERRUPTED;
+    }
     run_result res = {0};
     snprintf(sub, sizeof sub, "capacity (%s)", pt.key);
     int rc = run_opts_execute(sub, &pt.opts, c->js.st, &out->run_id, &res);
@@ -116,10 +161,7 @@ static int probe_run(void *vctx, double x, cap_probe *out)
     run_result_free(&res);
     if (rc)
         return cli_fail(c->cmd, "%s", err.msg);
-    if (c->verbose)
-        fprintf(stderr, "kvsim capacity: %s %s=%s: %s (run %lld)\n",
-                sched_policy_name(pt.opts.cfg.sched.policy), c->js.param, pt.value,
-                out->holds ? "holds" : out->verdict, (long long)out->run_id);
+    probe_note(c, &pt, out, "");
     return 0;
 }
 
@@ -172,7 +214,7 @@ static int split_args(const char *cmd, int argc, char **argv, search_args *a)
     const cli_own_flag own[] = {
         {"--search", &a->search},   {"--slo", &a->slo},
         {"--policies", &a->policies}, {"--tp-list", &a->tps},
-        {"--max-rejected", &a->max_rejected},
+        {"--max-rejected", &a->max_rejected}, {"--resume", &a->resume},
     };
     return cli_split_own_flags(cmd, argc, argv, own, (int)(sizeof own / sizeof own[0]), a->rest,
                                &a->nrest);
@@ -252,27 +294,181 @@ static int setup(const char *cmd, search_args *a, search_ctx *c)
     return 0;
 }
 
-/* Create the search's sweeps row (its description and base arguments). */
+/* The search's description as stored in sweeps.grid: what --resume reads
+ * back (and compares with flags given again). */
+static void search_desc(const search_args *a, const search_ctx *c, char *desc, size_t n)
+{
+    int tp = a->kind == SEARCH_TP;
+    snprintf(desc, n, "search=%s\nslo=%s\npolicies=%s\nmax-rejected=%.17g\n%s%s%s", a->search,
+             a->slo, a->policies ? a->policies : sched_policy_name(a->pols[0]),
+             c->js.slo.max_rejected, tp ? "tp-list=" : "", tp ? (a->tps ? a->tps : "1,2,4,8") : "",
+             tp ? "\n" : "");
+}
+
+/* Create the search's sweeps row (its description, base arguments and
+ * input files). */
 static int create_search(const char *cmd, const search_args *a, search_ctx *c, store **st)
 {
     kvs_err err;
+    job_inputs in = {0, 0, NULL, NULL, NULL};
+    if (job_inputs_add_opts(&in, &a->base, &err))
+        return cli_fail(cmd, "%s", err.msg);
     char *base_args = str_join(a->nrest - 1, a->rest + 1, "\n");
-    if (!base_args)
+    if (!base_args) {
+        job_inputs_free(&in);
         return cli_fail(cmd, "out of memory");
-    int tp = a->kind == SEARCH_TP;
+    }
     char desc[1024];
-    snprintf(desc, sizeof desc, "search=%s\nslo=%s\npolicies=%s\nmax-rejected=%.17g\n%s%s%s",
-             a->search, a->slo, a->policies ? a->policies : sched_policy_name(a->pols[0]),
-             c->js.slo.max_rejected, tp ? "tp-list=" : "", tp ? (a->tps ? a->tps : "1,2,4,8") : "",
-             tp ? "\n" : "");
+    search_desc(a, c, desc, sizeof desc);
     int rc = 0;
-    store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL, 0, NULL, NULL, NULL};
+    store_sweep_def def = {"search", desc, base_args, 0, 0, NULL, NULL, NULL, in.n,
+                           (const char *const *)in.path, (const char *const *)in.abs,
+                           (const char *const *)in.sha};
     if (cli_open_db(cmd, a->base.db, st))
         rc = CLI_EXIT_ERR;
     else if (store_sweep_create(*st, &def, &c->js.sweep_id, &err))
         rc = cli_fail(cmd, "--db: %s", err.msg);
     free(base_args);
+    job_inputs_free(&in);
     return rc;
+}
+
+/* The stored search: its own flags (sweeps.grid lines KEY=VALUE) into
+ * vals[] (buf owns them), its run flags (base_args) into a->rest. */
+typedef struct stored_search {
+    char *desc, *args_buf;   /* owned */
+    char **argv;             /* owned: "capacity" then the stored run flags */
+    int argc;
+} stored_search;
+
+static void stored_free(stored_search *ss)
+{
+    free(ss->desc);
+    free(ss->args_buf);
+    free(ss->argv);
+}
+
+static int load_search(const char *cmd, store *st, int64_t id, search_args *a,
+                       stored_search *ss)
+{
+    store_sweep_info info;
+    kvs_err err;
+    char where[64];
+    snprintf(where, sizeof where, "search %lld", (long long)id);
+    int grc = store_sweep_get(st, id, &info, &err);
+    if (grc == KVS_EINVAL)
+        return cli_fail(cmd, "--resume: %s: no search %lld", store_path(st), (long long)id);
+    if (grc)
+        return cli_fail(cmd, "--resume: %s", err.msg);
+    int rc = CLI_EXIT_ERR;
+    if (strcmp(info.kind, "search")) {
+        cli_fail(cmd, "--resume: sweep %lld is a %s sweep, not a capacity search (kvsim sweep "
+                      "--resume resumes it)",
+                 (long long)id, info.kind);
+        goto out;
+    }
+    if (job_args_split(info.base_args, "capacity", where, &ss->argc, &ss->argv, &ss->args_buf,
+                       &err)) {
+        cli_fail(cmd, "--resume: %s", err.msg);
+        goto out;
+    }
+    ss->desc = info.grid;
+    info.grid = NULL;
+    memset(a, 0, sizeof *a);
+    for (char *save, *line = strtok_r(ss->desc, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *eq = strchr(line, '=');
+        if (!eq)
+            continue;
+        *eq = 0;
+        const char **dst = !strcmp(line, "search")         ? &a->search
+                           : !strcmp(line, "slo")          ? &a->slo
+                           : !strcmp(line, "policies")     ? &a->policies
+                           : !strcmp(line, "max-rejected") ? &a->max_rejected
+                           : !strcmp(line, "tp-list")      ? &a->tps
+                                                           : NULL;
+        if (dst)
+            *dst = eq + 1;
+    }
+    if (!a->search || !a->slo) {
+        cli_fail(cmd, "--resume: search %lld: sweeps.grid does not name the search and its SLO",
+                 (long long)id);
+        goto out;
+    }
+    a->rest = ss->argv;
+    a->nrest = ss->argc;
+    rc = 0;
+out:
+    store_sweep_info_free(&info);
+    return rc;
+}
+
+/* --resume ID: the stored search set up as when it started (flags given
+ * again must be the same), its inputs checked, marked running. */
+static int setup_resume(const char *cmd, search_args *a, search_ctx *c, store **st,
+                        stored_search *ss)
+{
+    kvs_err err;
+    int64_t id;
+    run_opts given;
+    if (cli_parse_i64(cmd, "--resume", a->resume, 1, INT64_MAX, &id))
+        return CLI_EXIT_ERR;
+    run_opts_defaults(&given);
+    if (run_opts_parse_argv(cmd, &given, a->nrest, a->rest))
+        return CLI_EXIT_ERR;
+    if (access(given.db, F_OK) != 0)
+        return cli_fail(cmd, "--db: %s does not exist", given.db);
+    if (cli_open_db(cmd, given.db, st))
+        return CLI_EXIT_ERR;
+    search_args sa;
+    search_ctx sc;
+    memset(&sc, 0, sizeof sc);
+    if (load_search(cmd, *st, id, &sa, ss))
+        return CLI_EXIT_ERR;
+    if (job_inputs_check(*st, "sweep", "search", id, NULL, &err))
+        return cli_fail(cmd, "%s", err.msg);
+    char *t_given = cli_identity_args(a->nrest - 1, a->rest + 1);
+    char *t_stored = cli_identity_args(sa.nrest - 1, sa.rest + 1);
+    int rc = !t_given || !t_stored ? cli_fail(cmd, "out of memory") : 0;
+    int own = a->search || a->slo || a->policies || a->tps || a->max_rejected;
+    if (!rc && (own || t_given[0])) { /* given again: the same search? */
+        char d1[1024], d2[1024];
+        search_args ga = *a;
+        search_ctx gc;
+        memset(&gc, 0, sizeof gc);
+        if (setup(cmd, &ga, &gc) || setup(cmd, &sa, &sc))
+            rc = CLI_EXIT_ERR;
+        if (!rc) {
+            search_desc(&ga, &gc, d1, sizeof d1);
+            search_desc(&sa, &sc, d2, sizeof d2);
+        }
+        if (!rc && (strcmp(d1, d2) || strcmp(t_given, t_stored))) {
+            for (char *p = t_stored; *p; p++)
+                *p = *p == '\n' ? ' ' : *p;
+            for (char *p = d2; *p; p++)
+                *p = *p == '\n' ? ' ' : *p;
+            rc = cli_fail(cmd, "--resume: search %lld was run as '%.300s' with the flags "
+                               "'%.300s'; give those, or only --resume and --db",
+                          (long long)id, d2, t_stored);
+        }
+    }
+    free(t_given);
+    free(t_stored);
+    if (rc)
+        return rc;
+    sa.resume = a->resume;
+    *a = sa;
+    if (setup(cmd, a, c))
+        return CLI_EXIT_ERR;
+    snprintf(a->base.db, sizeof a->base.db, "%s", given.db);
+    a->base.quiet = given.quiet;
+    a->base.json = given.json;
+    c->verbose = !a->base.quiet && !a->base.json;
+    c->js.sweep_id = id;
+    c->js.resume = 1;
+    if (store_group_running(*st, "sweep", id, &err))
+        return cli_fail(cmd, "--db: %s", err.msg);
+    return 0;
 }
 
 static void print_json(const search_args *a, const search_ctx *c, const cap_result *res)
@@ -362,6 +558,8 @@ static int run_searches(const char *cmd, const search_args *a, search_ctx *c, ca
         int r = a->kind == SEARCH_RATE
                     ? cap_search_rate(a->x0, RATE_STOP, RATE_MAX_STEPS, probe_run, c, &res[k])
                     : cap_search_list(a->tps_v, a->ntp, probe_run, c, &res[k]);
+        if (r == CLI_EXIT_INTERRUPTED)
+            return r;
         if (r)
             return cli_fail(cmd, "search %lld stopped: a probe failed (see above)",
                             (long long)c->js.sweep_id);
@@ -378,10 +576,12 @@ int capacity_search_main(int argc, char **argv)
     search_ctx c;
     store *st = NULL;
     cap_result res[MAX_POLICIES];
-    int rc = CLI_EXIT_ERR, ran = 0;
+    int rc = CLI_EXIT_ERR, ran = 0, interrupted = 0;
+    stored_search ss = {NULL, NULL, NULL, 0};
     memset(&a, 0, sizeof a);
     memset(&c, 0, sizeof c);
-    if (!(a.rest = calloc((size_t)argc + 1, sizeof *a.rest)))
+    char **rest = calloc((size_t)argc + 1, sizeof *rest); /* a.rest: the given flags */
+    if (!(a.rest = rest))
         return cli_fail(cmd, "out of memory");
     if (split_args(cmd, argc, argv, &a))
         goto out;
@@ -389,11 +589,20 @@ int capacity_search_main(int argc, char **argv)
         rc = capacity_cluster_main(argc, argv);
         goto out;
     }
-    if (setup(cmd, &a, &c) || create_search(cmd, &a, &c, &st))
+    if (a.resume ? setup_resume(cmd, &a, &c, &st, &ss)
+                 : setup(cmd, &a, &c) || create_search(cmd, &a, &c, &st))
         goto out;
     c.js.st = st;
     c.cmd = cmd;
-    if (run_searches(cmd, &a, &c, res))
+    cli_stop_install(0);
+    int r = run_searches(cmd, &a, &c, res);
+    cli_stop_restore();
+    if (r == CLI_EXIT_INTERRUPTED) {
+        interrupted = 1;
+        rc = r;
+        goto out;
+    }
+    if (r)
         goto out;
     ran = 1;
     const char *unit = a.kind == SEARCH_TP ? "" : " req/s";
@@ -419,10 +628,15 @@ out:
     if (st && c.js.sweep_id > 0) {
         kvs_err ferr; /* a search that ran to its verdicts is complete */
         if (store_group_finish(st, "sweep", c.js.sweep_id, ran ? "complete" : "interrupted",
-                               &ferr) && rc == 0)
+                               &ferr) && (rc == 0 || interrupted))
             rc = cli_fail(cmd, "--db: %s", ferr.msg);
+        else if (interrupted)
+            cli_fail(cmd, "interrupted: %lld probes stored; resume with: kvsim capacity "
+                          "--resume %lld --db %s",
+                     (long long)c.js.next_point - 1, (long long)c.js.sweep_id, a.base.db);
     }
+    stored_free(&ss); /* a.rest may be its stored flags */
     store_close(st);
-    free(a.rest);
+    free(rest);
     return rc;
 }

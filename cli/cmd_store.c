@@ -39,6 +39,9 @@ static int recover(const char *cmd, const char *db)
     int rc = store_spool_import(st, &rep, &err);
     printf("spool: %lld imported, %lld already imported, %lld left\n", (long long)rep.imported,
            (long long)rep.duplicates, (long long)rep.left);
+    if (rep.calibrations > 0)
+        printf("spool: %lld of the imported files were calibrations\n",
+               (long long)rep.calibrations);
     if (!rc && store_groups_mark_stale(st, &marked, &err) == KVS_OK)
         printf("groups: %lld marked interrupted\n", (long long)marked);
     else if (!rc)

@@ -4,9 +4,11 @@
  * mode serializes the writers; the store retries a busy database).  Under
  * mpirun the work goes to sweep_mpi.c instead.
  *
- * Interrupts: SIGINT or SIGTERM stops handing out points and waits for the
- * running ones to be stored (a second signal kills the workers: their open
- * transactions are rolled back); the command then says how to resume.  A
+ * Interrupts (cli_stop.c): SIGINT or SIGTERM stops handing out points and
+ * waits for the running ones to be stored (a second signal kills the
+ * workers, or in-process ends the process: open transactions are rolled
+ * back); the sweep is then marked interrupted and the command says how to
+ * resume, exit 130.  A
  * worker ignores SIGINT (the parent decides) and exits when its command
  * pipe closes, so killing the parent ends the workers after their point.
  */
@@ -22,20 +24,6 @@
 #include "cli.h"
 #include "sweep.h"
 
-static volatile sig_atomic_t stop_signals; /* SIGINT/SIGTERM received */
-static volatile sig_atomic_t inline_mode;  /* points run in this process */
-
-/* The first signal stops the sweep after the running points; in-process, a
- * second one ends the process at once (the open transaction, if any, is
- * rolled back by the next opener). */
-static void on_stop(int sig)
-{
-    stop_signals++;
-    if (inline_mode && stop_signals > 1) {
-        signal(sig, SIG_DFL);
-        raise(sig);
-    }
-}
 
 static void usage(FILE *f)
 {
@@ -71,23 +59,11 @@ static void usage(FILE *f)
             job_param_help());
 }
 
-static void install_handlers(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0; /* no SA_RESTART: poll() and read() return EINTR */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
-
 /* ------------------------------------------------------ in this process */
 
 static int run_inline(const char *cmd, const sweep_plan *p, store *st, sweep_progress *pr)
 {
-    for (int64_t k = 0; k < p->n_todo && !stop_signals; k++) {
+    for (int64_t k = 0; k < p->n_todo && !cli_stop_requested(); k++) {
         int64_t run_id = 0;
         pr->running = 1;
         sweep_progress_draw(pr);
@@ -98,7 +74,7 @@ static int run_inline(const char *cmd, const sweep_plan *p, store *st, sweep_pro
         pr->running = 0;
     }
     sweep_progress_end(pr);
-    return stop_signals > 0;
+    return cli_stop_requested() > 0;
 }
 
 /* ------------------------------------------------------ worker processes */
@@ -180,7 +156,7 @@ static void worker_main(const char *cmd, const sweep_plan *p, int cmd_fd, int re
  * the sweep is stopping. */
 static void dispatch(worker *w, const sweep_plan *p, int64_t *next)
 {
-    if (!stop_signals && *next < p->n_todo && w->cmd_fd >= 0) {
+    if (!cli_stop_requested() && *next < p->n_todo && w->cmd_fd >= 0) {
         int64_t point = p->todo[*next];
         if (write_full(w->cmd_fd, &point, sizeof point) == 0) {
             w->point = point;
@@ -277,20 +253,21 @@ static int run_forked(const char *cmd, const sweep_plan *p, int jobs, sweep_prog
     int warned = 0;
     while (alive > 0) {
         sweep_progress_draw(pr);
-        if (stop_signals && !warned) {
+        if (cli_stop_requested() && !warned) {
             warned = 1;
             if (pr->on)
                 fputc('\n', stderr);
-            fprintf(stderr, "kvsim %s: stopping: waiting for %d running points "
-                            "(interrupt again to kill them)\n",
-                    cmd, pr->running);
+            if (isatty(STDERR_FILENO)) /* for the person at the terminal only */
+                fprintf(stderr, "kvsim %s: stopping: waiting for %d running points "
+                                "(interrupt again to kill them)\n",
+                        cmd, pr->running);
             for (int i = 0; i < nw; i++)
                 if (ws[i].point < 0 && ws[i].cmd_fd >= 0) {
                     close(ws[i].cmd_fd);
                     ws[i].cmd_fd = -1;
                 }
         }
-        if (stop_signals > 1 && !killed) {
+        if (cli_stop_requested() > 1 && !killed) {
             killed = 1;
             for (int i = 0; i < nw; i++)
                 if (ws[i].pid > 0)
@@ -331,7 +308,7 @@ static int run_forked(const char *cmd, const sweep_plan *p, int jobs, sweep_prog
     close(res_pipe[0]);
     sweep_progress_end(pr);
     free(ws);
-    return stop_signals > 0 || next < p->n_todo;
+    return cli_stop_requested() > 0 || next < p->n_todo;
 }
 
 int cmd_sweep(int argc, char **argv)
@@ -352,13 +329,13 @@ int cmd_sweep(int argc, char **argv)
     int show = cli.progress == 1 || (cli.progress < 0 && !cli.quiet && isatty(STDERR_FILENO));
     sweep_progress pr;
     sweep_progress_init(&pr, show, p.n_todo);
-    stop_signals = 0;
-    install_handlers();
     int interrupted;
+    signal(SIGPIPE, SIG_IGN);
     if (cli.jobs <= 1 || p.n_todo <= 1) {
-        inline_mode = 1;
+        cli_stop_install(0); /* a second signal ends the process */
         interrupted = run_inline(cmd, &p, st, &pr);
     } else {
+        cli_stop_install(1); /* a second signal kills the workers */
         store_close(st); /* a connection is never carried across fork() */
         st = NULL;
         interrupted = run_forked(cmd, &p, cli.jobs, &pr);
@@ -368,8 +345,7 @@ int cmd_sweep(int argc, char **argv)
             return cli_fail(cmd, "--db: %s", err.msg);
         }
     }
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
+    cli_stop_restore();
     rc = sweep_finish(cmd, &cli, &p, st, interrupted);
     store_close(st);
     sweep_plan_free(&p);

@@ -78,7 +78,8 @@ void sweep_progress_end(sweep_progress *pr);
 
 /* Print the sweep's table (or its id with --quiet) and say what is left:
  * failed points, or that the sweep was interrupted and how to resume it.
- * Returns the exit status: 0 when every point has a finished run. */
+ * Returns the exit status: 0 when every point has a finished run, 130
+ * (CLI_EXIT_INTERRUPTED) when interrupted, else 2. */
 int sweep_finish(const char *cmd, const sweep_cli *cli, const sweep_plan *p, store *st,
                  int interrupted);
 

@@ -408,10 +408,12 @@ int sweep_finish(const char *cmd, const sweep_cli *cli, const sweep_plan *p, sto
     if (store_group_finish(st, "sweep", p->sweep_id,
                            !interrupted && stored == total ? "complete" : "interrupted", &ferr))
         rc = cli_fail(cmd, "--db: %s", ferr.msg);
-    if (interrupted)
-        rc = cli_fail(cmd, "interrupted: %lld of %lld points stored; resume with: "
-                           "kvsim sweep --resume %lld --db %s",
-                      (long long)stored, (long long)total, (long long)p->sweep_id, cli->db);
+    if (interrupted) {
+        cli_fail(cmd, "interrupted: %lld of %lld points stored; resume with: "
+                      "kvsim sweep --resume %lld --db %s",
+                 (long long)stored, (long long)total, (long long)p->sweep_id, cli->db);
+        return rc ? rc : CLI_EXIT_INTERRUPTED;
+    }
     else if (stored < total)
         rc = cli_fail(cmd, "%lld of %lld points have no run (see the errors above); "
                            "kvsim sweep --resume %lld --db %s runs them again",

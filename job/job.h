@@ -205,14 +205,45 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res, kvs_er
  * "" for a synthetic workload.  Cost: one access(). */
 void job_trace_path(const run_config *c, char *out, size_t cap);
 
+/* The identity of a group's input files (job_inputs.c): each distinct
+ * trace file, as given (path), absolute (abs) and the hex SHA-256 of its
+ * bytes (sha), stored with a sweep, search or compare and checked before
+ * it is resumed. */
+typedef struct job_inputs {
+    int n, cap;                /* files, allocated slots */
+    char **path, **abs, **sha; /* [n] each, owned */
+} job_inputs;
+void job_inputs_free(job_inputs *in);
+/* Add a file (once per path as given): KVS_EIO "--trace PATH: ..." when it
+ * cannot be resolved or read.  Cost: one SHA-256 of the file. */
+int job_inputs_add(job_inputs *in, const char *path, kvs_err *err);
+/* Add the trace file a run of o reads (job_trace_path); none for a
+ * synthetic workload. */
+int job_inputs_add_opts(job_inputs *in, const job_opts *o, kvs_err *err);
+/* Check every stored input of group `id` (store kind "sweep" or
+ * "compare"; `noun` names it in messages): it must resolve, from the
+ * current directory, to the stored absolute path and still have the stored
+ * SHA-256.  KVS_EINVAL "--resume: NOUN ID: --trace PATH ..." otherwise.
+ * *n_checked (may be NULL) receives the rows checked. */
+int job_inputs_check(store *st, const char *kind, const char *noun, int64_t id,
+                     int64_t *n_checked, kvs_err *err);
+
 /* A stored run read back: the `runs` row's status, config and summary
  * (store/store.h's store_run_row). */
 typedef store_run_row job_run_info;
 
 /* Read run `run_id` from st: its configuration and summary (not the
- * per-request rows).  KVS_EINVAL when there is no such run, KVS_EDB on a
- * database error.  Cost: one indexed row read. */
+ * per-request rows), every column checked: its type and size, metrics
+ * non-negative and finite (fractions within [0, 1]) by the reader
+ * (store_read_run), and each column that holds a flag's value within that
+ * flag's range (job_run_check_stored).  KVS_EINVAL when there is no such
+ * run or a value is out of range ("run N: runs.COLUMN = V is outside [LO,
+ * HI], the range of --FLAG"), KVS_EDB on a database error.  Cost: one
+ * indexed row read. */
 int job_read_run(store *st, int64_t run_id, job_run_info *out, kvs_err *err);
+
+/* The flag-range half of job_read_run, for a row read another way. */
+int job_run_check_stored(const job_run_info *row, kvs_err *err);
 
 
 /* ------------------------------------------------------------ sweep grid (job_grid.c) */
@@ -483,6 +514,7 @@ typedef struct job_search {
     const char *param;    /* "rate" or "tp" (static string) */
     double native_rps;    /* a trace file's own rate, req/s (probes scale it); 0 synthetic */
     cap_slo slo;          /* the bounds; its per-request targets go into each run */
+    int resume;           /* 1: --resume, probes already stored are read back */
 } job_search;
 
 /* One probe's run, before it runs. */
@@ -491,6 +523,8 @@ typedef struct job_probe_point {
     int64_t index;        /* sweep point index */
     char value[64];       /* the probed value as stored ("%.6g", or the TP degree) */
     char key[128];        /* "policy=fcfs rate=4" */
+    int64_t stored_run;   /* resumed: the probe's stored run (not run again); 0 = run it */
+    int stored_row;       /* resumed: its search_probes row is stored (not written again) */
 } job_probe_point;
 
 /* What a search varies and where it starts: "tp" (tp != 0), else "rate",
@@ -509,11 +543,16 @@ int job_search_tps(const job_opts *base, double *tps, int *n,
 
 /* The run flags, point index, value and key of the probe at x; adds the
  * point to the search and tags the next stored run as it (the caller
- * store_sweep_untag()s after the run).  Errors "--db: ...".  Cost: 2 rows. */
+ * store_sweep_untag()s after the run).  Resuming (c->resume), a probe
+ * whose run is stored sets pt->stored_run instead (nothing is written; the
+ * caller reads the run back), and a stored probe with another policy or
+ * value fails "--resume: search N: probe K is stored as ...".  Errors
+ * "--db: ...".  Cost: 2 rows. */
 int job_search_point(job_search *c, double x, job_probe_point *pt, kvs_err *err);
 
 /* Check the probe's run (run_id, summary) against the SLOs into out and
- * store its verdict.  Cost: one row. */
+ * store its verdict (unless pt->stored_row: a resumed probe whose verdict
+ * is stored; nothing is written).  Cost: one row. */
 int job_search_record(job_search *c, const job_probe_point *pt, double x, int64_t run_id,
                       const run_summary *sum, cap_probe *out, kvs_err *err);
 
@@ -618,5 +657,30 @@ int job_compare_defaults(const job_opts *base, job_variant *vs, int *n, int *no_
  * own, so concurrent compares never share an id (store_compare_create).
  * Finish it with store_group_finish(st, "compare", id, ...). */
 int job_compare_reserve(store *st, const job_variant *vs, int n, int64_t *id, kvs_err *err);
+
+/* The same for a compare that can be resumed: also stores base_args (the
+ * base run flags, one argument per line, each followed by a newline; NULL:
+ * not resumable) and the input files of every variant (compare_inputs),
+ * in the same transaction.  Errors "--trace ...", "--db: ...". */
+int job_compare_create(store *st, const job_opts *base, const char *base_args,
+                       const job_variant *vs, int n, int64_t *id, kvs_err *err);
+
+/* Read compare `id` back for --resume: its base flags text (*base_args,
+ * malloc'd) and variants (vs[JOB_MAX_VARIANTS], *n).  Errors "--resume:
+ * ..." (no such compare, an older one without flags).  A complete compare
+ * resumes to its table, running nothing. */
+int job_compare_load(store *st, int64_t id, char **base_args, job_variant *vs, int *n,
+                     kvs_err *err);
+
+/* KVS_EINVAL "--resume: compare ID ran the variants ..." unless a and b
+ * are the same variants in the same order. */
+int job_compare_check_same(const job_variant *a, int na, const job_variant *b, int nb,
+                           int64_t id, kvs_err *err);
+
+/* Split stored arguments (one per line, each followed by a newline) into
+ * argv[0] = argv0, argv[1..]: *argv and *buf are malloc'd (free both).
+ * KVS_EINVAL "WHERE: stored arguments do not end in a newline". */
+int job_args_split(const char *text, const char *argv0, const char *where, int *argc,
+                   char ***argv, char **buf, kvs_err *err);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/str.h"
 #include "../sim/run_fields.h"
 
 /* A bound's metric is its row of the run_fields table (sim/run_fields.h):
@@ -367,9 +368,34 @@ int job_search_point(job_search *c, double x, job_probe_point *pt, kvs_err *err)
                  (long long)c->sweep_id, (long long)pt->index, pt->key);
     const char *params[2] = {"policy", c->param};
     const char *values[2] = {pol, pt->value};
-    if ((rc = store_sweep_add_point(c->st, c->sweep_id, pt->index, 2, params, values, &e)) ||
-        (rc = store_sweep_tag(c->st, c->sweep_id, pt->index, pt->key, &e)))
+    store_search_point sp = {0, "", "", 0, 0};
+    pt->stored_run = 0;
+    pt->stored_row = 0;
+    if (c->resume && (rc = store_search_point_get(c->st, c->sweep_id, pt->index, c->param, &sp, &e)))
         return kvs_errf(err, rc, "--db: %s", e.msg);
+    /* a search is deterministic: resumed, it takes the same path, so
+     * probe k is the stored probe k, unless what it read changed */
+    if (sp.found && (strcmp(sp.policy, pol) || strcmp(sp.value, pt->value))) {
+        char a[64], b[64];
+        return kvs_errf(err, KVS_EINVAL,
+                        "--resume: search %lld: probe %lld is stored as policy=%s %s=%s, but "
+                        "the search now probes %s",
+                        (long long)c->sweep_id, (long long)pt->index,
+                        str_sanitize(a, sizeof a, sp.policy), c->param,
+                        str_sanitize(b, sizeof b, sp.value), pt->key);
+    }
+    if (sp.run_id > 0) {
+        pt->stored_run = sp.run_id;
+        pt->stored_row = sp.has_probe;
+        return KVS_OK;
+    }
+    /* the point's rows go in with its run, in the run's transaction (or
+     * its spool file): nothing is written before the simulation */
+    if ((rc = store_sweep_tag(c->st, c->sweep_id, pt->index, pt->key, &e)) ||
+        (rc = store_sweep_tag_params(c->st, 2, params, values, &e))) {
+        store_sweep_untag(c->st);
+        return kvs_errf(err, rc, "--db: %s", e.msg);
+    }
     return KVS_OK;
 }
 
@@ -379,6 +405,8 @@ int job_search_record(job_search *c, const job_probe_point *pt, double x, int64_
     kvs_err e;
     out->run_id = run_id;
     out->holds = cap_slo_check(&c->slo, sum, &out->ratio, out->verdict, sizeof out->verdict);
+    if (pt->stored_row)
+        return KVS_OK;
     int rc = store_search_probe(c->st, c->sweep_id, pt->index, run_id,
                                 sched_policy_name(pt->opts.cfg.sched.policy), c->param, x,
                                 out->holds, out->verdict, &e);

@@ -259,6 +259,8 @@ int job_cluster_point(job_search *c, const job_cluster_prices *p, const job_clus
     int rc;
     *o = c->base;
     pt->index = c->next_point++;
+    pt->stored_run = 0; /* a cluster search is not resumed */
+    pt->stored_row = 0;
     strcpy(o->cfg.gpu, p->gpu[k->gpu]);
     o->cfg.tp = k->tp;
     o->cfg.replicas = k->replicas;

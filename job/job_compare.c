@@ -151,3 +151,91 @@ int job_compare_reserve(store *st, const job_variant *vs, int n, int64_t *id, kv
     }
     return store_compare_create(st, text, n, id, err);
 }
+
+/* ------------------------------------------------------------ resume */
+
+/* "NAME[:FLAGS]" of each variant, one per line, into text[cap]. */
+static void variants_text(const job_variant *vs, int n, char *text, size_t cap)
+{
+    size_t len = 0;
+    text[0] = 0;
+    for (int i = 0; i < n && len < cap; i++) {
+        int k = snprintf(text + len, cap - len, "%s%s%s%s", i ? "\n" : "", vs[i].name,
+                         vs[i].flags[0] ? ":" : "", vs[i].flags);
+        len = k < 0 ? cap : len + (size_t)k;
+    }
+}
+
+int job_compare_create(store *st, const job_opts *base, const char *base_args,
+                       const job_variant *vs, int n, int64_t *id, kvs_err *err)
+{
+    char text[JOB_MAX_VARIANTS * 600];
+    job_inputs in = {0, 0, NULL, NULL, NULL};
+    kvs_err e;
+    int rc = KVS_OK;
+    for (int i = 0; i < n && !rc; i++) {
+        job_opts o = *base;
+        if (!(rc = job_variant_apply(&o, &vs[i], err)))
+            rc = job_inputs_add_opts(&in, &o, err);
+    }
+    if (!rc) {
+        variants_text(vs, n, text, sizeof text);
+        store_compare_def d = {text, base_args, n, in.n, (const char *const *)in.path,
+                               (const char *const *)in.abs, (const char *const *)in.sha};
+        if ((rc = store_compare_create_def(st, &d, id, &e)))
+            kvs_errf(err, rc, "--db: %s", e.msg);
+    }
+    job_inputs_free(&in);
+    return rc;
+}
+
+int job_compare_load(store *st, int64_t id, char **base_args, job_variant *vs, int *n,
+                     kvs_err *err)
+{
+    store_compare_info info;
+    kvs_err e;
+    *base_args = NULL;
+    *n = 0;
+    int rc = store_compare_get(st, id, &info, &e);
+    if (rc)
+        return kvs_errf(err, rc, "--resume: %s", e.msg);
+    char *save = NULL;
+    for (char *line = strtok_r(info.variants, "\n", &save); line && !rc;
+         line = strtok_r(NULL, "\n", &save)) {
+        if (*n == JOB_MAX_VARIANTS)
+            rc = kvs_errf(err, KVS_EINVAL, "--resume: compare %lld: more than %d variants",
+                          (long long)id, JOB_MAX_VARIANTS);
+        else if (job_variant_parse(line, &vs[*n], &e))
+            rc = kvs_errf(err, KVS_EINVAL, "--resume: compare %lld: compares.variants: %s",
+                          (long long)id, e.msg);
+        else
+            ++*n;
+    }
+    if (!rc && (*n == 0 || *n != info.n_runs))
+        rc = kvs_errf(err, KVS_EINVAL,
+                      "--resume: compare %lld: compares.variants names %d variants, n_runs "
+                      "says %lld",
+                      (long long)id, *n, (long long)info.n_runs);
+    if (!rc && !(*base_args = strdup(info.base_args)))
+        rc = kvs_errf(err, KVS_ENOMEM, "out of memory");
+    store_compare_info_free(&info);
+    return rc;
+}
+
+int job_compare_check_same(const job_variant *a, int na, const job_variant *b, int nb,
+                           int64_t id, kvs_err *err)
+{
+    char ta[JOB_MAX_VARIANTS * 600], tb[JOB_MAX_VARIANTS * 600];
+    variants_text(a, na, ta, sizeof ta);
+    variants_text(b, nb, tb, sizeof tb);
+    if (strcmp(ta, tb)) {
+        for (char *p = ta; *p; p++)
+            *p = *p == '\n' ? ' ' : *p;
+        for (char *p = tb; *p; p++)
+            *p = *p == '\n' ? ' ' : *p;
+        return kvs_errf(err, KVS_EINVAL,
+                        "--resume: compare %lld ran the variants '%.300s', not '%.300s'",
+                        (long long)id, ta, tb);
+    }
+    return KVS_OK;
+}

@@ -1,9 +1,13 @@
 /* job_run.c — preparing, simulating and storing one run (see job.h). */
 #include "job.h"
 
+#include "../sim/run_fields.h"
+
 #include "../sim/cluster.h"
 #include "../store/store_spool.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -279,7 +283,76 @@ done:
     return rc;
 }
 
+/* The `runs` columns that hold a run flag's value, checked against the
+ * flag's range in the one flag table (job_param.c): a stored value is
+ * trusted no more than a typed one.  zero_unset: 0 (NULL) means the flag
+ * was not given. */
+static const struct {
+    const char *column, *flag;
+    int zero_unset;
+} stored_flags[] = {
+    {"tp", "tp", 0},
+    {"decode_tp", "tp", 1},
+    {"ep", "ep", 0},
+    {"cp", "cp", 0},
+    {"rate_scale", "rate-scale", 0},
+    {"rate_rps", "rate", 1},
+    {"block_size", "block-size", 0},
+    {"kv_blocks", "kv-blocks", 0},
+    {"kv_blocks_flag", "kv-blocks", 1},
+    {"max_seqs", "max-seqs", 0},
+    {"max_batched_tokens", "max-batched-tokens", 0},
+    {"max_model_len", "max-model-len", 0},
+    {"watermark", "watermark", 0},
+    {"gpu_mem_util", "gpu-mem-util", 0},
+    {"swap_gib", "swap-gib", 0},
+    {"batch_timeout_s", "batch-timeout", 0},
+    {"long_prefill_threshold", "long-prefill-threshold", 0},
+    {"segment_tokens", "segment-tokens", 1},
+    {"replicas", "replicas", 0},
+    {"affinity_cap", "affinity-cap", 0},
+    {"frontend_ms", "frontend-ms", 0},
+};
+
+/* x in the fewest digits that read back as x (up to 17). */
+static const char *num(char buf[32], double x)
+{
+    snprintf(buf, 32, "%.15g", x);
+    if (strtod(buf, NULL) != x)
+        snprintf(buf, 32, "%.17g", x);
+    return buf;
+}
+
+int job_run_check_stored(const job_run_info *row, kvs_err *err)
+{
+    for (size_t i = 0; i < sizeof stored_flags / sizeof stored_flags[0]; i++) {
+        const run_field *f = run_field_find(stored_flags[i].column);
+        const job_param *p = job_param_find(stored_flags[i].flag);
+        if (!f || !p || (p->kind != JOB_PARAM_I64 && p->kind != JOB_PARAM_F64))
+            return kvs_errf(err, KVS_EINTERNAL, "job: runs.%s / --%s: not a numeric flag column",
+                            stored_flags[i].column, stored_flags[i].flag);
+        run_value v = run_field_get(f, &row->cfg, &row->sum);
+        double x = v.kind == RUN_VALUE_INT ? (double)v.i : v.kind == RUN_VALUE_REAL ? v.d : 0.0;
+        if (x == 0.0 && (stored_flags[i].zero_unset || v.kind == RUN_VALUE_NULL) &&
+            (stored_flags[i].zero_unset || p->lo <= 0.0))
+            continue;
+        if (!(x >= p->lo && x <= p->hi)) {
+            char val[32], lo[32], hi[32];
+            if (v.kind == RUN_VALUE_INT)
+                snprintf(val, sizeof val, "%lld", (long long)v.i);
+            else
+                num(val, x);
+            return kvs_errf(err, KVS_EINVAL,
+                            "run %lld: runs.%s = %s is outside [%s, %s], the range of --%s",
+                            (long long)row->run_id, f->name, val, num(lo, p->lo), num(hi, p->hi),
+                            p->name);
+        }
+    }
+    return KVS_OK;
+}
+
 int job_read_run(store *st, int64_t run_id, job_run_info *out, kvs_err *err)
 {
-    return store_read_run(store_db(st), run_id, out, err);
+    int rc = store_read_run(store_db(st), run_id, out, err);
+    return rc ? rc : job_run_check_stored(out, err);
 }

@@ -15,32 +15,40 @@
 
 /* ------------------------------------------------------------ plan */
 
+int job_args_split(const char *text, const char *argv0, const char *where, int *argc,
+                   char ***argv, char **buf, kvs_err *err)
+{
+    int n = 1;
+    for (const char *c = text; *c; c++)
+        n += *c == '\n';
+    *argc = 0;
+    *buf = strdup(text);
+    *argv = calloc((size_t)n + 1, sizeof **argv);
+    if (!*buf || !*argv)
+        return kvs_errf(err, KVS_ENOMEM, "out of memory");
+    (*argv)[(*argc)++] = (char *)argv0;
+    for (char *s = *buf; *s;) {
+        char *nl = strchr(s, '\n');
+        if (!nl)
+            return kvs_errf(err, KVS_EINVAL, "%s: stored arguments do not end in a newline",
+                            where);
+        *nl = 0;
+        (*argv)[(*argc)++] = s;
+        s = nl + 1;
+    }
+    return KVS_OK;
+}
+
 int job_sweep_from_texts(job_sweep *p, const char *base_args, const char *grid_text,
                          const char *where, const char *cmd, kvs_err *err)
 {
-    int rc = KVS_ENOMEM;
+    int rc;
     kvs_err e;
-    char *copy = strdup(base_args);
-    int n = 1;
-    for (const char *c = base_args; *c; c++)
-        n += *c == '\n';
-    char **argv = calloc((size_t)n + 1, sizeof *argv);
-    if (!copy || !argv) {
-        kvs_errf(err, rc, "out of memory");
-        goto out;
-    }
+    char *copy = NULL;
+    char **argv = NULL;
     int argc = 0;
-    argv[argc++] = (char *)"sweep";
-    for (char *s = copy; *s;) {
-        char *nl = strchr(s, '\n');
-        if (!nl) {
-            rc = kvs_errf(err, KVS_EINVAL, "%s: stored arguments do not end in a newline", where);
-            goto out;
-        }
-        *nl = 0;
-        argv[argc++] = s;
-        s = nl + 1;
-    }
+    if ((rc = job_args_split(base_args, "sweep", where, &argc, &argv, &copy, err)))
+        goto out;
     job_opts_init(&p->base);
     char sub[1200];
     snprintf(sub, sizeof sub, "%s: %s", cmd, where);
@@ -169,75 +177,13 @@ static const char *param_value(void *ctx, int64_t point, int i)
     return g->axes[i].values[choice[i]];
 }
 
-/* The distinct trace files of a sweep's points: as given, absolute, and
- * the SHA-256 of their bytes. */
-typedef struct sweep_inputs {
-    int n, cap;
-    char **path, **abs, **sha; /* [n] each, owned */
-} sweep_inputs;
-
-static void inputs_free(sweep_inputs *in)
-{
-    for (int i = 0; i < in->n; i++) {
-        free(in->path[i]);
-        free(in->abs[i]);
-        free(in->sha[i]);
-    }
-    free(in->path);
-    free(in->abs);
-    free(in->sha);
-    memset(in, 0, sizeof *in);
-}
-
-static int inputs_add(sweep_inputs *in, const char *path, kvs_err *err)
-{
-    for (int i = 0; i < in->n; i++)
-        if (!strcmp(in->path[i], path))
-            return KVS_OK;
-    char abs[PATH_MAX], sha[65];
-    kvs_err e;
-    if (!realpath(path, abs))
-        return kvs_errf(err, KVS_EIO, "--trace %s: %s", path, strerror(errno));
-    if (trace_sha256_file(abs, sha, &e))
-        return kvs_errf(err, KVS_EIO, "--trace %s: %s", path, e.msg);
-    if (in->n == in->cap) {
-        int cap = in->cap ? 2 * in->cap : 4;
-        char **a = realloc(in->path, (size_t)cap * sizeof *a);
-        if (a)
-            in->path = a;
-        char **b = a ? realloc(in->abs, (size_t)cap * sizeof *b) : NULL;
-        if (b)
-            in->abs = b;
-        char **c = b ? realloc(in->sha, (size_t)cap * sizeof *c) : NULL;
-        if (!c)
-            return kvs_errf(err, KVS_ENOMEM, "out of memory");
-        in->sha = c;
-        in->cap = cap;
-    }
-    in->path[in->n] = strdup(path);
-    in->abs[in->n] = strdup(abs);
-    in->sha[in->n] = strdup(sha);
-    if (!in->path[in->n] || !in->abs[in->n] || !in->sha[in->n]) {
-        free(in->path[in->n]);
-        free(in->abs[in->n]);
-        free(in->sha[in->n]);
-        return kvs_errf(err, KVS_ENOMEM, "out of memory");
-    }
-    in->n++;
-    return KVS_OK;
-}
-
 /* Every point's trace file into in.  Cost: O(points x distinct files). */
-static int collect_inputs(const job_sweep *p, sweep_inputs *in, kvs_err *err)
+static int collect_inputs(const job_sweep *p, job_inputs *in, kvs_err *err)
 {
     for (int64_t i = 0; i < p->grid.n_points; i++) {
         job_opts o;
-        char path[sizeof o.cfg.trace_path + 64];
         int rc = job_sweep_point_opts(p, i, &o, err);
-        if (rc)
-            return rc;
-        job_trace_path(&o.cfg, path, sizeof path);
-        if (path[0] && (rc = inputs_add(in, path, err)))
+        if (rc || (rc = job_inputs_add_opts(in, &o, err)))
             return rc;
     }
     return KVS_OK;
@@ -247,12 +193,12 @@ int job_sweep_create(job_sweep *p, store *st, kvs_err *err)
 {
     kvs_err e;
     const char *params[SWEEP_MAX_AXES];
-    sweep_inputs in = {0, 0, NULL, NULL, NULL};
+    job_inputs in = {0, 0, NULL, NULL, NULL};
     for (int i = 0; i < p->grid.n_axes; i++)
         params[i] = p->grid.axes[i].key;
     int rc = collect_inputs(p, &in, err);
     if (rc) {
-        inputs_free(&in);
+        job_inputs_free(&in);
         return rc;
     }
     store_sweep_def def = {"grid",         p->grid_text, p->base_args,
@@ -261,62 +207,20 @@ int job_sweep_create(job_sweep *p, store *st, kvs_err *err)
                            (const char *const *)in.path, (const char *const *)in.abs,
                            (const char *const *)in.sha};
     rc = store_sweep_create(st, &def, &p->sweep_id, &e);
-    inputs_free(&in);
+    job_inputs_free(&in);
     return rc ? kvs_errf(err, rc, "--db: %s", e.msg) : KVS_OK;
-}
-
-typedef struct input_check {
-    const job_sweep *p;
-    kvs_err *err;
-    int64_t seen; /* rows checked */
-} input_check;
-
-static int check_input(void *ctx, const char *path, const char *abs, const char *sha)
-{
-    input_check *c = ctx;
-    char now[PATH_MAX], hex[65], safe[512], safe_abs[512];
-    kvs_err e;
-    long long id = (long long)c->p->sweep_id;
-    c->seen++;
-    str_sanitize(safe, sizeof safe, path);
-    str_sanitize(safe_abs, sizeof safe_abs, abs);
-    if (!realpath(path, now))
-        return kvs_errf(c->err, KVS_EINVAL,
-                        "--resume: sweep %lld: --trace %s: %s from this directory (the sweep "
-                        "read %s; resume it from the directory it was started in)",
-                        id, safe, strerror(errno), safe_abs);
-    if (strcmp(now, abs)) {
-        char safe_now[512];
-        return kvs_errf(c->err, KVS_EINVAL,
-                        "--resume: sweep %lld: --trace %s is %s from here, but the sweep read "
-                        "%s; resume it from the directory it was started in",
-                        id, safe, str_sanitize(safe_now, sizeof safe_now, now), safe_abs);
-    }
-    if (trace_sha256_file(now, hex, &e))
-        return kvs_errf(c->err, KVS_EIO, "--resume: sweep %lld: %s", id, e.msg);
-    if (strcmp(hex, sha)) {
-        char safe_sha[72];
-        return kvs_errf(c->err, KVS_EINVAL,
-                        "--resume: sweep %lld: --trace %s changed since the sweep started "
-                        "(SHA-256 %.12s..., stored %.12s...)",
-                        id, safe_abs, hex, str_sanitize(safe_sha, sizeof safe_sha, sha));
-    }
-    return KVS_OK;
 }
 
 int job_sweep_check_inputs(const job_sweep *p, store *st, kvs_err *err)
 {
-    input_check c = {p, err, 0};
-    kvs_err e;
-    int rc = store_sweep_inputs(st, p->sweep_id, check_input, &c, &e);
-    if (rc)
-        return rc == KVS_EDB ? kvs_errf(err, rc, "--db: %s", e.msg) : rc;
-    if (c.seen > 0)
-        return KVS_OK;
+    int64_t seen = 0;
+    int rc = job_inputs_check(st, "sweep", "sweep", p->sweep_id, &seen, err);
+    if (rc || seen > 0)
+        return rc;
     /* an older sweep: its points' runs name the bytes they read */
-    sweep_inputs in = {0, 0, NULL, NULL, NULL};
+    job_inputs in = {0, 0, NULL, NULL, NULL};
     if ((rc = collect_inputs(p, &in, err))) {
-        inputs_free(&in);
+        job_inputs_free(&in);
         return kvs_errf(err, rc, "--resume: sweep %lld: %s", (long long)p->sweep_id, err->msg);
     }
     for (int i = 0; i < in.n && !rc; i++) {
@@ -341,7 +245,7 @@ int job_sweep_check_inputs(const job_sweep *p, store *st, kvs_err *err)
         }
         sqlite3_finalize(q);
     }
-    inputs_free(&in);
+    job_inputs_free(&in);
     return rc;
 }
 

@@ -358,9 +358,25 @@ run_value run_field_get(const run_field *f, const run_config *cfg, const run_sum
     return v;
 }
 
+/* A metric is a count, a time, a rate or a ratio: never negative, and a
+ * "fraction" never above 1.  Parameters are checked against their flags'
+ * ranges one layer up (job_run_check_stored). */
+static int metric_range(const run_field *f, double x, kvs_err *err)
+{
+    if (f->group != RUN_FIELD_GROUP_METRIC)
+        return KVS_OK;
+    if (x < 0)
+        return kvs_errf(err, KVS_EINVAL, "runs.%s: %g is negative", f->name, x);
+    if (!strcmp(f->unit, "fraction") && x > 1)
+        return kvs_errf(err, KVS_EINVAL, "runs.%s: %g is not a fraction in [0, 1]", f->name,
+                        x);
+    return KVS_OK;
+}
+
 int run_field_set(const run_field *f, run_config *cfg, run_summary *sum, const run_value *v,
                   kvs_err *err)
 {
+    int rc;
     void *p = field_ptr(f, cfg, sum);
     if (!p)
         return KVS_OK;
@@ -387,6 +403,10 @@ int run_field_set(const run_field *f, run_config *cfg, run_summary *sum, const r
     case RUN_FIELD_TYPE_F64:
         if (!null && v->kind != RUN_VALUE_REAL && v->kind != RUN_VALUE_INT)
             return kvs_errf(err, KVS_EINVAL, "runs.%s: not a number", f->name);
+        if (!null && v->kind == RUN_VALUE_REAL && !isfinite(v->d))
+            return kvs_errf(err, KVS_EINVAL, "runs.%s: %g is not a finite number", f->name, v->d);
+        if (!null && (rc = metric_range(f, v->kind == RUN_VALUE_INT ? (double)v->i : v->d, err)))
+            return rc;
         /* a NULL metric had no sample; a NULL parameter is its zero */
         *(double *)p = null ? (f->group == RUN_FIELD_GROUP_METRIC ? NAN : 0.0)
                        : v->kind == RUN_VALUE_INT ? (double)v->i
@@ -395,6 +415,8 @@ int run_field_set(const run_field *f, run_config *cfg, run_summary *sum, const r
     default:
         if (!null && v->kind != RUN_VALUE_INT)
             return kvs_errf(err, KVS_EINVAL, "runs.%s: not an integer", f->name);
+        if (!null && f->type != RUN_FIELD_TYPE_U64 && (rc = metric_range(f, (double)v->i, err)))
+            return rc;
         if (f->type == RUN_FIELD_TYPE_INT) {
             if (v->i < INT32_MIN || v->i > INT32_MAX)
                 return kvs_errf(err, KVS_EINVAL, "runs.%s: %lld is out of range", f->name,

@@ -664,6 +664,29 @@ static const char schema_v11_steps[] =
     "  WHERE key >= (OLD.run_id << 32) AND key < ((OLD.run_id + 1) << 32);\n"
     "END;\n";
 
+/* Version 12 (issue 16, Hardening II): a `kvsim compare` can be resumed
+ * like a sweep.  compares.base_args holds its base run flags (one argument
+ * per line, NULL for an older compare, which cannot be resumed);
+ * compare_runs maps each variant (index in compares.variants, name) to its
+ * run, inserted by the run's own INSERT (store_compare_tag); compare_inputs
+ * holds its input files as sweep_inputs does for a sweep. */
+static const char schema_v12_resume[] =
+    "ALTER TABLE compares ADD COLUMN base_args TEXT;\n"
+    "CREATE TABLE IF NOT EXISTS compare_runs(\n"
+    "  compare_id INTEGER NOT NULL REFERENCES compares(compare_id) ON DELETE CASCADE,\n"
+    "  variant_index INTEGER NOT NULL,\n"
+    "  variant TEXT NOT NULL,\n"
+    "  run_id INTEGER NOT NULL UNIQUE REFERENCES runs(run_id) ON DELETE CASCADE,\n"
+    "  PRIMARY KEY (compare_id, variant_index)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE IF NOT EXISTS compare_inputs(\n"
+    "  compare_id INTEGER NOT NULL REFERENCES compares(compare_id) ON DELETE CASCADE,\n"
+    "  path TEXT NOT NULL,\n"
+    "  abs_path TEXT NOT NULL,\n"
+    "  sha256 TEXT NOT NULL,\n"
+    "  PRIMARY KEY (compare_id, path)\n"
+    ") WITHOUT ROWID;\n";
+
 static const char *schema_extra(int v)
 {
     return v == 4    ? schema_v4_cluster
@@ -671,6 +694,7 @@ static const char *schema_extra(int v)
            : v == 7  ? schema_v7_answers
            : v == 9  ? schema_v9_rows
            : v == 11 ? schema_v11_steps
+           : v == 12 ? schema_v12_resume
                      : NULL;
 }
 

@@ -21,7 +21,7 @@
 typedef struct sqlite3 sqlite3;
 typedef struct store store;
 
-#define STORE_SCHEMA_VERSION 11
+#define STORE_SCHEMA_VERSION 12
 
 /* Open (creating if needed) and bring the schema to STORE_SCHEMA_VERSION.
  * Refuses a database with a newer schema.  `path` may be an SQLite URI
@@ -161,11 +161,55 @@ void store_rollback(store *s);
  * AUTOINCREMENT key is never handed out twice.  store_group_finish records
  * 'complete' or 'interrupted' for kind "compare" or "sweep" (sweeps and
  * capacity searches); store_group_running marks a resumed group running
- * again (autocommit; for a sweep it also drops the sweep_points rows whose
- * run no longer exists, so that point runs again); store_groups_mark_stale marks 'interrupted' every
- * group still 'running' whose process on this host is gone (a SIGKILL). */
+ * again (one transaction of its own that also drops the sweep_points or
+ * compare_runs rows whose run no longer exists, so that point runs
+ * again); store_groups_mark_stale marks 'interrupted' every group still
+ * 'running' whose process on this host is gone (a SIGKILL). */
 int store_compare_create(store *s, const char *variants, int64_t n_runs, int64_t *compare_id,
                          kvs_err *err);
+/* The same with what `kvsim compare --resume` needs (schema 10): the base
+ * run flags (one argument per line; NULL = not resumable) and the input
+ * files (compare_inputs rows), written in the same transaction. */
+typedef struct store_compare_def {
+    const char *variants;            /* "NAME[:FLAGS]" per line */
+    const char *base_args;           /* base flags, one argument per line; NULL = none */
+    int64_t n_runs;                  /* variants */
+    int n_inputs;                    /* input files; 0 = none */
+    const char *const *input_path;   /* [n_inputs] path as given */
+    const char *const *input_abs;    /* [n_inputs] absolute path */
+    const char *const *input_sha256; /* [n_inputs] hex SHA-256 of the bytes */
+} store_compare_def;
+int store_compare_create_def(store *s, const store_compare_def *def, int64_t *compare_id,
+                             kvs_err *err);
+typedef struct store_compare_info {
+    char *variants;      /* owned */
+    char *base_args;     /* owned */
+    int64_t n_runs;      /* variants */
+    char status[16];     /* running | complete | interrupted */
+} store_compare_info;
+/* Read a compare's row; KVS_EINVAL "PATH: no compare N" when absent, or
+ * when it has no stored flags (an older compare). */
+int store_compare_get(store *s, int64_t compare_id, store_compare_info *out, kvs_err *err);
+void store_compare_info_free(store_compare_info *info);
+/* Make the next runs written through this store whose cfg->compare_id is
+ * `compare_id` variant `variant_index` (named `variant`) of it: as
+ * store_sweep_tag, a TEMP trigger inserts the compare_runs row inside the
+ * run's own transaction.  store_compare_untag stops tagging. */
+int store_compare_tag(store *s, int64_t compare_id, int64_t variant_index, const char *variant,
+                      kvs_err *err);
+void store_compare_untag(store *s);
+/* run_ids[i] = the run of variant i (i < n), 0 when it has none (a row
+ * whose run was deleted counts as none). */
+int store_compare_done(store *s, int64_t compare_id, int64_t n, int64_t *run_ids,
+                       kvs_err *err);
+/* Call fn(ctx, path, abs_path, sha256) for each input row of group `id` of
+ * kind "sweep" (sweeps and searches: sweep_inputs) or "compare"
+ * (compare_inputs), in path order; a non-zero return stops and is
+ * returned. */
+int store_group_inputs(store *s, const char *kind, int64_t id,
+                       int (*fn)(void *ctx, const char *path, const char *abs_path,
+                                 const char *sha256),
+                       void *ctx, kvs_err *err);
 int store_group_finish(store *s, const char *kind, int64_t id, const char *status,
                        kvs_err *err);
 int store_group_running(store *s, const char *kind, int64_t id, kvs_err *err);
@@ -211,6 +255,12 @@ int store_sweep_add_point(store *s, int64_t sweep_id, int64_t point_index, int n
 int store_sweep_tag(store *s, int64_t sweep_id, int64_t point_index, const char *point_key,
                     kvs_err *err);
 void store_sweep_untag(store *s);
+/* With a tag set: the point's parameters (sweep_point_params rows), also
+ * inserted by the run's own INSERT (a search probe writes nothing before
+ * its run, and a spooled probe carries them).  Cleared by
+ * store_sweep_untag. */
+int store_sweep_tag_params(store *s, int n, const char *const *params,
+                           const char *const *values, kvs_err *err);
 
 typedef struct store_sweep_info {
     char kind[16];       /* "grid" or "search" */
@@ -249,5 +299,20 @@ typedef struct store_search_row {
     int64_t probes;                   /* probes run for this policy */
 } store_search_row;
 int store_search_result(store *s, int64_t sweep_id, const store_search_row *row, kvs_err *err);
+/* (store_search_probe and store_search_result replace the row a resumed
+ * search writes again.) */
+
+/* What a resumed search finds stored for probe `point_index`: its
+ * sweep_point_params (policy and `param`), and its run (0 = none, or the
+ * run was deleted). */
+typedef struct store_search_point {
+    int found;          /* 1 when the point's parameters are stored */
+    char policy[64];    /* its policy value */
+    char value[64];     /* its `param` value, as stored */
+    int64_t run_id;     /* its run in sweep_points; 0 = none */
+    int has_probe;      /* 1 when its search_probes row is stored too */
+} store_search_point;
+int store_search_point_get(store *s, int64_t sweep_id, int64_t point_index, const char *param,
+                           store_search_point *out, kvs_err *err);
 
 #endif

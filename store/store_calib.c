@@ -86,15 +86,11 @@ int store_calib_write(store *s, const store_calib_meta *meta, const store_calib_
     return KVS_OK;
 }
 
-int store_profile_write(store *s, int64_t calib_id, const char *device, const char *gpu,
-                        const char *model, const char *params_json, const char *fit_error_json,
-                        int64_t *profile_id, kvs_err *err)
+static int insert_profile(sqlite3 *db, int64_t calib_id, const char *device, const char *gpu,
+                          const char *model, const char *params_json, const char *fit_error_json,
+                          int64_t *profile_id, kvs_err *err)
 {
-    sqlite3 *db = store_db(s);
     sqlite3_stmt *st = NULL;
-    int rc = store_begin(s, err);
-    if (rc != KVS_OK)
-        return rc;
     int src = sqlite3_prepare_v2(db,
                                  "INSERT INTO profiles(calib_id, created_at, device, gpu, model, "
                                  "params_json, fit_error_json) VALUES(?1, " NOW_SQL ", ?2, ?3, ?4, ?5, ?6)",
@@ -104,18 +100,44 @@ int store_profile_write(store *s, int64_t calib_id, const char *device, const ch
         !(src = bind_text(st, 4, model)) && !(src = bind_text(st, 5, params_json)) &&
         !(src = bind_text(st, 6, fit_error_json)))
         src = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
-    if (src != SQLITE_OK) {
-        rc = db_fail(db, err, "inserting profile");
-        sqlite3_finalize(st);
+    int rc = src == SQLITE_OK ? KVS_OK : db_fail(db, err, "inserting profile");
+    sqlite3_finalize(st);
+    if (rc == KVS_OK)
+        *profile_id = sqlite3_last_insert_rowid(db);
+    return rc;
+}
+
+int store_profile_write(store *s, int64_t calib_id, const char *device, const char *gpu,
+                        const char *model, const char *params_json, const char *fit_error_json,
+                        int64_t *profile_id, kvs_err *err)
+{
+    int rc = store_begin(s, err);
+    if (rc != KVS_OK)
+        return rc;
+    if ((rc = insert_profile(store_db(s), calib_id, device, gpu, model, params_json,
+                             fit_error_json, profile_id, err)) != KVS_OK ||
+        (rc = store_commit(s, err)) != KVS_OK)
+        store_rollback(s);
+    return rc;
+}
+
+int store_calib_write_profile(store *s, const store_calib_meta *meta, const store_calib_meas *m,
+                              size_t n, const char *params_json, const char *fit_error_json,
+                              int64_t *calib_id, int64_t *profile_id, kvs_err *err)
+{
+    sqlite3 *db = store_db(s);
+    int rc = store_begin(s, err);
+    if (rc != KVS_OK)
+        return rc;
+    if ((rc = insert_calib(db, meta, calib_id, err)) != KVS_OK ||
+        (rc = insert_meas(db, *calib_id, m, n, err)) != KVS_OK ||
+        (rc = insert_profile(db, *calib_id, meta->device, meta->gpu, meta->model, params_json,
+                             fit_error_json, profile_id, err)) != KVS_OK ||
+        (rc = store_commit(s, err)) != KVS_OK) {
         store_rollback(s);
         return rc;
     }
-    sqlite3_finalize(st);
-    *profile_id = sqlite3_last_insert_rowid(db);
-    rc = store_commit(s, err);
-    if (rc != KVS_OK)
-        store_rollback(s);
-    return rc;
+    return KVS_OK;
 }
 
 static void copy_col(sqlite3_stmt *st, int i, char *dst, size_t n)

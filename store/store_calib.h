@@ -46,6 +46,12 @@ int store_profile_write(store *s, int64_t calib_id, const char *device, const ch
                         const char *model, const char *params_json,
                         const char *fit_error_json, int64_t *profile_id, kvs_err *err);
 
+/* A calibration, its measurements and the profile fitted from it (device,
+ * gpu and model from meta), in one transaction. */
+int store_calib_write_profile(store *s, const store_calib_meta *meta, const store_calib_meas *m,
+                              size_t n, const char *params_json, const char *fit_error_json,
+                              int64_t *calib_id, int64_t *profile_id, kvs_err *err);
+
 typedef struct store_profile_row {
     int64_t profile_id;
     int64_t calib_id;

@@ -88,10 +88,14 @@ int store_read_run(sqlite3 *db, int64_t run_id, store_run_row *out, kvs_err *err
     }
     for (size_t i = 0; i < nf && rc == KVS_OK; i++) {
         if (f[i].group == RUN_FIELD_GROUP_PROV) {
-            rc = read_prov(st, (int)i, &f[i], out, err);
+            kvs_err e;
+            if ((rc = read_prov(st, (int)i, &f[i], out, &e)))
+                kvs_errf(err, rc, "run %lld: %s", (long long)run_id, e.msg);
         } else {
             run_value v = column_value(st, (int)i);
-            rc = run_field_set(&f[i], &out->cfg, &out->sum, &v, err);
+            kvs_err e;
+            if ((rc = run_field_set(&f[i], &out->cfg, &out->sum, &v, &e)))
+                kvs_errf(err, rc, "run %lld: %s", (long long)run_id, e.msg);
         }
     }
 done:

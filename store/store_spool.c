@@ -3,6 +3,8 @@
  * store_spool.h). */
 #include "store_spool.h"
 
+#include "store_calib.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -49,16 +51,29 @@ int store_spool_dir(store *s, char *buf, size_t cap, kvs_err *err)
 /* ------------------------------------------------------------ writing */
 
 /* The write to retry: a finished or a failed run. */
+typedef struct spool_calib {
+    const store_calib_meta *meta;
+    const store_calib_meas *m;     /* [n] */
+    size_t n;
+    const char *params_json, *fit_error_json; /* the profile */
+    int64_t *profile_id;           /* receives the profile's id */
+} spool_calib;
+
 typedef struct spool_job {
-    const run_config *cfg;
+    const run_config *cfg;         /* NULL for a calibration */
     const run_result *res; /* NULL: a failed run */
     const trace *tr;
     const char *error, *started_at;
     double wall_s;
+    const spool_calib *calib;      /* non-NULL: a calibration, not a run */
 } spool_job;
 
 static int job_write(store *s, const spool_job *j, int64_t *id, kvs_err *err)
 {
+    if (j->calib)
+        return store_calib_write_profile(s, j->calib->meta, j->calib->m, j->calib->n,
+                                         j->calib->params_json, j->calib->fit_error_json, id,
+                                         j->calib->profile_id, err);
     if (j->res)
         return store_write_run(s, j->cfg, j->res, id, err);
     return store_write_failed_run(s, j->cfg, j->tr, j->error, j->started_at, j->wall_s, id,
@@ -76,48 +91,80 @@ static int sync_path(const char *p, int dir)
     return r;
 }
 
-/* The sweep point the main connection is tagging (store_sweep_tag), so the
- * import can insert its sweep_points row; "" when not tagging. */
-static void current_tag(store *s, int64_t sweep_id, char *sql_values, size_t cap)
+/* Append ", (KEY, VALUE)" rows to *vals (sqlite3_mprintf'd; NULL when out
+ * of memory). */
+static void tag_add(char **vals, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    char *row = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    char *next = row && *vals ? sqlite3_mprintf("%s, %s", *vals, row) : NULL;
+    sqlite3_free(row);
+    sqlite3_free(*vals);
+    *vals = next;
+}
+
+/* What the main connection is tagging the run as (store_sweep_tag and its
+ * parameters, store_compare_tag), as `spool` rows, so the import can
+ * insert its sweep_points, sweep_point_params and compare_runs rows: ""
+ * when not tagging (sqlite3_free it; NULL when out of memory). */
+static char *current_tag(store *s, const run_config *cfg)
+{
+    sqlite3 *db = store_db(s);
     sqlite3_stmt *q = NULL;
-    sql_values[0] = 0;
-    if (sweep_id <= 0 ||
-        sqlite3_prepare_v2(store_db(s),
-                           "SELECT point_index, point_key FROM temp.kvsim_sweep_cur "
-                           "WHERE sweep_id = ?1",
-                           -1, &q, NULL) != SQLITE_OK) {
-        sqlite3_finalize(q);
-        return;
-    }
-    sqlite3_bind_int64(q, 1, sweep_id);
-    if (sqlite3_step(q) == SQLITE_ROW) {
-        char *v = sqlite3_mprintf("('sweep_id', %lld), ('point_index', %lld), ('point_key', %Q)",
-                                  (long long)sweep_id, (long long)sqlite3_column_int64(q, 0),
-                                  (const char *)sqlite3_column_text(q, 1));
-        if (v)
-            snprintf(sql_values, cap, "%s", v);
-        sqlite3_free(v);
+    char *vals = sqlite3_mprintf("");
+    if (!cfg) /* a calibration */
+        return vals;
+    if (cfg->sweep_id > 0 &&
+        sqlite3_prepare_v2(db, "SELECT point_index, point_key FROM temp.kvsim_sweep_cur "
+                               "WHERE sweep_id = ?1", -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(q, 1, cfg->sweep_id);
+        if (sqlite3_step(q) == SQLITE_ROW)
+            tag_add(&vals, "('sweep_id', %lld), ('point_index', %lld), ('point_key', %Q)",
+                    (long long)cfg->sweep_id, (long long)sqlite3_column_int64(q, 0),
+                    (const char *)sqlite3_column_text(q, 1));
     }
     sqlite3_finalize(q);
+    q = NULL;
+    if (cfg->sweep_id > 0 &&
+        sqlite3_prepare_v2(db, "SELECT param, value FROM temp.kvsim_sweep_params", -1, &q,
+                           NULL) == SQLITE_OK)
+        while (vals && sqlite3_step(q) == SQLITE_ROW)
+            tag_add(&vals, "('param:' || %Q, %Q)", (const char *)sqlite3_column_text(q, 0),
+                    (const char *)sqlite3_column_text(q, 1));
+    sqlite3_finalize(q);
+    q = NULL;
+    if (cfg->compare_id > 0 &&
+        sqlite3_prepare_v2(db, "SELECT variant_index, variant FROM temp.kvsim_compare_cur "
+                               "WHERE compare_id = ?1", -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(q, 1, cfg->compare_id);
+        if (vals && sqlite3_step(q) == SQLITE_ROW)
+            tag_add(&vals, "('compare_id', %lld), ('variant_index', %lld), ('variant', %Q)",
+                    (long long)cfg->compare_id, (long long)sqlite3_column_int64(q, 0),
+                    (const char *)sqlite3_column_text(q, 1));
+    }
+    sqlite3_finalize(q);
+    return vals;
 }
 
 /* Describe the spool file in its `spool` table. */
 static int write_spool_meta(store *sp, store *main, const spool_job *j, kvs_err *err)
 {
-    char tag[1400], now[32];
+    char now[32];
     time_t t = time(NULL);
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    current_tag(main, j->cfg->sweep_id, tag, sizeof tag);
-    char *sql = sqlite3_mprintf(
+    char *tag = current_tag(main, j->cfg);
+    char *sql = tag ? sqlite3_mprintf(
         "CREATE TABLE spool(key TEXT PRIMARY KEY, value);\n"
         "INSERT INTO spool VALUES ('format', %Q), ('database', %Q), ('created_at', %Q),\n"
-        "  ('pid', %lld), ('kvsim_version', %Q)%s%s;\n"
+        "  ('pid', %lld), ('kvsim_version', %Q)%s;\n"
         "PRAGMA journal_mode=DELETE;",
         SPOOL_FORMAT, sqlite3_db_filename(store_db(main), "main"), now, (long long)getpid(),
-        KVSIM_VERSION, tag[0] ? ", " : "", tag);
+        KVSIM_VERSION, tag) : NULL;
+    sqlite3_free(tag);
     if (!sql)
         return kvs_errf(err, KVS_ENOMEM, "%s: out of memory", store_path(sp));
     int r = sqlite3_exec(store_db(sp), sql, NULL, NULL, NULL);
@@ -143,8 +190,9 @@ static int spool_write(store *s, const spool_job *j, char *final, size_t cap, kv
     gmtime_r(&t, &tm);
     strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
     seq++;
-    snprintf(final, cap, "%s/run-%s-%lld-%d.db", dir, stamp, (long long)getpid(), seq);
-    snprintf(tmp, sizeof tmp, "%s/.run-%s-%lld-%d.tmp", dir, stamp, (long long)getpid(), seq);
+    const char *kind = j->calib ? "calib" : "run";
+    snprintf(final, cap, "%s/%s-%s-%lld-%d.db", dir, kind, stamp, (long long)getpid(), seq);
+    snprintf(tmp, sizeof tmp, "%s/.%s-%s-%lld-%d.tmp", dir, kind, stamp, (long long)getpid(), seq);
     unlink(tmp);
     store *sp = NULL;
     int64_t id = 0;
@@ -201,19 +249,20 @@ static int save(store *s, const spool_job *j, int64_t *run_id, kvs_err *err)
     char file[4300];
     kvs_err e;
     double waited = now_s() - t0;
+    const char *what = j->calib ? "calibration" : "run";
     if (spool_write(s, j, file, sizeof file, &e))
-        return kvs_errf(err, KVS_EDB, "%s: database is locked after %.0f s, and the run could "
-                        "not be spooled either: %s", store_path(s), waited, e.msg);
+        return kvs_errf(err, KVS_EDB, "%s: database is locked after %.0f s, and the %s could "
+                        "not be spooled either: %s", store_path(s), waited, what, e.msg);
     return kvs_errf(err, KVS_EDB,
-                    "%s: database is locked after %.0f s; the run is kept in %s (the next "
+                    "%s: database is locked after %.0f s; the %s is kept in %s (the next "
                     "write or `kvsim store recover --db %s` imports it)",
-                    store_path(s), waited, file, store_path(s));
+                    store_path(s), waited, what, file, store_path(s));
 }
 
 int store_save_run(store *s, const run_config *cfg, const run_result *res, int64_t *run_id,
                    kvs_err *err)
 {
-    spool_job j = {cfg, res, res ? res->tr : NULL, NULL, NULL, 0};
+    spool_job j = {cfg, res, res ? res->tr : NULL, NULL, NULL, 0, NULL};
     if (!res)
         return kvs_errf(err, KVS_EINVAL, "%s: no run result to store", store_path(s));
     return save(s, &j, run_id, err);
@@ -222,8 +271,20 @@ int store_save_run(store *s, const run_config *cfg, const run_result *res, int64
 int store_save_failed_run(store *s, const run_config *cfg, const trace *tr, const char *error,
                           const char *started_at, double wall_s, int64_t *run_id, kvs_err *err)
 {
-    spool_job j = {cfg, NULL, tr, error, started_at, wall_s};
+    spool_job j = {cfg, NULL, tr, error, started_at, wall_s, NULL};
     return save(s, &j, run_id, err);
+}
+
+int store_save_calib(store *s, const store_calib_meta *meta, const store_calib_meas *m,
+                     size_t n, const char *params_json, const char *fit_error_json,
+                     int64_t *calib_id, int64_t *profile_id, kvs_err *err)
+{
+    spool_calib c = {meta, m, n, params_json, fit_error_json, profile_id};
+    spool_job j = {NULL, NULL, NULL, NULL, NULL, 0, &c};
+    int rc = save(s, &j, calib_id, err);
+    if (rc) /* spooled (the spool file's own ids are not this database's) or failed */
+        *calib_id = *profile_id = 0;
+    return rc;
 }
 
 /* ---------------------------------------------------------- importing */
@@ -304,20 +365,73 @@ static int copy_run(sqlite3 *db, int64_t old, int64_t *new_id)
         if (r != SQLITE_OK)
             return r;
     }
-    /* The sweep point it was written for, unless that point has a run now. */
-    return execf(db,
-                 "INSERT OR IGNORE INTO main.sweep_points(sweep_id, point_index, point_key, run_id) "
-                 "SELECT s.value, p.value, k.value, %lld FROM kvsim_spool.spool s, "
-                 "kvsim_spool.spool p, kvsim_spool.spool k WHERE s.key = 'sweep_id' AND "
-                 "p.key = 'point_index' AND k.key = 'point_key' AND EXISTS (SELECT 1 FROM "
-                 "main.sweeps w WHERE w.sweep_id = s.value) AND NOT EXISTS (SELECT 1 FROM "
-                 "main.sweep_points x WHERE x.sweep_id = s.value AND x.point_index = p.value)",
-                 (long long)*new_id);
+    /* The sweep point it was written for, unless that point has a run now,
+     * and the point's parameters (a search probe's), unless stored. */
+    r = execf(db,
+              "INSERT OR IGNORE INTO main.sweep_points(sweep_id, point_index, point_key, run_id) "
+              "SELECT s.value, p.value, k.value, %lld FROM kvsim_spool.spool s, "
+              "kvsim_spool.spool p, kvsim_spool.spool k WHERE s.key = 'sweep_id' AND "
+              "p.key = 'point_index' AND k.key = 'point_key' AND EXISTS (SELECT 1 FROM "
+              "main.sweeps w WHERE w.sweep_id = s.value) AND NOT EXISTS (SELECT 1 FROM "
+              "main.sweep_points x WHERE x.sweep_id = s.value AND x.point_index = p.value)",
+              (long long)*new_id);
+    if (r == SQLITE_OK)
+        r = execf(db,
+                  "INSERT OR IGNORE INTO main.sweep_point_params(sweep_id, point_index, param, "
+                  "value) SELECT s.value, p.value, substr(k.key, 7), k.value FROM "
+                  "kvsim_spool.spool s, kvsim_spool.spool p, kvsim_spool.spool k WHERE "
+                  "s.key = 'sweep_id' AND p.key = 'point_index' AND k.key GLOB 'param:*' AND "
+                  "EXISTS (SELECT 1 FROM main.sweeps w WHERE w.sweep_id = s.value)");
+    /* The compare variant it was written for, unless that variant has a run. */
+    if (r == SQLITE_OK)
+        r = execf(db,
+                  "INSERT OR IGNORE INTO main.compare_runs(compare_id, variant_index, variant, "
+                  "run_id) SELECT c.value, i.value, v.value, %lld FROM kvsim_spool.spool c, "
+                  "kvsim_spool.spool i, kvsim_spool.spool v WHERE c.key = 'compare_id' AND "
+                  "i.key = 'variant_index' AND v.key = 'variant' AND EXISTS (SELECT 1 FROM "
+                  "main.compares w WHERE w.compare_id = c.value)",
+                  (long long)*new_id);
+    return r;
+}
+
+/* Copy every calibration of the spool with its measurements and profiles
+ * under new keys; *n receives how many.  Inside the caller's transaction. */
+static int copy_calibs(sqlite3 *db, int64_t *n)
+{
+    sqlite3_stmt *q = NULL;
+    int r = sqlite3_prepare_v2(db, "SELECT calib_id FROM kvsim_spool.calibrations ORDER BY calib_id",
+                               -1, &q, NULL);
+    while (r == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) {
+        int64_t old = sqlite3_column_int64(q, 0);
+        char *cols = common_columns(db, "calibrations", "calib_id");
+        r = cols ? execf(db, "INSERT INTO main.calibrations(%s) SELECT %s FROM "
+                             "kvsim_spool.calibrations WHERE calib_id = %lld",
+                         cols, cols, (long long)old)
+                 : SQLITE_ERROR;
+        sqlite3_free(cols);
+        int64_t id = sqlite3_last_insert_rowid(db);
+        if (r == SQLITE_OK && (cols = common_columns(db, "kernel_measurements", "calib_id"))) {
+            r = execf(db, "INSERT INTO main.kernel_measurements(calib_id,%s) SELECT %lld,%s FROM "
+                          "kvsim_spool.kernel_measurements WHERE calib_id = %lld",
+                      cols, (long long)id, cols, (long long)old);
+            sqlite3_free(cols);
+        }
+        if (r == SQLITE_OK)
+            r = execf(db, "INSERT INTO main.profiles(calib_id, created_at, device, gpu, model, "
+                          "params_json, fit_error_json) SELECT %lld, created_at, device, gpu, "
+                          "model, params_json, fit_error_json FROM kvsim_spool.profiles WHERE "
+                          "calib_id = %lld ORDER BY profile_id",
+                      (long long)id, (long long)old);
+        ++*n;
+    }
+    sqlite3_finalize(q);
+    return r;
 }
 
 /* Import one attached spool: 1 = imported, 2 = already imported, 0 = failed
  * (message in err). */
-static int import_attached(store *s, const char *name, int64_t *first_id, kvs_err *err)
+static int import_attached(store *s, const char *name, int64_t *first_id, int64_t *calibs,
+                           kvs_err *err)
 {
     sqlite3 *db = store_db(s);
     kvs_err e;
@@ -345,6 +459,9 @@ static int import_attached(store *s, const char *name, int64_t *first_id, kvs_er
             first = id;
     }
     sqlite3_finalize(q);
+    int64_t n_calibs = 0;
+    if (r == SQLITE_OK)
+        r = copy_calibs(db, &n_calibs);
     if (r == SQLITE_OK)
         r = execf(db, "INSERT INTO main.spool_imports(name, run_id, imported_at) VALUES "
                       "(%Q, %lld, strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', 'now'))",
@@ -360,18 +477,19 @@ static int import_attached(store *s, const char *name, int64_t *first_id, kvs_er
         return 0;
     }
     *first_id = first;
+    *calibs = n_calibs;
     return 1;
 }
 
 static int import_file(store *s, const char *path, const char *name, int64_t *first_id,
-                       kvs_err *err)
+                       int64_t *calibs, kvs_err *err)
 {
     sqlite3 *db = store_db(s);
     if (execf(db, "ATTACH %Q AS kvsim_spool", path) != SQLITE_OK) {
         kvs_errf(err, KVS_EDB, "%s", sqlite3_errmsg(db));
         return 0;
     }
-    int r = import_attached(s, name, first_id, err);
+    int r = import_attached(s, name, first_id, calibs, err);
     (void)sqlite3_exec(db, "DETACH kvsim_spool", NULL, NULL, NULL);
     if (r)
         unlink(path);
@@ -395,7 +513,8 @@ static char **list_spool(const char *dir, size_t *n)
     struct dirent *ent;
     while ((ent = readdir(d))) {
         size_t len = strlen(ent->d_name);
-        if (strncmp(ent->d_name, "run-", 4) != 0 || len < 7 || strcmp(ent->d_name + len - 3, ".db"))
+        if ((strncmp(ent->d_name, "run-", 4) && strncmp(ent->d_name, "calib-", 6)) || len < 7 ||
+            strcmp(ent->d_name + len - 3, ".db"))
             continue;
         if (*n == cap) {
             char **w = realloc(v, (cap = cap ? cap * 2 : 8) * sizeof *v);
@@ -425,11 +544,12 @@ int store_spool_import(store *s, store_spool_report *rep, kvs_err *err)
     for (size_t i = 0; i < n; i++) {
         char path[4400];
         kvs_err e;
-        int64_t id = 0;
+        int64_t id = 0, calibs = 0;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        int r = import_file(s, path, names[i], &id, &e);
+        int r = import_file(s, path, names[i], &id, &calibs, &e);
         if (r == 1) {
             rep->imported++;
+            rep->calibrations += calibs;
             if (!rep->first_run_id)
                 rep->first_run_id = id;
         } else if (r == 2) {

@@ -10,8 +10,12 @@
  *
  * A spool file is itself a kvsim database (same schema) holding that one
  * run with its requests, steps and class metrics, plus a `spool` table of
- * key/value rows that say what it is (format, target database, the sweep
- * point it belongs to, when and by which process it was written).  It is
+ * key/value rows that say what it is (format, target database, when and by
+ * which process it was written, and the group it belongs to: the sweep
+ * point or search probe with its parameters, or the compare variant, so
+ * the import restores the sweep_points, sweep_point_params and
+ * compare_runs rows the run's INSERT would have written).  A calibration
+ * is spooled the same way, as DB.spool/calib-....db (store_save_calib).  It is
  * written under a hidden temporary name and renamed when complete, so a
  * spool file is either whole or absent.
  *
@@ -29,6 +33,7 @@
 #include <stdint.h>
 
 #include "store.h"
+#include "store_calib.h"
 
 /* store_write_run, retried while the database is locked (see above).
  * KVS_OK with *run_id set when stored.  When spooled: KVS_EDB "PATH:
@@ -43,9 +48,19 @@ int store_save_failed_run(store *s, const run_config *cfg, const trace *tr, cons
                           const char *started_at, double wall_s, int64_t *run_id,
                           kvs_err *err);
 
+/* A calibration, its kernel measurements and the profile fitted from it
+ * (store_calib_write_profile), retried and spooled the same way (spool
+ * file DB.spool/calib-....db, imported with the runs: new calib_id and
+ * profile_id).  When spooled: KVS_EDB "...; the calibration is kept in
+ * SPOOLFILE ...", *calib_id and *profile_id 0. */
+int store_save_calib(store *s, const store_calib_meta *meta, const store_calib_meas *m,
+                     size_t n, const char *params_json, const char *fit_error_json,
+                     int64_t *calib_id, int64_t *profile_id, kvs_err *err);
+
 /* What an import did. */
 typedef struct store_spool_report {
     int64_t imported;     /* spool files whose runs are now in the database */
+    int64_t calibrations; /* calibrations among them */
     int64_t duplicates;   /* files already imported before (deleted) */
     int64_t left;         /* files left in the spool (locked, unreadable) */
     int64_t first_run_id; /* run_id of the first imported run; 0 = none */

@@ -207,7 +207,40 @@ int store_sweep_tag(store *s, int64_t sweep_id, int64_t point_index, const char 
 void store_sweep_untag(store *s)
 {
     /* Fails only when tagging was never set up: nothing to clear then. */
-    (void)sqlite3_exec(store_db(s), "DELETE FROM temp.kvsim_sweep_cur", NULL, NULL, NULL);
+    (void)sqlite3_exec(store_db(s),
+                       "DELETE FROM temp.kvsim_sweep_cur; DELETE FROM temp.kvsim_sweep_params",
+                       NULL, NULL, NULL);
+}
+
+int store_sweep_tag_params(store *s, int n, const char *const *params,
+                           const char *const *values, kvs_err *err)
+{
+    if (sqlite3_exec(store_db(s),
+                     "CREATE TEMP TABLE IF NOT EXISTS kvsim_sweep_params(param TEXT, value TEXT);\n"
+                     "CREATE TEMP TRIGGER IF NOT EXISTS kvsim_sweep_params_tag\n"
+                     "AFTER INSERT ON main.runs WHEN NEW.sweep_id IS NOT NULL\n"
+                     "BEGIN\n"
+                     "  INSERT OR IGNORE INTO sweep_point_params(sweep_id, point_index, param, value)\n"
+                     "  SELECT c.sweep_id, c.point_index, p.param, p.value\n"
+                     "  FROM kvsim_sweep_cur c, kvsim_sweep_params p WHERE c.sweep_id = NEW.sweep_id;\n"
+                     "END;\n"
+                     "DELETE FROM temp.kvsim_sweep_params;",
+                     NULL, NULL, NULL) != SQLITE_OK)
+        return db_fail(s, err, "setting up sweep point parameters");
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(store_db(s), "INSERT INTO temp.kvsim_sweep_params VALUES(?1, ?2)", -1,
+                           &st, NULL) != SQLITE_OK)
+        return db_fail(s, err, "tagging sweep point parameters");
+    int rc = KVS_OK;
+    for (int i = 0; i < n && !rc; i++) {
+        sqlite3_bind_text(st, 1, params[i], -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 2, values[i], -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            rc = db_fail(s, err, "tagging sweep point parameters");
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    return rc;
 }
 
 int store_sweep_get(store *s, int64_t sweep_id, store_sweep_info *out, kvs_err *err)
@@ -295,7 +328,7 @@ int store_search_probe(store *s, int64_t sweep_id, int64_t point_index, int64_t 
     sqlite3_stmt *st = NULL;
     int rc = KVS_OK;
     if (sqlite3_prepare_v2(store_db(s),
-                           "INSERT INTO search_probes(sweep_id, point_index, run_id, policy, "
+                           "INSERT OR REPLACE INTO search_probes(sweep_id, point_index, run_id, policy, "
                            "param, value, holds, verdict) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
                            -1, &st, NULL) != SQLITE_OK)
         return db_fail(s, err, "preparing search_probes insert");
@@ -318,7 +351,7 @@ int store_search_result(store *s, int64_t sweep_id, const store_search_row *row,
     sqlite3_stmt *st = NULL;
     int rc = KVS_OK;
     if (sqlite3_prepare_v2(store_db(s),
-                           "INSERT INTO search_results(sweep_id, policy, param, slo, status, "
+                           "INSERT OR REPLACE INTO search_results(sweep_id, policy, param, slo, status, "
                            "lo, hi, lo_run_id, hi_run_id, best_run_id, probes) "
                            "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
                            -1, &st, NULL) != SQLITE_OK)
@@ -368,6 +401,38 @@ int store_sweep_inputs(store *s, int64_t sweep_id,
     }
     if (!rc && r != SQLITE_DONE)
         rc = db_fail(s, err, "reading sweep_inputs");
+    sqlite3_finalize(q);
+    return rc;
+}
+
+int store_search_point_get(store *s, int64_t sweep_id, int64_t point_index, const char *param,
+                           store_search_point *out, kvs_err *err)
+{
+    sqlite3_stmt *q = NULL;
+    memset(out, 0, sizeof *out);
+    if (sqlite3_prepare_v2(store_db(s),
+                           "SELECT (SELECT value FROM sweep_point_params WHERE sweep_id = ?1 AND "
+                           "point_index = ?2 AND param = 'policy'), (SELECT value FROM "
+                           "sweep_point_params WHERE sweep_id = ?1 AND point_index = ?2 AND "
+                           "param = ?3), (SELECT sp.run_id FROM sweep_points sp JOIN runs r "
+                           "USING (run_id) WHERE sp.sweep_id = ?1 AND sp.point_index = ?2), "
+                           "(SELECT count(*) FROM search_probes WHERE sweep_id = ?1 AND "
+                           "point_index = ?2)",
+                           -1, &q, NULL) != SQLITE_OK)
+        return db_fail(s, err, "reading a search probe");
+    sqlite3_bind_int64(q, 1, sweep_id);
+    sqlite3_bind_int64(q, 2, point_index);
+    sqlite3_bind_text(q, 3, param, -1, SQLITE_TRANSIENT);
+    int rc = KVS_OK;
+    if (sqlite3_step(q) != SQLITE_ROW) {
+        rc = db_fail(s, err, "reading a search probe");
+    } else if (sqlite3_column_type(q, 0) == SQLITE_TEXT && sqlite3_column_type(q, 1) == SQLITE_TEXT) {
+        out->found = 1;
+        snprintf(out->policy, sizeof out->policy, "%s", (const char *)sqlite3_column_text(q, 0));
+        snprintf(out->value, sizeof out->value, "%s", (const char *)sqlite3_column_text(q, 1));
+        out->run_id = sqlite3_column_int64(q, 2); /* 0 when NULL: no run */
+        out->has_probe = sqlite3_column_int64(q, 3) > 0;
+    }
     sqlite3_finalize(q);
     return rc;
 }

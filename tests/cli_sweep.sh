@@ -6,7 +6,8 @@
 #   2. SIGKILL to the parent and its workers midway, then --resume: every point
 #      stored once, the rest completed, PRAGMA integrity_check ok, and the
 #      results equal an uninterrupted sweep of the same grid;
-#   3. SIGINT stops the sweep with a message naming the resume command;
+#   3. SIGINT stops the sweep (exit 130, marked interrupted) with a message
+#      naming the resume command;
 #   4. bad input: an empty grid, an unknown option, a bad value (naming
 #      file:line), a bad combination, a bad --resume: exit 2, nothing stored.
 set -u
@@ -154,7 +155,8 @@ wait "$spid"
 rc=$?
 stored=$(q "$DB3" "select count(*) from sweep_points")
 if [ "$stored" -lt 48 ]; then
-  [ $rc -eq 2 ] && ok || bad "interrupted sweep exit $rc, want 2"
+  [ $rc -eq 130 ] && ok || bad "interrupted sweep exit $rc, want 130"
+  [ "$(q "$DB3" "select status from sweeps")" = interrupted ] && ok || bad "sweep not marked interrupted"
   grep -q "interrupted: .* resume with: kvsim sweep --resume 1 --db $DB3" "$T/int.err" && ok ||
     bad "no resume hint after SIGINT: $(cat "$T/int.err")"
 else

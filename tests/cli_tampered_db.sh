@@ -5,7 +5,8 @@
 # runs the reader: `validate` and `sweep --resume` must refuse with one
 # line and exit 2 (no crash, no sanitizer report when KVSIM is an ASan/UBSan
 # build), and a runs.model of /etc/passwd is never opened (its first line,
-# "root:...", never echoed).
+# "root:...", never echoed).  Every column read back is checked against
+# its flag's range or its metric's kind, with `show` and `validate`.
 #
 #   tests/cli_tampered_db.sh KVSIM
 set -u
@@ -83,6 +84,31 @@ tamper big_prefill "UPDATE step_rows SET n_prefill = 9223372036854775807, tokens
 refused big_prefill "step 0" V big_prefill
 tamper neg_tokens "UPDATE request_rows SET prompt_tokens = -5 WHERE key >> 32 = 1"
 [ -e "$T/neg_tokens.db" ] && refused neg_tokens "run 1" V neg_tokens
+
+# every stored column read back is checked (issue 16): a column that holds
+# a flag's value against that flag's range (job/job_param.c), a metric
+# against its kind (never negative, a fraction within [0, 1]); `show` and
+# `validate` both refuse with one line naming the run and the column
+S() { "$KVSIM" show 1 --db "$T/$1.db"; }
+col() { # NAME SQL WANT: tamper, then `show` and `validate` refuse
+  tamper "$1" "$2"
+  refused "$1 (show)" "$3" S "$1"
+  refused "$1 (validate)" "$3" V "$1"
+}
+col max_seqs "UPDATE runs SET max_seqs = -5 WHERE run_id = 1" \
+  "run 1: runs.max_seqs = -5 is outside [1, 1073741824], the range of --max-seqs"
+col tp0 "UPDATE runs SET tp = 0 WHERE run_id = 1" "run 1: runs.tp = 0 is outside [1, 1024]"
+col util "UPDATE runs SET gpu_mem_util = 7 WHERE run_id = 1" \
+  "run 1: runs.gpu_mem_util = 7 is outside [0.01, 1], the range of --gpu-mem-util"
+col watermark "UPDATE runs SET watermark = 2 WHERE run_id = 1" "run 1: runs.watermark = 2 is outside [0, 0.99], the range of --watermark"
+col rate_scale "UPDATE runs SET rate_scale = 0 WHERE run_id = 1" "run 1: runs.rate_scale = 0 is outside"
+col n_finished "UPDATE runs SET n_finished = -1 WHERE run_id = 1" "run 1: runs.n_finished: -1 is negative"
+col attainment "UPDATE runs SET slo_attainment = 1.5 WHERE run_id = 1" \
+  "run 1: runs.slo_attainment: 1.5 is not a fraction in [0, 1]"
+col tput "UPDATE runs SET throughput_tok_s = -3 WHERE run_id = 1" "run 1: runs.throughput_tok_s: -3 is negative"
+# an untouched copy still reads
+cp "$G" "$T/good_copy.db"
+"$KVSIM" show 1 --db "$T/good_copy.db" >/dev/null 2>&1 && ok || bad "show of an untouched copy: $("$KVSIM" show 1 --db "$T/good_copy.db" 2>&1 | head -2)"
 
 # sweep --resume over tampered rows: sweep 1's runs are 2 and 3
 unnull null_status runs "status TEXT NOT NULL"

@@ -183,11 +183,31 @@ START_TEST(test_write_then_read_every_field)
     /* tampered rows: an unknown enum name, text where a number belongs */
     sqlite3_exec(store_db(st), "UPDATE runs SET policy = 'lifo'", NULL, NULL, NULL);
     ck_assert_int_eq(store_read_run(store_db(st), id, row, &err), KVS_EINVAL);
-    ck_assert_str_eq(err.msg, "runs.policy: 'lifo' is not a known value");
+    ck_assert_str_eq(err.msg, "run 1: runs.policy: 'lifo' is not a known value");
     sqlite3_exec(store_db(st), "UPDATE runs SET policy = 'fcfs', max_seqs = 'many'", NULL, NULL,
                  NULL);
     ck_assert_int_eq(store_read_run(store_db(st), id, row, &err), KVS_EINVAL);
-    ck_assert_str_eq(err.msg, "runs.max_seqs: not an integer");
+    ck_assert_str_eq(err.msg, "run 1: runs.max_seqs: not an integer");
+    /* metrics by their kind: counts and times never negative, fractions
+     * within [0, 1], reals finite (9e999 reads back as +Inf) */
+    static const char *const bad[][2] = {
+        {"n_finished = -1", "run 1: runs.n_finished: -1 is negative"},
+        {"slo_attainment = 1.5", "run 1: runs.slo_attainment: 1.5 is not a fraction in [0, 1]"},
+        {"throughput_tok_s = -0.5", "run 1: runs.throughput_tok_s: -0.5 is negative"},
+        {"e2e_p99_s = 9e999", "run 1: runs.e2e_p99_s: inf is not a finite number"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char sql[256];
+        snprintf(sql, sizeof sql, "UPDATE runs SET max_seqs = 8, %s", bad[i][0]);
+        ck_assert_int_eq(sqlite3_exec(store_db(st), sql, NULL, NULL, NULL), SQLITE_OK);
+        ck_assert_int_eq(store_read_run(store_db(st), id, row, &err), KVS_EINVAL);
+        ck_assert_str_eq(err.msg, bad[i][1]);
+        sqlite3_exec(store_db(st),
+                     "UPDATE runs SET n_finished = 1, slo_attainment = 0.5, "
+                     "throughput_tok_s = 1, e2e_p99_s = 1",
+                     NULL, NULL, NULL);
+    }
+    ck_assert_msg(store_read_run(store_db(st), id, row, &err) == KVS_OK, "%s", err.msg);
     free(row);
     store_close(st);
 }

@@ -13,6 +13,7 @@
 
 #include "job/job.h"
 #include "store/store.h"
+#include "store/store_calib.h"
 #include "store/store_spool.h"
 #include "testutil.h"
 
@@ -155,6 +156,105 @@ START_TEST(test_locked_run_spooled_then_imported)
     /* unlocked: store_save_run writes at once */
     ck_assert_int_eq(store_save_run(s, &cfg, &res, &id, &err), KVS_OK);
     ck_assert_int_eq(id, 2);
+    sqlite3_close(other);
+    run_result_free(&res);
+    trace_free(&tr);
+    store_close(s);
+}
+END_TEST
+
+/* Beyond plain runs (issue 16): with the write lock held past the wait
+ * limit, a search probe (its sweep point and parameters), a compare
+ * variant and a calibration (measurements and profile) are each kept in a
+ * spool file, and the import restores every row the direct write would
+ * have made: sweep_points, sweep_point_params, compare_runs, and the
+ * calibration under a new calib_id with its 2 measurements and its
+ * profile.  Nothing is written before the probe's run (its parameters go
+ * in with it). */
+START_TEST(test_locked_group_rows_spooled)
+{
+    char path[1200], dir[1300];
+    const char *tmp = tu_tmpdir();
+    snprintf(path, sizeof path, "%s/g.db", tmp);
+    snprintf(dir, sizeof dir, "%s.spool", path);
+    store *s = NULL;
+    kvs_err err = {{0}};
+    ck_assert_int_eq(store_open(path, &s, &err), KVS_OK);
+    run_config cfg;
+    trace tr;
+    run_result res;
+    small_run(&cfg, &tr, &res, "rate=10,n=20,prompt=32,output=4");
+    store_sweep_def def = {"search", "search=rate\n", "", 0, 0, NULL, NULL, NULL,
+                           0, NULL, NULL, NULL};
+    int64_t sweep = 0, cid = 0, id = -1, calib = -1, prof = -1;
+    ck_assert_int_eq(store_sweep_create(s, &def, &sweep, &err), KVS_OK);
+    store_compare_def cd = {"a\nstatic:batching=static", "--quiet\n", 2, 0, NULL, NULL, NULL};
+    ck_assert_int_eq(store_compare_create_def(s, &cd, &cid, &err), KVS_OK);
+
+    sqlite3 *other = NULL;
+    ck_assert_int_eq(sqlite3_open(path, &other), SQLITE_OK);
+    raw_exec(other, "BEGIN IMMEDIATE");
+    int notes = 0;
+    store_set_busy_timeout(s, 20);
+    store_set_wait(s, 0.2, note, &notes);
+    /* the probe: tagged as point 3 of the search with its parameters */
+    const char *pn[] = {"policy", "rate"}, *pv[] = {"fcfs", "2.5"};
+    cfg.sweep_id = sweep;
+    ck_assert_int_eq(store_sweep_tag(s, sweep, 3, "policy=fcfs rate=2.5", &err), KVS_OK);
+    ck_assert_int_eq(store_sweep_tag_params(s, 2, pn, pv, &err), KVS_OK);
+    ck_assert_int_eq(store_save_run(s, &cfg, &res, &id, &err), KVS_EDB);
+    ck_assert_msg(strstr(err.msg, "the run is kept in") && strstr(err.msg, ".spool/run-"), "%s",
+                  err.msg);
+    store_sweep_untag(s);
+    /* the compare variant 1 */
+    cfg.sweep_id = 0;
+    cfg.compare_id = cid;
+    ck_assert_int_eq(store_compare_tag(s, cid, 1, "static", &err), KVS_OK);
+    ck_assert_int_eq(store_save_run(s, &cfg, &res, &id, &err), KVS_EDB);
+    store_compare_untag(s);
+    /* the calibration */
+    store_calib_meta meta = {"cpu", "test cpu", "a100-80g", "llama-2-7b", NULL, NULL, "{}"};
+    store_calib_meas ms[2] = {{"step", "{}", 16, 1, 0, 1e-3, 9e-4, 2e-3, 5},
+                              {"decode_attn", "{}", 1, 4, 128, 2e-5, 1e-5, 3e-5, 5}};
+    ck_assert_int_eq(store_save_calib(s, &meta, ms, 2, "{\"k\":1}", NULL, &calib, &prof, &err),
+                     KVS_EDB);
+    ck_assert_msg(strstr(err.msg, "the calibration is kept in") && strstr(err.msg, ".spool/calib-"),
+                  "%s", err.msg);
+    ck_assert_int_eq(calib, 0);
+    ck_assert_int_eq(prof, 0);
+    sqlite3 *db = store_db(s);
+    raw_exec(other, "ROLLBACK");
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 0);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sweep_point_params"), 0);
+
+    store_spool_report rep;
+    ck_assert_msg(store_spool_import(s, &rep, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_int_eq(rep.imported, 3);
+    ck_assert_int_eq(rep.calibrations, 1);
+    ck_assert_int_eq(rep.left, 0);
+    /* calib- sorts before run-: the runs are 1 (probe) and 2 (variant) */
+    ck_assert_int_eq(q_int(db, "SELECT run_id FROM sweep_points WHERE point_index = 3"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sweep_point_params WHERE point_index = 3 "
+                               "AND ((param = 'policy' AND value = 'fcfs') OR "
+                               "(param = 'rate' AND value = '2.5'))"),
+                     2);
+    store_search_point sp;
+    ck_assert_int_eq(store_search_point_get(s, sweep, 3, "rate", &sp, &err), KVS_OK);
+    ck_assert(sp.found && sp.run_id == 1 && !strcmp(sp.value, "2.5") && !strcmp(sp.policy, "fcfs"));
+    ck_assert_int_eq(q_int(db, "SELECT run_id FROM compare_runs WHERE variant_index = 1 AND "
+                               "variant = 'static'"),
+                     2);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM calibrations"), 1);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM kernel_measurements k JOIN calibrations c "
+                               "USING (calib_id) WHERE k.median_s IN (1e-3, 2e-5)"),
+                     2);
+    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM profiles p JOIN calibrations c USING "
+                               "(calib_id) WHERE p.params_json = '{\"k\":1}'"),
+                     1);
+    /* unlocked: written at once, in one transaction */
+    ck_assert_int_eq(store_save_calib(s, &meta, ms, 2, "{}", NULL, &calib, &prof, &err), KVS_OK);
+    ck_assert_int_eq(calib, 2);
+    ck_assert_int_eq(prof, 2);
     sqlite3_close(other);
     run_result_free(&res);
     trace_free(&tr);
@@ -475,6 +575,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_locked_run_spooled_then_imported);
+    tcase_add_test(tc, test_locked_group_rows_spooled);
     tcase_add_test(tc, test_upgrade_keys_never_reused);
     tcase_add_test(tc, test_upgrade_requests_view);
     tcase_add_test(tc, test_upgrade_steps_view);

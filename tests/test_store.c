@@ -230,8 +230,9 @@ START_TEST(test_schema_created)
     q_eq(db,
          "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "
          "WHERE type = 'table' ORDER BY name)",
-         "calibrations,class_metrics,compares,kernel_measurements,meta,profiles,replica_metrics,"
-         "request_rows,runs,search_probes,search_results,spool_imports,sqlite_sequence,step_rows,"
+         "calibrations,class_metrics,compare_inputs,compare_runs,compares,kernel_measurements,"
+         "meta,profiles,replica_metrics,request_rows,runs,search_probes,search_results,"
+         "spool_imports,sqlite_sequence,step_rows,"
          "sweep_inputs,sweep_point_params,sweep_points,sweeps,validation_steps,validations");
     q_eq(db,
          "SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master "

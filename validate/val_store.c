@@ -96,31 +96,6 @@ void val_run_free(val_run *r)
 
 /* ------------------------------------------------------------ the run row */
 
-/* A stored engine value outside the range of its flag (job_param_find) is a
- * tampered or broken row: KVS_EINVAL naming runs.COLUMN. */
-static int stored_in_range(int64_t id, const val_run *r, kvs_err *err)
-{
-    const sched_config *k = &r->cfg.sched;
-    const struct {
-        const char *flag, *column;
-        int64_t v;
-    } f[] = {{"block-size", "block_size", k->block_size},
-             {"kv-blocks", "kv_blocks", k->total_blocks},
-             {"max-seqs", "max_seqs", k->max_seqs},
-             {"max-batched-tokens", "max_batched_tokens", k->max_batched_tokens},
-             {"max-model-len", "max_model_len", k->max_model_len},
-             {"tp", "tp", r->cfg.tp}};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-        const job_param *p = job_param_find(f[i].flag);
-        if (p && ((double)f[i].v < p->lo || (double)f[i].v > p->hi))
-            return kvs_errf(err, KVS_EINVAL,
-                            "--run %lld: runs.%s = %lld is outside [%.0f, %.0f] (as --%s)",
-                            (long long)id, f[i].column, (long long)f[i].v, p->lo, p->hi,
-                            f[i].flag);
-    }
-    return KVS_OK;
-}
-
 static int load_config(sqlite3 *db, int64_t id, val_run *r, int64_t *n_req, kvs_err *err)
 {
     store_run_row *row = malloc(sizeof *row);
@@ -135,6 +110,8 @@ static int load_config(sqlite3 *db, int64_t id, val_run *r, int64_t *n_req, kvs_
                       (long long)id, why.msg);
     else if (rc)
         rc = kvs_errf(err, rc, "%s", why.msg);
+    else if (job_run_check_stored(row, &why)) /* the ranges their flags accept */
+        rc = kvs_errf(err, KVS_EINVAL, "--run %lld: %s", (long long)id, why.msg);
     else if (strcmp(row->status, "finished"))
         rc = kvs_errf(err, KVS_EINVAL, "--run %lld: the run %s (%.200s); nothing to validate",
                       (long long)id, row->status, row->error);
@@ -148,9 +125,6 @@ static int load_config(sqlite3 *db, int64_t id, val_run *r, int64_t *n_req, kvs_
                       (long long)id);
         goto done;
     }
-    /* the stored values within the ranges their flags accept */
-    if ((rc = stored_in_range(id, r, err)))
-        goto done;
     kvs_err why2;
     if (sched_config_check(k, *n_req, &why2)) {
         rc = kvs_errf(err, KVS_EINVAL, "--run %lld: the stored configuration is malformed (%s)",
