@@ -1,6 +1,6 @@
 /* kvsim.c — the public C API (kvsim.h) over the job layer: a run's flags
- * by name (job_param_set), its execution (job_prepare, job_cost_select,
- * run_execute, store_write_run as job_execute does) and its results. */
+ * by name (job_param_set), its execution (job_prepare and job_simulate,
+ * the path job_execute takes, then store_save_run) and its results. */
 #include "kvsim.h"
 
 #include <math.h>
@@ -85,29 +85,15 @@ int kvsim_run_execute(kvsim_run *r, kvsim_db *db)
     r->err.msg[0] = 0;
     model_spec m;
     gpu_spec g;
-    cost_model cost = {0};
-    kvs_err e;
+    int ran;
     int rc = job_prepare(&r->opts, &m, &g, &r->tr, &r->err);
     if (rc)
         return rc;
-    if ((rc = job_cost_select(&r->opts.cfg, &m, &g, db ? db->st : NULL, r->opts.force_profile,
-                              &cost, &e))) {
-        kvs_errf(&r->err, rc, "%s", e.msg);
+    rc = job_simulate(&r->opts, &m, &g, &r->tr, db ? db->st : NULL, &r->res, &ran, &r->err);
+    if (rc) {
+        run_result_free(&r->res);
         return rc;
     }
-    cost_model dcost; /* --pd-tp: the decode pool's own */
-    if ((rc = job_cost_select_decode(&r->opts.cfg, &m, &g, &dcost, &e))) {
-        cost_model_free(&cost);
-        kvs_errf(&r->err, rc, "%s", e.msg);
-        return rc;
-    }
-    rc = run_execute_pools(&r->opts.cfg, &r->tr, &cost, dcost.vt ? &dcost : NULL, NULL, NULL,
-                           &r->res, &r->err);
-    cost_model_free(&cost);
-    if (dcost.vt)
-        cost_model_free(&dcost);
-    if (rc)
-        return rc;
     r->executed = 1;
     return db ? kvsim_run_store(r, db) : KVSIM_OK;
 }

@@ -191,6 +191,18 @@ int job_cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, sto
 int job_cost_select_decode(const run_config *cfg, const model_spec *m, const gpu_spec *g,
                            cost_model *out, kvs_err *err);
 
+/* Select o's cost models (the decode pool's too under --pd-tp; cost_st
+ * answers --cost calibrated, may be NULL) and simulate tr, prepared by
+ * job_prepare for model m on GPU g, into *res (run_execute_pools, with
+ * o->progress).  *ran is 1 when the simulation itself started, so that its
+ * failure is a run worth recording as failed; 0 when the cost selection
+ * failed ("--cost: ...").  Caller frees *res (run_result_free), also on
+ * failure.  The one path from a prepared run to a result: job_execute,
+ * sweeps and the C API (kvsim_run_execute) all take it.  Cost: the
+ * simulation. */
+int job_simulate(job_opts *o, const model_spec *m, const gpu_spec *g, const trace *tr,
+                 store *cost_st, run_result *res, int *ran, kvs_err *err);
+
 /* Prepare, select the cost model, simulate and store one run in st (tagged
  * with cfg.compare_id / cfg.sweep_id when > 0).  On success *run_id is the
  * new runs.run_id and *res (if non-NULL) keeps the result (res->tr is NULL;

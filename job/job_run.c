@@ -230,30 +230,47 @@ int job_prepare(job_opts *o, model_spec *m, gpu_spec *g, trace *tr, kvs_err *err
     return KVS_OK;
 }
 
+int job_simulate(job_opts *o, const model_spec *m, const gpu_spec *g, const trace *tr,
+                 store *cost_st, run_result *res, int *ran, kvs_err *err)
+{
+    cost_model cost = {0}, dcost = {0};
+    kvs_err e;
+    int rc;
+    *ran = 0;
+    memset(res, 0, sizeof *res);
+    if ((rc = job_cost_select(&o->cfg, m, g, cost_st, o->force_profile, &cost, &e)) ||
+        (rc = job_cost_select_decode(&o->cfg, m, g, &dcost, &e))) {
+        kvs_errf(err, rc, "%s", e.msg);
+        goto done;
+    }
+    *ran = 1;
+    rc = run_execute_pools(&o->cfg, tr, &cost, dcost.vt ? &dcost : NULL, o->progress,
+                           o->progress_ctx, res, err);
+done:
+    if (cost.vt)
+        cost_model_free(&cost);
+    if (dcost.vt)
+        cost_model_free(&dcost);
+    return rc;
+}
+
 int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kvs_err *err)
 {
     model_spec m;
     gpu_spec g;
     trace tr;
-    int rc;
+    int rc, ran;
     if (o->result_json[0] && (rc = job_result_json_check(o->result_json, err)))
         return rc;
     if ((rc = job_prepare(o, &m, &g, &tr, err)))
         return rc;
-    cost_model cost = {0}, dcost = {0};
     run_result res = {0};
     kvs_err e;
-    if ((rc = job_cost_select(&o->cfg, &m, &g, st, o->force_profile, &cost, &e)) ||
-        (rc = job_cost_select_decode(&o->cfg, &m, &g, &dcost, &e))) {
-        kvs_errf(err, rc, "%s", e.msg);
-        goto done;
-    }
-    if ((rc = run_execute_pools(&o->cfg, &tr, &cost, dcost.vt ? &dcost : NULL, o->progress,
-                                o->progress_ctx, &res, &e))) {
+    if ((rc = job_simulate(o, &m, &g, &tr, st, &res, &ran, &e))) {
         kvs_err e2;
         int64_t failed_id = 0;
-        if (store_save_failed_run(st, &o->cfg, &tr, e.msg, res.started_at, res.wall_s,
-                                   &failed_id, &e2) == 0)
+        if (ran && store_save_failed_run(st, &o->cfg, &tr, e.msg, res.started_at, res.wall_s,
+                                          &failed_id, &e2) == 0)
             kvs_errf(err, rc, "%s (recorded as failed run %lld)", e.msg, (long long)failed_id);
         else
             kvs_errf(err, rc, "%s", e.msg);
@@ -275,10 +292,6 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kv
     }
 done:
     run_result_free(&res);
-    if (cost.vt)
-        cost_model_free(&cost);
-    if (dcost.vt)
-        cost_model_free(&dcost);
     trace_free(&tr);
     return rc;
 }

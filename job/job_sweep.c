@@ -279,7 +279,6 @@ void job_sweep_simulate(const job_sweep *p, int64_t index, store *cost_st, run_p
     job_opts o;
     model_spec m;
     gpu_spec g;
-    cost_model cost = {0}, dcost = {0};
     kvs_err e;
     memset(out, 0, sizeof *out);
     if (err)
@@ -299,28 +298,18 @@ void job_sweep_simulate(const job_sweep *p, int64_t index, store *cost_st, run_p
                  o.cfg.cost);
         return;
     }
-    if (job_cost_select(&o.cfg, &m, &g, cost_st, o.force_profile, &cost, &e)) {
-        snprintf(out->error, sizeof out->error, "%s", e.msg);
-        return;
-    }
-    if (job_cost_select_decode(&o.cfg, &m, &g, &dcost, &e)) {
-        snprintf(out->error, sizeof out->error, "%s", e.msg);
-        cost_model_free(&cost);
-        return;
-    }
-    out->cfg = o.cfg;
-    if (run_execute_pools(&o.cfg, &out->tr, &cost, dcost.vt ? &dcost : NULL, NULL, NULL,
-                          &out->res, &e)) {
-        out->status = 1;
+    int ran;
+    int rc = job_simulate(&o, &m, &g, &out->tr, cost_st, &out->res, &ran, &e);
+    if (ran)
+        out->cfg = o.cfg; /* with cost_desc as the cost selection set it */
+    if (rc) {
+        out->status = ran ? 1 : 2;
         snprintf(out->error, sizeof out->error, "%s", e.msg);
         run_result_free(&out->res);
     } else {
         out->status = 0;
         out->res.tr = &out->tr;
     }
-    cost_model_free(&cost);
-    if (dcost.vt)
-        cost_model_free(&dcost);
 }
 
 int job_sweep_store(const job_sweep *p, store *st, const run_packed *r, int64_t *run_id,
