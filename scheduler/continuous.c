@@ -8,6 +8,7 @@
  * order when the cache is full.  With prefix caching, admission goes through
  * sched_admit_chunks (chunked.c) and blocks leave through the prefix cache
  * (pcache.c); chunked prefill has its own iteration (chunked.c). */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +29,8 @@ int64_t sched_victim_index(const sched *s)
  * host memory (swap, when it fits in the swap space). O(|R|). */
 void sched_preempt_at(sched *s, int64_t idx, double now, int force_recompute)
 {
+    sched_v0_leap_flush(s); /* R changes */
+    s->lk_armed = 0;
     sched_entry e = s->run[idx];
     memmove(&s->run[idx], &s->run[idx + 1], (size_t)(s->n_run - idx - 1) * sizeof e);
     s->n_run--;
@@ -246,12 +249,44 @@ static void no_cache_batch(const sched *s, cost_batch *b)
     *b = nb;
 }
 
+/* A leap sink's same-set stretches.  A fast-path decode step (every running
+ * request decodes) right after another one, with R unchanged in between
+ * (no admission, preemption or finish), has the same members, and each of
+ * them made a token at the end of the step before, which is this step's
+ * start: the sink gets it with leapt = 1 and no members, as a V1 leap's
+ * step (sched.h, sched_leap_fn), and the stretch's requests are told once,
+ * before any later step lists members (sched_emit), when someone finishes
+ * or at a preemption.  The step records are otherwise the same, so the
+ * run's results are identical to listing every member. */
+static void v0_leap_step(sched *s)
+{
+    if (s->lk_steps == 0) { /* a stretch starts: R is its set */
+        for (int64_t i = 0; i < s->n_run; i++)
+            s->lk_ids[i] = s->run[i].id;
+        s->lk_n = s->n_run;
+    }
+    assert(s->lk_n == s->n_run);
+    s->lk_steps++;
+    s->step.leapt = 1;
+}
+
+void sched_v0_leap_flush(sched *s)
+{
+    if (s->lk_steps == 0)
+        return;
+    s->leap_fn(s->sink_ctx, s->lk_ids, s->lk_n, s->lk_steps);
+    s->lk_steps = 0;
+    s->lk_n = 0;
+}
+
 int sched_plan_continuous(sched *s, double now, double *t_end)
 {
     /* Preemptions and swap-outs of an iteration that ended empty (it takes
      * no time) belong to the step the engine forms next at this instant. */
     int32_t carry_preempted = 0;
     int64_t carry_swap_out = 0;
+    const int armed = s->lk_armed; /* run[] unchanged since the last step, a full decode */
+    s->lk_armed = 0;
     for (;;) {
         memset(&s->step, 0, sizeof s->step);
         s->step.n_preempted = carry_preempted;
@@ -281,6 +316,10 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         if (s->free_blocks >= s->n_run && s->swq.n == 0) {
             const int grows = s->alloc->grows;
             const int64_t bs = s->cfg.block_size;
+            /* the same members as the last step: sunk leapt (sched_v0_leap_flush) */
+            const int leapt = armed && s->leap_fn && s->step.n_preempted == 0 &&
+                              !s->cfg.kv_cache_off && s->n_run > 0;
+            const int list = s->want_members && !leapt;
             int64_t taken = 0;
             for (int64_t i = 0; i < s->n_run; i++) {
                 sched_entry *e = &s->run[i];
@@ -292,12 +331,15 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
                 e->ctx++;
                 e->room--;
                 kv_read += e->ctx;
-                if (s->want_members)
+                if (list)
                     sched_add_member(s, e->id, SCHED_MEMBER_DECODE, 1, e->ctx);
             }
             s->free_blocks -= taken;
             sched_blocks_taken(s);
             n_decode = s->n_run;
+            if (leapt)
+                v0_leap_step(s);
+            s->lk_armed = s->leap_fn != NULL;
         } else {
             if (s->alloc->grows)
                 sched_take_decode_blocks(s, now);
@@ -377,6 +419,9 @@ void sched_finish_continuous(sched *s, double t)
             if (e->left == s->reqs[e->id].output_tokens)
                 s->res[e->id].first_token_s = t; /* g went 0 -> 1 */
             if (--e->left == 0) {
+                if (s->lk_steps > 0) /* its last tokens came in the stretch */
+                    sched_v0_leap_flush(s);
+                s->lk_armed = 0;
                 finish_request(s, e, t);
                 continue;
             }

@@ -207,6 +207,14 @@ struct sched {
     void *sink_ctx;
     int want_members;             /* fill members[] for decode steps */
     sched_leap_fn leap_fn;        /* NULL, or told the requests of each leap */
+    /* V0 same-set decode stretches (continuous.c, sched_v0_leap_flush): with a
+     * leap sink, a decode step whose members are exactly the previous step's
+     * (each of which made a token at its end) is sunk leapt, without members */
+    int lk_armed;                 /* 1: run[] is the set of the last step emitted,
+                                     a full decode step, none finished since */
+    int64_t lk_steps;             /* leapt steps sunk and not yet told to leap_fn */
+    int64_t lk_n;                 /* requests of that stretch, in lk_ids */
+    int32_t *lk_ids;              /* [run_cap] their ids (leap sink only) */
     double horizon;               /* s: no external event before this time, for
                                      the next plan only (-INFINITY: unknown) */
     char errmsg[256];             /* set when a plan fails */
@@ -224,6 +232,10 @@ void sched_finish_static(sched *s, double t);
  * and preemption of run[idx] (recompute, or swap when allowed). */
 int64_t sched_victim_index(const sched *s);
 void sched_preempt_at(sched *s, int64_t idx, double now, int force_recompute);
+
+/* continuous.c: end the V0 same-set stretch in progress (if any): tell the
+ * leap sink its requests and steps.  O(its requests). */
+void sched_v0_leap_flush(sched *s);
 
 /* continuous.c: step 6's block walk over run[] (also used by chunked.c). */
 void sched_take_decode_blocks(sched *s, double now);
