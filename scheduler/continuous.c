@@ -121,6 +121,8 @@ static int64_t admit(sched *s)
         e->prefill = 0;
         e->ctx = need;
         e->left = r->output_tokens - s->g[id];
+        e->fresh = e->left == r->output_tokens;
+        e->pad_ = 0;
         e->blocks = nb;
         e->room = nb * c->block_size - need;
         s->free_blocks -= nb;
@@ -225,6 +227,8 @@ static void swap_in(sched *s, double now)
         e->prefill = 0;
         e->ctx = ctx;
         e->left = r->output_tokens - s->g[id];
+        e->fresh = e->left == r->output_tokens;
+        e->pad_ = 0;
         e->blocks = nb + extra;
         e->room = (nb + extra) * c->block_size - ctx;
     }
@@ -416,8 +420,10 @@ void sched_finish_continuous(sched *s, double t)
         if (e->skip) {
             e->skip = 0;
         } else {
-            if (e->left == s->reqs[e->id].output_tokens)
-                s->res[e->id].first_token_s = t; /* g went 0 -> 1 */
+            if (e->fresh) { /* g went 0 -> 1 */
+                s->res[e->id].first_token_s = t;
+                e->fresh = 0;
+            }
             if (--e->left == 0) {
                 if (s->lk_steps > 0) /* its last tokens came in the stretch */
                     sched_v0_leap_flush(s);

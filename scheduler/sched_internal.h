@@ -72,7 +72,8 @@ typedef struct sched_entry {
                           or no chunk at all) */
     uint8_t prefill;   /* 1: chunked prefill in progress (prompt P+g not all
                           stored); its next work is a chunk, not a decode */
-    uint16_t pad_;     /* zero */
+    uint8_t fresh;     /* 1: its first token is still to come (left == O) */
+    uint8_t pad_;      /* zero */
     int64_t ctx;       /* tokens of KV stored */
     int64_t left;      /* tokens still to generate (O - g) */
     int64_t blocks;    /* blocks held */
