@@ -29,6 +29,7 @@ int64_t sched_victim_index(const sched *s)
  * host memory (swap, when it fits in the swap space). O(|R|). */
 void sched_preempt_at(sched *s, int64_t idx, double now, int force_recompute)
 {
+    sched_v0_lazy_write(s);
     sched_v0_leap_flush(s); /* R changes */
     s->lk_armed = 0;
     sched_entry e = s->run[idx];
@@ -283,6 +284,72 @@ void sched_v0_leap_flush(sched *s)
     s->lk_n = 0;
 }
 
+/* The lazy stretch (sched_internal.h).  In a same-set step every entry
+ * decodes: it takes a block when its room is 0 (paged), then ctx + 1 and
+ * room - 1.  With room r in [0, bs) at the base, entry i takes a block at
+ * the steps j (1-based) with (j - 1) mod bs == r, so a step's blocks are
+ * lz_cnt[(j - 1) mod bs]; its KV read is lz_sum + n * j; the first finish
+ * comes at step min(left).  The same numbers in the same order as the
+ * entry-by-entry pass. */
+static int lazy_start(sched *s)
+{
+    const int64_t bs = s->cfg.block_size;
+    const int grows = s->alloc->grows;
+    int64_t sum = 0, first = INT64_MAX;
+    for (int64_t i = 0; i < s->n_run; i++) {
+        const sched_entry *e = &s->run[i];
+        if (grows && (e->room < 0 || e->room >= bs))
+            return 0; /* a swap-in's full block: one plain step first */
+        sum += e->ctx;
+        if (e->left < first)
+            first = e->left;
+    }
+    memset(s->lz_cnt, 0, (size_t)bs * sizeof *s->lz_cnt);
+    if (grows)
+        for (int64_t i = 0; i < s->n_run; i++)
+            s->lz_cnt[s->run[i].room]++;
+    s->lz_on = 1;
+    s->lz_n = s->n_run;
+    s->lz_j = s->lz_fin = 0;
+    s->lz_first = first;
+    s->lz_sum = sum;
+    return 1;
+}
+
+void sched_v0_lazy_write(sched *s)
+{
+    if (!s->lz_on)
+        return;
+    const int64_t bs = s->cfg.block_size, j = s->lz_j;
+    const int grows = s->alloc->grows;
+    for (int64_t i = 0; i < s->lz_n; i++) {
+        sched_entry *e = &s->run[i];
+        e->ctx += j;
+        e->left -= s->lz_fin;
+        if (grows) {
+            int64_t r = e->room;
+            e->blocks += j > r ? 1 + (j - 1 - r) / bs : 0;
+            e->room = ((r - j) % bs + bs) % bs;
+        } else {
+            e->room -= j;
+        }
+    }
+    s->lz_on = 0;
+}
+
+/* One same-set step of the lazy stretch: blocks taken and KV read. */
+static void lazy_step(sched *s, int64_t *kv_read)
+{
+    assert(s->lz_on && s->lz_n == s->n_run && s->lz_fin == s->lz_j);
+    const int64_t j = ++s->lz_j;
+    if (s->alloc->grows) {
+        int64_t taken = s->lz_cnt[(j - 1) % s->cfg.block_size];
+        s->free_blocks -= taken;
+        sched_blocks_taken(s);
+    }
+    *kv_read = s->lz_sum + s->n_run * j;
+}
+
 int sched_plan_continuous(sched *s, double now, double *t_end)
 {
     /* Preemptions and swap-outs of an iteration that ended empty (it takes
@@ -291,6 +358,8 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
     int64_t carry_swap_out = 0;
     const int armed = s->lk_armed; /* run[] unchanged since the last step, a full decode */
     s->lk_armed = 0;
+    if (s->lz_on && (!armed || s->swq.n > 0 || (s->cfg.priority_preemption && s->wq.n > 0)))
+        sched_v0_lazy_write(s);
     for (;;) {
         memset(&s->step, 0, sizeof s->step);
         s->step.n_preempted = carry_preempted;
@@ -302,6 +371,7 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         if (s->swq.n > 0)
             s->step.limit = SCHED_LIMIT_KV;
         if (s->swq.n == 0 && admit(s) > 0) {
+            sched_v0_lazy_write(s); /* R grew: the stretch is over */
             s->step.kind = SCHED_STEP_PREFILL;
             s->active = SCHED_ACTIVE_PREFILL;
             break;
@@ -325,6 +395,10 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
                               !s->cfg.kv_cache_off && s->n_run > 0;
             const int list = s->want_members && !leapt;
             int64_t taken = 0;
+            if (leapt && (s->lz_on || lazy_start(s))) {
+                lazy_step(s, &kv_read);
+            } else {
+            sched_v0_lazy_write(s);
             for (int64_t i = 0; i < s->n_run; i++) {
                 sched_entry *e = &s->run[i];
                 if (grows && e->room == 0) {
@@ -340,11 +414,13 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
             }
             s->free_blocks -= taken;
             sched_blocks_taken(s);
+            }
             n_decode = s->n_run;
             if (leapt)
                 v0_leap_step(s);
             s->lk_armed = s->leap_fn != NULL;
         } else {
+            sched_v0_lazy_write(s);
             if (s->alloc->grows)
                 sched_take_decode_blocks(s, now);
             swap_mark = s->n_run;
@@ -413,6 +489,13 @@ static void finish_request(sched *s, sched_entry *e, double t)
 
 void sched_finish_continuous(sched *s, double t)
 {
+    if (s->lz_on && s->active == SCHED_ACTIVE_DECODE) { /* a lazy step ended */
+        if (s->lz_j < s->lz_first) {
+            s->lz_fin = s->lz_j; /* every left went down by one, none to 0 */
+            return;
+        }
+        sched_v0_lazy_write(s); /* someone finishes: the plain pass below */
+    }
     int64_t from = s->active == SCHED_ACTIVE_PREFILL ? s->run_mark : 0;
     int64_t out = from;
     for (int64_t i = from; i < s->n_run; i++) {

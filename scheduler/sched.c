@@ -175,8 +175,9 @@ static int v0_init(sched *s, kvs_err *err)
     s->members = calloc((size_t)s->run_cap, sizeof *s->members);
     s->batch = calloc((size_t)s->run_cap, sizeof *s->batch);
     s->lk_ids = calloc((size_t)s->run_cap, sizeof *s->lk_ids);
+    s->lz_cnt = calloc((size_t)cfg->block_size, sizeof *s->lz_cnt);
     if (!s->res || !s->g || !s->swap_ctx || !s->swap_since || !s->state || !s->run ||
-        !s->members || !s->batch || !s->lk_ids)
+        !s->members || !s->batch || !s->lk_ids || !s->lz_cnt)
         goto nomem;
     if (sched_waitq_init(&s->wq, n, reqs, s->pol) || sched_waitq_init(&s->swq, n, reqs, s->pol))
         goto nomem;
@@ -218,6 +219,7 @@ static void v0_free(sched *s)
     free(s->members);
     free(s->batch);
     free(s->lk_ids);
+    free(s->lz_cnt);
     sched_lpm_free(s->lpm);
     free(s->fin);
     sched_pc_free(&s->pc);

@@ -216,6 +216,16 @@ struct sched {
     int64_t lk_steps;             /* leapt steps sunk and not yet told to leap_fn */
     int64_t lk_n;                 /* requests of that stretch, in lk_ids */
     int32_t *lk_ids;              /* [run_cap] their ids (leap sink only) */
+    /* ... and each such step is planned and finished in O(1): the entries
+     * run[0 .. lz_n) keep ctx, room, left and blocks as of the stretch's
+     * base, lz_j steps ago (sched_v0_lazy_write brings them up to date) */
+    int lz_on;                    /* 1: entries are as of the base */
+    int64_t lz_n;                 /* entries of the stretch */
+    int64_t lz_j;                 /* steps planned since the base */
+    int64_t lz_fin;               /* of those, finished */
+    int64_t lz_first;             /* steps from the base to the first finish (min left) */
+    int64_t lz_sum;               /* sum of ctx over the entries at the base, tokens */
+    int64_t *lz_cnt;              /* [block_size] entries by room at the base */
     double horizon;               /* s: no external event before this time, for
                                      the next plan only (-INFINITY: unknown) */
     char errmsg[256];             /* set when a plan fails */
@@ -237,6 +247,10 @@ void sched_preempt_at(sched *s, int64_t idx, double now, int force_recompute);
 /* continuous.c: end the V0 same-set stretch in progress (if any): tell the
  * leap sink its requests and steps.  O(its requests). */
 void sched_v0_leap_flush(sched *s);
+
+/* continuous.c: write the lazy stretch's entries up to date (no-op if
+ * none).  O(its entries). */
+void sched_v0_lazy_write(sched *s);
 
 /* continuous.c: step 6's block walk over run[] (also used by chunked.c). */
 void sched_take_decode_blocks(sched *s, double now);
