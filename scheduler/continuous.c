@@ -30,7 +30,7 @@ int64_t sched_victim_index(const sched *s)
 void sched_preempt_at(sched *s, int64_t idx, double now, int force_recompute)
 {
     sched_v0_lazy_write(s);
-    sched_v0_leap_flush(s); /* R changes */
+    sched_same_set_flush(s); /* R changes */
     s->lk_armed = 0;
     sched_entry e = s->run[idx];
     memmove(&s->run[idx], &s->run[idx + 1], (size_t)(s->n_run - idx - 1) * sizeof e);
@@ -275,7 +275,7 @@ static void v0_leap_step(sched *s)
     s->step.leapt = 1;
 }
 
-void sched_v0_leap_flush(sched *s)
+void sched_same_set_flush(sched *s)
 {
     if (s->lk_steps == 0)
         return;
@@ -390,7 +390,7 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         if (s->free_blocks >= s->n_run && s->swq.n == 0) {
             const int grows = s->alloc->grows;
             const int64_t bs = s->cfg.block_size;
-            /* the same members as the last step: sunk leapt (sched_v0_leap_flush) */
+            /* the same members as the last step: sunk leapt (sched_same_set_flush) */
             const int leapt = armed && s->leap_fn && s->step.n_preempted == 0 &&
                               !s->cfg.kv_cache_off && s->n_run > 0;
             const int list = s->want_members && !leapt;
@@ -509,7 +509,7 @@ void sched_finish_continuous(sched *s, double t)
             }
             if (--e->left == 0) {
                 if (s->lk_steps > 0) /* its last tokens came in the stretch */
-                    sched_v0_leap_flush(s);
+                    sched_same_set_flush(s);
                 s->lk_armed = 0;
                 finish_request(s, e, t);
                 continue;

@@ -273,7 +273,7 @@ void sched_emit(sched *s, double now)
     st->n_waiting = s->wq.n;
     st->n_running = s->cfg.batching == SCHED_BATCHING_STATIC ? s->n_batch : s->n_run;
     if (!st->leapt && s->lk_steps > 0) /* members may follow: their tokens first */
-        sched_v0_leap_flush(s);
+        sched_same_set_flush(s);
     if (s->sink)
         s->sink(s->sink_ctx, st, s->members, s->n_members);
 }

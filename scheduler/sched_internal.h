@@ -208,7 +208,7 @@ struct sched {
     void *sink_ctx;
     int want_members;             /* fill members[] for decode steps */
     sched_leap_fn leap_fn;        /* NULL, or told the requests of each leap */
-    /* V0 same-set decode stretches (continuous.c, sched_v0_leap_flush): with a
+    /* V0 same-set decode stretches (continuous.c, sched_same_set_flush): with a
      * leap sink, a decode step whose members are exactly the previous step's
      * (each of which made a token at its end) is sunk leapt, without members */
     int lk_armed;                 /* 1: run[] is the set of the last step emitted,
@@ -246,7 +246,7 @@ void sched_preempt_at(sched *s, int64_t idx, double now, int force_recompute);
 
 /* continuous.c: end the V0 same-set stretch in progress (if any): tell the
  * leap sink its requests and steps.  O(its requests). */
-void sched_v0_leap_flush(sched *s);
+void sched_same_set_flush(sched *s);
 
 /* continuous.c: write the lazy stretch's entries up to date (no-op if
  * none).  O(its entries). */

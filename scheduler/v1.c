@@ -123,7 +123,9 @@ static int v1_init(sched *s, kvs_err *err)
     v->hits = malloc((size_t)v->tcap * sizeof *v->hits);
     v->S_ = calloc((size_t)v->slots, sizeof *v->S_);
     s->members = calloc((size_t)v->slots, sizeof *s->members);
+    s->lk_ids = calloc((size_t)v->slots, sizeof *s->lk_ids);
     if (!v->run || !v->tab || !v->free_slots || !v->hits || !v->S_ || !s->members ||
+        !s->lk_ids ||
         v1_pool_init(&v->pool, v->N, v->pfx))
         goto nomem;
     v->hc_id = -1;
@@ -169,6 +171,7 @@ static void v1_free(sched *s)
     free(s->res);
     free(s->state);
     free(s->members);
+    free(s->lk_ids);
     if (!v)
         return;
     v1_pool_free(&v->pool);
@@ -629,6 +632,8 @@ static int64_t victim_index(const sched *s)
 static void preempt_at(sched *s, int64_t idx, int64_t *budget)
 {
     sched_v1 *v = s->v1;
+    sched_same_set_flush(s); /* R changes */
+    v->sa_armed = 0;
     int32_t id = v->run[idx];
     memmove(&v->run[idx], &v->run[idx + 1], (size_t)(v->nrun - idx - 1) * sizeof *v->run);
     v->nrun--;
@@ -828,6 +833,8 @@ static double emit_step(sched *s, double now);
  * step. */
 static double v1_leap(sched *s, double t)
 {
+    sched_same_set_flush(s); /* the leap's steps go to the same leap sink */
+    s->v1->sa_armed = 0;
     sched_v1 *v = s->v1;
     const int64_t n = v->ns, bs = v->bs;
     int64_t jstar = INT64_MAX, kv = 0;
@@ -941,7 +948,7 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
     if (v->lk_start && (!s->want_members || s->leap_fn) && st->n_preempted == 0 &&
         st->batch.n_prefill == 0 &&
         v->ns == v->nrun && *t_end < s->horizon)
-        *t_end = v1_leap(s, *t_end);
+        *t_end = v1_leap(s, *t_end), v->sa_armed = 0;
     return SCHED_PLAN_STEP;
 }
 
@@ -986,8 +993,26 @@ static double emit_step(sched *s, double now)
     st->n_waiting = v->wn;
     st->n_running = v->nrun;
     v->active = 1;
+    /* all decodes of R: each made a token at the end of the last step, if
+     * that one was all decodes of the same R (docs/semantics.md 7) */
+    const int all = s->leap_fn && cb->n_prefill == 0 && v->ns == v->nrun &&
+                    st->n_preempted == 0;
+    const int same = all && v->sa_armed && v->sa_n == v->nrun;
+    st->leapt = same;
+    if (same) {
+        if (s->lk_steps == 0) { /* a stretch starts: S is its set */
+            for (int64_t k = 0; k < v->ns; k++)
+                s->lk_ids[k] = v->S_[k].id;
+            s->lk_n = v->ns;
+        }
+        s->lk_steps++;
+    } else {
+        sched_same_set_flush(s); /* members follow: their tokens first */
+    }
+    v->sa_armed = all;
+    v->sa_n = v->nrun;
     if (s->sink)
-        s->sink(s->sink_ctx, st, s->members, s->n_members);
+        s->sink(s->sink_ctx, st, s->members, same ? 0 : s->n_members);
     return d;
 }
 
@@ -1014,6 +1039,10 @@ static void v1_finish(sched *s, double t)
             s->ctr.n_finished++;
             if (!v->pd.keep || v1_pd_keep(v, id)) /* kept: sched_keep_finished */
                 free_blocks(v, id);
+            if (!any) { /* R changes; its last tokens may have come in a stretch */
+                sched_same_set_flush(s);
+                v->sa_armed = 0;
+            }
             any = 1;
         }
     }

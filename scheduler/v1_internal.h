@@ -158,6 +158,11 @@ struct sched_v1 {
     /* leaps (v1_leap): S's entries grouped by stored tokens mod bs */
     int32_t *lk_start;         /* [bs + 1] group starts in lk_ids, NULL: no leaps */
     int32_t *lk_ids;           /* [slots] request ids, R's order within a group */
+    /* same-set steps (emit_step): with a leap sink, a step of decodes of
+     * every running request right after another one, R unchanged, is sunk
+     * leapt (s->lk_*, as V0's; sched_same_set_flush) */
+    int sa_armed;              /* 1: the last step emitted was all decodes of R */
+    int64_t sa_n;              /* |R| then */
     /* the step */
     v1_sched_ent *S_;          /* [slots] */
     int64_t ns;

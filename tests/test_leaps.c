@@ -18,8 +18,9 @@
  * requests told once per stretch; scheduler/continuous.c).  The second
  * test runs random V0 configurations (continuous, chunked, static; fcfs,
  * priority with and without priority preemption; recompute and swap;
- * paged and reserved; prefix caching; no KV cache) and single-engine and
- * cluster runs of both engines twice: with the leap sink, and listing every
+ * paged and reserved; prefix caching; no KV cache) and V1 ones (whose
+ * steps between leaps, and a cluster's, are sunk the same way), single
+ * engines and clusters, twice: with the leap sink, and listing every
  * member (no leap sink, the reference).  The inter-token gaps streamed from
  * each (sim/itl.h: histogram, mean, std, count, every request's largest
  * gap and token state), the step records (but for the leapt flag), the
@@ -343,16 +344,20 @@ START_TEST(test_same_set_identical)
     cost_model cost;
     ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
                                        &cost, &err), 0);
-    int64_t leapt = 0, runs = 0, preempted = 0;
-    for (uint64_t seed = 1; seed <= 120; seed++) {
+    int64_t leapt = 0, leapt_v1 = 0, runs = 0, preempted = 0;
+    for (uint64_t seed = 1; seed <= 160; seed++) {
         run_config cfg;
-        random_v0_config(&cfg, seed);
+        const int v1 = seed % 4 == 0; /* V1: its leaps and its same-set steps */
+        if (v1)
+            random_config(&cfg, seed, 1);
+        else
+            random_v0_config(&cfg, seed);
         if (sched_config_check(&cfg.sched, 200, &err) != 0)
             continue;
         trace tr;
         tu_random_trace(&tr, 120 + (int)(seed % 80), seed * 6151, 300, 90, 1);
         if (cfg.sched.prefix_caching)
-            add_prefixes(&tr, seed, 8, seed % 3 != 0);
+            add_prefixes(&tr, seed, v1 ? cfg.sched.segment_tokens : 8, seed % 3 != 0);
         itl_sink a, b;
         sched_req_result *ra, *rb;
         run_itl_engine(&cfg, &tr, &cost, 1, &a, &ra);
@@ -372,19 +377,18 @@ START_TEST(test_same_set_identical)
         ck_assert_int_eq(a.itl.n_done, b.itl.n_done);
         if (cfg.sched.kv_cache_off || cfg.sched.batching == SCHED_BATCHING_STATIC)
             ck_assert_int_eq(a.leapt, 0); /* listed: their costs read the members */
-        leapt += a.leapt;
-        runs++;
+        if (v1) {
+            leapt_v1 += a.leapt;
+        } else {
+            leapt += a.leapt;
+            runs++;
+        }
         for (int64_t i = 0; i < tr.n; i++)
             preempted += a.leapt > 0 && ra[i].preemptions > 0;
         check_pipeline(&cfg, &tr, &cost, seed);
         /* clusters: each engine's stretches interleave with the others' steps */
         cfg.replicas = 2 + (int64_t)(seed % 3);
         check_pipeline(&cfg, &tr, &cost, seed);
-        if (seed % 4 == 0) {
-            random_config(&cfg, seed, 1);
-            cfg.replicas = 3;
-            check_pipeline(&cfg, &tr, &cost, seed);
-        }
         run_itl_free(&a.itl);
         run_itl_free(&b.itl);
         free(a.max_itl_s);
@@ -395,8 +399,9 @@ START_TEST(test_same_set_identical)
         free(rb);
         free_trace(&tr);
     }
-    ck_assert_msg(runs >= 60 && leapt > 1000, "%lld runs, %lld same-set steps: toothless",
-                  (long long)runs, (long long)leapt);
+    ck_assert_msg(runs >= 60 && leapt > 1000 && leapt_v1 > 1000,
+                  "%lld V0 runs, %lld V0 and %lld V1 leapt steps: toothless", (long long)runs,
+                  (long long)leapt, (long long)leapt_v1);
     ck_assert_msg(preempted > 0, "no run both sank same-set steps and preempted");
     cost_model_free(&cost);
 }
