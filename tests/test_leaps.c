@@ -27,6 +27,7 @@
  * request results and the run summaries must be identical, and same-set
  * steps must have happened. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -389,6 +390,12 @@ START_TEST(test_same_set_identical)
         /* clusters: each engine's stretches interleave with the others' steps */
         cfg.replicas = 2 + (int64_t)(seed % 3);
         check_pipeline(&cfg, &tr, &cost, seed);
+        if (v1) { /* --pd: decode replicas admit requests whose first token came elsewhere */
+            cfg.replicas = 3;
+            snprintf(cfg.pd, sizeof cfg.pd, "1:2");
+            cfg.kv_bytes_per_token = 4096;
+            check_pipeline(&cfg, &tr, &cost, seed);
+        }
         run_itl_free(&a.itl);
         run_itl_free(&b.itl);
         free(a.max_itl_s);
