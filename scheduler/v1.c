@@ -675,7 +675,8 @@ static void schedule(sched_v1 *v, int32_t id, int64_t q, int64_t c)
     e->q = q;
     e->c = c;
     e->kind = SCHED_MEMBER_PREFILL;
-    v->rq[id].sq = q;
+    assert(q >= 0 && q <= INT32_MAX);
+    v->rq[id].sq = (int32_t)q;
 }
 
 /* ------------------------------------------------------------ a step */

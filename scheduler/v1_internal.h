@@ -127,13 +127,12 @@ struct sched_v1 {
     struct v1_req {
         int64_t g;             /* tokens generated */
         int64_t C;             /* tokens stored */
-        int64_t sq;            /* tokens scheduled in the step in flight */
+        int32_t sq;            /* tokens scheduled in the step in flight (<= P + O) */
         int32_t reg;           /* registered(r) */
         int32_t held;          /* blocks held */
         int32_t slot;          /* block table slot, -1 none */
         int32_t wprev, wnext;  /* W as a list, -1 none */
-        int32_t pad_;          /* zero */
-    } *rq;
+    } *rq;                     /* 40 bytes each */
     int64_t *seg_len;          /* L = min(P, k*S), tokens covered by ids */
     int64_t *seg_end;          /* [seg_off[n]] varying segments only (grid 0): tokens
                                   of the request's segments 0..k; NULL on a grid */
