@@ -694,7 +694,8 @@ static int running_walk(sched *s, int64_t *b)
             q = v->thr;
         if (q > *b)
             q = *b;
-        window_trim(v, id, v->rq[id].C, v->rq[id].held); /* rule 2.9, every step */
+        if (v->wnd) /* rule 2.9, every step */
+            window_trim(v, id, v->rq[id].C, v->rq[id].held);
         /* the common case: the tokens fit the blocks held and fill none
          * (v1_alloc would take and register nothing) */
         const int64_t end = v->rq[id].C + q;
