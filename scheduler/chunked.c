@@ -116,6 +116,7 @@ int64_t sched_admit_chunks(sched *s, int64_t *budget, int whole)
         e->id = id;
         e->pad_ = 0;
         e->left = r->output_tokens - s->g[id];
+        e->fresh = e->left == r->output_tokens;
         commit_chunk(s, e, &c);
         e->prefill = e->ctx < target;
         e->skip = e->prefill; /* an unfinished prompt generates no token */

@@ -8,6 +8,7 @@
  * order when the cache is full.  With prefix caching, admission goes through
  * sched_admit_chunks (chunked.c) and blocks leave through the prefix cache
  * (pcache.c); chunked prefill has its own iteration (chunked.c). */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +29,9 @@ int64_t sched_victim_index(const sched *s)
  * host memory (swap, when it fits in the swap space). O(|R|). */
 void sched_preempt_at(sched *s, int64_t idx, double now, int force_recompute)
 {
+    sched_v0_lazy_write(s);
+    sched_same_set_flush(s); /* R changes */
+    s->lk_armed = 0;
     sched_entry e = s->run[idx];
     memmove(&s->run[idx], &s->run[idx + 1], (size_t)(s->n_run - idx - 1) * sizeof e);
     s->n_run--;
@@ -118,6 +122,8 @@ static int64_t admit(sched *s)
         e->prefill = 0;
         e->ctx = need;
         e->left = r->output_tokens - s->g[id];
+        e->fresh = e->left == r->output_tokens;
+        e->pad_ = 0;
         e->blocks = nb;
         e->room = nb * c->block_size - need;
         s->free_blocks -= nb;
@@ -222,6 +228,8 @@ static void swap_in(sched *s, double now)
         e->prefill = 0;
         e->ctx = ctx;
         e->left = r->output_tokens - s->g[id];
+        e->fresh = e->left == r->output_tokens;
+        e->pad_ = 0;
         e->blocks = nb + extra;
         e->room = (nb + extra) * c->block_size - ctx;
     }
@@ -246,12 +254,112 @@ static void no_cache_batch(const sched *s, cost_batch *b)
     *b = nb;
 }
 
+/* A leap sink's same-set stretches.  A fast-path decode step (every running
+ * request decodes) right after another one, with R unchanged in between
+ * (no admission, preemption or finish), has the same members, and each of
+ * them made a token at the end of the step before, which is this step's
+ * start: the sink gets it with leapt = 1 and no members, as a V1 leap's
+ * step (sched.h, sched_leap_fn), and the stretch's requests are told once,
+ * before any later step lists members (sched_emit), when someone finishes
+ * or at a preemption.  The step records are otherwise the same, so the
+ * run's results are identical to listing every member. */
+static void v0_leap_step(sched *s)
+{
+    if (s->lk_steps == 0) { /* a stretch starts: R is its set */
+        for (int64_t i = 0; i < s->n_run; i++)
+            s->lk_ids[i] = s->run[i].id;
+        s->lk_n = s->n_run;
+    }
+    assert(s->lk_n == s->n_run);
+    s->lk_steps++;
+    s->step.leapt = 1;
+}
+
+void sched_same_set_flush(sched *s)
+{
+    if (s->lk_steps == 0)
+        return;
+    s->leap_fn(s->sink_ctx, s->lk_ids, s->lk_n, s->lk_steps);
+    s->lk_steps = 0;
+    s->lk_n = 0;
+}
+
+/* The lazy stretch (sched_internal.h).  In a same-set step every entry
+ * decodes: it takes a block when its room is 0 (paged), then ctx + 1 and
+ * room - 1.  With room r in [0, bs) at the base, entry i takes a block at
+ * the steps j (1-based) with (j - 1) mod bs == r, so a step's blocks are
+ * lz_cnt[(j - 1) mod bs]; its KV read is lz_sum + n * j; the first finish
+ * comes at step min(left).  The same numbers in the same order as the
+ * entry-by-entry pass. */
+static int lazy_start(sched *s)
+{
+    const int64_t bs = s->cfg.block_size;
+    const int grows = s->alloc->grows;
+    int64_t sum = 0, first = INT64_MAX;
+    for (int64_t i = 0; i < s->n_run; i++) {
+        const sched_entry *e = &s->run[i];
+        if (grows && (e->room < 0 || e->room >= bs))
+            return 0; /* a swap-in's full block: one plain step first */
+        sum += e->ctx;
+        if (e->left < first)
+            first = e->left;
+    }
+    memset(s->lz_cnt, 0, (size_t)bs * sizeof *s->lz_cnt);
+    if (grows)
+        for (int64_t i = 0; i < s->n_run; i++)
+            s->lz_cnt[s->run[i].room]++;
+    s->lz_on = 1;
+    s->lz_n = s->n_run;
+    s->lz_j = s->lz_fin = 0;
+    s->lz_first = first;
+    s->lz_sum = sum;
+    return 1;
+}
+
+void sched_v0_lazy_write(sched *s)
+{
+    if (!s->lz_on)
+        return;
+    const int64_t bs = s->cfg.block_size, j = s->lz_j;
+    const int grows = s->alloc->grows;
+    for (int64_t i = 0; i < s->lz_n; i++) {
+        sched_entry *e = &s->run[i];
+        e->ctx += j;
+        e->left -= s->lz_fin;
+        if (grows) {
+            int64_t r = e->room;
+            e->blocks += j > r ? 1 + (j - 1 - r) / bs : 0;
+            e->room = ((r - j) % bs + bs) % bs;
+        } else {
+            e->room -= j;
+        }
+    }
+    s->lz_on = 0;
+}
+
+/* One same-set step of the lazy stretch: blocks taken and KV read. */
+static void lazy_step(sched *s, int64_t *kv_read)
+{
+    assert(s->lz_on && s->lz_n == s->n_run && s->lz_fin == s->lz_j);
+    const int64_t j = ++s->lz_j;
+    if (s->alloc->grows) {
+        int64_t taken = s->lz_cnt[(j - 1) % s->cfg.block_size];
+        s->free_blocks -= taken;
+        sched_blocks_taken(s);
+    }
+    *kv_read = s->lz_sum + s->n_run * j;
+}
+
 int sched_plan_continuous(sched *s, double now, double *t_end)
 {
     /* Preemptions and swap-outs of an iteration that ended empty (it takes
      * no time) belong to the step the engine forms next at this instant. */
     int32_t carry_preempted = 0;
     int64_t carry_swap_out = 0;
+    const int armed = s->lk_armed; /* run[] unchanged since the last step, a full decode */
+    s->lk_armed = 0;
+    if (s->lz_on && (!armed || s->swq.n > 0 || (s->cfg.priority_preemption && s->wq.n > 0)))
+        sched_v0_lazy_write(s);
     for (;;) {
         memset(&s->step, 0, sizeof s->step);
         s->step.n_preempted = carry_preempted;
@@ -263,6 +371,7 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         if (s->swq.n > 0)
             s->step.limit = SCHED_LIMIT_KV;
         if (s->swq.n == 0 && admit(s) > 0) {
+            sched_v0_lazy_write(s); /* R grew: the stretch is over */
             s->step.kind = SCHED_STEP_PREFILL;
             s->active = SCHED_ACTIVE_PREFILL;
             break;
@@ -281,7 +390,15 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         if (s->free_blocks >= s->n_run && s->swq.n == 0) {
             const int grows = s->alloc->grows;
             const int64_t bs = s->cfg.block_size;
+            /* the same members as the last step: sunk leapt (sched_same_set_flush) */
+            const int leapt = armed && s->leap_fn && s->step.n_preempted == 0 &&
+                              !s->cfg.kv_cache_off && s->n_run > 0;
+            const int list = s->want_members && !leapt;
             int64_t taken = 0;
+            if (leapt && (s->lz_on || lazy_start(s))) {
+                lazy_step(s, &kv_read);
+            } else {
+            sched_v0_lazy_write(s);
             for (int64_t i = 0; i < s->n_run; i++) {
                 sched_entry *e = &s->run[i];
                 if (grows && e->room == 0) {
@@ -292,13 +409,18 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
                 e->ctx++;
                 e->room--;
                 kv_read += e->ctx;
-                if (s->want_members)
+                if (list)
                     sched_add_member(s, e->id, SCHED_MEMBER_DECODE, 1, e->ctx);
             }
             s->free_blocks -= taken;
             sched_blocks_taken(s);
+            }
             n_decode = s->n_run;
+            if (leapt)
+                v0_leap_step(s);
+            s->lk_armed = s->leap_fn != NULL;
         } else {
+            sched_v0_lazy_write(s);
             if (s->alloc->grows)
                 sched_take_decode_blocks(s, now);
             swap_mark = s->n_run;
@@ -367,6 +489,13 @@ static void finish_request(sched *s, sched_entry *e, double t)
 
 void sched_finish_continuous(sched *s, double t)
 {
+    if (s->lz_on && s->active == SCHED_ACTIVE_DECODE) { /* a lazy step ended */
+        if (s->lz_j < s->lz_first) {
+            s->lz_fin = s->lz_j; /* every left went down by one, none to 0 */
+            return;
+        }
+        sched_v0_lazy_write(s); /* someone finishes: the plain pass below */
+    }
     int64_t from = s->active == SCHED_ACTIVE_PREFILL ? s->run_mark : 0;
     int64_t out = from;
     for (int64_t i = from; i < s->n_run; i++) {
@@ -374,9 +503,14 @@ void sched_finish_continuous(sched *s, double t)
         if (e->skip) {
             e->skip = 0;
         } else {
-            if (e->left == s->reqs[e->id].output_tokens)
-                s->res[e->id].first_token_s = t; /* g went 0 -> 1 */
+            if (e->fresh) { /* g went 0 -> 1 */
+                s->res[e->id].first_token_s = t;
+                e->fresh = 0;
+            }
             if (--e->left == 0) {
+                if (s->lk_steps > 0) /* its last tokens came in the stretch */
+                    sched_same_set_flush(s);
+                s->lk_armed = 0;
                 finish_request(s, e, t);
                 continue;
             }

@@ -174,8 +174,10 @@ static int v0_init(sched *s, kvs_err *err)
     s->run = calloc((size_t)s->run_cap, sizeof *s->run);
     s->members = calloc((size_t)s->run_cap, sizeof *s->members);
     s->batch = calloc((size_t)s->run_cap, sizeof *s->batch);
+    s->lk_ids = calloc((size_t)s->run_cap, sizeof *s->lk_ids);
+    s->lz_cnt = calloc((size_t)cfg->block_size, sizeof *s->lz_cnt);
     if (!s->res || !s->g || !s->swap_ctx || !s->swap_since || !s->state || !s->run ||
-        !s->members || !s->batch)
+        !s->members || !s->batch || !s->lk_ids || !s->lz_cnt)
         goto nomem;
     if (sched_waitq_init(&s->wq, n, reqs, s->pol) || sched_waitq_init(&s->swq, n, reqs, s->pol))
         goto nomem;
@@ -216,6 +218,8 @@ static void v0_free(sched *s)
     free(s->run);
     free(s->members);
     free(s->batch);
+    free(s->lk_ids);
+    free(s->lz_cnt);
     sched_lpm_free(s->lpm);
     free(s->fin);
     sched_pc_free(&s->pc);
@@ -268,6 +272,8 @@ void sched_emit(sched *s, double now)
     st->kv_blocks_used = s->cfg.total_blocks - s->free_blocks;
     st->n_waiting = s->wq.n;
     st->n_running = s->cfg.batching == SCHED_BATCHING_STATIC ? s->n_batch : s->n_run;
+    if (!st->leapt && s->lk_steps > 0) /* members may follow: their tokens first */
+        sched_same_set_flush(s);
     if (s->sink)
         s->sink(s->sink_ctx, st, s->members, s->n_members);
 }

@@ -157,7 +157,8 @@ typedef struct sched_step {
     int32_t kind;         /* sched_step_kind */
     int32_t n_preempted;  /* requests preempted while forming this step */
     int32_t limit;        /* sched_step_limit */
-    int32_t leapt;        /* 1: a V1 leap's decode step, sunk without members
+    int32_t leapt;        /* 1: a V1 leap's decode step, or a V0 decode step with
+                             the previous step's members, sunk without members
                              (sched_set_leap_sink); else 0 */
     cost_batch batch;     /* what the cost model saw */
     int64_t kv_blocks_used; /* blocks held by all requests during the step */
@@ -247,7 +248,13 @@ typedef void (*sched_leap_fn)(void *ctx, const int32_t *ids, int64_t n, int64_t 
 /* Install a leap sink (NULL: none).  With one, the V1 engine leaps even
  * when the step sink wants members: the leapt steps reach the step sink
  * with leapt = 1 and no members, then fn names their requests.  Without
- * one, wanting members turns leaps off.  Cost: O(1). */
+ * one, wanting members turns leaps off.  The V0 continuous engine has no
+ * leaps, but with a leap sink it sinks each decode step whose members are
+ * exactly the previous step's (every running request decodes and R did
+ * not change) the same way, and plans and finishes such a stretch of
+ * steps in O(1) each; fn names the stretch's requests before any later
+ * step lists members, at a preemption or when one of them finishes.
+ * Cost: O(1). */
 void sched_set_leap_sink(sched *s, sched_leap_fn fn);
 
 /* Results, indexed by request id; valid until sched_free. */

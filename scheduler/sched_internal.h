@@ -72,7 +72,8 @@ typedef struct sched_entry {
                           or no chunk at all) */
     uint8_t prefill;   /* 1: chunked prefill in progress (prompt P+g not all
                           stored); its next work is a chunk, not a decode */
-    uint16_t pad_;     /* zero */
+    uint8_t fresh;     /* 1: its first token is still to come (left == O) */
+    uint8_t pad_;      /* zero */
     int64_t ctx;       /* tokens of KV stored */
     int64_t left;      /* tokens still to generate (O - g) */
     int64_t blocks;    /* blocks held */
@@ -207,6 +208,24 @@ struct sched {
     void *sink_ctx;
     int want_members;             /* fill members[] for decode steps */
     sched_leap_fn leap_fn;        /* NULL, or told the requests of each leap */
+    /* V0 same-set decode stretches (continuous.c, sched_same_set_flush): with a
+     * leap sink, a decode step whose members are exactly the previous step's
+     * (each of which made a token at its end) is sunk leapt, without members */
+    int lk_armed;                 /* 1: run[] is the set of the last step emitted,
+                                     a full decode step, none finished since */
+    int64_t lk_steps;             /* leapt steps sunk and not yet told to leap_fn */
+    int64_t lk_n;                 /* requests of that stretch, in lk_ids */
+    int32_t *lk_ids;              /* [run_cap] their ids (leap sink only) */
+    /* ... and each such step is planned and finished in O(1): the entries
+     * run[0 .. lz_n) keep ctx, room, left and blocks as of the stretch's
+     * base, lz_j steps ago (sched_v0_lazy_write brings them up to date) */
+    int lz_on;                    /* 1: entries are as of the base */
+    int64_t lz_n;                 /* entries of the stretch */
+    int64_t lz_j;                 /* steps planned since the base */
+    int64_t lz_fin;               /* of those, finished */
+    int64_t lz_first;             /* steps from the base to the first finish (min left) */
+    int64_t lz_sum;               /* sum of ctx over the entries at the base, tokens */
+    int64_t *lz_cnt;              /* [block_size] entries by room at the base */
     double horizon;               /* s: no external event before this time, for
                                      the next plan only (-INFINITY: unknown) */
     char errmsg[256];             /* set when a plan fails */
@@ -224,6 +243,14 @@ void sched_finish_static(sched *s, double t);
  * and preemption of run[idx] (recompute, or swap when allowed). */
 int64_t sched_victim_index(const sched *s);
 void sched_preempt_at(sched *s, int64_t idx, double now, int force_recompute);
+
+/* continuous.c: end the V0 same-set stretch in progress (if any): tell the
+ * leap sink its requests and steps.  O(its requests). */
+void sched_same_set_flush(sched *s);
+
+/* continuous.c: write the lazy stretch's entries up to date (no-op if
+ * none).  O(its entries). */
+void sched_v0_lazy_write(sched *s);
 
 /* continuous.c: step 6's block walk over run[] (also used by chunked.c). */
 void sched_take_decode_blocks(sched *s, double now);

@@ -97,14 +97,7 @@ static int v1_init(sched *s, kvs_err *err)
     v->gw = c->kv_window_groups;
     size_t nn = (size_t)(n > 0 ? n : 1);
     s->res = malloc(nn * sizeof *s->res);
-    v->g = calloc(nn, sizeof *v->g);
-    v->C = calloc(nn, sizeof *v->C);
-    v->sq = calloc(nn, sizeof *v->sq);
-    v->reg = calloc(nn, sizeof *v->reg);
-    v->held = calloc(nn, sizeof *v->held);
-    v->slot = malloc(nn * sizeof *v->slot);
-    v->wprev = malloc(nn * sizeof *v->wprev);
-    v->wnext = malloc(nn * sizeof *v->wnext);
+    v->rq = calloc(nn, sizeof *v->rq);
     v->seg_len = calloc(nn, sizeof *v->seg_len);
     s->state = calloc(nn, sizeof *s->state);
     /* the largest block table: ceil((P + O - 1) / bs) of any request that
@@ -122,8 +115,7 @@ static int v1_init(sched *s, kvs_err *err)
     v->slots = c->max_seqs < n ? c->max_seqs : n;
     if (v->slots < 1)
         v->slots = 1;
-    if (!s->res || !v->g || !v->C || !v->sq || !v->reg || !v->held || !v->slot || !v->wprev ||
-        !v->wnext || !v->seg_len || !s->state || v->tcap > INT64_MAX / 4 / v->slots)
+    if (!s->res || !v->rq || !v->seg_len || !s->state || v->tcap > INT64_MAX / 4 / v->slots)
         goto nomem;
     v->run = malloc((size_t)v->slots * sizeof *v->run);
     v->tab = malloc((size_t)(v->slots * v->tcap) * sizeof *v->tab);
@@ -131,7 +123,9 @@ static int v1_init(sched *s, kvs_err *err)
     v->hits = malloc((size_t)v->tcap * sizeof *v->hits);
     v->S_ = calloc((size_t)v->slots, sizeof *v->S_);
     s->members = calloc((size_t)v->slots, sizeof *s->members);
+    s->lk_ids = calloc((size_t)v->slots, sizeof *s->lk_ids);
     if (!v->run || !v->tab || !v->free_slots || !v->hits || !v->S_ || !s->members ||
+        !s->lk_ids ||
         v1_pool_init(&v->pool, v->N, v->pfx))
         goto nomem;
     v->hc_id = -1;
@@ -163,7 +157,7 @@ static int v1_init(sched *s, kvs_err *err)
         r->status = SCHED_REQ_PENDING;
         r->first_token_s = NAN;
         r->finish_s = NAN;
-        v->slot[i] = v->wprev[i] = v->wnext[i] = -1;
+        v->rq[i].slot = v->rq[i].wprev = v->rq[i].wnext = -1;
     }
     return KVS_OK;
 nomem:
@@ -177,17 +171,11 @@ static void v1_free(sched *s)
     free(s->res);
     free(s->state);
     free(s->members);
+    free(s->lk_ids);
     if (!v)
         return;
     v1_pool_free(&v->pool);
-    free(v->g);
-    free(v->C);
-    free(v->sq);
-    free(v->reg);
-    free(v->held);
-    free(v->slot);
-    free(v->wprev);
-    free(v->wnext);
+    free(v->rq);
     free(v->seg_len);
     free(v->chain);
     free(v->seg_end);
@@ -297,32 +285,32 @@ static int key_after(const trace_req *reqs, int32_t a, int32_t b) /* (prio, arr,
 
 static void w_insert_after(sched_v1 *v, int32_t after, int32_t id) /* after -1: front */
 {
-    int32_t nx = after < 0 ? v->whead : v->wnext[after];
-    v->wprev[id] = after;
-    v->wnext[id] = nx;
+    int32_t nx = after < 0 ? v->whead : v->rq[after].wnext;
+    v->rq[id].wprev = after;
+    v->rq[id].wnext = nx;
     if (after < 0)
         v->whead = id;
     else
-        v->wnext[after] = id;
+        v->rq[after].wnext = id;
     if (nx < 0)
         v->wtail = id;
     else
-        v->wprev[nx] = id;
+        v->rq[nx].wprev = id;
     v->wn++;
 }
 
 static void w_remove(sched_v1 *v, int32_t id)
 {
-    int32_t pv = v->wprev[id], nx = v->wnext[id];
+    int32_t pv = v->rq[id].wprev, nx = v->rq[id].wnext;
     if (pv < 0)
         v->whead = nx;
     else
-        v->wnext[pv] = nx;
+        v->rq[pv].wnext = nx;
     if (nx < 0)
         v->wtail = pv;
     else
-        v->wprev[nx] = pv;
-    v->wprev[id] = v->wnext[id] = -1;
+        v->rq[nx].wprev = pv;
+    v->rq[id].wprev = v->rq[id].wnext = -1;
     v->wn--;
 }
 
@@ -337,7 +325,7 @@ static void w_put(sched *s, int32_t id, int preempted)
     }
     int32_t at = v->wtail;
     while (at >= 0 && key_after(s->reqs, at, id))
-        at = v->wprev[at];
+        at = v->rq[at].wprev;
     w_insert_after(v, at, id);
 }
 
@@ -381,7 +369,7 @@ static void v1_arrive(sched *s, int64_t id)
 /* ------------------------------------------------------------- blocks */
 static int32_t *table_of(const sched_v1 *v, int32_t id)
 {
-    return v->tab + (int64_t)v->slot[id] * v->tcap;
+    return v->tab + (int64_t)v->rq[id].slot * v->tcap;
 }
 
 /* Row of id's other group k (0 .. gf - 2 the extra full groups, then the
@@ -389,7 +377,7 @@ static int32_t *table_of(const sched_v1 *v, int32_t id)
  * yet taken). */
 static int32_t *xrow(const sched_v1 *v, int32_t id, int64_t k)
 {
-    return v->xtab + (int64_t)v->slot[id] * v->xcap + k * v->tcap;
+    return v->xtab + (int64_t)v->rq[id].slot * v->xcap + k * v->tcap;
 }
 
 static int64_t n_other(const sched_v1 *v) { return v->gf - 1 + v->gw; }
@@ -424,7 +412,7 @@ static void window_trim(sched_v1 *v, int32_t id, int64_t c, int64_t want)
     int64_t lo = window_skip(v, c, want);
     if (lo <= v->wlo[id])
         return;
-    int64_t upto = lo < v->held[id] ? lo : v->held[id];
+    int64_t upto = lo < v->rq[id].held ? lo : v->rq[id].held;
     for (int64_t k = v->gf - 1; k < n_other(v); k++) {
         int32_t *x = xrow(v, id, k);
         for (int64_t j = upto - 1; j >= v->wlo[id]; j--)
@@ -449,13 +437,13 @@ static v1_key group_key(const sched_v1 *v, int32_t id, int64_t j, int64_t k)
  * group's pages, last to first, and its slot. */
 static void free_blocks(sched_v1 *v, int32_t id)
 {
-    if (v->slot[id] >= 0) {
+    if (v->rq[id].slot >= 0) {
         int32_t *t = table_of(v, id);
-        for (int64_t j = v->held[id] - 1; j >= 0; j--)
+        for (int64_t j = v->rq[id].held - 1; j >= 0; j--)
             v1_pool_release(&v->pool, t[j]);
         for (int64_t k = 0; v->xtab && k < n_other(v); k++) {
             int32_t *x = xrow(v, id, k);
-            for (int64_t j = v->held[id] - 1; j >= 0; j--)
+            for (int64_t j = v->rq[id].held - 1; j >= 0; j--)
                 if (x[j]) {
                     v1_pool_release(&v->pool, x[j]);
                     x[j] = 0;
@@ -463,11 +451,11 @@ static void free_blocks(sched_v1 *v, int32_t id)
         }
         if (v->xtab)
             v->ext[id] = v->wlo[id] = 0;
-        v->free_slots[v->n_free_slots++] = v->slot[id];
-        v->slot[id] = -1;
+        v->free_slots[v->n_free_slots++] = v->rq[id].slot;
+        v->rq[id].slot = -1;
     }
-    v->held[id] = 0;
-    v->reg[id] = 0;
+    v->rq[id].held = 0;
+    v->rq[id].reg = 0;
 }
 
 /* Pages the other groups must take from Q to cover blocks [held, want):
@@ -537,14 +525,14 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
                     int64_t m)
 {
     const int64_t want = sched_ceil_div(c + q, v->bs);
-    const int64_t held = v->held[id];
+    const int64_t held = v->rq[id].held;
     const int64_t fresh = want - m - held;
     int64_t need = fresh;
     for (int64_t k = 0; k < m; k++)
         need += v->pool.ref[hits[k]] == 0;
     if (v->xtab) {
         int64_t lo;
-        if (v->slot[id] >= 0) {
+        if (v->rq[id].slot >= 0) {
             window_trim(v, id, c, want);
             lo = v->wlo[id];
         } else { /* a new request: its skipped blocks are never taken */
@@ -557,26 +545,26 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
     }
     if (need > v->pool.F)
         return 0;
-    if (v->slot[id] < 0)
-        v->slot[id] = v->free_slots[--v->n_free_slots];
+    if (v->rq[id].slot < 0)
+        v->rq[id].slot = v->free_slots[--v->n_free_slots];
     int32_t *t = table_of(v, id);
     for (int64_t k = 0; k < m; k++) {
         v1_pool_hold(&v->pool, hits[k]);
         t[k] = hits[k];
     }
-    const int64_t full = (c + q) / v->bs, reg0 = v->reg[id];
+    const int64_t full = (c + q) / v->bs, reg0 = v->rq[id].reg;
     if (v->xtab) /* the other groups' hits are touched before fresh pages go */
         groups_hold(v, id, held, want, m);
     for (int64_t j = held + m; j < want; j++)
         t[j] = v1_pool_take(&v->pool);
     if (v->xtab)
         groups_take(v, id, held, want, full, reg0);
-    v->held[id] = (int32_t)want;
+    v->rq[id].held = (int32_t)want;
     if (v->pfx) {
-        for (int64_t j = v->reg[id]; j < full; j++)
+        for (int64_t j = v->rq[id].reg; j < full; j++)
             v1_pool_register(&v->pool, t[j], block_key(v, id, j));
-        if (full > v->reg[id])
-            v->reg[id] = (int32_t)full;
+        if (full > v->rq[id].reg)
+            v->rq[id].reg = (int32_t)full;
     }
     return 1;
 }
@@ -644,10 +632,12 @@ static int64_t victim_index(const sched *s)
 static void preempt_at(sched *s, int64_t idx, int64_t *budget)
 {
     sched_v1 *v = s->v1;
+    sched_same_set_flush(s); /* R changes */
+    v->sa_armed = 0;
     int32_t id = v->run[idx];
     memmove(&v->run[idx], &v->run[idx + 1], (size_t)(v->nrun - idx - 1) * sizeof *v->run);
     v->nrun--;
-    if (v->sq[id] > 0) {
+    if (v->rq[id].sq > 0) {
         for (int64_t k = 0; k < v->ns; k++)
             if (v->S_[k].id == id) {
                 *budget += v->S_[k].q;
@@ -655,21 +645,21 @@ static void preempt_at(sched *s, int64_t idx, int64_t *budget)
                 v->ns--;
                 break;
             }
-        v->sq[id] = 0;
+        v->rq[id].sq = 0;
     }
-    if (v->slot[id] >= 0) { /* its private identities become findable (v1_pool_register) */
+    if (v->rq[id].slot >= 0) { /* its private identities become findable (v1_pool_register) */
         const int32_t *t = table_of(v, id);
-        for (int64_t j = 0; j < v->held[id]; j++)
+        for (int64_t j = 0; j < v->rq[id].held; j++)
             v1_pool_publish(&v->pool, t[j]);
         for (int64_t k = 0; v->xtab && k < n_other(v); k++) {
             const int32_t *x = xrow(v, id, k);
-            for (int64_t j = 0; j < v->held[id]; j++)
+            for (int64_t j = 0; j < v->rq[id].held; j++)
                 if (x[j])
                     v1_pool_publish(&v->pool, x[j]);
         }
     }
     free_blocks(v, id);
-    v->C[id] = 0;
+    v->rq[id].C = 0;
     s->res[id].preemptions++;
     s->step.n_preempted++;
     s->ctr.preempt_recompute++;
@@ -685,7 +675,8 @@ static void schedule(sched_v1 *v, int32_t id, int64_t q, int64_t c)
     e->q = q;
     e->c = c;
     e->kind = SCHED_MEMBER_PREFILL;
-    v->sq[id] = q;
+    assert(q >= 0 && q <= INT32_MAX);
+    v->rq[id].sq = (int32_t)q;
 }
 
 /* ------------------------------------------------------------ a step */
@@ -697,25 +688,26 @@ static int running_walk(sched *s, int64_t *b)
     int64_t i = 0;
     while (i < v->nrun && *b > 0) {
         int32_t id = v->run[i];
-        const int64_t T = s->reqs[id].prompt_tokens + v->g[id];
-        int64_t q = T - v->C[id];
+        const int64_t T = s->reqs[id].prompt_tokens + v->rq[id].g;
+        int64_t q = T - v->rq[id].C;
         if (v->thr > 0 && v->thr < q)
             q = v->thr;
         if (q > *b)
             q = *b;
-        window_trim(v, id, v->C[id], v->held[id]); /* rule 2.9, every step */
+        if (v->wnd) /* rule 2.9, every step */
+            window_trim(v, id, v->rq[id].C, v->rq[id].held);
         /* the common case: the tokens fit the blocks held and fill none
          * (v1_alloc would take and register nothing) */
-        const int64_t end = v->C[id] + q;
-        if (end <= v->held[id] * v->bs && (!v->pfx || end < (v->reg[id] + 1) * v->bs)) {
-            schedule(v, id, q, v->C[id]);
+        const int64_t end = v->rq[id].C + q;
+        if (end <= v->rq[id].held * v->bs && (!v->pfx || end < (v->rq[id].reg + 1) * v->bs)) {
+            schedule(v, id, q, v->rq[id].C);
             *b -= q;
             i++;
             continue;
         }
         for (;;) {
-            if (v1_alloc(v, id, v->C[id], q, NULL, 0)) {
-                schedule(v, id, q, v->C[id]);
+            if (v1_alloc(v, id, v->rq[id].C, q, NULL, 0)) {
+                schedule(v, id, q, v->rq[id].C);
                 *b -= q;
                 i++;
                 break;
@@ -744,12 +736,12 @@ static void waiting_walk(sched *s, int64_t *b)
             s->step.limit = SCHED_LIMIT_MAX_SEQS;
             return;
         }
-        int32_t next = v->wnext[id];
-        const int64_t T = s->reqs[id].prompt_tokens + v->g[id];
+        int32_t next = v->rq[id].wnext;
+        const int64_t T = s->reqs[id].prompt_tokens + v->rq[id].g;
         const int64_t m = find_hits(v, id, T);
         /* C > 0 on a waiting request: its prompt's KV came from another
          * engine (sched_arrive_prefilled), so it is stored without compute */
-        const int64_t c = v->C[id] > m * v->bs ? v->C[id] : m * v->bs;
+        const int64_t c = v->rq[id].C > m * v->bs ? v->rq[id].C : m * v->bs;
         int64_t q = T - c;
         if (v->thr > 0 && v->thr < q)
             q = v->thr;
@@ -760,15 +752,15 @@ static void waiting_walk(sched *s, int64_t *b)
         }
         if (q > *b)
             q = *b;
-        v->reg[id] = (int32_t)m;
+        v->rq[id].reg = (int32_t)m;
         if (!v1_alloc(v, id, c, q, v->hits, m)) {
-            v->reg[id] = 0;
+            v->rq[id].reg = 0;
             s->step.limit = SCHED_LIMIT_KV;
             return;
         }
         w_remove(v, id);
         v->run[v->nrun++] = id;
-        v->C[id] = c;
+        v->rq[id].C = c;
         s->state[id] = SCHED_REQ_RUNNING;
         s->res[id].status = SCHED_REQ_RUNNING;
         schedule(v, id, q, c);
@@ -843,13 +835,15 @@ static double emit_step(sched *s, double now);
  * step. */
 static double v1_leap(sched *s, double t)
 {
+    sched_same_set_flush(s); /* the leap's steps go to the same leap sink */
+    s->v1->sa_armed = 0;
     sched_v1 *v = s->v1;
     const int64_t n = v->ns, bs = v->bs;
     int64_t jstar = INT64_MAX, kv = 0;
     memset(v->lk_start, 0, (size_t)(bs + 1) * sizeof *v->lk_start);
     for (int64_t k = 0; k < n; k++) {
         const v1_sched_ent *e = &v->S_[k];
-        int64_t rem = s->reqs[e->id].output_tokens - v->g[e->id];
+        int64_t rem = s->reqs[e->id].output_tokens - v->rq[e->id].g;
         if (rem < jstar)
             jstar = rem;
         kv += e->c + 1;
@@ -872,13 +866,13 @@ static double v1_leap(sched *s, double t)
             break;
         for (int64_t k = 0; k < nt; k++) {
             int32_t id = take[k];
-            table_of(v, id)[v->held[id]++] = v1_pool_take(&v->pool);
+            table_of(v, id)[v->rq[id].held++] = v1_pool_take(&v->pool);
         }
         for (int64_t k = 0; k < nr; k++) {
             int32_t id = regs[k];
-            v1_pool_register(&v->pool, table_of(v, id)[v->reg[id]],
-                             block_key(v, id, v->reg[id]));
-            v->reg[id]++;
+            v1_pool_register(&v->pool, table_of(v, id)[v->rq[id].reg],
+                             block_key(v, id, v->rq[id].reg));
+            v->rq[id].reg++;
         }
         /* the waiting walk, and the limit it leaves, as v1_plan's */
         int64_t b = v->B - n;
@@ -908,8 +902,8 @@ static double v1_leap(sched *s, double t)
     for (int64_t k = 0; k < n && L > 0; k++) {
         v1_sched_ent *e = &v->S_[k];
         e->c += L;
-        v->C[e->id] = e->c;
-        v->g[e->id] += L;
+        v->rq[e->id].C = e->c;
+        v->rq[e->id].g += L;
     }
     if (admitted) { /* this step is a normal one from here */
         memset(&s->step, 0, sizeof s->step);
@@ -956,7 +950,7 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
     if (v->lk_start && (!s->want_members || s->leap_fn) && st->n_preempted == 0 &&
         st->batch.n_prefill == 0 &&
         v->ns == v->nrun && *t_end < s->horizon)
-        *t_end = v1_leap(s, *t_end);
+        *t_end = v1_leap(s, *t_end), v->sa_armed = 0;
     return SCHED_PLAN_STEP;
 }
 
@@ -969,7 +963,7 @@ static double emit_step(sched *s, double now)
     cost_batch *cb = &s->step.batch;
     for (int64_t k = 0; k < v->ns; k++) {
         v1_sched_ent *e = &v->S_[k];
-        const int64_t g = v->g[e->id];
+        const int64_t g = v->rq[e->id].g;
         const int64_t T = s->reqs[e->id].prompt_tokens + g;
         if (g >= 1 && e->c == T - 1) {
             e->kind = SCHED_MEMBER_DECODE;
@@ -1001,8 +995,26 @@ static double emit_step(sched *s, double now)
     st->n_waiting = v->wn;
     st->n_running = v->nrun;
     v->active = 1;
+    /* all decodes of R: each made a token at the end of the last step, if
+     * that one was all decodes of the same R (docs/semantics.md 7) */
+    const int all = s->leap_fn && cb->n_prefill == 0 && v->ns == v->nrun &&
+                    st->n_preempted == 0;
+    const int same = all && v->sa_armed && v->sa_n == v->nrun;
+    st->leapt = same;
+    if (same) {
+        if (s->lk_steps == 0) { /* a stretch starts: S is its set */
+            for (int64_t k = 0; k < v->ns; k++)
+                s->lk_ids[k] = v->S_[k].id;
+            s->lk_n = v->ns;
+        }
+        s->lk_steps++;
+    } else {
+        sched_same_set_flush(s); /* members follow: their tokens first */
+    }
+    v->sa_armed = all;
+    v->sa_n = v->nrun;
     if (s->sink)
-        s->sink(s->sink_ctx, st, s->members, s->n_members);
+        s->sink(s->sink_ctx, st, s->members, same ? 0 : s->n_members);
     return d;
 }
 
@@ -1016,19 +1028,23 @@ static void v1_finish(sched *s, double t)
         const v1_sched_ent *e = &v->S_[k];
         const int32_t id = e->id;
         const trace_req *r = &s->reqs[id];
-        v->sq[id] = 0;
-        v->C[id] = e->c + e->q;
-        if (v->C[id] != r->prompt_tokens + v->g[id])
+        v->rq[id].sq = 0;
+        v->rq[id].C = e->c + e->q;
+        if (v->rq[id].C != r->prompt_tokens + v->rq[id].g)
             continue;
-        if (++v->g[id] == 1)
+        if (++v->rq[id].g == 1)
             s->res[id].first_token_s = t;
-        if (v->g[id] == r->output_tokens) {
+        if (v->rq[id].g == r->output_tokens) {
             s->res[id].finish_s = t;
             s->res[id].status = SCHED_REQ_FINISHED;
             s->state[id] = SCHED_REQ_FINISHED;
             s->ctr.n_finished++;
             if (!v->pd.keep || v1_pd_keep(v, id)) /* kept: sched_keep_finished */
                 free_blocks(v, id);
+            if (!any) { /* R changes; its last tokens may have come in a stretch */
+                sched_same_set_flush(s);
+                v->sa_armed = 0;
+            }
             any = 1;
         }
     }
@@ -1079,32 +1095,32 @@ static int v1_audit(const sched *s, char *why, size_t n)
     int64_t distinct = 0;
     for (int64_t i = 0; i < v->nrun; i++) {
         int32_t id = v->run[i];
-        int64_t stored = v->C[id] + v->sq[id];
-        if (s->state[id] != SCHED_REQ_RUNNING || v->slot[id] < 0)
+        int64_t stored = v->rq[id].C + v->rq[id].sq;
+        if (s->state[id] != SCHED_REQ_RUNNING || v->rq[id].slot < 0)
             V1_FAIL("R holds request %d in state %d", id, s->state[id]);
-        if (v->held[id] != sched_ceil_div(stored, v->bs))
-            V1_FAIL("request %d holds %d blocks for %lld tokens", id, v->held[id],
+        if (v->rq[id].held != sched_ceil_div(stored, v->bs))
+            V1_FAIL("request %d holds %d blocks for %lld tokens", id, v->rq[id].held,
                     (long long)stored);
-        if (v->pfx && v->reg[id] != stored / v->bs)
-            V1_FAIL("request %d registered %d blocks for %lld tokens", id, v->reg[id],
+        if (v->pfx && v->rq[id].reg != stored / v->bs)
+            V1_FAIL("request %d registered %d blocks for %lld tokens", id, v->rq[id].reg,
                     (long long)stored);
         const int32_t *t = table_of(v, id);
-        for (int64_t j = 0; j < v->held[id]; j++) {
+        for (int64_t j = 0; j < v->rq[id].held; j++) {
             if (t[j] < 1 || t[j] > v->N)
                 V1_FAIL("request %d block %lld is %d", id, (long long)j, t[j]);
             if (cnt[t[j]]++ == 0)
                 distinct++;
         }
         if (v->xtab) { /* rule 2.9: the other groups' pages */
-            int64_t sk = window_skip(v, v->C[id], v->held[id]);
-            if (v->wlo[id] > sk || v->ext[id] != groups_want(v, v->held[id], v->wlo[id]))
+            int64_t sk = window_skip(v, v->rq[id].C, v->rq[id].held);
+            if (v->wlo[id] > sk || v->ext[id] != groups_want(v, v->rq[id].held, v->wlo[id]))
                 V1_FAIL("request %d: %d other-group pages, %d window blocks skipped, for %d "
                         "blocks and %lld stored tokens", id, v->ext[id], v->wlo[id],
-                        v->held[id], (long long)v->C[id]);
+                        v->rq[id].held, (long long)v->rq[id].C);
             for (int64_t k = 0; k < n_other(v); k++) {
                 const int32_t *x = xrow(v, id, k);
                 for (int64_t j = 0; j < v->tcap; j++) {
-                    int in = j >= group_from(v, k, v->wlo[id]) && j < v->held[id];
+                    int in = j >= group_from(v, k, v->wlo[id]) && j < v->rq[id].held;
                     if (in != (x[j] != 0) || x[j] < 0 || x[j] > v->N)
                         V1_FAIL("request %d group %lld block %lld is %d", id, (long long)k,
                                 (long long)j, x[j]);
@@ -1123,12 +1139,12 @@ static int v1_audit(const sched *s, char *why, size_t n)
         V1_FAIL("held %lld + free %lld != %lld blocks", (long long)distinct,
                 (long long)v->pool.F, (long long)v->N);
     int64_t wn = 0;
-    for (int32_t id = v->whead; id >= 0; id = v->wnext[id]) {
-        if (++wn > s->n || s->state[id] != SCHED_REQ_WAITING || v->held[id] != 0 ||
-            v->slot[id] >= 0)
-            V1_FAIL("W: request %d (state %d) holds %d blocks", id, s->state[id], v->held[id]);
-        if (!v->fcfs && v->wnext[id] >= 0 && key_after(s->reqs, id, v->wnext[id]))
-            V1_FAIL("W: %d before %d out of priority order", id, v->wnext[id]);
+    for (int32_t id = v->whead; id >= 0; id = v->rq[id].wnext) {
+        if (++wn > s->n || s->state[id] != SCHED_REQ_WAITING || v->rq[id].held != 0 ||
+            v->rq[id].slot >= 0)
+            V1_FAIL("W: request %d (state %d) holds %d blocks", id, s->state[id], v->rq[id].held);
+        if (!v->fcfs && v->rq[id].wnext >= 0 && key_after(s->reqs, id, v->rq[id].wnext))
+            V1_FAIL("W: %d before %d out of priority order", id, v->rq[id].wnext);
     }
     if (wn != v->wn)
         V1_FAIL("W lists %lld requests, counter %lld", (long long)wn, (long long)v->wn);

@@ -122,14 +122,17 @@ struct sched_v1 {
     int64_t bs, S, thr, B, N;
     int fcfs;                  /* 1: fcfs, 0: priority */
     int pfx;                   /* prefix caching */
-    /* per request [n] */
-    int64_t *g;                /* tokens generated */
-    int64_t *C;                /* tokens stored */
-    int64_t *sq;               /* tokens scheduled in the step in flight */
-    int32_t *reg;              /* registered(r) */
-    int32_t *held;             /* blocks held */
-    int32_t *slot;             /* block table slot, -1 none */
-    int32_t *wprev, *wnext;    /* W as a list, -1 none */
+    /* per request [n]: a request's hot fields share a cache line (a
+     * cluster's engines each see a sparse subset of the ids) */
+    struct v1_req {
+        int64_t g;             /* tokens generated */
+        int64_t C;             /* tokens stored */
+        int32_t sq;            /* tokens scheduled in the step in flight (<= P + O) */
+        int32_t reg;           /* registered(r) */
+        int32_t held;          /* blocks held */
+        int32_t slot;          /* block table slot, -1 none */
+        int32_t wprev, wnext;  /* W as a list, -1 none */
+    } *rq;                     /* 40 bytes each */
     int64_t *seg_len;          /* L = min(P, k*S), tokens covered by ids */
     int64_t *seg_end;          /* [seg_off[n]] varying segments only (grid 0): tokens
                                   of the request's segments 0..k; NULL on a grid */
@@ -154,6 +157,11 @@ struct sched_v1 {
     /* leaps (v1_leap): S's entries grouped by stored tokens mod bs */
     int32_t *lk_start;         /* [bs + 1] group starts in lk_ids, NULL: no leaps */
     int32_t *lk_ids;           /* [slots] request ids, R's order within a group */
+    /* same-set steps (emit_step): with a leap sink, a step of decodes of
+     * every running request right after another one, R unchanged, is sunk
+     * leapt (s->lk_*, as V0's; sched_same_set_flush) */
+    int sa_armed;              /* 1: the last step emitted was all decodes of R */
+    int64_t sa_n;              /* |R| then */
     /* the step */
     v1_sched_ent *S_;          /* [slots] */
     int64_t ns;

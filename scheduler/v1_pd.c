@@ -10,16 +10,16 @@
 
 int v1_pd_keep(sched_v1 *v, int32_t id)
 {
-    const int64_t x = v->xtab && v->slot[id] >= 0 ? v->ext[id] : 0; /* other groups' pages */
-    const int64_t h = v->held[id] + x;
+    const int64_t x = v->xtab && v->rq[id].slot >= 0 ? v->ext[id] : 0; /* other groups' pages */
+    const int64_t h = v->rq[id].held + x;
     int32_t *copy = h > 0 ? malloc((size_t)h * sizeof *copy) : NULL;
     if (h > 0 && !copy)
         return -1;
-    if (v->slot[id] >= 0) {
-        memcpy(copy + x, v->tab + (int64_t)v->slot[id] * v->tcap,
-               (size_t)v->held[id] * sizeof *copy);
+    if (v->rq[id].slot >= 0) {
+        memcpy(copy + x, v->tab + (int64_t)v->rq[id].slot * v->tcap,
+               (size_t)v->rq[id].held * sizeof *copy);
         if (x > 0) { /* released after the table's blocks, as free_blocks does */
-            int32_t *row = v->xtab + (int64_t)v->slot[id] * v->xcap;
+            int32_t *row = v->xtab + (int64_t)v->rq[id].slot * v->xcap;
             int64_t n = 0;
             /* v1_pd_release goes from the end: group 0's last page first */
             for (int64_t k = v->xcap / v->tcap - 1; k >= 0; k--)
@@ -34,15 +34,15 @@ int v1_pd_keep(sched_v1 *v, int32_t id)
             v->ext[id] = 0;
             v->wlo[id] = 0;
         }
-        v->free_slots[v->n_free_slots++] = v->slot[id];
-        v->slot[id] = -1;
+        v->free_slots[v->n_free_slots++] = v->rq[id].slot;
+        v->rq[id].slot = -1;
     }
     assert(!v->pd.kept[id]);
     v->pd.kept[id] = copy;
     v->pd.n_kept[id] = (int32_t)h;
     v->pd.kept_reqs += h > 0;
-    v->held[id] = 0;
-    v->reg[id] = 0;
+    v->rq[id].held = 0;
+    v->rq[id].reg = 0;
     return 0;
 }
 
@@ -89,8 +89,8 @@ void sched_arrive_prefilled(sched *s, int64_t id)
         return; /* rejected by rule 1.6 */
     /* waiting_walk admits it with c = max(hits, C) stored tokens; a
      * preemption sets C back to 0, so a recompute redoes the prompt here */
-    s->v1->g[id] = 1;
-    s->v1->C[id] = s->reqs[id].prompt_tokens;
+    s->v1->rq[id].g = 1;
+    s->v1->rq[id].C = s->reqs[id].prompt_tokens;
 }
 
 int sched_keep_finished(sched *s, int on, kvs_err *err)

@@ -132,6 +132,7 @@ typedef struct cl_rep {
     double wake_at;        /* time of a queued timeout PLAN, seconds, or -1 */
     run_step_agg agg;      /* its steps' KV and batch aggregates (steps.h) */
     double last_end_s;     /* end of its last step, seconds */
+    run_itl_leap leap;     /* its engine's leap in progress (itl.h) */
     int32_t *fin;          /* --pd, prefill pool: prefill members of the step in
                               flight, the requests it may finish */
     int64_t n_fin, fin_cap;
@@ -169,7 +170,7 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
         cl->limit_steps[st->limit]++;
     const double t_end = st->start_s + st->dur_s;
     if (st->leapt)
-        run_itl_leapt_step(&cl->itl, st);
+        run_itl_leapt_step(&cl->itl, &k->leap, st);
     for (int64_t i = 0; i < nm; i++)
         run_itl_member(&cl->itl, &m[i], t_end);
     if (k->index < cl->np && cl->np < cl->n && !cl->failed) /* --pd: who may finish */
@@ -192,7 +193,7 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
 static void on_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
 {
     cl_rep *k = ctx;
-    run_itl_leap_end(&k->cl->itl, ids, n, steps);
+    run_itl_leap_end(&k->cl->itl, &k->leap, ids, n, steps);
 }
 
 /* Bring the router's view of replica r up to date with its engine. */
@@ -555,6 +556,7 @@ static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost,
         cl->rep[r].cl = cl;
         cl->rep[r].index = (int32_t)r;
         cl->rep[r].wake_at = -1.0;
+        run_itl_leap_init(&cl->rep[r].leap);
         /* every member, decodes included: the ITL needs each token's request */
         sched_set_step_sink(cl->eng[r], on_step, &cl->rep[r], 1);
         if (!cl->cfg->record_steps) /* recorded steps list every member: no leaps */

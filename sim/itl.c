@@ -18,7 +18,6 @@ int run_itl_init(run_itl *t, const trace *tr, double *max_itl_s, kvs_err *err)
     t->req = malloc(nn * sizeof *t->req);
     t->max_itl_s = max_itl_s;
     t->tr = tr->reqs;
-    t->leap_max_s = -INFINITY;
     if (!t->req || !max_itl_s || hist_init(&t->h)) {
         free(t->req);
         t->req = NULL;
@@ -54,7 +53,13 @@ void run_itl_member(run_itl *t, const sched_member *m, double t_end)
     t->n_done += q->gen == r->output_tokens;
 }
 
-void run_itl_leapt_step(run_itl *t, const sched_step *st)
+void run_itl_leap_init(run_itl_leap *l)
+{
+    l->max_s = -INFINITY;
+    l->end_s = 0.0;
+}
+
+void run_itl_leapt_step(run_itl *t, run_itl_leap *l, const sched_step *st)
 {
     const double t_end = st->start_s + st->dur_s;
     const double gap = t_end - st->start_s; /* the previous step ended at start_s */
@@ -64,25 +69,26 @@ void run_itl_leapt_step(run_itl *t, const sched_step *st)
         t->run_len = 0;
     }
     t->run_len += st->batch.n_decode;
-    if (!(gap <= t->leap_max_s))
-        t->leap_max_s = gap;
-    t->leap_end_s = t_end;
+    if (!(gap <= l->max_s))
+        l->max_s = gap;
+    l->end_s = t_end;
 }
 
-void run_itl_leap_end(run_itl *t, const int32_t *ids, int64_t n, int64_t steps)
+void run_itl_leap_end(run_itl *t, run_itl_leap *l, const int32_t *ids, int64_t n,
+                      int64_t steps)
 {
     for (int64_t k = 0; k < n; k++) {
         run_itl_req *q = &t->req[ids[k]];
         const int64_t out = t->tr[ids[k]].output_tokens;
         assert(q->gen > 0 && q->gen + steps <= out);
         q->gen += (int32_t)steps;
-        q->last_tok_s = t->leap_end_s;
+        q->last_tok_s = l->end_s;
         double *mx = &t->max_itl_s[ids[k]];
-        if (!(t->leap_max_s <= *mx))
-            *mx = t->leap_max_s;
+        if (!(l->max_s <= *mx))
+            *mx = l->max_s;
         t->n_done += q->gen == out;
     }
-    t->leap_max_s = -INFINITY;
+    run_itl_leap_init(l);
 }
 
 void run_itl_finish(run_itl *t, run_summary *sum)

@@ -34,9 +34,17 @@ typedef struct run_itl {
     double run_gap_s;   /* a run of equal gaps not yet in h, s */
     int64_t run_len;    /* its length */
     int64_t n_done;     /* requests that made their O-th token */
-    double leap_max_s;  /* longest gap of the leap in progress, s (-inf: none) */
-    double leap_end_s;  /* end of its latest step, s */
 } run_itl;
+
+/* One engine's leap in progress (its steps may interleave with other
+ * engines' steps in a cluster, so each engine's sink keeps its own). */
+typedef struct run_itl_leap {
+    double max_s;       /* longest gap of its steps so far, s (-inf: none) */
+    double end_s;       /* end of its latest step, s */
+} run_itl_leap;
+
+/* No leap in progress. */
+void run_itl_leap_init(run_itl_leap *l);
 
 /* Track the requests of tr; max_itl_s ([tr->n], the caller's) is set to
  * NAN and then kept as each request's largest gap.  KVS_ENOMEM on failure
@@ -46,16 +54,17 @@ int run_itl_init(run_itl *t, const trace *tr, double *max_itl_s, kvs_err *err);
 /* The member m of a step that ended at t_end (seconds).  Cost: O(1). */
 void run_itl_member(run_itl *t, const sched_member *m, double t_end);
 
-/* A leapt step (sched_step.leapt): each of its batch.n_decode requests
- * made a token at its end and at the previous step's end, so each gap is
- * the step's; which requests they were comes with run_itl_leap_end.  The
- * same gaps in the same order as run_itl_member over the listed members
- * would add.  Cost: O(1). */
-void run_itl_leapt_step(run_itl *t, const sched_step *st);
+/* A leapt step (sched_step.leapt) of the engine whose leap is l: each of
+ * its batch.n_decode requests made a token at its end and at the previous
+ * step's end, so each gap is the step's; which requests they were comes
+ * with run_itl_leap_end.  The same gaps in the same order as
+ * run_itl_member over the listed members would add.  Cost: O(1). */
+void run_itl_leapt_step(run_itl *t, run_itl_leap *l, const sched_step *st);
 
-/* The leap's n requests `ids` made `steps` tokens each (sched_leap_fn).
- * Cost: O(n). */
-void run_itl_leap_end(run_itl *t, const int32_t *ids, int64_t n, int64_t steps);
+/* The leap l's n requests `ids` made `steps` tokens each (sched_leap_fn);
+ * l is then empty again.  Cost: O(n). */
+void run_itl_leap_end(run_itl *t, run_itl_leap *l, const int32_t *ids, int64_t n,
+                      int64_t steps);
 
 /* Flush and write the run's figures: sum->itl, itl_std_s, n_itl. */
 void run_itl_finish(run_itl *t, run_summary *sum);

@@ -11,14 +11,30 @@
  * give byte-identical step records (every field of every step, in order),
  * per-request results, engine counters and run summaries.  The test also
  * requires that leaps happened in every feature class it mixes, so it
- * cannot pass by leaping never. */
+ * cannot pass by leaping never.
+ *
+ * V0 has no leaps but, with a leap sink, sinks a decode step whose members
+ * are exactly the previous step's without listing them (leapt = 1, the
+ * requests told once per stretch; scheduler/continuous.c).  The second
+ * test runs random V0 configurations (continuous, chunked, static; fcfs,
+ * priority with and without priority preemption; recompute and swap;
+ * paged and reserved; prefix caching; no KV cache) and V1 ones (whose
+ * steps between leaps, and a cluster's, are sunk the same way), single
+ * engines and clusters, twice: with the leap sink, and listing every
+ * member (no leap sink, the reference).  The inter-token gaps streamed from
+ * each (sim/itl.h: histogram, mean, std, count, every request's largest
+ * gap and token state), the step records (but for the leapt flag), the
+ * request results and the run summaries must be identical, and same-set
+ * steps must have happened. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/rng.h"
 #include "scheduler/sched.h"
 #include "sim/engine.h"
+#include "sim/itl.h"
 #include "sim/run.h"
 #include "testutil.h"
 
@@ -222,12 +238,189 @@ START_TEST(test_leaps_identical)
 }
 END_TEST
 
+
+/* The run pipeline's use of the engine, standalone: a step sink feeding an
+ * ITL tracker, with or without a leap sink. */
+typedef struct itl_sink {
+    step_log log;
+    run_itl itl;
+    run_itl_leap leap;
+    double *max_itl_s; /* [n] */
+    int64_t leapt;     /* steps sunk with leapt = 1 */
+} itl_sink;
+
+static void itl_step(void *ctx, const sched_step *st, const sched_member *m, int64_t n)
+{
+    itl_sink *k = ctx;
+    log_step(&k->log, st, m, n);
+    k->log.st[k->log.n - 1].leapt = 0; /* compared without it */
+    if (st->leapt) {
+        k->leapt++;
+        run_itl_leapt_step(&k->itl, &k->leap, st);
+    }
+    for (int64_t i = 0; i < n; i++)
+        run_itl_member(&k->itl, &m[i], st->start_s + st->dur_s);
+}
+
+static void itl_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
+{
+    itl_sink *k = ctx;
+    run_itl_leap_end(&k->itl, &k->leap, ids, n, steps);
+}
+
+/* One random V0 configuration per seed (any mix sched_config_check takes). */
+static void random_v0_config(run_config *cfg, uint64_t seed)
+{
+    random_config(cfg, seed, 0);
+    sched_config *s = &cfg->sched;
+    rng r;
+    rng_init(&r, seed * 40503ULL + 3);
+    s->preemption = rng_below(&r, 3) == 0 ? SCHED_PREEMPT_SWAP : SCHED_PREEMPT_RECOMPUTE;
+    s->swap_blocks = 1 + (int64_t)rng_below(&r, 60);
+    s->swap_block_s = 0.0005;
+    s->alloc = rng_below(&r, 4) == 0 ? SCHED_ALLOC_RESERVED : SCHED_ALLOC_PAGED;
+    s->priority_preemption = s->policy == SCHED_POLICY_PRIORITY && rng_below(&r, 2);
+    s->watermark = (double)rng_below(&r, 3) * 0.01;
+    s->kv_cache_off = rng_below(&r, 8) == 0;
+    if (rng_below(&r, 8) == 0) { /* static batching: its own rules */
+        s->batching = SCHED_BATCHING_STATIC;
+        s->alloc = SCHED_ALLOC_PAGED;
+        s->preemption = SCHED_PREEMPT_RECOMPUTE;
+        s->priority_preemption = 0;
+        s->chunked_prefill = 0;
+        s->prefix_caching = 0;
+    }
+}
+
+static void run_itl_engine(const run_config *cfg, const trace *tr, const cost_model *cost,
+                           int leap_sink, itl_sink *k, sched_req_result **res)
+{
+    kvs_err err;
+    memset(k, 0, sizeof *k);
+    k->max_itl_s = malloc((size_t)tr->n * sizeof *k->max_itl_s);
+    ck_assert_int_eq(run_itl_init(&k->itl, tr, k->max_itl_s, &err), 0);
+    run_itl_leap_init(&k->leap);
+    sched *s;
+    ck_assert_msg(sched_init(&s, &cfg->sched, tr->reqs, tr->n, cost, &err) == 0, "%s", err.msg);
+    req_prefixes px = trace_prefixes(tr);
+    ck_assert_int_eq(sched_attach_prefixes(s, &px, &err), 0);
+    sched_set_step_sink(s, itl_step, k, 1);
+    if (leap_sink)
+        sched_set_leap_sink(s, itl_leap);
+    double end;
+    ck_assert_msg(engine_run(s, tr, &end, &err) == 0, "%s", err.msg);
+    *res = malloc((size_t)tr->n * sizeof **res);
+    memcpy(*res, sched_results(s), (size_t)tr->n * sizeof **res);
+    sched_free(s);
+}
+
+/* The whole pipeline, leap sink (record_steps 0) against every member
+ * listed (record_steps 1): rows, largest gaps and summaries. */
+static void check_pipeline(run_config *cfg, const trace *tr, const cost_model *cost,
+                           uint64_t seed)
+{
+    kvs_err err;
+    run_result ra, rb;
+    cfg->record_steps = 0;
+    ck_assert_msg(run_execute(cfg, tr, cost, &ra, &err) == 0, "%s", err.msg);
+    cfg->record_steps = 1;
+    ck_assert_msg(run_execute(cfg, tr, cost, &rb, &err) == 0, "%s", err.msg);
+    cfg->record_steps = 0;
+    ck_assert_msg(memcmp(ra.reqs, rb.reqs, (size_t)tr->n * sizeof *ra.reqs) == 0,
+                  "seed %llu: rows differ", (unsigned long long)seed);
+    ck_assert_msg(memcmp(ra.max_itl_s, rb.max_itl_s, (size_t)tr->n * sizeof *ra.max_itl_s) == 0,
+                  "seed %llu: largest gaps differ", (unsigned long long)seed);
+    ck_assert_msg(memcmp(&ra.sum, &rb.sum, sizeof ra.sum) == 0,
+                  "seed %llu: run summaries differ", (unsigned long long)seed);
+    for (int64_t r = 0; r < ra.n_replicas; r++)
+        ck_assert(memcmp(&ra.replicas[r].sum, &rb.replicas[r].sum, sizeof ra.replicas[r].sum) ==
+                  0);
+    run_result_free(&ra);
+    run_result_free(&rb);
+}
+
+START_TEST(test_same_set_identical)
+{
+    kvs_err err;
+    cost_model cost;
+    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
+                                       &cost, &err), 0);
+    int64_t leapt = 0, leapt_v1 = 0, runs = 0, preempted = 0;
+    for (uint64_t seed = 1; seed <= 160; seed++) {
+        run_config cfg;
+        const int v1 = seed % 4 == 0; /* V1: its leaps and its same-set steps */
+        if (v1)
+            random_config(&cfg, seed, 1);
+        else
+            random_v0_config(&cfg, seed);
+        if (sched_config_check(&cfg.sched, 200, &err) != 0)
+            continue;
+        trace tr;
+        tu_random_trace(&tr, 120 + (int)(seed % 80), seed * 6151, 300, 90, 1);
+        if (cfg.sched.prefix_caching)
+            add_prefixes(&tr, seed, v1 ? cfg.sched.segment_tokens : 8, seed % 3 != 0);
+        itl_sink a, b;
+        sched_req_result *ra, *rb;
+        run_itl_engine(&cfg, &tr, &cost, 1, &a, &ra);
+        run_itl_engine(&cfg, &tr, &cost, 0, &b, &rb);
+        ck_assert_int_eq(b.leapt, 0);
+        ck_assert_int_eq(a.log.n, b.log.n);
+        ck_assert_msg(memcmp(a.log.st, b.log.st, (size_t)a.log.n * sizeof *a.log.st) == 0,
+                      "seed %llu: step records differ", (unsigned long long)seed);
+        ck_assert(memcmp(ra, rb, (size_t)tr.n * sizeof *ra) == 0);
+        run_summary sa = {0}, sb = {0};
+        run_itl_finish(&a.itl, &sa);
+        run_itl_finish(&b.itl, &sb);
+        ck_assert_msg(memcmp(&sa, &sb, sizeof sa) == 0, "seed %llu: ITL figures differ",
+                      (unsigned long long)seed);
+        ck_assert(memcmp(a.itl.req, b.itl.req, (size_t)tr.n * sizeof *a.itl.req) == 0);
+        ck_assert(memcmp(a.max_itl_s, b.max_itl_s, (size_t)tr.n * sizeof *a.max_itl_s) == 0);
+        ck_assert_int_eq(a.itl.n_done, b.itl.n_done);
+        if (cfg.sched.kv_cache_off || cfg.sched.batching == SCHED_BATCHING_STATIC)
+            ck_assert_int_eq(a.leapt, 0); /* listed: their costs read the members */
+        if (v1) {
+            leapt_v1 += a.leapt;
+        } else {
+            leapt += a.leapt;
+            runs++;
+        }
+        for (int64_t i = 0; i < tr.n; i++)
+            preempted += a.leapt > 0 && ra[i].preemptions > 0;
+        check_pipeline(&cfg, &tr, &cost, seed);
+        /* clusters: each engine's stretches interleave with the others' steps */
+        cfg.replicas = 2 + (int64_t)(seed % 3);
+        check_pipeline(&cfg, &tr, &cost, seed);
+        if (v1) { /* --pd: decode replicas admit requests whose first token came elsewhere */
+            cfg.replicas = 3;
+            snprintf(cfg.pd, sizeof cfg.pd, "1:2");
+            cfg.kv_bytes_per_token = 4096;
+            check_pipeline(&cfg, &tr, &cost, seed);
+        }
+        run_itl_free(&a.itl);
+        run_itl_free(&b.itl);
+        free(a.max_itl_s);
+        free(b.max_itl_s);
+        free(a.log.st);
+        free(b.log.st);
+        free(ra);
+        free(rb);
+        free_trace(&tr);
+    }
+    ck_assert_msg(runs >= 60 && leapt > 1000 && leapt_v1 > 1000,
+                  "%lld V0 runs, %lld V0 and %lld V1 leapt steps: toothless", (long long)runs,
+                  (long long)leapt, (long long)leapt_v1);
+    ck_assert_msg(preempted > 0, "no run both sank same-set steps and preempted");
+    cost_model_free(&cost);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("leaps");
     TCase *tc = tcase_create("leaps");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_leaps_identical);
+    tcase_add_test(tc, test_same_set_identical);
     suite_add_tcase(s, tc);
     return tu_run_suites(&s, 1);
 }
