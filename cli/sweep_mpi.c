@@ -9,8 +9,13 @@
  * single process running the list.  Messages of one sender on one tag are
  * not overtaken in MPI, so rank 0 simply receives point k from rank k % N.
  *
- * Interrupts are not coordinated: killing the job leaves every stored point
- * intact (each run is one transaction) and --resume finishes the sweep.
+ * Interrupts (cli_stop.c) are agreed on once per round of N points: every
+ * rank counts SIGINT/SIGTERM in its handler, and before each round an
+ * MPI_Allreduce of the flags tells all ranks at once whether any was asked
+ * to stop (a launcher may signal only some).  Then no rank starts another
+ * point, rank 0 stores what it has received, marks the sweep interrupted
+ * and exits CLI_EXIT_INTERRUPTED; --resume finishes it.  A kill (SIGKILL)
+ * leaves every stored point intact too (each run is one transaction).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -178,8 +183,16 @@ int sweep_mpi_main(const char *cmd, int argc, char **argv)
     sweep_progress_init(&pr, rank == 0 && (cli.progress == 1 || (cli.progress < 0 && !cli.quiet &&
                                                                  isatty(STDERR_FILENO))),
                         p.n_todo);
+    int interrupted = 0;
+    cli_stop_install(0);
     for (int64_t k = 0; k < p.n_todo; k++) {
         int owner = (int)(k % size);
+        if (owner == 0) { /* a new round: does any rank want to stop? */
+            int mine = cli_stop_requested() > 0;
+            MPI_Allreduce(&mine, &interrupted, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            if (interrupted)
+                break;
+        }
         run_packed r;
         if (rank == owner)
             sweep_point_simulate(&p, p.todo[k], cost_st, &r);
@@ -199,9 +212,10 @@ int sweep_mpi_main(const char *cmd, int argc, char **argv)
             run_packed_free(&r);
     }
     sweep_progress_end(&pr);
+    cli_stop_restore();
     int rc = 0;
     if (rank == 0)
-        rc = sweep_finish(cmd, &cli, &p, st, 0);
+        rc = sweep_finish(cmd, &cli, &p, st, interrupted);
     else if (cost_st)
         store_close(cost_st);
     store_close(st);

@@ -2,7 +2,9 @@
 # cli_mpi.sh — `mpirun -np 2 kvsim sweep`: two ranks store the same rows as
 # one process (requests, steps and summaries of every point, and even the
 # same run ids, since rank 0 writes in point order); --resume under MPI
-# fills in deleted points; bad input on rank 0 ends every rank with exit 2.
+# fills in deleted points; SIGTERM to one rank stops every rank, marks the
+# sweep interrupted (exit 130) and --resume completes it; bad input on rank 0
+# ends every rank with exit 2.
 # Skipped (exit 0, with a note) when mpirun is missing or kvsim was built
 # without MPI (-DKVSIM_MPI=OFF or no libopenmpi-dev).
 set -u
@@ -68,6 +70,40 @@ SUM="select point_index, point_key, n_finished, ttft_p99_s, e2e_p99_s, n_steps f
 [ "$(q "$T/mpi.db" "$SUM" | sha256sum)" = "$(q "$T/one.db" "$SUM" | sha256sum)" ] && ok ||
   bad "resumed MPI sweep differs from the one-process sweep"
 [ "$(q "$T/mpi.db" "pragma integrity_check")" = ok ] && ok || bad "integrity_check"
+
+# Ctrl-C under MPI: SIGTERM to rank 1 alone (a launcher may signal only some
+# ranks) stops every rank before the next round of points; rank 0 keeps the
+# stored points, marks the sweep interrupted, exits 130; --resume completes it
+# with the rows of an uninterrupted sweep.
+S2="${S/RATE/10}"
+iargs=(--engine vllm-v0 --model llama-2-7b --synthetic "${S2/n=200/n=3000}" --seed 5
+       --grid 'max-seqs=8,16,32,64,128,256' --grid 'rate=5,10,20,40' --quiet)
+("${MPIRUN[@]}" "$KVSIM" sweep "${iargs[@]}" --db "$T/int.db" > /dev/null 2> "$T/int.err"
+ echo $? > "$T/int.rc") &
+n=0
+for _ in $(seq 1 300); do
+  n=$(sqlite3 "$T/int.db" "select count(*) from sweep_points" 2> /dev/null || echo 0)
+  [ "${n:-0}" -ge 1 ] && break
+  sleep 0.1
+done
+ranks=$(for pid in $(pgrep -f -- "$KVSIM sweep"); do
+          [ "$(ps -o comm= -p "$pid" 2> /dev/null)" = kvsim ] && echo "$pid"; done | sort -n)
+r1=$(echo "$ranks" | sed -n 2p)
+[ -n "$r1" ] && kill -TERM "$r1"
+wait
+[ "$(cat "$T/int.rc")" = 130 ] && ok || bad "interrupted MPI sweep exit $(cat "$T/int.rc"): $(tail -3 "$T/int.err")"
+got=$(q "$T/int.db" "select status || ' ' || (select count(*) from sweep_points) from sweeps")
+case "$got" in
+  "interrupted "*) [ "${got#interrupted }" -lt 24 ] && ok || bad "interrupted sweep stored all points: $got" ;;
+  *) bad "MPI sweep after SIGTERM: '$got' (want interrupted)" ;;
+esac
+"${MPIRUN[@]}" "$KVSIM" sweep --resume 1 --db "$T/int.db" --quiet > /dev/null 2> "$T/int.err"
+[ $? -eq 0 ] && ok || bad "mpirun --resume after SIGTERM: $(tail -3 "$T/int.err")"
+[ "$(q "$T/int.db" "select status || ' ' || (select count(*) from sweep_points) from sweeps")" = "complete 24" ] &&
+  ok || bad "resumed MPI sweep: $(q "$T/int.db" "select status from sweeps")"
+"$KVSIM" sweep "${iargs[@]}" --db "$T/int1.db" > /dev/null 2>&1 || bad "one-process sweep failed"
+[ "$(q "$T/int.db" "$SUM" | sha256sum)" = "$(q "$T/int1.db" "$SUM" | sha256sum)" ] && ok ||
+  bad "interrupted and resumed MPI sweep differs from one process's"
 
 # bad input: rank 0 reports once, every rank exits
 "${MPIRUN[@]}" "$KVSIM" sweep --db "$T/bad.db" --model llama-2-7b --grid 'nosuch=1,2' \
