@@ -5,7 +5,8 @@
  * engine's tensors, KV blocks and tokens, the largest batch of --seq-len
  * requests and the longest single request; a layout that does not fit is
  * a report with the smallest one that does.  Optionally side by side over
- * TP degrees (--compare-tp) and attention variants (--compare-attn).
+ * TP degrees (--compare-tp) and attention variants (--compare-attn,
+ * cmd_capacity_compare.c).
  * `kvsim capacity --search` (by simulation against SLOs) is
  * cmd_capacity_search.c.  This file parses and prints only. */
 #include <ctype.h>
@@ -16,10 +17,9 @@
 #include "../base/str.h"
 #include "../job/job.h"
 #include "../models/model.h"
+#include "capacity_kv.h"
 #include "capacity_search.h"
 #include "cli.h"
-
-#define GIB_F 1073741824.0
 
 /* model_attn_kind in upper case ("GQA") into buf[8]. */
 static const char *attn_upper(const model_spec *m, char buf[8])
@@ -33,21 +33,6 @@ static const char *attn_upper(const model_spec *m, char buf[8])
 }
 /* ------------------------------------------------------------- capacity */
 
-#define CAP_MAX_TP CLI_MAX_TPS
-#define CAP_FIT_MAX_TP 1024 /* largest tp (x ep) model_fit_min_par tries */
-
-typedef struct cap_args {
-    const char *model, *gpu;
-    int64_t tp, ep, cp, block_size, seq_len, batch, max_batched_tokens, max_seqs;
-    int64_t max_model_len;      /* --max-model-len; 0 = the model's max_ctx */
-    double util;
-    const char *engine;         /* --engine profile name (default vllm-v1) */
-    model_kv_budget budget;     /* the profile's KV rule and settings */
-    int json;
-    int64_t cmp_tp[CAP_MAX_TP]; /* --compare-tp degrees, [n_cmp_tp] */
-    int n_cmp_tp;
-    int cmp_attn;               /* --compare-attn */
-} cap_args;
 
 static void capacity_usage(void)
 {
@@ -201,194 +186,6 @@ static int capacity_parse(int argc, char **argv, cap_args *a, model_spec *m, gpu
     return 0;
 }
 
-/* KVS_OK with e filled (fit.fits 0 when the layout does not fit), or the
- * error of a bad layout. */
-static int cap_evaluate(const model_spec *m, const gpu_spec *g, const model_par *p,
-                        const cap_args *a, model_kv_plan *e, kvs_err *err)
-{
-    return model_kv_plan_eval(m, g, p, &a->budget, a->seq_len, e, err);
-}
-
-/* One row of a comparison table: a model variant at a TP degree. */
-typedef struct cap_row {
-    char label[32];       /* "tp 4", "MHA", "GQA-8", "MQA" */
-    int own;              /* the model's own attention (compare-attn) */
-    model_spec m;         /* the variant */
-    int64_t tp;
-    int ok;               /* 0: invalid or does not fit (why) */
-    int64_t missing;      /* bytes per GPU missing when it does not fit, else 0 */
-    char why[1024];
-    kv_capacity c;
-    int64_t max_batch;    /* requests of seq_len that fit */
-} cap_row;
-
-static void row_eval(cap_row *r, const cap_args *a, const gpu_spec *g)
-{
-    kvs_err err;
-    model_kv_plan e;
-    model_par p = {r->tp, a->ep, a->cp};
-    r->ok = 0;
-    r->missing = 0;
-    if (cap_evaluate(&r->m, g, &p, a, &e, &err)) {
-        snprintf(r->why, sizeof r->why, "%s", err.msg);
-        return;
-    }
-    if (!e.fit.fits) {
-        r->missing = e.fit.missing_bytes;
-        snprintf(r->why, sizeof r->why,
-                 "weights %.2f GiB + activation reserve %.2f GiB%s exceed the usable %.2f GiB "
-                 "per GPU by %.2f GiB; raise --tp%s",
-                 (double)e.fit.weight_bytes / GIB_F, (double)e.fit.activation_bytes / GIB_F,
-                 a->budget.rule == MODEL_KV_RULE_KVSIM ? "" : " + memory outside the tensors",
-                 (double)e.fit.usable_bytes / GIB_F, (double)e.fit.missing_bytes / GIB_F,
-                 r->m.experts > 0 ? " or --ep" : "");
-        return;
-    }
-    r->c = e.c;
-    r->max_batch = e.max_batch;
-    r->ok = 1;
-}
-
-/* The attention variants of m: MHA, GQA-8 (when m has more than 8 heads and
- * is not GQA-8 itself), m's own GQA, MQA; in decreasing KV heads. */
-static int attn_rows(const model_spec *m, int64_t tp, cap_row *rows)
-{
-    int64_t kv[4];
-    int n = 0;
-    kv[n++] = m->heads;
-    if (m->heads > 8 && m->heads % 8 == 0 && m->kv_heads != 8)
-        kv[n++] = 8;
-    if (m->kv_heads != m->heads && m->kv_heads != 1)
-        kv[n++] = m->kv_heads;
-    if (m->heads > 1)
-        kv[n++] = 1;
-    /* sort descending (at most 4 entries) */
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++)
-            if (kv[j] > kv[i]) {
-                int64_t t = kv[i];
-                kv[i] = kv[j];
-                kv[j] = t;
-            }
-    for (int i = 0; i < n; i++) {
-        cap_row *r = &rows[i];
-        memset(r, 0, sizeof *r);
-        r->m = *m;
-        r->m.kv_heads = kv[i];
-        r->tp = tp;
-        r->own = kv[i] == m->kv_heads;
-        if (kv[i] == m->heads)
-            snprintf(r->label, sizeof r->label, "MHA");
-        else if (kv[i] == 1)
-            snprintf(r->label, sizeof r->label, "MQA");
-        else
-            snprintf(r->label, sizeof r->label, "GQA-%lld", (long long)kv[i]);
-    }
-    return n;
-}
-
-static void json_row(const cap_row *r, int attn, int64_t mha_bytes)
-{
-    if (attn) {
-        printf("{\"variant\": \"%s\", \"kv_heads\": %" PRId64 ", \"own\": %s, ", r->label,
-               r->m.kv_heads, r->own ? "true" : "false");
-    } else {
-        printf("{");
-    }
-    printf("\"tp\": %" PRId64 ", \"fits\": %s", r->tp, r->ok ? "true" : "false");
-    if (!r->ok) {
-        if (r->missing > 0)
-            printf(", \"missing_bytes\": %" PRId64 ", \"missing_gib\": %.3f", r->missing,
-                   (double)r->missing / GIB_F);
-        printf(", \"error\": ");
-        str_json_write(stdout, r->why);
-        printf("}");
-        return;
-    }
-    printf(", \"kv_heads_per_gpu\": %" PRId64 ", \"kv_bytes_per_token\": %" PRId64
-           ", \"weight_bytes\": %" PRId64 ", \"kv_bytes\": %" PRId64 ", \"kv_blocks\": %" PRId64
-           ", \"kv_tokens\": %" PRId64 ", \"max_batch\": %" PRId64,
-           model_kv_heads_per_gpu(&r->m, r->tp), r->c.kv_bytes_per_token, r->c.weight_bytes,
-           r->c.kv_bytes, r->c.kv_blocks, r->c.kv_tokens, r->max_batch);
-    if (attn && mha_bytes > 0)
-        printf(", \"kv_saving_vs_mha\": %.6f",
-               1.0 - (double)r->c.kv_bytes_per_token / (double)mha_bytes);
-    printf("}");
-}
-
-static void text_row(const cap_row *r, int attn, int64_t mha_bytes)
-{
-    if (attn)
-        printf("  %-8s%s %8" PRId64, r->label, r->own ? "*" : " ", r->m.kv_heads);
-    else
-        printf("  %6" PRId64 " %5" PRId64, r->tp, r->tp);
-    if (!r->ok) {
-        printf("  does not fit (fits false): %s\n", r->why);
-        return;
-    }
-    printf(" %8" PRId64 " %11" PRId64 " %11.2f %8.2f %10" PRId64 " %11" PRId64 " %9" PRId64,
-           model_kv_heads_per_gpu(&r->m, r->tp), r->c.kv_bytes_per_token,
-           (double)r->c.weight_bytes / GIB_F, (double)r->c.kv_bytes / GIB_F, r->c.kv_blocks,
-           r->c.kv_tokens, r->max_batch);
-    if (attn && mha_bytes > 0)
-        printf(" %9.1f%%", 100.0 * (1.0 - (double)r->c.kv_bytes_per_token / (double)mha_bytes));
-    printf("\n");
-}
-
-/* The --compare-tp and --compare-attn tables (JSON: members of the open
- * object, each preceded by ", "). */
-static void print_compare(const cap_args *a, const model_spec *m, const gpu_spec *g)
-{
-    cap_row rows[CAP_MAX_TP];
-    if (a->n_cmp_tp) {
-        for (int i = 0; i < a->n_cmp_tp; i++) {
-            memset(&rows[i], 0, sizeof rows[i]);
-            rows[i].m = *m;
-            rows[i].tp = a->cmp_tp[i];
-            snprintf(rows[i].label, sizeof rows[i].label, "tp %lld", (long long)a->cmp_tp[i]);
-            row_eval(&rows[i], a, g);
-        }
-        if (a->json) {
-            printf(", \"compare_tp\": [");
-            for (int i = 0; i < a->n_cmp_tp; i++) {
-                printf("%s\n  ", i ? "," : "");
-                json_row(&rows[i], 0, 0);
-            }
-            printf("\n]");
-        } else {
-            printf("\nby tensor-parallel degree (per GPU; a request's KV is split over the tp "
-                   "GPUs,\nso max batch is per tp group):\n");
-            printf("  %6s %5s %8s %11s %11s %8s %10s %11s %9s\n", "tp", "GPUs", "KV heads",
-                   "KV B/token", "weights GiB", "KV GiB", "KV blocks", "KV tokens", "max batch");
-            for (int i = 0; i < a->n_cmp_tp; i++)
-                text_row(&rows[i], 0, 0);
-        }
-    }
-    if (a->cmp_attn) {
-        int n = attn_rows(m, a->tp, rows);
-        for (int i = 0; i < n; i++)
-            row_eval(&rows[i], a, g);
-        int64_t mha = rows[0].ok && rows[0].m.kv_heads == m->heads ? rows[0].c.kv_bytes_per_token
-                                                                     : 0;
-        if (a->json) {
-            printf(", \"compare_attn\": [");
-            for (int i = 0; i < n; i++) {
-                printf("%s\n  ", i ? "," : "");
-                json_row(&rows[i], 1, mha);
-            }
-            printf("\n]");
-        } else {
-            printf("\nby attention variant at tp %" PRId64 " (* = %s's own; the same model "
-                   "with fewer KV heads):\n",
-                   a->tp, m->name);
-            printf("  %-9s %8s %8s %11s %11s %8s %10s %11s %9s %10s\n", "variant", "kv_heads",
-                   "KV h/GPU", "KV B/token", "weights GiB", "KV GiB", "KV blocks", "KV tokens",
-                   "max batch", "KV saving");
-            for (int i = 0; i < n; i++)
-                text_row(&rows[i], 1, mha);
-        }
-    }
-}
 
 /* The figures of the main report beside the plan. */
 typedef struct cap_report {
@@ -410,7 +207,7 @@ static int cap_report_fill(const cap_args *a, const model_spec *m, const gpu_spe
     kvs_err err;
     model_par p = {a->tp, a->ep, a->cp};
     memset(r, 0, sizeof *r);
-    if (cap_evaluate(m, g, &p, a, &r->e, &err))
+    if (model_kv_plan_eval(m, g, &p, &a->budget, a->seq_len, &r->e, &err))
         return cli_fail("capacity", "%s", err.msg);
     const model_kv_budget *b = &a->budget;
     r->minp = (model_par){0, 0, a->cp};
@@ -493,7 +290,7 @@ static void cap_print_json(const cap_args *a, const model_spec *m, const gpu_spe
            ", \"batch_bound\": \"%s\", \"max_context_tokens\": %" PRId64
            ", \"max_model_len\": %" PRId64 ", \"context_limit\": %" PRId64,
            r->e.max_batch, r->max_batch_eff, r->bound, r->e.max_context, r->mml, r->limit);
-    print_compare(a, m, g);
+    capacity_print_compare(a, m, g);
     printf("}\n");
 }
 
@@ -634,7 +431,7 @@ int cmd_capacity(int argc, char **argv)
     } else {
         cap_print_fit(&a, &m, &r);
     }
-    print_compare(&a, &m, &g);
+    capacity_print_compare(&a, &m, &g);
     if (r.e.fit.fits && a.seq_len > r.mml)
         printf("\nnote: --seq-len %" PRId64 " exceeds %s's %s %" PRId64 ".\n", a.seq_len,
                m.name, a.max_model_len ? "--max-model-len" : "max_ctx", r.mml);
