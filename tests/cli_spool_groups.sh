@@ -3,7 +3,9 @@
 # (issue 16).  A compare and a capacity search are each resumed with one
 # run missing; once the resume has marked the group running again (the
 # status is polled), a python3 connection holds the write lock (BEGIN
-# IMMEDIATE) for 5 s, longer than the writer's limit (KVSIM_DB_WAIT_S=1).
+# IMMEDIATE) until the command has put its run in the spool (or exited),
+# so longer than the writer's limit (KVSIM_DB_WAIT_S=1) however slow the
+# build; the group's status is written after that.
 # The missing run (a 200,000-request synthetic workload: one to two seconds
 # of simulation, so the lock is taken before its write) is then kept in
 # DB.spool/, the command exits 2 naming the spool file, and
@@ -30,14 +32,15 @@ cd "$T" || exit 1
 
 # locked_resume NAME DB STATUS-SQL ARGS...: a python3 connection polls
 # STATUS-SQL (every millisecond, reading: WAL readers take no lock) and,
-# once it says 'running', holds the write lock 5 s; meanwhile kvsim ARGS
+# once it says 'running', holds the write lock until DB.spool/run-*.db
+# appears or kvsim ARGS has exited (DB.release); meanwhile kvsim ARGS
 # (a --resume) runs.  Sets rc.
 locked_resume() {
   local name=$1 db=$2 sql=$3
   shift 3
-  rm -f "$db.held"
-  python3 - "$db" "$sql" 5 <<'PY' &
-import sqlite3, sys, time
+  rm -f "$db.held" "$db.release"
+  python3 - "$db" "$sql" 120 <<'PY' &
+import glob, os, sqlite3, sys, time
 c = sqlite3.connect(sys.argv[1], isolation_level=None)
 t0 = time.time()
 while time.time() - t0 < 30:
@@ -46,13 +49,19 @@ while time.time() - t0 < 30:
     time.sleep(0.001)
 c.execute("BEGIN IMMEDIATE")
 open(sys.argv[1] + ".held", "w").close()
-time.sleep(float(sys.argv[3]))
+# held until kvsim has spooled its run (or exited), however slow the build
+# (ASan): then its group status write goes through
+t1 = time.time()
+while (not glob.glob(sys.argv[1] + ".spool/run-*.db") and
+       not os.path.exists(sys.argv[1] + ".release") and time.time() - t1 < float(sys.argv[3])):
+    time.sleep(0.01)
 c.execute("ROLLBACK")
 PY
   hpid=$!
   sleep 0.5 # python3 is up and polling before kvsim starts
   KVSIM_DB_WAIT_S=1 "$KVSIM" "$@" >"$name.out" 2>"$name.err"
   rc=$?
+  touch "$db.release"
   wait "$hpid"
   hpid=
   [ -e "$db.held" ] || echo "note: $name: the lock was never taken"
