@@ -177,6 +177,8 @@ struct sched {
     int64_t *swap_ctx;            /* [n] stored tokens of a swapped request */
     double *swap_since;           /* [n] time of swap-out */
     int32_t *state;               /* [n] sched_req_status */
+    sched *share;                 /* V0: the engine whose res, g, swap_ctx, swap_since
+                                     and state these are (sched_init_shared), or NULL */
 
     sched_waitq wq;               /* W */
     sched_waitq swq;              /* swapped requests, policy order */

@@ -548,8 +548,11 @@ static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost,
     run_config_decode_sched(cl->cfg, &dsc);
     for (int64_t r = 0; r < cl->n; r++) {
         const int pre = r < cl->np && cl->np < cl->n, dec = r >= cl->np;
-        int rc = sched_init(&cl->eng[r], dec ? &dsc : &sc, pre ? cl->pre_reqs : tr->reqs, tr->n,
-                            dec ? decode_cost : cost, err);
+        /* without --pd each request lives on one engine: they share its state */
+        sched *owner = r > 0 && cl->np == cl->n ? cl->eng[0] : NULL;
+        int rc = sched_init_shared(&cl->eng[r], dec ? &dsc : &sc,
+                                   pre ? cl->pre_reqs : tr->reqs, tr->n,
+                                   dec ? decode_cost : cost, owner, err);
         if (rc || (rc = sched_attach_prefixes(cl->eng[r], &px, err)) ||
             (pre && (rc = sched_keep_finished(cl->eng[r], 1, err))))
             return rc;
@@ -567,7 +570,7 @@ static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost,
 
 static void cluster_free(cluster *cl)
 {
-    for (int64_t r = 0; cl->eng && r < cl->n; r++)
+    for (int64_t r = cl->n - 1; cl->eng && r >= 0; r--) /* engine 0, the owner, last */
         sched_free(cl->eng[r]);
     for (int64_t r = 0; cl->rep && r < cl->n; r++)
         free(cl->rep[r].fin);
