@@ -151,8 +151,8 @@ int sched_init_shared(sched **out, const sched_config *cfg, const trace_req *req
              : cfg->engine == SCHED_ENGINE_TRTLLM ? &sched_engine_trtllm
                                                   : &sched_engine_v0;
     s->horizon = -INFINITY;
-    if (owner && s->eng == &sched_engine_v0 && owner->eng == &sched_engine_v0 &&
-        !owner->share && owner->reqs == reqs && owner->n == n)
+    if (owner && (s->eng == &sched_engine_v0 || s->eng == &sched_engine_v1) &&
+        owner->eng == s->eng && !owner->share && owner->reqs == reqs && owner->n == n)
         s->share = owner;
     if ((rc = s->eng->init(s, err))) {
         sched_free(s);
