@@ -308,7 +308,8 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
         goto nomem;
     evq_event e;
     for (;;) {
-        if (ntodo > 0 && (q.n == 0 || q.ev[0].t > now)) {
+        const evq_event *first = evq_peek(&q);
+        if (ntodo > 0 && (!first || first->t > now)) {
             for (int64_t i = 0; i < ntodo && rc == KVS_OK; i++) {
                 int64_t r = cl->todo[i];
                 cl->rep[r].plan_queued = 0;
