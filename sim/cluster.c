@@ -414,20 +414,19 @@ static void set_rates(const run_config *cfg, int64_t qt, int64_t ht, int64_t qb,
  * trace order), so run_metrics_compute applies unchanged.  Under --pd a
  * prefill engine's are its requests with output 1 and its own results
  * (TTFT = E2E there); a decode engine's are those it decoded, whole, with
- * the merged results (D6).  The requests are sorted into the engines' runs
- * in one pass over the trace (a counting sort, stable). */
+ * the merged results (D6).  The request ids are sorted into the engines'
+ * runs in one pass over the trace (a counting sort, stable); each run is
+ * then copied out in turn. */
 static int replica_metrics(cluster *cl, const trace *tr, double first_arrival)
 {
     run_result *res = cl->res;
     const int pd = cl->np < cl->n;
-    size_t nn = (size_t)(tr->n > 0 ? tr->n : 1) * (pd ? 2 : 1); /* a hand-off is in two */
-    trace_req *sub = malloc(nn * sizeof *sub);
-    sched_req_result *sr = malloc(nn * sizeof *sr);
-    int64_t *off = calloc((size_t)cl->n + 1, sizeof *off); /* [n + 1] run starts */
+    size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
+    int32_t *ids = malloc(nn * (pd ? 2 : 1) * sizeof *ids); /* a hand-off is in two runs */
+    int64_t *off = calloc((size_t)cl->n + 1, sizeof *off);  /* [n + 1] run starts */
     res->replicas = calloc((size_t)cl->n, sizeof *res->replicas);
-    if (!sub || !sr || !off || !res->replicas) {
-        free(sub);
-        free(sr);
+    if (!ids || !off || !res->replicas) {
+        free(ids);
         free(off);
         return -1;
     }
@@ -437,30 +436,44 @@ static int replica_metrics(cluster *cl, const trace *tr, double first_arrival)
         if (pd && res->decode[i] >= 0)
             off[res->decode[i] + 1]++;
     }
-    for (int64_t r = 0; r < cl->n; r++)
+    int64_t longest = 1;
+    for (int64_t r = 0; r < cl->n; r++) {
+        longest = off[r + 1] > longest ? off[r + 1] : longest;
         off[r + 1] += off[r];
-    for (int64_t i = 0; i < tr->n; i++) {
-        int64_t r = res->replica[i], at = off[r]++; /* off[r]: run r's next slot */
-        sub[at] = pd ? cl->pre_reqs[i] : tr->reqs[i];
-        sr[at] = pd ? sched_results(cl->eng[r])[i] : res->reqs[i];
-        if (pd && (r = res->decode[i]) >= 0) {
-            at = off[r]++;
-            sub[at] = tr->reqs[i];
-            sr[at] = res->reqs[i];
-        }
+    }
+    for (int64_t i = 0; i < tr->n; i++) { /* off[r]: run r's next slot */
+        ids[off[res->replica[i]]++] = (int32_t)i;
+        if (pd && res->decode[i] >= 0)
+            ids[off[res->decode[i]]++] = (int32_t)i;
     }
     for (int64_t r = cl->n; r > 0; r--) /* back to the starts */
         off[r] = off[r - 1];
     off[0] = 0;
+    trace_req *sub = malloc((size_t)longest * sizeof *sub);
+    sched_req_result *sr = malloc((size_t)longest * sizeof *sr);
+    if (!sub || !sr) {
+        free(sub);
+        free(sr);
+        free(ids);
+        free(off);
+        return -1;
+    }
     for (int64_t r = 0; r < cl->n; r++) {
-        const int dec = r >= cl->np;
+        const int pre = pd && r < cl->np, dec = r >= cl->np;
+        const sched_req_result *own = sched_results(cl->eng[r]);
+        const int64_t m = off[r + 1] - off[r];
+        for (int64_t j = 0; j < m; j++) {
+            const int32_t i = ids[off[r] + j];
+            sub[j] = pre ? cl->pre_reqs[i] : tr->reqs[i];
+            sr[j] = pre ? own[i] : res->reqs[i];
+        }
         trace st = {0};
-        st.reqs = sub + off[r];
-        st.n = off[r + 1] - off[r];
+        st.reqs = sub;
+        st.n = m;
         run_replica *rp = &res->replicas[r];
         rp->replica = r;
         run_summary *sum = &rp->sum;
-        run_metrics_compute(cl->cfg, &st, sr + off[r], sum);
+        run_metrics_compute(cl->cfg, &st, sr, sum);
         sched_counters c;
         sched_get_counters(cl->eng[r], &c);
         add_counters(&c, sum);
@@ -478,6 +491,7 @@ static int replica_metrics(cluster *cl, const trace *tr, double first_arrival)
     }
     free(sub);
     free(sr);
+    free(ids);
     free(off);
     return 0;
 }
