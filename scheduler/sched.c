@@ -352,6 +352,12 @@ const char *sched_error(const sched *s) { return s->errmsg; }
 
 void sched_get_counters(const sched *s, sched_counters *out) { s->eng->counters(s, out); }
 
+void sched_get_load(const sched *s, int64_t *resolved, int64_t *used_blocks)
+{
+    *resolved = s->ctr.n_finished + s->ctr.n_rejected;
+    *used_blocks = s->eng->used_blocks(s);
+}
+
 int sched_audit(const sched *s, char *why, size_t n) { return s->eng->audit(s, why, n); }
 
 int64_t sched_cached_prefix_tokens(const sched *s, int64_t id)
@@ -364,11 +370,13 @@ int64_t sched_cached_prefix_tokens(const sched *s, int64_t id)
     return blocks * s->cfg.block_size;
 }
 
+static int64_t v0_used_blocks(const sched *s) { return s->cfg.total_blocks - s->free_blocks; }
+
 static void v0_counters(const sched *s, sched_counters *out)
 {
     *out = s->ctr;
     out->free_blocks = s->free_blocks;
-    out->used_blocks = s->cfg.total_blocks - s->free_blocks;
+    out->used_blocks = v0_used_blocks(s);
     out->swapped_blocks = s->swap_used;
     out->n_waiting = s->wq.n;
     out->n_running = s->cfg.batching == SCHED_BATCHING_STATIC ? s->n_batch : s->n_run;
@@ -378,7 +386,7 @@ static void v0_counters(const sched *s, sched_counters *out)
 
 static const sched_engine_vt sched_engine_v0 = {
     "vllm-v0",         v0_init,   v0_free,     v0_attach_prefixes, v0_arrive,
-    v0_plan,           v0_finish, v0_counters, sched_v0_audit,
+    v0_plan,           v0_finish, v0_counters, v0_used_blocks, sched_v0_audit,
 };
 
 /* ---------------------------------------------------------------- names */

@@ -297,6 +297,9 @@ typedef struct sched_counters {
     int64_t leap_steps;          /* steps planned inside leaps (sched_set_horizon) */
 } sched_counters;
 void sched_get_counters(const sched *s, sched_counters *out);
+/* What a router reads, without the rest: *resolved = n_finished +
+ * n_rejected and *used_blocks as sched_get_counters gives them.  O(1). */
+void sched_get_load(const sched *s, int64_t *resolved, int64_t *used_blocks);
 
 /* Give the engine the workload's prompt prefix identities (base/request.h;
  * borrowed like reqs, describing the same n requests) before the first

@@ -145,6 +145,7 @@ typedef struct sched_engine_vt {
     int (*plan)(sched *s, double now, int more_arrivals, double *t_end);
     void (*finish)(sched *s, double t);
     void (*counters)(const sched *s, sched_counters *out);
+    int64_t (*used_blocks)(const sched *s); /* counters' used_blocks alone, O(1) */
     int (*audit)(const sched *s, char *why, size_t n);
 } sched_engine_vt;
 

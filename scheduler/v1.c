@@ -1083,12 +1083,14 @@ static void v1_finish(sched *s, double t)
     }
 }
 
+static int64_t v1_used_blocks(const sched *s) { return s->v1->N - s->v1->pool.F; }
+
 static void v1_counters(const sched *s, sched_counters *out)
 {
     const sched_v1 *v = s->v1;
     *out = s->ctr;
     out->free_blocks = v->pool.F;
-    out->used_blocks = v->N - v->pool.F;
+    out->used_blocks = v1_used_blocks(s);
     out->swapped_blocks = 0;
     out->n_waiting = v->wn;
     out->n_running = v->nrun;
@@ -1183,5 +1185,5 @@ done:
 
 const sched_engine_vt sched_engine_v1 = {
     "vllm-v1", v1_init,   v1_free,     v1_attach_prefixes, v1_arrive,
-    v1_plan,   v1_finish, v1_counters, v1_audit,
+    v1_plan,   v1_finish, v1_counters, v1_used_blocks, v1_audit,
 };

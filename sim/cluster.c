@@ -199,11 +199,11 @@ static void on_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
 /* Bring the router's view of replica r up to date with its engine. */
 static void refresh_now(cluster *cl, int64_t r)
 {
-    sched_counters c;
-    sched_get_counters(cl->eng[r], &c);
+    int64_t resolved, used;
+    sched_get_load(cl->eng[r], &resolved, &used);
     router_replica *v = &cl->view[r];
-    v->outstanding = v->routed - c.n_finished - c.n_rejected;
-    v->kv_used = c.used_blocks;
+    v->outstanding = v->routed - resolved;
+    v->kv_used = used;
     assert(v->outstanding >= 0);
 }
 
