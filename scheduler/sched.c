@@ -1,6 +1,7 @@
 /* sched.c — engine set-up, arrivals, dispatch to the batching mode, results
  * and the enum names.  The batching modes live in continuous.c, chunked.c
  * and static_batch.c; the prefix cache in pcache.c. */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,12 @@ static const sched_engine_vt sched_engine_v0;
 int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
                int64_t n, const cost_model *cost, kvs_err *err)
 {
+    return sched_init_shared(out, cfg, reqs, n, cost, NULL, err);
+}
+
+int sched_init_shared(sched **out, const sched_config *cfg, const trace_req *reqs,
+                      int64_t n, const cost_model *cost, sched *owner, kvs_err *err)
+{
     *out = NULL;
     int rc = sched_config_check(cfg, n, err);
     if (rc)
@@ -144,6 +151,9 @@ int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
              : cfg->engine == SCHED_ENGINE_TRTLLM ? &sched_engine_trtllm
                                                   : &sched_engine_v0;
     s->horizon = -INFINITY;
+    if (owner && (s->eng == &sched_engine_v0 || s->eng == &sched_engine_v1) &&
+        owner->eng == s->eng && !owner->share && owner->reqs == reqs && owner->n == n)
+        s->share = owner;
     if ((rc = s->eng->init(s, err))) {
         sched_free(s);
         return rc;
@@ -153,6 +163,36 @@ int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
 }
 
 /* ------------------------------------------------------- the V0 engine */
+/* The per-request arrays: the owner's under sched_init_shared (already
+ * set up, each entry PENDING until its request arrives here or at another
+ * sharer), else new ones with every request PENDING.  -1 out of memory. */
+static int v0_alloc_requests(sched *s, size_t nn)
+{
+    if (s->share) {
+        s->res = s->share->res;
+        s->g = s->share->g;
+        s->swap_ctx = s->share->swap_ctx;
+        s->swap_since = s->share->swap_since;
+        s->state = s->share->state;
+        return 0;
+    }
+    s->res = malloc(nn * sizeof *s->res);
+    s->g = calloc(nn, sizeof *s->g);
+    s->swap_ctx = calloc(nn, sizeof *s->swap_ctx);
+    s->swap_since = calloc(nn, sizeof *s->swap_since);
+    s->state = calloc(nn, sizeof *s->state);
+    if (!s->res || !s->g || !s->swap_ctx || !s->swap_since || !s->state)
+        return -1;
+    for (int64_t i = 0; i < s->n; i++) {
+        sched_req_result *r = &s->res[i];
+        memset(r, 0, sizeof *r);
+        r->status = SCHED_REQ_PENDING;
+        r->first_token_s = NAN;
+        r->finish_s = NAN;
+    }
+    return 0;
+}
+
 static int v0_init(sched *s, kvs_err *err)
 {
     const sched_config *cfg = &s->cfg;
@@ -166,18 +206,14 @@ static int v0_init(sched *s, kvs_err *err)
     s->pc.on = cfg->prefix_caching;
     s->pc.free_head = s->pc.lru_head = s->pc.lru_tail = -1;
     size_t nn = (size_t)(n > 0 ? n : 1);
-    s->res = malloc(nn * sizeof *s->res);
-    s->g = calloc(nn, sizeof *s->g);
-    s->swap_ctx = calloc(nn, sizeof *s->swap_ctx);
-    s->swap_since = calloc(nn, sizeof *s->swap_since);
-    s->state = calloc(nn, sizeof *s->state);
+    if (v0_alloc_requests(s, nn))
+        goto nomem;
     s->run = calloc((size_t)s->run_cap, sizeof *s->run);
     s->members = calloc((size_t)s->run_cap, sizeof *s->members);
     s->batch = calloc((size_t)s->run_cap, sizeof *s->batch);
     s->lk_ids = calloc((size_t)s->run_cap, sizeof *s->lk_ids);
     s->lz_cnt = calloc((size_t)cfg->block_size, sizeof *s->lz_cnt);
-    if (!s->res || !s->g || !s->swap_ctx || !s->swap_since || !s->state || !s->run ||
-        !s->members || !s->batch || !s->lk_ids || !s->lz_cnt)
+    if (!s->run || !s->members || !s->batch || !s->lk_ids || !s->lz_cnt)
         goto nomem;
     if (sched_waitq_init(&s->wq, n, reqs, s->pol) || sched_waitq_init(&s->swq, n, reqs, s->pol))
         goto nomem;
@@ -185,13 +221,6 @@ static int v0_init(sched *s, kvs_err *err)
         goto nomem;
     if (cfg->prefix_caching && !(s->fin = calloc((size_t)s->run_cap, sizeof *s->fin)))
         goto nomem;
-    for (int64_t i = 0; i < n; i++) {
-        sched_req_result *r = &s->res[i];
-        memset(r, 0, sizeof *r);
-        r->status = SCHED_REQ_PENDING;
-        r->first_token_s = NAN;
-        r->finish_s = NAN;
-    }
     s->ctr.free_blocks = cfg->total_blocks;
     return KVS_OK;
 nomem:
@@ -210,11 +239,13 @@ static void v0_free(sched *s)
 {
     sched_waitq_free(&s->wq);
     sched_waitq_free(&s->swq);
-    free(s->res);
-    free(s->g);
-    free(s->swap_ctx);
-    free(s->swap_since);
-    free(s->state);
+    if (!s->share) {
+        free(s->res);
+        free(s->g);
+        free(s->swap_ctx);
+        free(s->swap_since);
+        free(s->state);
+    }
     free(s->run);
     free(s->members);
     free(s->batch);
@@ -311,6 +342,7 @@ const sched_req_result *sched_results(const sched *s) { return s->res; }
 
 sched_req_result *sched_take_results(sched *s)
 {
+    assert(!s->share); /* the owner frees a shared array */
     sched_req_result *r = s->res;
     s->res = NULL;
     return r;
@@ -319,6 +351,12 @@ sched_req_result *sched_take_results(sched *s)
 const char *sched_error(const sched *s) { return s->errmsg; }
 
 void sched_get_counters(const sched *s, sched_counters *out) { s->eng->counters(s, out); }
+
+void sched_get_load(const sched *s, int64_t *resolved, int64_t *used_blocks)
+{
+    *resolved = s->ctr.n_finished + s->ctr.n_rejected;
+    *used_blocks = s->eng->used_blocks(s);
+}
 
 int sched_audit(const sched *s, char *why, size_t n) { return s->eng->audit(s, why, n); }
 
@@ -332,11 +370,13 @@ int64_t sched_cached_prefix_tokens(const sched *s, int64_t id)
     return blocks * s->cfg.block_size;
 }
 
+static int64_t v0_used_blocks(const sched *s) { return s->cfg.total_blocks - s->free_blocks; }
+
 static void v0_counters(const sched *s, sched_counters *out)
 {
     *out = s->ctr;
     out->free_blocks = s->free_blocks;
-    out->used_blocks = s->cfg.total_blocks - s->free_blocks;
+    out->used_blocks = v0_used_blocks(s);
     out->swapped_blocks = s->swap_used;
     out->n_waiting = s->wq.n;
     out->n_running = s->cfg.batching == SCHED_BATCHING_STATIC ? s->n_batch : s->n_run;
@@ -346,7 +386,7 @@ static void v0_counters(const sched *s, sched_counters *out)
 
 static const sched_engine_vt sched_engine_v0 = {
     "vllm-v0",         v0_init,   v0_free,     v0_attach_prefixes, v0_arrive,
-    v0_plan,           v0_finish, v0_counters, sched_v0_audit,
+    v0_plan,           v0_finish, v0_counters, v0_used_blocks, sched_v0_audit,
 };
 
 /* ---------------------------------------------------------------- names */

@@ -196,6 +196,18 @@ int sched_config_check(const sched_config *cfg, int64_t n, kvs_err *err);
  * Checks the config (KVS_EINVAL naming the field).  Cost: O(n) memory. */
 int sched_init(sched **out, const sched_config *cfg, const trace_req *reqs,
                int64_t n, const cost_model *cost, kvs_err *err);
+/* sched_init for one engine of a cluster whose engines never hold the same
+ * request (each request arrives at one of them at most; not with
+ * sched_keep_finished): a V0 engine keeps its per-request state (results,
+ * tokens generated, swap records, status) in `owner`'s arrays rather than
+ * its own, so that N engines touch the memory of one instead of N times
+ * it.  owner: a V0 engine from sched_init on the same reqs and n, freed
+ * after every engine sharing with it.  sched_results(s) is then owner's
+ * array, and entry i is that of the engine request i arrived at.  Other
+ * engines (vllm-v1, trtllm), or an owner that does not fit, keep their own
+ * arrays as sched_init's.  Cost: O(n) memory for the owner only. */
+int sched_init_shared(sched **out, const sched_config *cfg, const trace_req *reqs,
+                      int64_t n, const cost_model *cost, sched *owner, kvs_err *err);
 void sched_free(sched *s);
 
 /* Request `id` arrives (ids must arrive in non-decreasing arrival order). */
@@ -285,6 +297,9 @@ typedef struct sched_counters {
     int64_t leap_steps;          /* steps planned inside leaps (sched_set_horizon) */
 } sched_counters;
 void sched_get_counters(const sched *s, sched_counters *out);
+/* What a router reads, without the rest: *resolved = n_finished +
+ * n_rejected and *used_blocks as sched_get_counters gives them.  O(1). */
+void sched_get_load(const sched *s, int64_t *resolved, int64_t *used_blocks);
 
 /* Give the engine the workload's prompt prefix identities (base/request.h;
  * borrowed like reqs, describing the same n requests) before the first

@@ -145,6 +145,7 @@ typedef struct sched_engine_vt {
     int (*plan)(sched *s, double now, int more_arrivals, double *t_end);
     void (*finish)(sched *s, double t);
     void (*counters)(const sched *s, sched_counters *out);
+    int64_t (*used_blocks)(const sched *s); /* counters' used_blocks alone, O(1) */
     int (*audit)(const sched *s, char *why, size_t n);
 } sched_engine_vt;
 
@@ -177,6 +178,8 @@ struct sched {
     int64_t *swap_ctx;            /* [n] stored tokens of a swapped request */
     double *swap_since;           /* [n] time of swap-out */
     int32_t *state;               /* [n] sched_req_status */
+    sched *share;                 /* V0: the engine whose res, g, swap_ctx, swap_since
+                                     and state these are (sched_init_shared), or NULL */
 
     sched_waitq wq;               /* W */
     sched_waitq swq;              /* swapped requests, policy order */

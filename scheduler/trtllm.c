@@ -457,12 +457,14 @@ static void trt_finish(sched *s, double tnow)
     }
 }
 
+static int64_t trt_used_blocks(const sched *s) { return s->trt->N - s->trt->F; }
+
 static void trt_counters(const sched *s, sched_counters *out)
 {
     const sched_trt *t = s->trt;
     *out = s->ctr;
     out->free_blocks = t->F;
-    out->used_blocks = t->N - t->F;
+    out->used_blocks = trt_used_blocks(s);
     int64_t running = 0;
     for (int64_t i = 0; i < t->nact; i++)
         running += t->held[t->act[i]] > 0;
@@ -503,5 +505,5 @@ static int trt_audit(const sched *s, char *why, size_t n)
 
 const sched_engine_vt sched_engine_trtllm = {
     "trtllm",   trt_init,   trt_free,     trt_attach_prefixes, trt_arrive,
-    trt_plan,   trt_finish, trt_counters, trt_audit,
+    trt_plan,   trt_finish, trt_counters, trt_used_blocks, trt_audit,
 };

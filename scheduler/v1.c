@@ -96,10 +96,20 @@ static int v1_init(sched *s, kvs_err *err)
     v->gf = c->kv_full_groups > 0 ? c->kv_full_groups : 1;
     v->gw = c->kv_window_groups;
     size_t nn = (size_t)(n > 0 ? n : 1);
-    s->res = malloc(nn * sizeof *s->res);
-    v->rq = calloc(nn, sizeof *v->rq);
-    v->seg_len = calloc(nn, sizeof *v->seg_len);
-    s->state = calloc(nn, sizeof *s->state);
+    const sched_v1 *o = s->share ? s->share->v1 : NULL; /* sched_init_shared */
+    if (o && (o->wlo != NULL) != (v->gf > 1 || v->gw > 0))
+        s->share = NULL, o = NULL;
+    if (o) {
+        s->res = s->share->res;
+        v->rq = o->rq;
+        v->seg_len = o->seg_len;
+        s->state = s->share->state;
+    } else {
+        s->res = malloc(nn * sizeof *s->res);
+        v->rq = calloc(nn, sizeof *v->rq);
+        v->seg_len = calloc(nn, sizeof *v->seg_len);
+        s->state = calloc(nn, sizeof *s->state);
+    }
     /* the largest block table: ceil((P + O - 1) / bs) of any request that
      * is not rejected for its length, at most N */
     int64_t maxt = 1;
@@ -134,8 +144,8 @@ static int v1_init(sched *s, kvs_err *err)
         v->xcap = (v->gf - 1 + v->gw) * v->tcap;
         if (v->xcap > INT64_MAX / 4 / v->slots)
             goto nomem;
-        v->wlo = calloc(nn, sizeof *v->wlo);
-        v->ext = calloc(nn, sizeof *v->ext);
+        v->wlo = o ? o->wlo : calloc(nn, sizeof *v->wlo);
+        v->ext = o ? o->ext : calloc(nn, sizeof *v->ext);
         v->xtab = calloc((size_t)(v->slots * v->xcap), sizeof *v->xtab);
         if (!v->wlo || !v->ext || !v->xtab)
             goto nomem;
@@ -151,7 +161,7 @@ static int v1_init(sched *s, kvs_err *err)
     for (int64_t k = 0; k < v->slots; k++)
         v->free_slots[k] = (int32_t)(v->slots - 1 - k);
     v->n_free_slots = v->slots;
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; !o && i < n; i++) {
         sched_req_result *r = &s->res[i];
         memset(r, 0, sizeof *r);
         r->status = SCHED_REQ_PENDING;
@@ -168,24 +178,30 @@ nomem:
 static void v1_free(sched *s)
 {
     sched_v1 *v = s->v1;
-    free(s->res);
-    free(s->state);
+    if (!s->share) { /* else the owner's (sched_init_shared) */
+        free(s->res);
+        free(s->state);
+    }
     free(s->members);
     free(s->lk_ids);
     if (!v)
         return;
     v1_pool_free(&v->pool);
-    free(v->rq);
-    free(v->seg_len);
-    free(v->chain);
-    free(v->seg_end);
+    if (!s->share) {
+        free(v->rq);
+        free(v->seg_len);
+        free(v->wlo);
+        free(v->ext);
+    }
+    if (!v->chain_borrowed) {
+        free(v->chain);
+        free(v->seg_end);
+    }
     free(v->run);
     free(v->tab);
     free(v->free_slots);
     free(v->hits);
     free(v->lk_start);
-    free(v->wlo);
-    free(v->ext);
     free(v->xtab);
     free(v->lk_ids);
     free(v->S_);
@@ -210,6 +226,14 @@ static int v1_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err)
         return kvs_errf(err, KVS_EINVAL, "scheduler: prefixes attached twice");
     if (!v->pfx || !px || !px->off || px->n != s->n)
         return KVS_OK;
+    const sched_v1 *o = s->share ? s->share->v1 : NULL;
+    if (o && o->seg_off == px->off && o->chain) { /* the owner's ids and seg_len */
+        v->chain = o->chain;
+        v->seg_end = o->seg_end;
+        v->chain_borrowed = 1;
+        v->seg_off = px->off;
+        return KVS_OK;
+    }
     int64_t total = px->off[s->n];
     size_t nt = (size_t)(total > 0 ? total : 1);
     v->chain = malloc(nt * sizeof *v->chain);
@@ -1059,12 +1083,14 @@ static void v1_finish(sched *s, double t)
     }
 }
 
+static int64_t v1_used_blocks(const sched *s) { return s->v1->N - s->v1->pool.F; }
+
 static void v1_counters(const sched *s, sched_counters *out)
 {
     const sched_v1 *v = s->v1;
     *out = s->ctr;
     out->free_blocks = v->pool.F;
-    out->used_blocks = v->N - v->pool.F;
+    out->used_blocks = v1_used_blocks(s);
     out->swapped_blocks = 0;
     out->n_waiting = v->wn;
     out->n_running = v->nrun;
@@ -1159,5 +1185,5 @@ done:
 
 const sched_engine_vt sched_engine_v1 = {
     "vllm-v1", v1_init,   v1_free,     v1_attach_prefixes, v1_arrive,
-    v1_plan,   v1_finish, v1_counters, v1_audit,
+    v1_plan,   v1_finish, v1_counters, v1_used_blocks, v1_audit,
 };

@@ -138,6 +138,7 @@ struct sched_v1 {
                                   of the request's segments 0..k; NULL on a grid */
     const int64_t *seg_off;    /* [n + 1] borrowed, or NULL */
     uint64_t *chain;           /* [seg_off[n]] chain hash of ids 0..i */
+    int chain_borrowed;        /* 1: chain and seg_end are the sharing owner's */
     /* W */
     int32_t whead, wtail;
     int64_t wn;

@@ -97,6 +97,9 @@ int sched_keep_finished(sched *s, int on, kvs_err *err)
 {
     if (s->cfg.engine != SCHED_ENGINE_VLLM_V1)
         return kvs_errf(err, KVS_EINVAL, "scheduler: keeping finished blocks needs vllm-v1");
+    if (on && s->share)
+        return kvs_errf(err, KVS_EINVAL,
+                        "scheduler: an engine sharing its requests' state cannot keep them");
     sched_v1 *v = s->v1;
     if (on && !v->pd.kept) {
         size_t nn = (size_t)(s->n > 0 ? s->n : 1);

@@ -199,11 +199,11 @@ static void on_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
 /* Bring the router's view of replica r up to date with its engine. */
 static void refresh_now(cluster *cl, int64_t r)
 {
-    sched_counters c;
-    sched_get_counters(cl->eng[r], &c);
+    int64_t resolved, used;
+    sched_get_load(cl->eng[r], &resolved, &used);
     router_replica *v = &cl->view[r];
-    v->outstanding = v->routed - c.n_finished - c.n_rejected;
-    v->kv_used = c.used_blocks;
+    v->outstanding = v->routed - resolved;
+    v->kv_used = used;
     assert(v->outstanding >= 0);
 }
 
@@ -308,7 +308,8 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
         goto nomem;
     evq_event e;
     for (;;) {
-        if (ntodo > 0 && (q.n == 0 || q.ev[0].t > now)) {
+        const evq_event *first = evq_peek(&q);
+        if (ntodo > 0 && (!first || first->t > now)) {
             for (int64_t i = 0; i < ntodo && rc == KVS_OK; i++) {
                 int64_t r = cl->todo[i];
                 cl->rep[r].plan_queued = 0;
@@ -413,29 +414,59 @@ static void set_rates(const run_config *cfg, int64_t qt, int64_t ht, int64_t qb,
  * trace order), so run_metrics_compute applies unchanged.  Under --pd a
  * prefill engine's are its requests with output 1 and its own results
  * (TTFT = E2E there); a decode engine's are those it decoded, whole, with
- * the merged results (D6). */
+ * the merged results (D6).  The request ids are sorted into the engines'
+ * runs in one pass over the trace (a counting sort, stable); each run is
+ * then copied out in turn. */
 static int replica_metrics(cluster *cl, const trace *tr, double first_arrival)
 {
     run_result *res = cl->res;
+    const int pd = cl->np < cl->n;
     size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
-    trace_req *sub = malloc(nn * sizeof *sub);
-    sched_req_result *sr = malloc(nn * sizeof *sr);
+    int32_t *ids = malloc(nn * (pd ? 2 : 1) * sizeof *ids); /* a hand-off is in two runs */
+    int64_t *off = calloc((size_t)cl->n + 1, sizeof *off);  /* [n + 1] run starts */
     res->replicas = calloc((size_t)cl->n, sizeof *res->replicas);
-    if (!sub || !sr || !res->replicas) {
-        free(sub);
-        free(sr);
+    if (!ids || !off || !res->replicas) {
+        free(ids);
+        free(off);
         return -1;
     }
     res->n_replicas = cl->n;
+    for (int64_t i = 0; i < tr->n; i++) {
+        off[res->replica[i] + 1]++;
+        if (pd && res->decode[i] >= 0)
+            off[res->decode[i] + 1]++;
+    }
+    int64_t longest = 1;
     for (int64_t r = 0; r < cl->n; r++) {
-        int64_t m = 0;
-        const int pre = cl->np < cl->n && r < cl->np, dec = r >= cl->np;
+        longest = off[r + 1] > longest ? off[r + 1] : longest;
+        off[r + 1] += off[r];
+    }
+    for (int64_t i = 0; i < tr->n; i++) { /* off[r]: run r's next slot */
+        ids[off[res->replica[i]]++] = (int32_t)i;
+        if (pd && res->decode[i] >= 0)
+            ids[off[res->decode[i]]++] = (int32_t)i;
+    }
+    for (int64_t r = cl->n; r > 0; r--) /* back to the starts */
+        off[r] = off[r - 1];
+    off[0] = 0;
+    trace_req *sub = malloc((size_t)longest * sizeof *sub);
+    sched_req_result *sr = malloc((size_t)longest * sizeof *sr);
+    if (!sub || !sr) {
+        free(sub);
+        free(sr);
+        free(ids);
+        free(off);
+        return -1;
+    }
+    for (int64_t r = 0; r < cl->n; r++) {
+        const int pre = pd && r < cl->np, dec = r >= cl->np;
         const sched_req_result *own = sched_results(cl->eng[r]);
-        for (int64_t i = 0; i < tr->n; i++)
-            if (dec ? res->decode[i] == r : res->replica[i] == r) {
-                sub[m] = pre ? cl->pre_reqs[i] : tr->reqs[i];
-                sr[m++] = pre ? own[i] : res->reqs[i];
-            }
+        const int64_t m = off[r + 1] - off[r];
+        for (int64_t j = 0; j < m; j++) {
+            const int32_t i = ids[off[r] + j];
+            sub[j] = pre ? cl->pre_reqs[i] : tr->reqs[i];
+            sr[j] = pre ? own[i] : res->reqs[i];
+        }
         trace st = {0};
         st.reqs = sub;
         st.n = m;
@@ -460,6 +491,8 @@ static int replica_metrics(cluster *cl, const trace *tr, double first_arrival)
     }
     free(sub);
     free(sr);
+    free(ids);
+    free(off);
     return 0;
 }
 
@@ -548,8 +581,11 @@ static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost,
     run_config_decode_sched(cl->cfg, &dsc);
     for (int64_t r = 0; r < cl->n; r++) {
         const int pre = r < cl->np && cl->np < cl->n, dec = r >= cl->np;
-        int rc = sched_init(&cl->eng[r], dec ? &dsc : &sc, pre ? cl->pre_reqs : tr->reqs, tr->n,
-                            dec ? decode_cost : cost, err);
+        /* without --pd each request lives on one engine: they share its state */
+        sched *owner = r > 0 && cl->np == cl->n ? cl->eng[0] : NULL;
+        int rc = sched_init_shared(&cl->eng[r], dec ? &dsc : &sc,
+                                   pre ? cl->pre_reqs : tr->reqs, tr->n,
+                                   dec ? decode_cost : cost, owner, err);
         if (rc || (rc = sched_attach_prefixes(cl->eng[r], &px, err)) ||
             (pre && (rc = sched_keep_finished(cl->eng[r], 1, err))))
             return rc;
@@ -567,7 +603,7 @@ static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost,
 
 static void cluster_free(cluster *cl)
 {
-    for (int64_t r = 0; cl->eng && r < cl->n; r++)
+    for (int64_t r = cl->n - 1; cl->eng && r >= 0; r--) /* engine 0, the owner, last */
         sched_free(cl->eng[r]);
     for (int64_t r = 0; cl->rep && r < cl->n; r++)
         free(cl->rep[r].fin);

@@ -5,8 +5,9 @@
  * cfg->replicas > 1 and keeps the single-engine loop (engine.h) otherwise.
  *
  * Every request keeps its trace id; each engine is created for the whole
- * trace and sees only the arrivals routed to it, so its per-request state
- * costs O(n) memory per replica.  Results: run_result.reqs as for one
+ * trace and sees only the arrivals routed to it; without --pd the engines
+ * share one set of per-request arrays (sched_init_shared), under --pd each
+ * has its own, O(n) memory per replica.  Results: run_result.reqs as for one
  * engine, run_result.replica (which engine served each request), steps
  * tagged with their replica and numbered in the cluster's start order, and
  * run_result.replicas (the metrics of each engine).

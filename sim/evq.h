@@ -2,7 +2,8 @@
  * timed events with a deterministic total order (time, kind, sequence
  * number), so that simultaneous events are always handled in the same
  * order.  Cost: O(log n) per push/pop, no allocation after init unless the
- * heap grows.
+ * heap grows; a pop followed by a push costs one sift (the pushed event
+ * takes the popped root's place).
  */
 #ifndef EVQ_H
 #define EVQ_H
@@ -27,7 +28,9 @@ typedef struct evq_event {
 typedef struct evq {
     evq_event *ev;  /* [cap] heap array */
     int64_t n;      /* events queued */
-    int64_t cap;    /* capacity */
+    int64_t cap;    /* capacity, events */
+    int hole;       /* 1: ev[0] was popped and ev[1 .. n] hold the queue; the
+                       next push takes ev[0] (one sift for a pop and a push) */
     uint64_t next_seq;
 } evq;
 
@@ -36,5 +39,8 @@ void evq_free(evq *q);
 int evq_push(evq *q, double t, int32_t kind, int64_t arg); /* KVS_ENOMEM */
 /* Pop the first event into *out; returns 0 when empty. */
 int evq_pop(evq *q, evq_event *out);
+/* The first event, without popping it; NULL when empty.  Valid until the
+ * next push or pop.  Cost: O(1). */
+const evq_event *evq_peek(const evq *q);
 
 #endif

@@ -488,6 +488,58 @@ START_TEST(test_waitq_matches_sort)
 }
 END_TEST
 
+/* Run engine s alone on request id, arrived at t=0, until it idles. */
+static void drive_one(sched *s, int64_t id)
+{
+    sched_arrive(s, id);
+    double now = 0.0, t_end;
+    while (sched_plan_step(s, now, 0, &t_end) == SCHED_PLAN_STEP) {
+        now = t_end;
+        sched_finish_step(s, now);
+    }
+}
+
+/* sched_init_shared: engine B keeps its per-request state in owner A's
+ * arrays.  1 s steps (affine 1,0,0,0), block 4, 10 blocks.
+ *   r0 (t0, P4, O2) goes to A: prefill 0 -> 1 (first token), decode -> 2.
+ *   r1 (t0, P4, O3) goes to B: prefill 0 -> 1, decodes -> 2, -> 3.
+ * Both results are in the one array, each written by its own engine, and
+ * each engine's counters count only its own request.  An owner for another
+ * n is not shared with (C keeps its own array, r1 still pending there). */
+START_TEST(test_shared_requests)
+{
+    const double rows[][4] = {{0, 4, 2, 0}, {0, 4, 3, 0}};
+    golden g;
+    golden_setup(&g, rows, 2, "affine:1,0,0,0");
+    sched_config sc;
+    run_config_sched(&g.cfg, &sc);
+    kvs_err err;
+    sched *a, *b, *c;
+    ck_assert_int_eq(sched_init(&a, &sc, g.tr.reqs, 2, &g.cost, &err), KVS_OK);
+    ck_assert_int_eq(sched_init_shared(&b, &sc, g.tr.reqs, 2, &g.cost, a, &err), KVS_OK);
+    ck_assert_int_eq(sched_init_shared(&c, &sc, g.tr.reqs, 1, &g.cost, a, &err), KVS_OK);
+    ck_assert_ptr_eq(sched_results(a), sched_results(b));
+    ck_assert_ptr_ne(sched_results(a), sched_results(c));
+    drive_one(a, 0);
+    drive_one(b, 1);
+    const sched_req_result *r = sched_results(a);
+    ck_assert_int_eq(r[0].status, SCHED_REQ_FINISHED);
+    ck_assert_int_eq(r[1].status, SCHED_REQ_FINISHED);
+    ck_assert(fabs(r[0].first_token_s - 1) < EPS && fabs(r[0].finish_s - 2) < EPS);
+    ck_assert(fabs(r[1].first_token_s - 1) < EPS && fabs(r[1].finish_s - 3) < EPS);
+    sched_counters ca, cb;
+    sched_get_counters(a, &ca);
+    sched_get_counters(b, &cb);
+    ck_assert_int_eq(ca.n_finished, 1);
+    ck_assert_int_eq(cb.n_finished, 1);
+    ck_assert_int_eq(sched_results(c)[0].status, SCHED_REQ_PENDING);
+    sched_free(c);
+    sched_free(b);
+    sched_free(a);
+    golden_free(&g);
+}
+END_TEST
+
 START_TEST(test_bad_config)
 {
     const double rows[][4] = {{0, 4, 1, 0}};
@@ -528,6 +580,7 @@ int main(void)
     tcase_add_test(tc, test_static_batch_padding);
     tcase_add_test(tc, test_static_batch_fit);
     tcase_add_test(tc, test_bad_config);
+    tcase_add_test(tc, test_shared_requests);
     tcase_add_test(tc, test_priority_overtakes);
     tcase_add_test(tc, test_priority_preemption);
     tcase_add_test(tc, test_swap_out_in);

@@ -6,12 +6,14 @@
  *     the blocks in use equal sum(ceil(context / block)) over its members
  *     (an independent recount), never more than the cache, and swapped
  *     blocks never exceed the swap space
- *   - the same inputs give byte-identical results. */
+ *   - the same inputs give byte-identical results;
+ * and the event queue (evq.h) against a linear scan. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "scheduler/sched.h"
+#include "sim/evq.h"
 #include "sim/run.h"
 #include "testutil.h"
 
@@ -238,6 +240,57 @@ START_TEST(test_determinism)
 }
 END_TEST
 
+/* The event queue's pops (and peeks, also right after a pop, when the root
+ * is a hole) in order, against a linear scan for the least (t, kind, seq)
+ * among the events pushed and not popped: random pushes and pops with many
+ * ties in t and kind, and pop-then-push runs (the replace-root path). */
+START_TEST(test_evq_matches_scan)
+{
+    enum { N = 5000 };
+    evq_event *live = malloc(N * sizeof *live);
+    int64_t nl = 0;
+    uint64_t x = 99, seq = 0;
+    evq q;
+    ck_assert_int_eq(evq_init(&q, 1), 0);
+    for (int round = 0; round < 3 * N; round++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        int pop = (x >> 60) < 7 && nl > 0; /* 7 in 16 */
+        if (!pop && nl < N) {
+            evq_event e = {(double)((x >> 30) % 40), (int32_t)((x >> 20) % 4), 0, seq++,
+                           round};
+            ck_assert_int_eq(evq_push(&q, e.t, e.kind, e.arg), 0);
+            live[nl++] = e;
+        } else if (nl > 0) {
+            int64_t best = 0;
+            for (int64_t i = 1; i < nl; i++) {
+                const evq_event *a = &live[i], *b = &live[best];
+                if (a->t < b->t || (a->t == b->t && (a->kind < b->kind ||
+                                                     (a->kind == b->kind && a->seq < b->seq))))
+                    best = i;
+            }
+            const evq_event *pk = evq_peek(&q);
+            ck_assert_ptr_nonnull(pk);
+            ck_assert_int_eq(pk->arg, live[best].arg);
+            evq_event got;
+            ck_assert_int_eq(evq_pop(&q, &got), 1);
+            ck_assert_int_eq(got.arg, live[best].arg);
+            ck_assert_int_eq((int64_t)got.seq, (int64_t)live[best].seq);
+            live[best] = live[--nl];
+        }
+        ck_assert_int_eq(q.n, nl);
+    }
+    evq_event got;
+    while (nl > 0) { /* drain in order */
+        ck_assert_int_eq(evq_pop(&q, &got), 1);
+        nl--;
+    }
+    ck_assert_ptr_null(evq_peek(&q));
+    ck_assert_int_eq(evq_pop(&q, &got), 0);
+    evq_free(&q);
+    free(live);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sim_props");
@@ -246,6 +299,7 @@ int main(void)
     tcase_add_test(tc, test_invariants_random);
     tcase_add_test(tc, test_swap_space_bound);
     tcase_add_test(tc, test_determinism);
+    tcase_add_test(tc, test_evq_matches_scan);
     suite_add_tcase(s, tc);
     return tu_run_suites(&s, 1);
 }
