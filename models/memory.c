@@ -47,6 +47,20 @@ const char *model_kv_rule_name(model_kv_rule r)
     return "?";
 }
 
+/* The figures of c that a fit gives: everything but the KV memory and
+ * blocks. */
+static void capacity_from_fit(const model_spec *m, const model_par *p, const model_fit *f,
+                              int64_t block_size, kv_capacity *c)
+{
+    memset(c, 0, sizeof *c);
+    c->kv_bytes_per_token = model_kv_bytes_per_token(m, p->tp > 1 ? p->tp : 1);
+    c->weight_bytes = f->weight_bytes;
+    c->activation_bytes = f->activation_bytes;
+    c->usable_bytes = f->usable_bytes;
+    c->nontorch_bytes = f->nontorch_bytes;
+    c->block_bytes = block_size * c->kv_bytes_per_token;
+}
+
 int model_kv_capacity_rule(const model_spec *m, const gpu_spec *g, const model_par *p,
                            model_kv_rule rule, double frac, int64_t block_size,
                            int64_t max_batched_tokens, int64_t max_seqs, kv_capacity *out,
@@ -68,33 +82,22 @@ int model_kv_capacity_rule(const model_spec *m, const gpu_spec *g, const model_p
         return kvs_errf(err, KVS_EINVAL,
                         "--max-batched-tokens and --max-seqs must be >= 1 (got %lld, %lld)",
                         (long long)max_batched_tokens, (long long)max_seqs);
-    kv_capacity c = {0};
-    const int64_t tp = p->tp > 1 ? p->tp : 1;
-    const int64_t total = model_cuda_total_bytes(g), other = model_nontorch_bytes(tp);
-    c.kv_bytes_per_token = model_kv_bytes_per_token(m, tp);
-    c.weight_bytes = model_weight_bytes_par(m, p);
-    c.activation_bytes = model_activation_reserve(m, tp, max_batched_tokens, max_seqs);
-    c.block_bytes = block_size * c.kv_bytes_per_token;
-    double kv;
-    if (rule == MODEL_KV_RULE_VLLM) {
-        c.usable_bytes = (int64_t)(frac * (double)total);
-        kv = (double)c.usable_bytes - (double)c.weight_bytes - (double)c.activation_bytes -
-             (double)other;
-    } else {
-        c.usable_bytes = total;
-        kv = frac * ((double)total - (double)c.weight_bytes - (double)c.activation_bytes -
-                     (double)other);
-    }
-    if (!(kv > 0))
+    /* what is usable, needed and left: model_fit_check_rule's arithmetic */
+    model_fit f;
+    if ((rc = model_fit_check_rule(m, g, p, rule, frac, max_batched_tokens, max_seqs, &f, err)))
+        return rc;
+    kv_capacity c;
+    capacity_from_fit(m, p, &f, block_size, &c);
+    if (!f.fits)
         return kvs_errf(err, KVS_EINVAL,
                         "%s needs %.1f GiB of weights + %.1f GiB of activations + %.1f GiB "
                         "outside the engine's tensors per GPU at tp %lld, leaving no KV cache "
                         "on %s (%.1f GiB, %s %g); raise --tp",
                         m->name, (double)c.weight_bytes / GIB_D,
-                        (double)c.activation_bytes / GIB_D, (double)other / GIB_D,
-                        (long long)tp, g->name, (double)total / GIB_D, flag, frac);
-    c.kv_bytes = (int64_t)kv;
-    c.nontorch_bytes = other;
+                        (double)c.activation_bytes / GIB_D, (double)c.nontorch_bytes / GIB_D,
+                        (long long)p->tp, g->name, (double)model_cuda_total_bytes(g) / GIB_D,
+                        flag, frac);
+    c.kv_bytes = f.free_bytes;
     if (rule == MODEL_KV_RULE_VLLM) {
         c.kv_blocks = c.kv_bytes / c.block_bytes;
     } else {
@@ -171,12 +174,7 @@ int model_kv_plan_eval(const model_spec *m, const gpu_spec *g, const model_par *
     out->req_exact = model_kv_request_bytes(m, p, seq_len);
     kv_capacity *c = &out->c;
     if (!out->fit.fits) {
-        c->kv_bytes_per_token = model_kv_bytes_per_token(m, p->tp);
-        c->weight_bytes = out->fit.weight_bytes;
-        c->activation_bytes = out->fit.activation_bytes;
-        c->usable_bytes = out->fit.usable_bytes;
-        c->nontorch_bytes = out->fit.nontorch_bytes;
-        c->block_bytes = b->block_size * c->kv_bytes_per_token;
+        capacity_from_fit(m, p, &out->fit, b->block_size, c);
         return KVS_OK;
     }
     rc = model_kv_capacity_rule(m, g, p, b->rule, b->frac, b->block_size,

@@ -486,11 +486,12 @@ END_TEST
 
 /* ------------------------------------------------ fit under engine rules */
 
-/* model_fit_check_rule against model_kv_capacity_rule, its simple model:
- * over every built-in model and GPU, tp 1..8 and the three rules, the
- * layout fits exactly when the capacity rule leaves KV memory, and then
- * free_bytes is that KV memory; model_kv_plan_eval's max batch is the
- * blocks over a request's blocks.  By hand: llama-3.1-70b on an A100-80GB
+/* model_fit_check_rule, model_kv_capacity_rule (built on it for the
+ * engine rules, on model_kv_capacity_par for kvsim's) and model_kv_plan_eval
+ * agree: over every built-in model and GPU, tp 1..8 and the three rules,
+ * the layout fits exactly when the capacity rule leaves KV memory, and then
+ * free_bytes is that KV memory; the plan's max batch is the blocks over a
+ * request's blocks.  By hand: llama-3.1-70b on an A100-80GB
  * at tp 2 holds 65.7 GiB of weights per GPU; vLLM's rule at util 0.9
  * (0.9 x 79.57 = 71.6 GiB usable) less a 2048-token activation peak
  * (~0.6 GiB) and 2 x 1.79 GiB outside the tensors leaves ~1.9 GiB: it
