@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../base/str.h"
@@ -108,39 +109,51 @@ static const char *const cap_run_flags[] = {
 };
 #define N_CAP_RUN_FLAGS (sizeof cap_run_flags / sizeof cap_run_flags[0])
 
-/* Own flags into a (values as text in own[]), run flags into o. */
+/* rest[*i] if it is one of cap_run_flags: its value set on o (*i moves past
+ * it).  Prints its error; the exit status, or -1 when rest[*i] is none. */
+static int take_run_flag(const char *C, int n, char **rest, int *i, job_opts *o)
+{
+    for (size_t k = 0; k < N_CAP_RUN_FLAGS; k++) {
+        char flag[64];
+        const char *v = NULL;
+        int missing = 0;
+        kvs_err err;
+        snprintf(flag, sizeof flag, "--%s", cap_run_flags[k]);
+        if (!cli_take_value(n, rest, i, flag, &v, &missing))
+            continue;
+        if (missing)
+            return cli_fail(C, "%s: missing value", rest[*i]);
+        return job_param_set(o, cap_run_flags[k], v, &err) ? cli_fail(C, "%s", err.msg) : 0;
+    }
+    return -1;
+}
+
+/* Own flags into their text (cli_split_own_flags), switches into a, run
+ * flags into o. */
 static int capacity_scan(int argc, char **argv, cap_args *a, job_opts *o, const char **s_seq,
                          const char **s_batch, const char **s_ctp)
 {
     const char *C = "capacity";
-    struct { const char *flag; const char **dst; } own[] = {
+    const cli_own_flag own[] = {
         {"--seq-len", s_seq}, {"--batch", s_batch}, {"--compare-tp", s_ctp},
     };
-    kvs_err err;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json") || !strcmp(argv[i], "--compare-attn")) {
-            *(argv[i][2] == 'j' ? &a->json : &a->cmp_attn) = 1;
-            continue;
-        }
-        const char *v = NULL;
-        int missing = 0, done = 0;
-        for (size_t k = 0; !done && !missing && k < sizeof own / sizeof own[0]; k++)
-            if (cli_take_value(argc, argv, &i, own[k].flag, &v, &missing))
-                *own[k].dst = v, done = 1;
-        for (size_t k = 0; !done && !missing && k < N_CAP_RUN_FLAGS; k++) {
-            char flag[64];
-            snprintf(flag, sizeof flag, "--%s", cap_run_flags[k]);
-            if (cli_take_value(argc, argv, &i, flag, &v, &missing)) {
-                if (job_param_set(o, cap_run_flags[k], v, &err))
-                    return cli_fail(C, "%s", err.msg);
-                done = 1;
-            }
-        }
-        if (missing)
-            return cli_fail(C, "%s: missing value", argv[i]);
-        if (!done)
-            return cli_fail(C, "unknown argument '%s' (try --help)", argv[i]);
+    char **rest = malloc((size_t)argc * sizeof *rest);
+    int nrest = 0;
+    if (!rest)
+        return cli_fail(C, "out of memory");
+    int rc = cli_split_own_flags(C, argc, argv, own, (int)(sizeof own / sizeof own[0]), rest,
+                                 &nrest);
+    for (int i = 1; !rc && i < nrest; i++) {
+        if (!strcmp(rest[i], "--json"))
+            a->json = 1;
+        else if (!strcmp(rest[i], "--compare-attn"))
+            a->cmp_attn = 1;
+        else if ((rc = take_run_flag(C, nrest, rest, &i, o)) < 0)
+            rc = cli_fail(C, "unknown argument '%s' (try --help)", rest[i]);
     }
+    free(rest);
+    if (rc)
+        return rc;
     if (!job_param_given(o, "model"))
         return cli_fail(C, "--model is required (see kvsim models)");
     if (!job_param_given(o, "gpu"))
