@@ -57,6 +57,24 @@ static void raw_exec(sqlite3 *db, const char *sql)
     ck_assert_msg(rc == SQLITE_OK, "%.200s: %s", sql, msg ? msg : "?");
 }
 
+/* A new database file at path of schema version v, as store_open's
+ * migrations leave it (legacy ALTER TABLE on, as store_open runs them),
+ * with its meta row. */
+static sqlite3 *db_at_version(const char *path, int v)
+{
+    char meta[96];
+    sqlite3 *db;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    int legacy = 0;
+    sqlite3_db_config(db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 1, &legacy);
+    for (int k = 0; k < v; k++)
+        raw_exec(db, store_migration_sql(k));
+    sqlite3_db_config(db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 0, &legacy);
+    snprintf(meta, sizeof meta, "INSERT INTO meta VALUES ('schema_version', '%d')", v);
+    raw_exec(db, meta);
+    return db;
+}
+
 static int count_spool(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -270,16 +288,9 @@ START_TEST(test_upgrade_keys_never_reused)
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/v2.db", tu_tmpdir());
-    sqlite3 *db;
-    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
     /* a database of version 4, the last before the hardening rebuild (5),
      * upgraded from there to STORE_SCHEMA_VERSION */
-    const int before = 4;
-    for (int v = 0; v < before; v++)
-        raw_exec(db, store_migration_sql(v));
-    char meta[96];
-    snprintf(meta, sizeof meta, "INSERT INTO meta VALUES ('schema_version', '%d')", before);
-    raw_exec(db, meta);
+    sqlite3 *db = db_at_version(path, 4);
     raw_exec(db,
              "SELECT 1;"
              "INSERT INTO runs(run_id, status, kvsim_version, model, batching, policy, alloc, "
@@ -372,15 +383,8 @@ START_TEST(test_upgrade_requests_view)
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/v8.db", tu_tmpdir());
-    sqlite3 *db;
-    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-    int legacy = 0; /* as store_open migrates: version 5 rebuilds runs */
-    sqlite3_db_config(db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 1, &legacy);
-    for (int v = 0; v < 8; v++)
-        raw_exec(db, store_migration_sql(v));
-    sqlite3_db_config(db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 0, &legacy);
-    raw_exec(db, "INSERT INTO meta VALUES ('schema_version', '8');"
-                 "INSERT INTO runs(run_id, status, kvsim_version, model, batching, policy, "
+    sqlite3 *db = db_at_version(path, 8);
+    raw_exec(db, "INSERT INTO runs(run_id, status, kvsim_version, model, batching, policy, "
                  "alloc, preemption, block_size, n_requests) VALUES "
                  "(1, 'finished', '0.1.0', 'm', 'continuous', 'fcfs', 'paged', 'recompute', 16, 2),"
                  "(2, 'finished', '0.1.0', 'm', 'continuous', 'fcfs', 'paged', 'recompute', 16, 2);"
@@ -455,15 +459,8 @@ START_TEST(test_upgrade_steps_view)
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/v10.db", tu_tmpdir());
-    sqlite3 *db;
-    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-    int legacy = 0; /* as store_open migrates: version 5 rebuilds runs */
-    sqlite3_db_config(db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 1, &legacy);
-    for (int v = 0; v < 10; v++)
-        raw_exec(db, store_migration_sql(v));
-    sqlite3_db_config(db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 0, &legacy);
-    raw_exec(db, "INSERT INTO meta VALUES ('schema_version', '10');"
-                 "INSERT INTO runs(run_id, status, kvsim_version, model, batching, policy, "
+    sqlite3 *db = db_at_version(path, 10);
+    raw_exec(db, "INSERT INTO runs(run_id, status, kvsim_version, model, batching, policy, "
                  "alloc, preemption, block_size, n_requests) VALUES "
                  "(1, 'finished', '0.1.0', 'm', 'continuous', 'fcfs', 'paged', 'recompute', 16, 2),"
                  "(2, 'finished', '0.1.0', 'm', 'continuous', 'fcfs', 'paged', 'recompute', 16, 2);"
