@@ -132,7 +132,6 @@ typedef struct cl_rep {
     double wake_at;        /* time of a queued timeout PLAN, seconds, or -1 */
     run_step_agg agg;      /* its steps' KV and batch aggregates (steps.h) */
     double last_end_s;     /* end of its last step, seconds */
-    run_itl_leap leap;     /* its engine's leap in progress (itl.h) */
     int32_t *fin;          /* --pd, prefill pool: prefill members of the step in
                               flight, the requests it may finish */
     int64_t n_fin, fin_cap;
@@ -153,11 +152,15 @@ typedef struct cluster {
     int64_t *todo;         /* [n] replicas to plan at the current instant, FIFO */
     int live;              /* 1: keep view current after every event (the
                               router reads it); else only at the end */
+    int32_t *ahead_next;   /* [tr->n] routed ahead (route_ahead): the next request
+                              routed to the same replica, -1 none; NULL: not ahead */
+    int32_t *ahead_head;   /* [n] each replica's next request still to arrive, -1 none */
     int64_t steps_cap, members_cap; /* capacities of res->steps / res->members */
     int64_t n_steps;       /* steps of all replicas, in start order */
     int failed;            /* out of memory recording steps */
     run_itl itl;           /* inter-token latency over every engine (itl.h) */
     int64_t limit_steps[SCHED_LIMIT_COUNT]; /* every engine's steps by sched_step_limit */
+    const trace *tr;       /* the requests (borrowed) */
 } cluster;
 
 static void on_step(void *ctx, const sched_step *st, const sched_member *m, int64_t nm)
@@ -170,9 +173,9 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
         cl->limit_steps[st->limit]++;
     const double t_end = st->start_s + st->dur_s;
     if (st->leapt)
-        run_itl_leapt_step(&cl->itl, &k->leap, st);
+        run_itl_leapt_step(&cl->itl, k->index, st);
     for (int64_t i = 0; i < nm; i++)
-        run_itl_member(&cl->itl, &m[i], t_end);
+        run_itl_member(&cl->itl, k->index, &m[i], t_end);
     if (k->index < cl->np && cl->np < cl->n && !cl->failed) /* --pd: who may finish */
         for (int64_t i = 0; i < nm; i++) {
             if (m[i].kind != SCHED_MEMBER_PREFILL)
@@ -193,7 +196,7 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
 static void on_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
 {
     cl_rep *k = ctx;
-    run_itl_leap_end(&k->cl->itl, &k->leap, ids, n, steps);
+    run_itl_leap_end(&k->cl->itl, k->index, ids, n, steps);
 }
 
 /* Bring the router's view of replica r up to date with its engine. */
@@ -264,6 +267,11 @@ static int plan_one(cluster *cl, evq *q, int64_t r, double now, int more, kvs_er
 {
     cl_rep *k = &cl->rep[r];
     double t_end;
+    if (cl->ahead_next) { /* nothing reaches r before its next arrival or timeout */
+        int32_t a = cl->ahead_head[r];
+        double h = a >= 0 ? cl->tr->reqs[a].arrival_s : INFINITY;
+        sched_set_horizon(cl->eng[r], k->wake_at >= 0.0 && k->wake_at < h ? k->wake_at : h);
+    }
     int plan = sched_plan_step(cl->eng[r], now, more, &t_end);
     refresh(cl, r);
     if (plan == SCHED_PLAN_STEP) {
@@ -277,6 +285,42 @@ static int plan_one(cluster *cl, evq *q, int64_t r, double now, int more, kvs_er
     } else if (plan == SCHED_PLAN_STUCK) {
         return kvs_errf(err, KVS_EINVAL, "simulation (replica %lld) %s", (long long)r,
                         sched_error(cl->eng[r]));
+    }
+    return KVS_OK;
+}
+
+/* A router that ignores load (round-robin, random) picks from the arrival
+ * count and its generator alone, so every request's replica is known
+ * before the run: picked here, in arrival order, from a copy of the view.
+ * Each replica then plans with the next arrival routed to it as its
+ * horizon (sched_set_horizon), as one engine does with its next arrival,
+ * and V1 leaps past the other replicas' arrivals.  The choices are the
+ * same as at each arrival; what the replicas share of the figures does not
+ * depend on how their steps interleave (itl.h).  Not with --pd (the
+ * decode pool's hand-offs come when prefills finish) or --record-steps
+ * (steps are numbered in the cluster's start order, no leaps).  Cost:
+ * O(requests), 4 bytes each. */
+static int route_ahead(cluster *cl, const router_vt *router, router_view rv)
+{
+    const trace *tr = cl->tr;
+    if (router->reads_state || cl->np < cl->n || cl->cfg->record_steps || tr->n > INT32_MAX)
+        return KVS_OK;
+    cl->ahead_next = malloc((size_t)(tr->n > 0 ? tr->n : 1) * sizeof *cl->ahead_next);
+    cl->ahead_head = malloc((size_t)cl->n * sizeof *cl->ahead_head);
+    if (!cl->ahead_next || !cl->ahead_head)
+        return KVS_ENOMEM;
+    for (int64_t i = 0; i < tr->n; i++) {
+        int64_t r = router->pick(&rv, i);
+        assert(r >= 0 && r < cl->np);
+        rv.arrivals++;
+        cl->res->replica[i] = (int32_t)r;
+    }
+    for (int64_t r = 0; r < cl->n; r++)
+        cl->ahead_head[r] = -1;
+    for (int64_t i = tr->n - 1; i >= 0; i--) { /* ahead_head ends as each one's first */
+        int32_t r = cl->res->replica[i];
+        cl->ahead_next[i] = cl->ahead_head[r];
+        cl->ahead_head[r] = (int32_t)i;
     }
     return KVS_OK;
 }
@@ -299,7 +343,7 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
         return kvs_errf(err, KVS_EINVAL, "--router: unknown router '%s'", cl->cfg->router);
     cl->live = router->reads_state;
     cl->live_from = cl->live ? 0 : cl->np; /* the decode pool's choice reads state */
-    if (evq_init(&q, 16 + 2 * cl->n))
+    if (route_ahead(cl, router, rv) || evq_init(&q, 16 + 2 * cl->n))
         return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");
     int rc = KVS_OK;
     int64_t next = 0, ntodo = 0;
@@ -333,7 +377,13 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
             if (r < cl->np && cl->np < cl->n && pd_step_end(cl, &q, tr, r, now))
                 goto nomem;
         } else if (e.kind == EVQ_KIND_ARRIVAL) {
-            r = router->pick(&rv, e.arg);
+            if (cl->ahead_next) { /* picked before the run (route_ahead) */
+                r = cl->res->replica[e.arg];
+                assert(cl->ahead_head[r] == e.arg);
+                cl->ahead_head[r] = cl->ahead_next[e.arg];
+            } else {
+                r = router->pick(&rv, e.arg);
+            }
             assert(r >= 0 && r < cl->np);
             rv.arrivals++;
             cl->res->replica[e.arg] = (int32_t)r;
@@ -510,6 +560,7 @@ static void cluster_summary(cluster *cl, const trace *tr, double end_s)
         sched_counters c;
         sched_get_counters(cl->eng[r], &c);
         add_counters(&c, sum);
+        res->leap_steps += c.leap_steps;
         qt += c.prefix_query_tokens;
         ht += c.prefix_hit_tokens;
         qb += c.prefix_query_blocks;
@@ -572,7 +623,7 @@ static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost,
             return rc;
     }
     cl->res->max_itl_s = malloc(nn * sizeof *cl->res->max_itl_s);
-    int rc0 = run_itl_init(&cl->itl, tr, cl->res->max_itl_s, err);
+    int rc0 = run_itl_init(&cl->itl, tr, cl->n, cl->res->max_itl_s, err);
     if (rc0)
         return rc0;
     req_prefixes px = trace_prefixes(tr);
@@ -592,7 +643,6 @@ static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost,
         cl->rep[r].cl = cl;
         cl->rep[r].index = (int32_t)r;
         cl->rep[r].wake_at = -1.0;
-        run_itl_leap_init(&cl->rep[r].leap);
         /* every member, decodes included: the ITL needs each token's request */
         sched_set_step_sink(cl->eng[r], on_step, &cl->rep[r], 1);
         if (!cl->cfg->record_steps) /* recorded steps list every member: no leaps */
@@ -608,6 +658,8 @@ static void cluster_free(cluster *cl)
     for (int64_t r = 0; cl->rep && r < cl->n; r++)
         free(cl->rep[r].fin);
     run_itl_free(&cl->itl);
+    free(cl->ahead_next);
+    free(cl->ahead_head);
     free(cl->pre_reqs);
     free(cl->eng);
     free(cl->rep);
@@ -631,6 +683,7 @@ int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *co
     cluster cl = {0};
     cl.cfg = cfg;
     cl.res = out;
+    cl.tr = tr;
     cl.n = cfg->replicas;
     int64_t pp, dd;
     if ((rc = cluster_pd_parse(cfg->pd, &pp, &dd, err)))

@@ -45,7 +45,7 @@ void hist_free(hist *h)
     h->lo = h->hi = NULL;
 }
 
-void hist_add_n(hist *h, double x, int64_t count)
+void hist_add_n_bins(hist *h, double x, int64_t count)
 {
     assert(count >= 0);
     if (count == 0)
@@ -57,8 +57,6 @@ void hist_add_n(hist *h, double x, int64_t count)
             h->max = 0;
         return;
     }
-    h->sum += x * (double)count;
-    h->sumsq += x * x * (double)count;
     if (x > h->max)
         h->max = x;
     int64_t b = bin_of(x);
@@ -71,6 +69,15 @@ void hist_add_n(hist *h, double x, int64_t count)
             h->hi[b] = x;
     }
     h->count[b] += count;
+}
+
+void hist_add_n(hist *h, double x, int64_t count)
+{
+    hist_add_n_bins(h, x, count);
+    if (count > 0 && x > 0) {
+        h->sum += x * (double)count;
+        h->sumsq += x * x * (double)count;
+    }
 }
 
 void hist_add(hist *h, double x) { hist_add_n(h, x, 1); }

@@ -49,6 +49,10 @@ void hist_add(hist *h, double x);
 /* Add `count` samples equal to x (count >= 0).  O(1). */
 void hist_add_n(hist *h, double x, int64_t count);
 
+/* hist_add_n without the running sums (sum, sumsq), which the caller keeps
+ * and sets itself (sim/itl.c adds them per engine).  O(1). */
+void hist_add_n_bins(hist *h, double x, int64_t count);
+
 /* p50/p90/p99 (nearest rank, within the bound above) and the exact mean;
  * all NAN when empty.  O(bins). */
 run_dist hist_dist(const hist *h);

@@ -11,26 +11,59 @@ int run_itl_makes_token(const run_itl_req *q, const trace_req *r, const sched_me
            !(m->kind == SCHED_MEMBER_PREFILL && m->context < r->prompt_tokens + q->gen);
 }
 
-int run_itl_init(run_itl *t, const trace *tr, double *max_itl_s, kvs_err *err)
+static void src_init(run_itl_src *s)
+{
+    *s = (run_itl_src){0.0, 0, 0.0, 0.0, -INFINITY, 0.0};
+}
+
+int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, double *max_itl_s,
+                 kvs_err *err)
 {
     *t = (run_itl){0};
     size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
     t->req = malloc(nn * sizeof *t->req);
+    t->src = malloc((size_t)(n_src > 0 ? n_src : 1) * sizeof *t->src);
+    t->n_src = n_src;
     t->max_itl_s = max_itl_s;
     t->tr = tr->reqs;
-    if (!t->req || !max_itl_s || hist_init(&t->h)) {
+    if (!t->req || !t->src || !max_itl_s || hist_init(&t->h)) {
         free(t->req);
+        free(t->src);
         t->req = NULL;
+        t->src = NULL;
         return kvs_errf(err, KVS_ENOMEM, "run: out of memory");
     }
     for (int64_t i = 0; i < tr->n; i++) {
         max_itl_s[i] = NAN;
         t->req[i] = (run_itl_req){0.0, 0, 0};
     }
+    for (int64_t k = 0; k < n_src; k++)
+        src_init(&t->src[k]);
     return KVS_OK;
 }
 
-void run_itl_member(run_itl *t, const sched_member *m, double t_end)
+/* The source's pending run goes into the bins and its sums. */
+static void src_flush(run_itl *t, run_itl_src *s)
+{
+    if (s->run_len > 0 && s->run_gap_s > 0) {
+        s->sum += s->run_gap_s * (double)s->run_len;
+        s->sumsq += s->run_gap_s * s->run_gap_s * (double)s->run_len;
+    }
+    hist_add_n_bins(&t->h, s->run_gap_s, s->run_len);
+    s->run_len = 0;
+}
+
+/* One more gap of s; a gap unlike the pending run's flushes it. */
+static void src_gap(run_itl *t, run_itl_src *s, double gap, int64_t count)
+{
+    if (gap != s->run_gap_s) {
+        src_flush(t, s);
+        s->run_gap_s = gap;
+    }
+    s->run_len += count;
+}
+
+void run_itl_member(run_itl *t, int64_t src, const sched_member *m, double t_end)
 {
     run_itl_req *q = &t->req[m->req_id];
     const trace_req *r = &t->tr[m->req_id];
@@ -38,12 +71,7 @@ void run_itl_member(run_itl *t, const sched_member *m, double t_end)
         return;
     if (q->gen > 0) {
         double gap = t_end - q->last_tok_s;
-        if (gap != t->run_gap_s) {
-            hist_add_n(&t->h, t->run_gap_s, t->run_len);
-            t->run_gap_s = gap;
-            t->run_len = 0;
-        }
-        t->run_len++;
+        src_gap(t, &t->src[src], gap, 1);
         double *mx = &t->max_itl_s[m->req_id];
         if (!(gap <= *mx))
             *mx = gap;
@@ -53,48 +81,43 @@ void run_itl_member(run_itl *t, const sched_member *m, double t_end)
     t->n_done += q->gen == r->output_tokens;
 }
 
-void run_itl_leap_init(run_itl_leap *l)
+void run_itl_leapt_step(run_itl *t, int64_t src, const sched_step *st)
 {
-    l->max_s = -INFINITY;
-    l->end_s = 0.0;
-}
-
-void run_itl_leapt_step(run_itl *t, run_itl_leap *l, const sched_step *st)
-{
+    run_itl_src *s = &t->src[src];
     const double t_end = st->start_s + st->dur_s;
     const double gap = t_end - st->start_s; /* the previous step ended at start_s */
-    if (gap != t->run_gap_s) {
-        hist_add_n(&t->h, t->run_gap_s, t->run_len);
-        t->run_gap_s = gap;
-        t->run_len = 0;
-    }
-    t->run_len += st->batch.n_decode;
-    if (!(gap <= l->max_s))
-        l->max_s = gap;
-    l->end_s = t_end;
+    src_gap(t, s, gap, st->batch.n_decode);
+    if (!(gap <= s->max_s))
+        s->max_s = gap;
+    s->end_s = t_end;
 }
 
-void run_itl_leap_end(run_itl *t, run_itl_leap *l, const int32_t *ids, int64_t n,
-                      int64_t steps)
+void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, int64_t steps)
 {
+    run_itl_src *s = &t->src[src];
     for (int64_t k = 0; k < n; k++) {
         run_itl_req *q = &t->req[ids[k]];
         const int64_t out = t->tr[ids[k]].output_tokens;
         assert(q->gen > 0 && q->gen + steps <= out);
         q->gen += (int32_t)steps;
-        q->last_tok_s = l->end_s;
+        q->last_tok_s = s->end_s;
         double *mx = &t->max_itl_s[ids[k]];
-        if (!(l->max_s <= *mx))
-            *mx = l->max_s;
+        if (!(s->max_s <= *mx))
+            *mx = s->max_s;
         t->n_done += q->gen == out;
     }
-    run_itl_leap_init(l);
+    s->max_s = -INFINITY;
+    s->end_s = 0.0;
 }
 
 void run_itl_finish(run_itl *t, run_summary *sum)
 {
-    hist_add_n(&t->h, t->run_gap_s, t->run_len);
-    t->run_len = 0;
+    t->h.sum = t->h.sumsq = 0.0;
+    for (int64_t k = 0; k < t->n_src; k++) {
+        src_flush(t, &t->src[k]);
+        t->h.sum += t->src[k].sum;
+        t->h.sumsq += t->src[k].sumsq;
+    }
     sum->itl = hist_dist(&t->h);
     sum->itl_std_s = hist_std(&t->h);
     sum->n_itl = t->h.n;
@@ -103,6 +126,8 @@ void run_itl_finish(run_itl *t, run_summary *sum)
 void run_itl_free(run_itl *t)
 {
     free(t->req);
+    free(t->src);
     t->req = NULL;
+    t->src = NULL;
     hist_free(&t->h);
 }

@@ -9,6 +9,14 @@
  * at once.  The tracker is indexed by trace row, so the engines of a
  * cluster (sim/cluster.h) feed one tracker: under --pd a request's first
  * token comes from its prefill replica and the rest from its decode one.
+ * Each engine feeds it through its own source (run_itl_src): the pending
+ * run of equal gaps, the sums of the gaps and of their squares, and the
+ * engine's leap in progress.  The histogram's counts and extremes do not
+ * depend on the order gaps arrive in; the sums are added per source, in
+ * that engine's step order, and summed over the sources in index order at
+ * the end.  So a cluster's figures do not depend on how its engines' steps
+ * interleave (a replica that leaps ahead of the others gives the same
+ * bytes), and one engine's are a single running sum as before.
  * Memory: 24 bytes per request (16 here, the largest gap 8) plus the
  * histogram; O(1) per member.
  */
@@ -26,47 +34,51 @@ typedef struct run_itl_req {
     int32_t pad_;       /* zero */
 } run_itl_req;
 
+/* One engine's stream of gaps: what of the figures depends on the order
+ * of its steps. */
+typedef struct run_itl_src {
+    double run_gap_s;   /* a run of equal gaps not yet in the histogram, s */
+    int64_t run_len;    /* its length, gaps */
+    double sum, sumsq;  /* of the gaps added so far, s and s^2 */
+    double max_s;       /* its leap in progress: longest gap of its steps, s (-inf: none) */
+    double end_s;       /* end of the leap's latest step, s */
+} run_itl_src;
+
 typedef struct run_itl {
     const trace_req *tr; /* [n] the requests (P, O), borrowed */
     run_itl_req *req;   /* [n] per trace row */
     double *max_itl_s;  /* [n] largest gap so far, s (NAN before two tokens); borrowed */
-    hist h;             /* every gap */
-    double run_gap_s;   /* a run of equal gaps not yet in h, s */
-    int64_t run_len;    /* its length */
+    hist h;             /* every gap (its sum and sumsq: see run_itl_finish) */
+    run_itl_src *src;   /* [n_src] one per engine */
+    int64_t n_src;
     int64_t n_done;     /* requests that made their O-th token */
 } run_itl;
 
-/* One engine's leap in progress (its steps may interleave with other
- * engines' steps in a cluster, so each engine's sink keeps its own). */
-typedef struct run_itl_leap {
-    double max_s;       /* longest gap of its steps so far, s (-inf: none) */
-    double end_s;       /* end of its latest step, s */
-} run_itl_leap;
+/* Track the requests of tr, fed by n_src engines (sources 0 .. n_src - 1);
+ * max_itl_s ([tr->n], the caller's) is set to NAN and then kept as each
+ * request's largest gap.  KVS_ENOMEM on failure (nothing to free).
+ * Cost: O(n + n_src). */
+int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, double *max_itl_s,
+                 kvs_err *err);
 
-/* No leap in progress. */
-void run_itl_leap_init(run_itl_leap *l);
+/* The member m of a step of engine src that ended at t_end (seconds).
+ * Cost: O(1). */
+void run_itl_member(run_itl *t, int64_t src, const sched_member *m, double t_end);
 
-/* Track the requests of tr; max_itl_s ([tr->n], the caller's) is set to
- * NAN and then kept as each request's largest gap.  KVS_ENOMEM on failure
- * (nothing to free).  Cost: O(n). */
-int run_itl_init(run_itl *t, const trace *tr, double *max_itl_s, kvs_err *err);
-
-/* The member m of a step that ended at t_end (seconds).  Cost: O(1). */
-void run_itl_member(run_itl *t, const sched_member *m, double t_end);
-
-/* A leapt step (sched_step.leapt) of the engine whose leap is l: each of
- * its batch.n_decode requests made a token at its end and at the previous
+/* A leapt step (sched_step.leapt) of engine src: each of its
+ * batch.n_decode requests made a token at its end and at the previous
  * step's end, so each gap is the step's; which requests they were comes
  * with run_itl_leap_end.  The same gaps in the same order as
  * run_itl_member over the listed members would add.  Cost: O(1). */
-void run_itl_leapt_step(run_itl *t, run_itl_leap *l, const sched_step *st);
+void run_itl_leapt_step(run_itl *t, int64_t src, const sched_step *st);
 
-/* The leap l's n requests `ids` made `steps` tokens each (sched_leap_fn);
- * l is then empty again.  Cost: O(n). */
-void run_itl_leap_end(run_itl *t, run_itl_leap *l, const int32_t *ids, int64_t n,
-                      int64_t steps);
+/* Engine src's leap: its n requests `ids` made `steps` tokens each
+ * (sched_leap_fn); its leap is then empty again.  Cost: O(n). */
+void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, int64_t steps);
 
-/* Flush and write the run's figures: sum->itl, itl_std_s, n_itl. */
+/* Flush every source and write the run's figures: sum->itl, itl_std_s,
+ * n_itl.  The histogram's sum and sumsq are the sources' sums added in
+ * index order (for one engine, its running sum).  Cost: O(bins + n_src). */
 void run_itl_finish(run_itl *t, run_summary *sum);
 
 void run_itl_free(run_itl *t);

@@ -167,7 +167,6 @@ typedef struct run_sink {
     int failed;          /* out of memory while recording */
     run_step_agg agg;     /* KV and batch aggregates (steps.h) */
     run_itl itl;          /* inter-token latency (itl.h) */
-    run_itl_leap leap;    /* the engine's leap in progress */
     int64_t limit_steps[SCHED_LIMIT_COUNT]; /* steps by sched_step_limit */
     const trace *tr;      /* the requests (borrowed) */
     run_progress_fn progress; /* may be NULL */
@@ -192,9 +191,9 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
     if (k->progress && (k->agg.n_steps & 4095) == 0)
         k->progress(k->progress_ctx, t_end, k->itl.n_done, k->tr->n, now_wall() - k->t0_wall);
     if (st->leapt)
-        run_itl_leapt_step(&k->itl, &k->leap, st);
+        run_itl_leapt_step(&k->itl, 0, st);
     for (int64_t i = 0; i < nm; i++)
-        run_itl_member(&k->itl, &m[i], t_end);
+        run_itl_member(&k->itl, 0, &m[i], t_end);
     if (!k->keep || k->failed)
         return;
     if (run_steps_append(k->res, &k->steps_cap, &k->members_cap, st, st->index, 0, m, nm))
@@ -206,7 +205,7 @@ static void run_sink_free(run_sink *k) { run_itl_free(&k->itl); }
 static void on_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
 {
     run_sink *k = ctx;
-    run_itl_leap_end(&k->itl, &k->leap, ids, n, steps);
+    run_itl_leap_end(&k->itl, 0, ids, n, steps);
 }
 
 void run_config_sched(const run_config *cfg, sched_config *out)
@@ -272,9 +271,8 @@ int run_execute_pools(const run_config *cfg, const trace *tr, const cost_model *
     sink.t0_wall = t0;
     size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
     out->max_itl_s = malloc(nn * sizeof *out->max_itl_s);
-    if ((rc = run_itl_init(&sink.itl, tr, out->max_itl_s, err)))
+    if ((rc = run_itl_init(&sink.itl, tr, 1, out->max_itl_s, err)))
         goto fail;
-    run_itl_leap_init(&sink.leap);
     /* every member, decodes included: the ITL needs each token's request */
     sched_set_step_sink(s, on_step, &sink, 1);
     if (!cfg->record_steps) /* recorded steps list every member: no leaps */
