@@ -463,8 +463,11 @@ static void free_blocks(sched_v1 *v, int32_t id)
 {
     if (v->rq[id].slot >= 0) {
         int32_t *t = table_of(v, id);
-        for (int64_t j = v->rq[id].held - 1; j >= 0; j--)
+        for (int64_t j = v->rq[id].held - 1; j >= 0; j--) {
+            if (j >= 8) /* cold: last touched when taken */
+                v1_pool_prefetch(&v->pool, t[j - 8]);
             v1_pool_release(&v->pool, t[j]);
+        }
         for (int64_t k = 0; v->xtab && k < n_other(v); k++) {
             int32_t *x = xrow(v, id, k);
             for (int64_t j = v->rq[id].held - 1; j >= 0; j--)
@@ -495,7 +498,7 @@ static int64_t groups_need(const sched_v1 *v, int32_t id, int64_t held, int64_t 
             j = held;
         for (; j < want; j++) {
             int32_t b = j < m ? v1_pool_lookup(&v->pool, group_key(v, id, j, k)) : 0;
-            need += !b || v->pool.ref[b] == 0;
+            need += !b || v1_pool_count(&v->pool, b) == 0;
         }
     }
     return need;
@@ -537,7 +540,7 @@ static void groups_take(sched_v1 *v, int32_t id, int64_t held, int64_t want, int
             continue;
         int64_t j0 = held == 0 ? from : (reg0 > from ? reg0 : from);
         for (int64_t j = j0; j < full; j++)
-            if (x[j] && !v->pool.has_id[x[j]])
+            if (x[j] && !v1_pool_has_id(&v->pool, x[j]))
                 v1_pool_register(&v->pool, x[j], group_key(v, id, j, k));
     }
 }
@@ -553,7 +556,7 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
     const int64_t fresh = want - m - held;
     int64_t need = fresh;
     for (int64_t k = 0; k < m; k++)
-        need += v->pool.ref[hits[k]] == 0;
+        need += v1_pool_count(&v->pool, hits[k]) == 0;
     if (v->xtab) {
         int64_t lo;
         if (v->rq[id].slot >= 0) {
@@ -674,12 +677,12 @@ static void preempt_at(sched *s, int64_t idx, int64_t *budget)
     if (v->rq[id].slot >= 0) { /* its private identities become findable (v1_pool_register) */
         const int32_t *t = table_of(v, id);
         for (int64_t j = 0; j < v->rq[id].held; j++)
-            v1_pool_publish(&v->pool, t[j]);
+            v1_pool_publish(&v->pool, t[j], block_key(v, id, j));
         for (int64_t k = 0; v->xtab && k < n_other(v); k++) {
             const int32_t *x = xrow(v, id, k);
             for (int64_t j = 0; j < v->rq[id].held; j++)
                 if (x[j])
-                    v1_pool_publish(&v->pool, x[j]);
+                    v1_pool_publish(&v->pool, x[j], group_key(v, id, j, k));
         }
     }
     free_blocks(v, id);
@@ -1158,8 +1161,9 @@ static int v1_audit(const sched *s, char *why, size_t n)
     }
     v1_pd_count(v, s->n, cnt, &distinct); /* finished requests' kept blocks */
     for (int64_t b = 1; b <= v->N; b++)
-        if (cnt[b] != v->pool.ref[b])
-            V1_FAIL("block %lld: count %d, held by %d requests", (long long)b, v->pool.ref[b],
+        if (cnt[b] != v1_pool_count(&v->pool, (int32_t)b))
+            V1_FAIL("block %lld: count %d, held by %d requests", (long long)b,
+                    v1_pool_count(&v->pool, (int32_t)b),
                     cnt[b]);
     if (distinct + v->pool.F != v->N)
         V1_FAIL("held %lld + free %lld != %lld blocks", (long long)distinct,
