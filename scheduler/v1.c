@@ -806,22 +806,31 @@ static void waiting_walk(sched *s, int64_t *b)
 }
 
 /* ------------------------------------------------------------- leaps */
-/* Emit a decode step of n members reading kv tokens at time t, its batch
- * held back by `limit` (the step record v1_plan makes for such a step; its
- * members are not listed: with a leap sink it says so, leapt = 1); returns
- * its duration. */
-static double emit_decode(sched *s, int64_t n, int64_t kv, double t, int32_t limit)
+/* The step record of a leap's decode steps of n members, but for what
+ * changes from step to step (emit_decode fills that in); s->step is then
+ * left alone until the leap ends, but for its limit (the waiting walk). */
+static void decode_record_init(sched *s, int64_t n)
 {
-    sched_v1 *v = s->v1;
     sched_step *st = &s->step;
     memset(st, 0, sizeof *st);
     s->n_members = 0;
     st->batch.tokens = n;
-    st->batch.kv_read = kv;
     st->batch.n_decode = n;
     st->kind = SCHED_STEP_DECODE;
-    st->limit = limit;
     st->leapt = s->leap_fn != NULL;
+}
+
+/* Emit a decode step (decode_record_init's n members) reading kv tokens at
+ * time t, its batch held back by `limit` (the step record v1_plan makes for
+ * such a step; its members are not listed: with a leap sink it says so,
+ * leapt = 1); returns its duration. */
+static double emit_decode(sched *s, int64_t kv, double t, int32_t limit)
+{
+    sched_v1 *v = s->v1;
+    sched_step *st = &s->step;
+    assert(st->batch.n_prefill == 0 && st->n_preempted == 0 && s->n_members == 0);
+    st->batch.kv_read = kv;
+    st->limit = limit;
     double d = cost_step_s(s->cost, &st->batch);
     st->dur_s = d;
     st->index = s->ctr.steps++;
@@ -885,6 +894,7 @@ static double v1_leap(sched *s, double t)
     int64_t step = 2; /* the step to plan, numbered from step 1 */
     int admitted = 0;
     int32_t lim = SCHED_LIMIT_NONE_WAITING; /* the limit of the step being planned */
+    decode_record_init(s, n);
     for (; step <= jstar && t < s->horizon; step++) {
         int64_t nt, nr = 0;
         const int32_t *take = group_of(v, (bs - (step - 1) % bs) % bs, &nt);
@@ -920,7 +930,7 @@ static double v1_leap(sched *s, double t)
         } else {
             lim = SCHED_LIMIT_NONE_WAITING;
         }
-        t += emit_decode(s, n, kv + n * (step - 1), t, lim);
+        t += emit_decode(s, kv + n * (step - 1), t, lim);
     }
     const int64_t L = step - 2 + admitted; /* steps after step 1 */
     s->ctr.leap_steps += L;

@@ -106,24 +106,97 @@ static inline int v1_pool_has_id(const v1_pool *p, int32_t b)
 /* Fetch block b's hot state ahead of a release or hold.  No effect on
  * results. */
 static inline void v1_pool_prefetch(const v1_pool *p, int32_t b) { __builtin_prefetch(&p->blk[b]); }
-/* Count + 1, leaving Q if it was there (a hit). */
-void v1_pool_hold(v1_pool *p, int32_t b);
-/* Take Q's head (F > 0): its identity, if any, leaves M; count becomes 1. */
-int32_t v1_pool_take(v1_pool *p);
+/* The slow paths of the inline operations below (v1_pool.c): b's identity
+ * leaves M; b (its key set) enters its list in M; the full ring is packed
+ * in place, keeping Q's order.  Not for other callers. */
+void v1_pool_unregister_(v1_pool *p, int32_t b);
+void v1_pool_table_append_(v1_pool *p, int32_t b);
+void v1_pool_ring_pack_(v1_pool *p);
+
+/* How many pops ahead a take fetches the block it will hand out. */
+#define V1_POOL_AHEAD 8
+
+/* Count + 1, leaving Q if it was there (a hit: its place becomes a hole).
+ * O(1). */
+static inline void v1_pool_hold(v1_pool *p, int32_t b)
+{
+    v1_blk *e = &p->blk[b];
+    if (e->ref++ == 0) {
+        p->ring[e->qpos] = 0;
+        e->flags &= ~V1_BLK_INQ;
+        p->F--;
+        if (e->flags & V1_BLK_HAS_ID)
+            p->cached--;
+    }
+}
+
+/* Take Q's head (F > 0): its identity, if any, leaves M; count becomes 1.
+ * O(1) plus the holes skipped (each made once). */
+static inline int32_t v1_pool_take(v1_pool *p)
+{
+    int32_t b;
+    while (!(b = p->ring[p->rhead & p->rmask])) /* holes; F > 0: a block follows */
+        p->rhead++;
+    p->rhead++;
+    /* the block a later take hands out: fetch it now (a hole or a slot past
+     * the tail names some block or 0, either a valid address) */
+    __builtin_prefetch(&p->blk[p->ring[(p->rhead + V1_POOL_AHEAD) & p->rmask]]);
+    v1_blk *e = &p->blk[b];
+    e->flags &= ~V1_BLK_INQ;
+    p->F--;
+    if (e->flags & V1_BLK_HAS_ID) {
+        p->cached--;
+        v1_pool_unregister_(p, b);
+        p->evictions++;
+    }
+    e->ref = 1;
+    return b;
+}
+
 /* Register b (which carries no identity) under k, last in k's list.  A
  * private identity (request r, block j) can be looked up only by r, and r
  * looks up only when it is admitted again after a preemption; so it is
- * kept on the block alone (O(1), no hashing) until v1_pool_publish enters
- * it in the table, which the engine does for every block of a request it
- * preempts.  Lookups see the same blocks in the same order as if every
- * identity were entered at once. */
-void v1_pool_register(v1_pool *p, int32_t b, v1_key k);
+ * only marked on the block (O(1), no hashing, the key not even stored)
+ * until v1_pool_publish enters it in the table, which the engine does for
+ * every block of a request it preempts.  Lookups see the same blocks in
+ * the same order as if every identity were entered at once. */
+static inline void v1_pool_register(v1_pool *p, int32_t b, v1_key k)
+{
+    v1_blk *e = &p->blk[b];
+    e->flags |= V1_BLK_HAS_ID;
+    p->ids++;
+    if (e->flags & V1_BLK_INQ)
+        p->cached++; /* (never: registered blocks are held) */
+    if (k.b & V1_PRIVATE) {
+        e->flags |= V1_BLK_LAZY;
+    } else {
+        p->x[b].key = k;
+        v1_pool_table_append_(p, b);
+    }
+}
+
 /* Enter b's private identity k (the one it was registered under: the
  * engine names it again) in the table, last in its list, if it is still
  * held on the block alone; no-op otherwise.  O(1) expected. */
 void v1_pool_publish(v1_pool *p, int32_t b, v1_key k);
-/* Count - 1; at 0 the block goes to Q's tail, keeping its identity. */
-void v1_pool_release(v1_pool *p, int32_t b);
+
+/* Count - 1; at 0 the block goes to Q's tail, keeping its identity.  O(1)
+ * amortized. */
+static inline void v1_pool_release(v1_pool *p, int32_t b)
+{
+    v1_blk *e = &p->blk[b];
+    if (--e->ref > 0)
+        return;
+    if (p->rtail - p->rhead == p->rmask + 1)
+        v1_pool_ring_pack_(p);
+    e->qpos = (int32_t)(p->rtail & p->rmask);
+    p->ring[e->qpos] = b;
+    p->rtail++;
+    e->flags |= V1_BLK_INQ;
+    p->F++;
+    if (e->flags & V1_BLK_HAS_ID)
+        p->cached++;
+}
 /* Recount Q and M against the flags; 0 or -1 with why.  For sched_audit. */
 int v1_pool_audit(const v1_pool *p, char *why, size_t n);
 

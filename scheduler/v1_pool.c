@@ -16,8 +16,6 @@
 /* Private identities of one request share a home run of this many
  * consecutive blocks (key_home). */
 #define V1_POOL_RUN 8
-/* How many pops ahead a take fetches the block it will hand out. */
-#define V1_POOL_AHEAD 8
 
 /* A key's home slot (before the mask).  A private identity (request r,
  * block j) goes next to r's block j - 1 within runs of V1_POOL_RUN blocks,
@@ -122,7 +120,7 @@ static void table_delete(v1_pool *p, uint64_t i)
 
 /* Pack the full ring in place: Q's blocks keep their order from rhead on,
  * the holes go.  O(ring); at least half of it was holes. */
-static void ring_pack(v1_pool *p)
+void v1_pool_ring_pack_(v1_pool *p)
 {
     uint64_t w = p->rhead;
     for (uint64_t r = p->rhead; r != p->rtail; r++) {
@@ -161,7 +159,7 @@ static void watch_drop(v1_pool *p, int32_t b, int32_t nx)
     p->watch_has_miss = 1;
 }
 
-static void unregister(v1_pool *p, int32_t b)
+void v1_pool_unregister_(v1_pool *p, int32_t b)
 {
     v1_blk *e = &p->blk[b];
     if (e->flags & V1_BLK_LAZY) { /* never entered in the table */
@@ -190,41 +188,8 @@ static void unregister(v1_pool *p, int32_t b)
         table_delete(p, i);
 }
 
-void v1_pool_hold(v1_pool *p, int32_t b)
-{
-    v1_blk *e = &p->blk[b];
-    if (e->ref++ == 0) { /* a hit on a free block: its place becomes a hole */
-        p->ring[e->qpos] = 0;
-        e->flags &= ~V1_BLK_INQ;
-        p->F--;
-        if (e->flags & V1_BLK_HAS_ID)
-            p->cached--;
-    }
-}
-
-int32_t v1_pool_take(v1_pool *p)
-{
-    int32_t b;
-    while (!(b = p->ring[p->rhead & p->rmask])) /* holes; F > 0: a block follows */
-        p->rhead++;
-    p->rhead++;
-    /* the block a later take hands out: fetch it now (a hole or a slot past
-     * the tail names some block or 0, either a valid address) */
-    __builtin_prefetch(&p->blk[p->ring[(p->rhead + V1_POOL_AHEAD) & p->rmask]]);
-    v1_blk *e = &p->blk[b];
-    e->flags &= ~V1_BLK_INQ;
-    p->F--;
-    if (e->flags & V1_BLK_HAS_ID) {
-        p->cached--;
-        unregister(p, b);
-        p->evictions++;
-    }
-    e->ref = 1;
-    return b;
-}
-
 /* Append b, whose identity x[b].key is set, to its list in the table. */
-static void table_append(v1_pool *p, int32_t b)
+void v1_pool_table_append_(v1_pool *p, int32_t b)
 {
     v1_blkx *x = &p->x[b];
     v1_key k = x->key;
@@ -245,44 +210,13 @@ static void table_append(v1_pool *p, int32_t b)
     }
 }
 
-void v1_pool_register(v1_pool *p, int32_t b, v1_key k)
-{
-    v1_blk *e = &p->blk[b];
-    e->flags |= V1_BLK_HAS_ID;
-    p->ids++;
-    if (e->flags & V1_BLK_INQ)
-        p->cached++; /* (never: registered blocks are held) */
-    if (k.b & V1_PRIVATE) {
-        e->flags |= V1_BLK_LAZY; /* the identity is the engine's to name again */
-    } else {
-        p->x[b].key = k;
-        table_append(p, b);
-    }
-}
-
 void v1_pool_publish(v1_pool *p, int32_t b, v1_key k)
 {
     if (p->x && (p->blk[b].flags & V1_BLK_LAZY)) {
         p->blk[b].flags &= ~V1_BLK_LAZY;
         p->x[b].key = k;
-        table_append(p, b);
+        v1_pool_table_append_(p, b);
     }
-}
-
-void v1_pool_release(v1_pool *p, int32_t b)
-{
-    v1_blk *e = &p->blk[b];
-    if (--e->ref > 0)
-        return;
-    if (p->rtail - p->rhead == p->rmask + 1)
-        ring_pack(p);
-    e->qpos = (int32_t)(p->rtail & p->rmask);
-    p->ring[e->qpos] = b;
-    p->rtail++;
-    e->flags |= V1_BLK_INQ;
-    p->F++;
-    if (e->flags & V1_BLK_HAS_ID)
-        p->cached++;
 }
 
 #define POOL_FAIL(...)                    \
