@@ -854,6 +854,19 @@ static const int32_t *group_of(const sched_v1 *v, int64_t r, int64_t *len)
 static void waiting_walk(sched *s, int64_t *b);
 static double emit_step(sched *s, double now);
 
+/* The arrivals due by t (a leap's step about to start at t), each through
+ * the arrival rule, in order (sched_set_arrivals).  They touch W and their
+ * own state only, none of R's lazy state.  O(1 + arrivals). */
+static void take_arrivals(sched *s, double t)
+{
+    int64_t *c = s->arr_cur;
+    while (*c >= 0 && *c < s->n && s->reqs[*c].arrival_s <= t) {
+        int64_t id = *c;
+        *c = s->arr_next ? s->arr_next[id] : id + 1;
+        v1_arrive(s, id);
+    }
+}
+
 /* Step 1 (just emitted, ending at t) is all decodes of every running
  * request and preempted nobody.  Each next step's running walk is then
  * forced until a request finishes (at step j* = min(O - g), which is still
@@ -895,7 +908,8 @@ static double v1_leap(sched *s, double t)
     int admitted = 0;
     int32_t lim = SCHED_LIMIT_NONE_WAITING; /* the limit of the step being planned */
     decode_record_init(s, n);
-    for (; step <= jstar && t < s->horizon; step++) {
+    const double hz = s->arr_cur ? s->arr_other_s : s->horizon;
+    for (; step <= jstar && t < hz; step++) {
         int64_t nt, nr = 0;
         const int32_t *take = group_of(v, (bs - (step - 1) % bs) % bs, &nt);
         const int32_t *regs = v->pfx ? group_of(v, (bs - step % bs) % bs, &nr) : NULL;
@@ -911,6 +925,8 @@ static double v1_leap(sched *s, double t)
                              block_key(v, id, v->rq[id].reg));
             v->rq[id].reg++;
         }
+        if (s->arr_cur) /* the arrivals before this step (sched_set_arrivals) */
+            take_arrivals(s, t);
         /* the waiting walk, and the limit it leaves, as v1_plan's */
         int64_t b = v->B - n;
         if (v->wn > 0) {
@@ -986,7 +1002,7 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
     const sched_step *st = &s->step;
     if (v->lk_start && (!s->want_members || s->leap_fn) && st->n_preempted == 0 &&
         st->batch.n_prefill == 0 &&
-        v->ns == v->nrun && *t_end < s->horizon)
+        v->ns == v->nrun && *t_end < (s->arr_cur ? s->arr_other_s : s->horizon))
         *t_end = v1_leap(s, *t_end), v->sa_armed = 0;
     return SCHED_PLAN_STEP;
 }
