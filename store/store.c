@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <sqlite3.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,13 +48,50 @@ void store_set_busy_timeout(store *s, int ms)
 
 /* "PATH: sqlite message" as KVS_EDB; an I/O failure also names the system
  * error ("disk I/O error (File too large)"). */
-static int db_fail(const store *s, kvs_err *err, const char *what)
+int store_fail(const store *s, kvs_err *err, const char *what)
 {
     int prim = sqlite3_errcode(s->db) & 0xff, e = sqlite3_system_errno(s->db);
     int os = e > 0 && (prim == SQLITE_IOERR || prim == SQLITE_FULL);
     return kvs_errf(err, KVS_EDB, "%s: %s%s%s%s%s%s", s->path, what ? what : "",
                     what ? ": " : "", sqlite3_errmsg(s->db), os ? " (" : "",
                     os ? strerror(e) : "", os ? ")" : "");
+}
+
+int store_exec(store *s, kvs_err *err, const char *what, const char *sql, const char *types,
+               ...)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return store_fail(s, err, what);
+    va_list ap;
+    va_start(ap, types);
+    int ok = 1;
+    for (int i = 0; types[i] && ok; i++) {
+        const char *t;
+        switch (types[i]) {
+        case 'i': ok = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t)) == SQLITE_OK; break;
+        case 'p': { /* an id: NULL when not positive */
+            int64_t v = va_arg(ap, int64_t);
+            ok = (v > 0 ? sqlite3_bind_int64(st, i + 1, v) : sqlite3_bind_null(st, i + 1)) ==
+                 SQLITE_OK;
+            break;
+        }
+        case 'd': ok = sqlite3_bind_double(st, i + 1, va_arg(ap, double)) == SQLITE_OK; break;
+        case 't':
+            t = va_arg(ap, const char *);
+            ok = (t ? sqlite3_bind_text(st, i + 1, t, -1, SQLITE_TRANSIENT)
+                    : sqlite3_bind_null(st, i + 1)) == SQLITE_OK;
+            break;
+        default: ok = 0; break;
+        }
+    }
+    va_end(ap);
+    int r = SQLITE_ROW;
+    while (ok && r == SQLITE_ROW)
+        r = sqlite3_step(st);
+    int rc = ok && r == SQLITE_DONE ? KVS_OK : store_fail(s, err, what);
+    sqlite3_finalize(st);
+    return rc;
 }
 
 void store_set_wait(store *s, double limit_s, store_wait_fn fn, void *ctx)
@@ -97,7 +135,7 @@ static int exec_retry(store *s, const char *sql, kvs_err *err)
             return KVS_OK;
         if ((rc & 0xff) != SQLITE_BUSY || now_ms() >= deadline) {
             s->busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
-            return db_fail(s, err, NULL);
+            return store_fail(s, err, NULL);
         }
         struct timespec nap = {0, 5 * 1000 * 1000};
         nanosleep(&nap, NULL);
@@ -139,9 +177,9 @@ static int schema_version(store *s, int *v, kvs_err *err)
                              "WHERE type = 'table' AND name = 'meta'",
                              -1, &st, NULL);
     if (src != SQLITE_OK)
-        return db_fail(s, err, NULL);
+        return store_fail(s, err, NULL);
     if (sqlite3_step(st) != SQLITE_ROW) {
-        rc = db_fail(s, err, NULL);
+        rc = store_fail(s, err, NULL);
         goto out;
     }
     int have_meta = sqlite3_column_int(st, 0) > 0;
@@ -152,12 +190,12 @@ static int schema_version(store *s, int *v, kvs_err *err)
 
     if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'schema_version'",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "reading meta");
+        return store_fail(s, err, "reading meta");
     src = sqlite3_step(st);
     if (src == SQLITE_DONE)
         goto out; /* meta without a version: treat as empty */
     if (src != SQLITE_ROW) {
-        rc = db_fail(s, err, "reading meta");
+        rc = store_fail(s, err, "reading meta");
         goto out;
     }
     const char *txt = (const char *)sqlite3_column_text(st, 0);
@@ -184,8 +222,8 @@ static int schema_empty(store *s, int *empty, kvs_err *err)
     *empty = 0;
     if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) !=
         SQLITE_OK)
-        return db_fail(s, err, NULL);
-    int rc = sqlite3_step(st) == SQLITE_ROW ? KVS_OK : db_fail(s, err, NULL);
+        return store_fail(s, err, NULL);
+    int rc = sqlite3_step(st) == SQLITE_ROW ? KVS_OK : store_fail(s, err, NULL);
     if (rc == KVS_OK)
         *empty = sqlite3_column_int64(st, 0) == 0;
     sqlite3_finalize(st);
@@ -223,7 +261,7 @@ static int schema_upgrade(store *s, kvs_err *err)
     rc = schema_migrate(s, err);
     (void)sqlite3_db_config(s->db, SQLITE_DBCONFIG_LEGACY_ALTER_TABLE, 0, &legacy);
     if (sqlite3_exec(s->db, "PRAGMA foreign_keys=ON", NULL, NULL, NULL) != SQLITE_OK && !rc)
-        rc = db_fail(s, err, NULL);
+        rc = store_fail(s, err, NULL);
     return rc;
 }
 
@@ -246,7 +284,7 @@ static int schema_migrate(store *s, kvs_err *err)
         goto fail;
     if (fresh && empty) {
         if (sqlite3_exec(s->db, fresh, NULL, NULL, NULL) != SQLITE_OK) {
-            rc = db_fail(s, err, "creating the schema");
+            rc = store_fail(s, err, "creating the schema");
             goto fail;
         }
         v = STORE_SCHEMA_VERSION;
@@ -263,7 +301,7 @@ static int schema_migrate(store *s, kvs_err *err)
         if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) {
             char what[64];
             snprintf(what, sizeof what, "creating schema version %d", v + 1);
-            rc = db_fail(s, err, what);
+            rc = store_fail(s, err, what);
             goto fail;
         }
     }
@@ -272,7 +310,7 @@ static int schema_migrate(store *s, kvs_err *err)
              "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', '%d')",
              STORE_SCHEMA_VERSION);
     if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) {
-        rc = db_fail(s, err, "writing meta");
+        rc = store_fail(s, err, "writing meta");
         goto fail;
     }
     if ((rc = store_commit(s, err)))
@@ -349,13 +387,13 @@ int store_open(const char *path, store **out, kvs_err *err)
     if (src != SQLITE_OK) {
         int prim = src & 0xff;
         if (prim != SQLITE_BUSY && prim != SQLITE_LOCKED && prim != SQLITE_READONLY) {
-            rc = db_fail(s, err, NULL);
+            rc = store_fail(s, err, NULL);
             goto fail;
         }
     }
     if (sqlite3_exec(s->db, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON",
                      NULL, NULL, NULL) != SQLITE_OK) {
-        rc = db_fail(s, err, NULL);
+        rc = store_fail(s, err, NULL);
         goto fail;
     }
     if ((rc = schema_upgrade(s, err)))

@@ -41,6 +41,18 @@ int store_open_writable(const char *path, store **out, kvs_err *err);
 /* The raw handle, for modules that own extra tables (calibration, query). */
 sqlite3 *store_db(store *s);
 const char *store_path(const store *s);
+/* The last SQLite failure on s as one error line, "PATH: WHAT: message"
+ * (with the system's error for an I/O failure or a full disk; WHAT may be
+ * NULL); returns KVS_EDB.  For the store's modules. */
+int store_fail(const store *s, kvs_err *err, const char *what);
+/* Prepare sql, bind its parameters ?1, ?2, ... from the arguments that
+ * follow, one per character of types ('i' int64_t; 'p' int64_t, NULL when
+ * not positive (an optional id); 't' const char *, NULL binds NULL; 'd'
+ * double), step it until done (rows are dropped) and
+ * finalize it.  KVS_OK, or store_fail(s, err, what).  No transaction of
+ * its own. */
+int store_exec(store *s, kvs_err *err, const char *what, const char *sql, const char *types,
+               ...);
 /* 1 when the database lives in a file, 0 for ":memory:" or a temporary
  * database (whose runs are gone when it closes). */
 int store_has_file(store *s);

@@ -14,11 +14,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static int db_fail(store *s, kvs_err *err, const char *what)
-{
-    return kvs_errf(err, KVS_EDB, "%s: %s: %s", store_path(s), what,
-                    sqlite3_errmsg(store_db(s)));
-}
 
 static void host_name(char *buf, size_t cap)
 {
@@ -47,7 +42,7 @@ static int insert_inputs(store *s, const char *table, const char *key, int64_t i
     snprintf(sql, sizeof sql, "INSERT INTO %s(%s, path, abs_path, sha256) VALUES(?1,?2,?3,?4)",
              table, key);
     if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "preparing the inputs insert");
+        return store_fail(s, err, "preparing the inputs insert");
     int rc = KVS_OK;
     for (int i = 0; i < n && !rc; i++) {
         int b = sqlite3_bind_int64(st, 1, id);
@@ -55,7 +50,7 @@ static int insert_inputs(store *s, const char *table, const char *key, int64_t i
         b |= sqlite3_bind_text(st, 3, abs[i], -1, SQLITE_STATIC);
         b |= sqlite3_bind_text(st, 4, sha[i], -1, SQLITE_STATIC);
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
-            rc = db_fail(s, err, "writing the group's inputs");
+            rc = store_fail(s, err, "writing the group's inputs");
         sqlite3_reset(st);
     }
     sqlite3_finalize(st);
@@ -76,7 +71,7 @@ int store_compare_create_def(store *s, const store_compare_def *d, int64_t *comp
                            "status, pid, host, base_args) VALUES(strftime('%Y-%m-%dT%H:%M:%SZ', "
                            "'now'), ?1, ?2, ?3, 'running', ?4, ?5, ?6)",
                            -1, &st, NULL) != SQLITE_OK) {
-        rc = db_fail(s, err, "preparing compares insert");
+        rc = store_fail(s, err, "preparing compares insert");
         goto fail;
     }
     int b = sqlite3_bind_text(st, 1, KVSIM_VERSION, -1, SQLITE_STATIC);
@@ -87,7 +82,7 @@ int store_compare_create_def(store *s, const store_compare_def *d, int64_t *comp
     b |= d->base_args ? sqlite3_bind_text(st, 6, d->base_args, -1, SQLITE_STATIC)
                       : sqlite3_bind_null(st, 6);
     if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
-        rc = db_fail(s, err, "writing the compares row");
+        rc = store_fail(s, err, "writing the compares row");
         goto fail;
     }
     sqlite3_finalize(st);
@@ -114,14 +109,14 @@ int store_compare_get(store *s, int64_t compare_id, store_compare_info *out, kvs
                            "SELECT variants, base_args, coalesce(n_runs, 0), status FROM compares "
                            "WHERE compare_id = ?1",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "reading compares");
+        return store_fail(s, err, "reading compares");
     sqlite3_bind_int64(st, 1, compare_id);
     int r = sqlite3_step(st);
     if (r == SQLITE_DONE) {
         rc = kvs_errf(err, KVS_EINVAL, "%s: no compare %lld", store_path(s),
                       (long long)compare_id);
     } else if (r != SQLITE_ROW) {
-        rc = db_fail(s, err, "reading compares");
+        rc = store_fail(s, err, "reading compares");
     } else if (sqlite3_column_type(st, 0) != SQLITE_TEXT) {
         rc = kvs_errf(err, KVS_EINVAL, "%s: compares row %lld: variants is not text",
                       store_path(s), (long long)compare_id);
@@ -167,17 +162,10 @@ int store_compare_tag(store *s, int64_t compare_id, int64_t variant_index, const
                      "END;\n"
                      "DELETE FROM temp.kvsim_compare_cur;",
                      NULL, NULL, NULL) != SQLITE_OK)
-        return db_fail(s, err, "setting up compare tagging");
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(store_db(s), "INSERT INTO temp.kvsim_compare_cur VALUES(?1, ?2, ?3)",
-                           -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "tagging a compare variant");
-    sqlite3_bind_int64(st, 1, compare_id);
-    sqlite3_bind_int64(st, 2, variant_index);
-    sqlite3_bind_text(st, 3, variant, -1, SQLITE_TRANSIENT);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? KVS_OK : db_fail(s, err, "tagging a compare variant");
-    sqlite3_finalize(st);
-    return rc;
+        return store_fail(s, err, "setting up compare tagging");
+    return store_exec(s, err, "tagging a compare variant",
+                      "INSERT INTO temp.kvsim_compare_cur VALUES(?1, ?2, ?3)", "iit", compare_id,
+                      variant_index, variant);
 }
 
 void store_compare_untag(store *s)
@@ -197,7 +185,7 @@ int store_compare_done(store *s, int64_t compare_id, int64_t n, int64_t *run_ids
                            "SELECT variant_index, run_id FROM compare_runs c WHERE compare_id = ?1 "
                            "AND EXISTS (SELECT 1 FROM runs r WHERE r.run_id = c.run_id)",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "reading compare_runs");
+        return store_fail(s, err, "reading compare_runs");
     sqlite3_bind_int64(st, 1, compare_id);
     while ((r = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t i = sqlite3_column_int64(st, 0);
@@ -211,7 +199,7 @@ int store_compare_done(store *s, int64_t compare_id, int64_t n, int64_t *run_ids
         run_ids[i] = sqlite3_column_int64(st, 1);
     }
     if (!rc && r != SQLITE_DONE)
-        rc = db_fail(s, err, "reading compare_runs");
+        rc = store_fail(s, err, "reading compare_runs");
     sqlite3_finalize(st);
     return rc;
 }
@@ -228,7 +216,7 @@ int store_group_inputs(store *s, const char *kind, int64_t id,
     snprintf(sql, sizeof sql, "SELECT path, abs_path, sha256 FROM %s WHERE %s = ?1 ORDER BY path",
              table, key);
     if (sqlite3_prepare_v2(store_db(s), sql, -1, &q, NULL) != SQLITE_OK)
-        return db_fail(s, err, "reading the group's inputs");
+        return store_fail(s, err, "reading the group's inputs");
     sqlite3_bind_int64(q, 1, id);
     int r, rc = KVS_OK;
     while ((r = sqlite3_step(q)) == SQLITE_ROW) {
@@ -244,7 +232,7 @@ int store_group_inputs(store *s, const char *kind, int64_t id,
             break;
     }
     if (!rc && r != SQLITE_DONE)
-        rc = db_fail(s, err, "reading the group's inputs");
+        rc = store_fail(s, err, "reading the group's inputs");
     sqlite3_finalize(q);
     return rc;
 }
@@ -273,28 +261,12 @@ int store_group_finish(store *s, const char *kind, int64_t id, const char *statu
         return kvs_errf(err, KVS_EINTERNAL, "store: bad group %s / status %s", kind, status);
     char sql[160];
     snprintf(sql, sizeof sql, "UPDATE %s SET status = ?1, pid = NULL WHERE %s = ?2", table, key);
-    sqlite3_stmt *st = NULL;
     int rc = store_begin(s, err);
     if (rc)
         return rc;
-    if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) != SQLITE_OK) {
-        rc = db_fail(s, err, "preparing the group status");
-        goto fail;
-    }
-    sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, id);
-    if (sqlite3_step(st) != SQLITE_DONE) {
-        rc = db_fail(s, err, "writing the group status");
-        goto fail;
-    }
-    sqlite3_finalize(st);
-    st = NULL;
-    if ((rc = store_commit(s, err)))
-        goto fail;
-    return KVS_OK;
-fail:
-    sqlite3_finalize(st);
-    store_rollback(s);
+    if ((rc = store_exec(s, err, "writing the group status", sql, "ti", status, id)) ||
+        (rc = store_commit(s, err)))
+        store_rollback(s);
     return rc;
 }
 
@@ -307,47 +279,20 @@ int store_group_running(store *s, const char *kind, int64_t id, kvs_err *err)
     host_name(host, sizeof host);
     snprintf(sql, sizeof sql, "UPDATE %s SET status = 'running', pid = ?1, host = ?2 WHERE %s = ?3",
              table, key);
-    sqlite3_stmt *st = NULL;
     int rc = store_begin(s, err); /* the status and the pruning: one write */
     if (rc)
         return rc;
-    if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) != SQLITE_OK) {
-        rc = db_fail(s, err, "preparing the group status");
-        goto fail;
-    }
-    sqlite3_bind_int64(st, 1, (int64_t)getpid());
-    sqlite3_bind_text(st, 2, host, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, id);
-    if (sqlite3_step(st) != SQLITE_DONE) {
-        rc = db_fail(s, err, "writing the group status");
-        goto fail;
-    }
-    sqlite3_finalize(st);
-    st = NULL;
     /* a point (variant) whose run was deleted (foreign keys off) is one to run */
-    if (sqlite3_prepare_v2(store_db(s),
-                           strcmp(kind, "sweep")
-                               ? "DELETE FROM compare_runs WHERE compare_id = ?1 AND run_id NOT "
-                                 "IN (SELECT run_id FROM runs)"
-                               : "DELETE FROM sweep_points WHERE sweep_id = ?1 AND run_id NOT IN "
-                                 "(SELECT run_id FROM runs)",
-                           -1, &st, NULL) != SQLITE_OK) {
-        rc = db_fail(s, err, "pruning the group's points");
-        goto fail;
-    }
-    sqlite3_bind_int64(st, 1, id);
-    if (sqlite3_step(st) != SQLITE_DONE) {
-        rc = db_fail(s, err, "pruning the group's points");
-        goto fail;
-    }
-    sqlite3_finalize(st);
-    st = NULL;
-    if ((rc = store_commit(s, err)))
-        goto fail;
-    return KVS_OK;
-fail:
-    sqlite3_finalize(st);
-    store_rollback(s);
+    const char *prune = strcmp(kind, "sweep")
+                            ? "DELETE FROM compare_runs WHERE compare_id = ?1 AND run_id NOT "
+                              "IN (SELECT run_id FROM runs)"
+                            : "DELETE FROM sweep_points WHERE sweep_id = ?1 AND run_id NOT IN "
+                              "(SELECT run_id FROM runs)";
+    if ((rc = store_exec(s, err, "writing the group status", sql, "iti", (int64_t)getpid(), host,
+                         id)) ||
+        (rc = store_exec(s, err, "pruning the group's points", prune, "i", id)) ||
+        (rc = store_commit(s, err)))
+        store_rollback(s);
     return rc;
 }
 
@@ -372,7 +317,7 @@ int store_groups_mark_stale(store *s, int64_t *n_marked, kvs_err *err)
                  keys[t], tables[t]);
         sqlite3_stmt *q = NULL;
         if (sqlite3_prepare_v2(store_db(s), sql, -1, &q, NULL) != SQLITE_OK)
-            return db_fail(s, err, "reading groups");
+            return store_fail(s, err, "reading groups");
         sqlite3_bind_text(q, 1, host, -1, SQLITE_STATIC);
         int64_t gone[256];
         int ng = 0;

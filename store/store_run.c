@@ -28,14 +28,6 @@ static const char *req_status_name(int32_t v)
 
 /* "PATH: what: sqlite message" as KVS_EDB; an I/O failure also names the
  * system error ("disk I/O error (File too large)"). */
-static int db_fail(store *s, kvs_err *err, const char *what)
-{
-    sqlite3 *db = store_db(s);
-    int prim = sqlite3_errcode(db) & 0xff, e = sqlite3_system_errno(db);
-    int os = e > 0 && (prim == SQLITE_IOERR || prim == SQLITE_FULL);
-    return kvs_errf(err, KVS_EDB, "%s: %s: %s%s%s%s", store_path(s), what, sqlite3_errmsg(db),
-                    os ? " (" : "", os ? strerror(e) : "", os ? ")" : "");
-}
 
 /* ------------------------------------------------------- named binding */
 
@@ -143,7 +135,7 @@ static int insert_run_row(store *s, const run_config *cfg, const trace *tr,
     binder b = {NULL, SQLITE_OK, NULL};
     int rc = KVS_OK;
     if (sqlite3_prepare_v2(store_db(s), sql, -1, &b.st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "preparing runs insert");
+        return store_fail(s, err, "preparing runs insert");
     b_text(&b, "status", status);
     b_text(&b, "error", error);
     b_text(&b, "started_at", started_at);
@@ -162,7 +154,7 @@ static int insert_run_row(store *s, const run_config *cfg, const trace *tr,
         goto out;
     }
     if (sqlite3_step(b.st) != SQLITE_DONE) {
-        rc = db_fail(s, err, "writing runs row");
+        rc = store_fail(s, err, "writing runs row");
         goto out;
     }
     *run_id = sqlite3_last_insert_rowid(store_db(s));
@@ -298,12 +290,12 @@ static int insert_requests(store *s, sqlite3_stmt *st, int rows, int64_t base,
         char what[80];
         snprintf(what, sizeof what, rows > 1 ? "writing requests %lld to %lld" :
                  "writing request %lld", (long long)i, (long long)(i + rows - 1));
-        int rc = db_fail(s, err, what);
+        int rc = store_fail(s, err, what);
         sqlite3_reset(st);
         return rc;
     }
     return sqlite3_reset(st) == SQLITE_OK ? KVS_OK
-                                          : db_fail(s, err, "resetting requests insert");
+                                          : store_fail(s, err, "resetting requests insert");
 }
 
 /* Prepared statements bound positionally: REQ_BATCH rows per step while
@@ -321,12 +313,12 @@ static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_e
     const int64_t n = res->tr->n, base = run_id << 32;
     requests_insert_sql(sql_one, sizeof sql_one, 1);
     if (sqlite3_prepare_v2(db, sql_one, -1, &one, NULL) != SQLITE_OK)
-        return db_fail(s, err, "preparing requests insert");
+        return store_fail(s, err, "preparing requests insert");
     int64_t i = 0;
     if (n >= REQ_BATCH) {
         requests_insert_sql(sql_batch, sizeof sql_batch, REQ_BATCH);
         if (sqlite3_prepare_v2(db, sql_batch, -1, &batch, NULL) != SQLITE_OK) {
-            rc = db_fail(s, err, "preparing requests insert");
+            rc = store_fail(s, err, "preparing requests insert");
             goto out;
         }
         for (; i + REQ_BATCH <= n && !rc; i += REQ_BATCH)
@@ -464,11 +456,11 @@ static int insert_steps(store *s, sqlite3_stmt *st, int rows, int64_t base,
         snprintf(what, sizeof what, rows > 1 ? "writing steps %lld to %lld" : "writing step %lld",
                  (long long)res->steps[i].step.index,
                  (long long)res->steps[i + rows - 1].step.index);
-        int rc = db_fail(s, err, what);
+        int rc = store_fail(s, err, what);
         sqlite3_reset(st);
         return rc;
     }
-    return sqlite3_reset(st) == SQLITE_OK ? KVS_OK : db_fail(s, err, "resetting steps insert");
+    return sqlite3_reset(st) == SQLITE_OK ? KVS_OK : store_fail(s, err, "resetting steps insert");
 }
 
 /* Prepared statements into step_rows, STEP_BATCH steps per step of SQLite
@@ -494,14 +486,14 @@ static int write_steps(store *s, int64_t run_id, const run_result *res, kvs_err 
     const int64_t n = res->n_steps, base = run_id << 32;
     steps_insert_sql(sql_one, sizeof sql_one, 1);
     if (sqlite3_prepare_v2(db, sql_one, -1, &one, NULL) != SQLITE_OK) {
-        rc = db_fail(s, err, "preparing steps insert");
+        rc = store_fail(s, err, "preparing steps insert");
         goto out;
     }
     int64_t i = 0;
     if (n >= STEP_BATCH) {
         steps_insert_sql(sql_batch, sizeof sql_batch, STEP_BATCH);
         if (sqlite3_prepare_v2(db, sql_batch, -1, &batch, NULL) != SQLITE_OK) {
-            rc = db_fail(s, err, "preparing steps insert");
+            rc = store_fail(s, err, "preparing steps insert");
             goto out;
         }
         for (; i + STEP_BATCH <= n && !rc; i += STEP_BATCH)
@@ -530,7 +522,7 @@ static int write_classes(store *s, int64_t run_id, const run_result *res, kvs_er
     sqlite3_stmt *st = NULL;
     int rc = KVS_OK;
     if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "preparing class_metrics insert");
+        return store_fail(s, err, "preparing class_metrics insert");
     for (int k = 0; k < res->n_classes; k++) {
         const run_class *c = &res->classes[k];
         const run_dist *d[3] = {&c->ttft, &c->tpot, &c->e2e};
@@ -548,7 +540,7 @@ static int write_classes(store *s, int64_t run_id, const run_result *res, kvs_er
         b |= bind_nan_null(st, 18, c->slo_attainment);
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE ||
             sqlite3_reset(st) != SQLITE_OK) {
-            rc = db_fail(s, err, "writing class_metrics");
+            rc = store_fail(s, err, "writing class_metrics");
             break;
         }
     }
@@ -572,7 +564,7 @@ static int write_replicas(store *s, int64_t run_id, const run_result *res, kvs_e
     sqlite3_stmt *st = NULL;
     int rc = KVS_OK;
     if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "preparing replica_metrics insert");
+        return store_fail(s, err, "preparing replica_metrics insert");
     for (int64_t k = 0; k < res->n_replicas; k++) {
         const run_summary *m = &res->replicas[k].sum;
         const run_dist *d[3] = {&m->ttft, &m->tpot, &m->e2e};
@@ -599,7 +591,7 @@ static int write_replicas(store *s, int64_t run_id, const run_result *res, kvs_e
         b |= bind_nan_null(st, 27, m->slo_attainment);
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE ||
             sqlite3_reset(st) != SQLITE_OK) {
-            rc = db_fail(s, err, "writing replica_metrics");
+            rc = store_fail(s, err, "writing replica_metrics");
             break;
         }
     }

@@ -23,11 +23,6 @@
 #include <unistd.h>
 
 
-static int db_fail(store *s, kvs_err *err, const char *what)
-{
-    return kvs_errf(err, KVS_EDB, "%s: %s: %s", store_path(s), what,
-                    sqlite3_errmsg(store_db(s)));
-}
 
 /* 1 if every exploration object exists (so a read-only database needs no
  * write), 0 if not, -1 on error. */
@@ -50,7 +45,7 @@ static int insert_param(store *s, sqlite3_stmt *st, int64_t sweep_id, int64_t po
     b |= sqlite3_bind_text(st, 4, value, -1, SQLITE_TRANSIENT);
     int rc = b == SQLITE_OK && sqlite3_step(st) == SQLITE_DONE
                  ? KVS_OK
-                 : db_fail(s, err, "writing sweep_point_params");
+                 : store_fail(s, err, "writing sweep_point_params");
     sqlite3_reset(st);
     return rc;
 }
@@ -72,7 +67,7 @@ int store_sweep_create(store *s, const store_sweep_def *d, int64_t *sweep_id, kv
                            "base_args, n_points, status, pid, host) "
                            "VALUES(?1,?2,?3,?4,?5,?6,'running',?7,?8)",
                            -1, &st, NULL) != SQLITE_OK) {
-        rc = db_fail(s, err, "preparing sweeps insert");
+        rc = store_fail(s, err, "preparing sweeps insert");
         goto fail;
     }
     int b = sqlite3_bind_text(st, 1, d->kind, -1, SQLITE_STATIC);
@@ -88,7 +83,7 @@ int store_sweep_create(store *s, const store_sweep_def *d, int64_t *sweep_id, kv
     b |= sqlite3_bind_int64(st, 7, (int64_t)getpid());
     b |= sqlite3_bind_text(st, 8, host, -1, SQLITE_TRANSIENT);
     if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
-        rc = db_fail(s, err, "writing the sweeps row");
+        rc = store_fail(s, err, "writing the sweeps row");
         goto fail;
     }
     int64_t id = sqlite3_last_insert_rowid(db);
@@ -96,7 +91,7 @@ int store_sweep_create(store *s, const store_sweep_def *d, int64_t *sweep_id, kv
     st = NULL;
     if (d->n_params > 0 && d->n_points > 0) {
         if (sqlite3_prepare_v2(db, params_sql, -1, &st, NULL) != SQLITE_OK) {
-            rc = db_fail(s, err, "preparing sweep_point_params insert");
+            rc = store_fail(s, err, "preparing sweep_point_params insert");
             goto fail;
         }
         for (int64_t p = 0; p < d->n_points; p++)
@@ -109,7 +104,7 @@ int store_sweep_create(store *s, const store_sweep_def *d, int64_t *sweep_id, kv
     if (d->n_inputs > 0 &&
         sqlite3_prepare_v2(db, "INSERT INTO sweep_inputs(sweep_id, path, abs_path, sha256) "
                                "VALUES(?1,?2,?3,?4)", -1, &st, NULL) != SQLITE_OK) {
-        rc = db_fail(s, err, "preparing sweep_inputs insert");
+        rc = store_fail(s, err, "preparing sweep_inputs insert");
         goto fail;
     }
     for (int i = 0; i < d->n_inputs; i++) {
@@ -118,7 +113,7 @@ int store_sweep_create(store *s, const store_sweep_def *d, int64_t *sweep_id, kv
         b |= sqlite3_bind_text(st, 3, d->input_abs[i], -1, SQLITE_STATIC);
         b |= sqlite3_bind_text(st, 4, d->input_sha256[i], -1, SQLITE_STATIC);
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
-            rc = db_fail(s, err, "writing sweep_inputs");
+            rc = store_fail(s, err, "writing sweep_inputs");
             goto fail;
         }
         sqlite3_reset(st);
@@ -142,7 +137,7 @@ int store_sweep_add_point(store *s, int64_t sweep_id, int64_t point_index, int n
     if ((rc = store_begin(s, err)))
         return rc;
     if (sqlite3_prepare_v2(store_db(s), params_sql, -1, &st, NULL) != SQLITE_OK) {
-        rc = db_fail(s, err, "preparing sweep_point_params insert");
+        rc = store_fail(s, err, "preparing sweep_point_params insert");
         goto fail;
     }
     for (int i = 0; i < n; i++)
@@ -166,7 +161,7 @@ static int exec3(store *s, const char *sql, int64_t a, int64_t b, const char *c,
     sqlite3_stmt *st = NULL;
     int rc = KVS_OK;
     if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, what);
+        return store_fail(s, err, what);
     int n = sqlite3_bind_parameter_count(st);
     int bb = SQLITE_OK;
     if (n >= 1)
@@ -176,7 +171,7 @@ static int exec3(store *s, const char *sql, int64_t a, int64_t b, const char *c,
     if (n >= 3)
         bb |= sqlite3_bind_text(st, 3, c, -1, SQLITE_TRANSIENT);
     if (bb != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
-        rc = db_fail(s, err, what);
+        rc = store_fail(s, err, what);
     sqlite3_finalize(st);
     return rc;
 }
@@ -197,7 +192,7 @@ int store_sweep_tag(store *s, int64_t sweep_id, int64_t point_index, const char 
                      "END;\n"
                      "DELETE FROM temp.kvsim_sweep_cur;",
                      NULL, NULL, NULL) != SQLITE_OK)
-        return db_fail(s, err, "setting up sweep tagging");
+        return store_fail(s, err, "setting up sweep tagging");
     if ((rc = exec3(s, "INSERT INTO temp.kvsim_sweep_cur VALUES(?1, ?2, ?3)", sweep_id,
                     point_index, point_key, "tagging a sweep point", err)))
         return rc;
@@ -226,17 +221,17 @@ int store_sweep_tag_params(store *s, int n, const char *const *params,
                      "END;\n"
                      "DELETE FROM temp.kvsim_sweep_params;",
                      NULL, NULL, NULL) != SQLITE_OK)
-        return db_fail(s, err, "setting up sweep point parameters");
+        return store_fail(s, err, "setting up sweep point parameters");
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(store_db(s), "INSERT INTO temp.kvsim_sweep_params VALUES(?1, ?2)", -1,
                            &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "tagging sweep point parameters");
+        return store_fail(s, err, "tagging sweep point parameters");
     int rc = KVS_OK;
     for (int i = 0; i < n && !rc; i++) {
         sqlite3_bind_text(st, 1, params[i], -1, SQLITE_TRANSIENT);
         sqlite3_bind_text(st, 2, values[i], -1, SQLITE_TRANSIENT);
         if (sqlite3_step(st) != SQLITE_DONE)
-            rc = db_fail(s, err, "tagging sweep point parameters");
+            rc = store_fail(s, err, "tagging sweep point parameters");
         sqlite3_reset(st);
     }
     sqlite3_finalize(st);
@@ -252,7 +247,7 @@ int store_sweep_get(store *s, int64_t sweep_id, store_sweep_info *out, kvs_err *
                            "SELECT kind, grid, base_args, coalesce(n_points, 0) FROM sweeps "
                            "WHERE sweep_id = ?1",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "reading sweeps");
+        return store_fail(s, err, "reading sweeps");
     sqlite3_bind_int64(st, 1, sweep_id);
     int r = sqlite3_step(st);
     if (r == SQLITE_DONE) {
@@ -260,7 +255,7 @@ int store_sweep_get(store *s, int64_t sweep_id, store_sweep_info *out, kvs_err *
         goto out;
     }
     if (r != SQLITE_ROW) {
-        rc = db_fail(s, err, "reading sweeps");
+        rc = store_fail(s, err, "reading sweeps");
         goto out;
     }
     snprintf(out->kind, sizeof out->kind, "%s", (const char *)sqlite3_column_text(st, 0));
@@ -296,7 +291,7 @@ int store_sweep_done(store *s, int64_t sweep_id, int64_t n_points, int64_t *run_
                            "WHERE sweep_id = ?1 AND EXISTS (SELECT 1 FROM runs r "
                            "WHERE r.run_id = sp.run_id) ORDER BY point_index",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "reading sweep_points");
+        return store_fail(s, err, "reading sweep_points");
     sqlite3_bind_int64(st, 1, sweep_id);
     while ((r = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t p = sqlite3_column_int64(st, 0);
@@ -315,7 +310,7 @@ int store_sweep_done(store *s, int64_t sweep_id, int64_t n_points, int64_t *run_
         run_ids[p] = sqlite3_column_int64(st, 2);
     }
     if (r != SQLITE_DONE)
-        rc = db_fail(s, err, "reading sweep_points");
+        rc = store_fail(s, err, "reading sweep_points");
 out:
     sqlite3_finalize(st);
     return rc;
@@ -325,25 +320,11 @@ int store_search_probe(store *s, int64_t sweep_id, int64_t point_index, int64_t 
                        const char *policy, const char *param, double value, int holds,
                        const char *verdict, kvs_err *err)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = KVS_OK;
-    if (sqlite3_prepare_v2(store_db(s),
-                           "INSERT OR REPLACE INTO search_probes(sweep_id, point_index, run_id, policy, "
-                           "param, value, holds, verdict) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
-                           -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "preparing search_probes insert");
-    int b = sqlite3_bind_int64(st, 1, sweep_id);
-    b |= sqlite3_bind_int64(st, 2, point_index);
-    b |= run_id > 0 ? sqlite3_bind_int64(st, 3, run_id) : sqlite3_bind_null(st, 3);
-    b |= sqlite3_bind_text(st, 4, policy, -1, SQLITE_TRANSIENT);
-    b |= sqlite3_bind_text(st, 5, param, -1, SQLITE_TRANSIENT);
-    b |= sqlite3_bind_double(st, 6, value);
-    b |= sqlite3_bind_int(st, 7, holds ? 1 : 0);
-    b |= sqlite3_bind_text(st, 8, verdict, -1, SQLITE_TRANSIENT);
-    if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
-        rc = db_fail(s, err, "writing search_probes");
-    sqlite3_finalize(st);
-    return rc;
+    return store_exec(s, err, "writing search_probes",
+                      "INSERT OR REPLACE INTO search_probes(sweep_id, point_index, run_id, policy, "
+                      "param, value, holds, verdict) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
+                      "iiptt" "dit", sweep_id, point_index, run_id, policy, param, value,
+                      (int64_t)(holds ? 1 : 0), verdict);
 }
 
 int store_search_result(store *s, int64_t sweep_id, const store_search_row *row, kvs_err *err)
@@ -355,7 +336,7 @@ int store_search_result(store *s, int64_t sweep_id, const store_search_row *row,
                            "lo, hi, lo_run_id, hi_run_id, best_run_id, probes) "
                            "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_fail(s, err, "preparing search_results insert");
+        return store_fail(s, err, "preparing search_results insert");
     int b = sqlite3_bind_int64(st, 1, sweep_id);
     b |= sqlite3_bind_text(st, 2, row->policy, -1, SQLITE_TRANSIENT);
     b |= sqlite3_bind_text(st, 3, row->param, -1, SQLITE_TRANSIENT);
@@ -369,7 +350,7 @@ int store_search_result(store *s, int64_t sweep_id, const store_search_row *row,
                               : sqlite3_bind_null(st, 10);
     b |= sqlite3_bind_int64(st, 11, row->probes);
     if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE)
-        rc = db_fail(s, err, "writing search_results");
+        rc = store_fail(s, err, "writing search_results");
     sqlite3_finalize(st);
     return rc;
 }
@@ -384,7 +365,7 @@ int store_sweep_inputs(store *s, int64_t sweep_id,
                            "SELECT path, abs_path, sha256 FROM sweep_inputs WHERE sweep_id = ?1 "
                            "ORDER BY path",
                            -1, &q, NULL) != SQLITE_OK)
-        return db_fail(s, err, "reading sweep_inputs");
+        return store_fail(s, err, "reading sweep_inputs");
     sqlite3_bind_int64(q, 1, sweep_id);
     int r, rc = KVS_OK;
     while ((r = sqlite3_step(q)) == SQLITE_ROW) {
@@ -400,7 +381,7 @@ int store_sweep_inputs(store *s, int64_t sweep_id,
             break;
     }
     if (!rc && r != SQLITE_DONE)
-        rc = db_fail(s, err, "reading sweep_inputs");
+        rc = store_fail(s, err, "reading sweep_inputs");
     sqlite3_finalize(q);
     return rc;
 }
@@ -419,13 +400,13 @@ int store_search_point_get(store *s, int64_t sweep_id, int64_t point_index, cons
                            "(SELECT count(*) FROM search_probes WHERE sweep_id = ?1 AND "
                            "point_index = ?2)",
                            -1, &q, NULL) != SQLITE_OK)
-        return db_fail(s, err, "reading a search probe");
+        return store_fail(s, err, "reading a search probe");
     sqlite3_bind_int64(q, 1, sweep_id);
     sqlite3_bind_int64(q, 2, point_index);
     sqlite3_bind_text(q, 3, param, -1, SQLITE_TRANSIENT);
     int rc = KVS_OK;
     if (sqlite3_step(q) != SQLITE_ROW) {
-        rc = db_fail(s, err, "reading a search probe");
+        rc = store_fail(s, err, "reading a search probe");
     } else if (sqlite3_column_type(q, 0) == SQLITE_TEXT && sqlite3_column_type(q, 1) == SQLITE_TEXT) {
         out->found = 1;
         snprintf(out->policy, sizeof out->policy, "%s", (const char *)sqlite3_column_text(q, 0));
