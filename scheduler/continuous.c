@@ -350,8 +350,46 @@ static void lazy_step(sched *s, int64_t *kv_read)
     *kv_read = s->lz_sum + s->n_run * j;
 }
 
+/* A V0 leap (docs/semantics.md section 3, "Leaps"): the step just emitted,
+ * ending at t, is a lazy same-set step.  While the next step would start
+ * before s->horizon, nobody makes its last token at the end of the step
+ * before (lz_j < lz_first) and the free blocks cover a block per running
+ * request, the next plan's decisions are those of the step before:
+ * admission takes nobody and leaves the same limit (W, its head and R are
+ * unchanged and F only went down; under lpm W's order changes only when a
+ * block is evicted, so a waiting queue and an eviction end the leap),
+ * priority preemption finds the same victim no worse than the same head,
+ * and the decode step is the fast path's, sunk leapt.  Each such step is
+ * planned here, in O(1) (lazy_step): the step record is the last one with
+ * its index, start, duration, KV read and blocks changed, as the
+ * step-by-step engine would write it.  ev: the prefix cache's evictions
+ * when the plan's admission ran.  Returns the end of the last step. */
+static double v0_leap(sched *s, double t, int64_t ev)
+{
+    sched_step *st = &s->step;
+    const int watch = s->lpm && s->wq.n > 0; /* lpm: an eviction may change W's head */
+    assert(s->lz_on && st->leapt && st->n_preempted == 0 && s->swq.n == 0);
+    while (t < s->horizon && s->lz_j < s->lz_first && s->free_blocks >= s->n_run &&
+           !(watch && s->ctr.prefix_evictions != ev)) {
+        s->lz_fin = s->lz_j; /* the step ending at t, as sched_finish_continuous */
+        int64_t kv_read;
+        lazy_step(s, &kv_read);
+        st->batch.kv_read = kv_read;
+        assert(s->lk_n == s->n_run && s->lk_steps > 0);
+        s->lk_steps++;
+        double d = cost_step_s(s->cost, &st->batch) +
+                   (double)(st->swap_out_blocks + st->swap_in_blocks) * s->cfg.swap_block_s;
+        st->dur_s = d;
+        sched_emit(s, t);
+        s->ctr.leap_steps++;
+        t += d;
+    }
+    return t;
+}
+
 int sched_plan_continuous(sched *s, double now, double *t_end)
 {
+    const int64_t ev = s->ctr.prefix_evictions; /* before this plan's admission */
     /* Preemptions and swap-outs of an iteration that ended empty (it takes
      * no time) belong to the step the engine forms next at this instant. */
     int32_t carry_preempted = 0;
@@ -469,6 +507,8 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
     s->step.dur_s = d;
     sched_emit(s, now);
     *t_end = now + d;
+    if (s->lz_on && s->step.leapt && *t_end < s->horizon)
+        *t_end = v0_leap(s, *t_end, ev);
     return SCHED_PLAN_STEP;
 }
 
