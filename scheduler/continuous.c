@@ -320,7 +320,10 @@ void sched_v0_lazy_write(sched *s)
 {
     if (!s->lz_on)
         return;
-    const int64_t bs = s->cfg.block_size, j = s->lz_j;
+    /* j = q bs + m steps: an entry of room r in [0, bs) took a block at the
+     * steps 1 + r + k bs <= j, that is q of them, plus one if r < m, and
+     * has r - j mod bs slots left */
+    const int64_t bs = s->cfg.block_size, j = s->lz_j, q = j / bs, m = j % bs;
     const int grows = s->alloc->grows;
     for (int64_t i = 0; i < s->lz_n; i++) {
         sched_entry *e = &s->run[i];
@@ -328,8 +331,8 @@ void sched_v0_lazy_write(sched *s)
         e->left -= s->lz_fin;
         if (grows) {
             int64_t r = e->room;
-            e->blocks += j > r ? 1 + (j - 1 - r) / bs : 0;
-            e->room = ((r - j) % bs + bs) % bs;
+            e->blocks += q + (r < m);
+            e->room = r >= m ? r - m : r - m + bs;
         } else {
             e->room -= j;
         }
@@ -350,7 +353,7 @@ static void lazy_step(sched *s, int64_t *kv_read)
     *kv_read = s->lz_sum + s->n_run * j;
 }
 
-/* A V0 leap (docs/semantics.md section 3, "Leaps"): the step just emitted,
+/* A V0 leap (docs/semantics.md section 7, "Leaps (V0)"): the step just emitted,
  * ending at t, is a lazy same-set step.  While the next step would start
  * before s->horizon, nobody makes its last token at the end of the step
  * before (lz_j < lz_first) and the free blocks cover a block per running

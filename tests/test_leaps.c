@@ -13,9 +13,12 @@
  * requires that leaps happened in every feature class it mixes, so it
  * cannot pass by leaping never.
  *
- * V0 has no leaps but, with a leap sink, sinks a decode step whose members
- * are exactly the previous step's without listing them (leapt = 1, the
- * requests told once per stretch; scheduler/continuous.c).  The second
+ * V0, with a leap sink, sinks a decode step whose members are exactly the
+ * previous step's without listing them (leapt = 1, the requests told once
+ * per stretch; scheduler/continuous.c), and with a horizon too it leaps
+ * over such steps (v0_leap): the first test's V0 runs get a leap sink, and
+ * test_v0_leaps_identical and two hand-computed scenarios check V0 leaps
+ * against horizons off.  The second
  * test runs random V0 configurations (continuous, chunked, static; fcfs,
  * priority with and without priority preemption; recompute and swap;
  * paged and reserved; prefix caching; no KV cache) and V1 ones (whose
