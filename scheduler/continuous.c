@@ -390,9 +390,12 @@ static double v0_leap(sched *s, double t, int64_t ev)
     return t;
 }
 
-int sched_plan_continuous(sched *s, double now, double *t_end)
+/* One iteration of section 3 at `now`, and the V0 leap that may follow
+ * (sched_plan_continuous without the inlined event loop). */
+static int plan_once(sched *s, double now, double *t_end)
 {
     const int64_t ev = s->ctr.prefix_evictions; /* before this plan's admission */
+    s->last_token = 1;
     /* Preemptions and swap-outs of an iteration that ended empty (it takes
      * no time) belong to the step the engine forms next at this instant. */
     int32_t carry_preempted = 0;
@@ -413,6 +416,9 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
             s->step.limit = SCHED_LIMIT_KV;
         if (s->swq.n == 0 && admit(s) > 0) {
             sched_v0_lazy_write(s); /* R grew: the stretch is over */
+            s->last_token = 0;
+            for (int64_t i = s->run_mark; i < s->n_run; i++)
+                s->last_token |= !s->run[i].skip && s->run[i].left == 1;
             s->step.kind = SCHED_STEP_PREFILL;
             s->active = SCHED_ACTIVE_PREFILL;
             break;
@@ -440,8 +446,10 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
                 lazy_step(s, &kv_read);
             } else {
             sched_v0_lazy_write(s);
+            int last = 0;
             for (int64_t i = 0; i < s->n_run; i++) {
                 sched_entry *e = &s->run[i];
+                last |= e->left == 1;
                 if (grows && e->room == 0) {
                     taken++;
                     e->blocks++;
@@ -455,6 +463,7 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
             }
             s->free_blocks -= taken;
             sched_blocks_taken(s);
+            s->last_token = last;
             }
             n_decode = s->n_run;
             if (leapt)
@@ -513,6 +522,37 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
     if (s->lz_on && s->step.leapt && *t_end < s->horizon)
         *t_end = v0_leap(s, *t_end, ev);
     return SCHED_PLAN_STEP;
+}
+
+/* The event loop, inlined (docs/semantics.md section 7, "Leaps (V0)"): the
+ * step in flight, a prefill or a decode that took every running request
+ * (the fast path), ends at t before the horizon and nobody makes its last
+ * token there; then what the loop would do at t, end the step and plan the
+ * next one, is done here, with the same calls in the same order.  Only
+ * while the free blocks cover a block per running request: that plan then
+ * forms a step (it preempts nobody for blocks, so R, not empty, stays; a
+ * priority preemption that empties R admits the head it was for), where
+ * preemptions could otherwise leave it idle (every victim rejected on its
+ * way back) or stuck (--preemption off).  O(1). */
+static int inline_next(const sched *s, double t)
+{
+    const int last = s->lz_on && s->active == SCHED_ACTIVE_DECODE ? s->lz_j >= s->lz_first
+                                                                   : s->last_token;
+    return s->leap_fn && t < s->horizon && !last && s->free_blocks >= s->n_run;
+}
+
+int sched_plan_continuous(sched *s, double now, double *t_end)
+{
+    int rc = plan_once(s, now, t_end);
+    while (rc == SCHED_PLAN_STEP && inline_next(s, *t_end)) {
+        double t = *t_end;
+        sched_finish_continuous(s, t); /* as v0_finish */
+        s->active = SCHED_ACTIVE_NONE;
+        s->ctr.leap_steps++;
+        rc = plan_once(s, t, t_end);
+        assert(rc == SCHED_PLAN_STEP); /* R is not empty and nobody is stuck */
+    }
+    return rc;
 }
 
 /* With prefix caching the blocks are returned after the finish loop

@@ -229,6 +229,10 @@ struct sched {
     int64_t lz_first;             /* steps from the base to the first finish (min left) */
     int64_t lz_sum;               /* sum of ctx over the entries at the base, tokens */
     int64_t *lz_cnt;              /* [block_size] entries by room at the base */
+    int last_token;               /* 0: the step in flight, a prefill or a
+                                     fast-path decode, makes nobody's last
+                                     token; 1: it may (continuous.c; lazy
+                                     steps go by lz_first instead) */
     double horizon;               /* s: no external event before this time, for
                                      the next plan only (-INFINITY: unknown) */
     char errmsg[256];             /* set when a plan fails */

@@ -636,19 +636,21 @@ static int64_t golden_both(const run_config *cfg, const trace *tr, const cost_mo
 
 /* Every step takes 0.25 s (affine c0 only, exact in binary).  r0 (P 10,
  * O 10) arrives at 0, r1 (P 10, O 3) exactly at 1.0; blocks are plenty.
- *   0.00 prefill r0 (r0's token 1 at 0.25)
+ * The plan at 0 (horizon 1.0) forms:
+ *   0.00 prefill r0 (r0's token 1 at 0.25; nobody's last)
  *   0.25 decode r0 (the first after a prefill: listed)
- *   0.50 decode r0, same set: leapt, and the plan leaps on (horizon 1.0):
- *   0.75 decode r0 (leap step 1); 1.0 is not before the horizon: return
+ *   0.50 decode r0, same set: leapt
+ *   0.75 decode r0, leapt; 1.0 is not before the horizon: it returns 1.0.
+ * The plan at 1.0 (no horizon left):
  *   1.00 prefill r1: it arrived at 1.0, before this plan (a leap that
  *        planned a step starting at its horizon would have decoded r0 here)
  *   1.25 decode r0, r1 (listed)
  *   1.50 decode r0, r1, same set: leapt, but r1 makes its last token (O 3)
- *        at its end, so the plan ends there; r1 finishes at 1.75
+ *        at its end, so the plan returns 1.75; r1 finishes at 1.75.
+ * The plan at 1.75:
  *   1.75 decode r0 (listed: R changed)
- *   2.00 decode r0, leapt; leaps to 2.25 and 2.50 (leap steps 2, 3), whose
- *        end at 2.75 is r0's last token.
- * 11 steps, 3 of them planned inside leaps. */
+ *   2.00, 2.25, 2.50 decode r0, leapt; 2.75 is r0's last token.
+ * 11 steps; 3 + 2 + 3 = 8 of them formed after the first of their plan. */
 START_TEST(test_v0_leap_golden)
 {
     kvs_err err;
@@ -662,7 +664,7 @@ START_TEST(test_v0_leap_golden)
     golden_req(&tr, 0, 0.0, 10, 10);
     golden_req(&tr, 1, 1.0, 10, 3);
     outcome a;
-    ck_assert_int_eq(golden_both(&cfg, &tr, &cost, &a), 3);
+    ck_assert_int_eq(golden_both(&cfg, &tr, &cost, &a), 8);
     static const int kind[11] = {0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1};
     static const int leapt[11] = {0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1};
     ck_assert_int_eq(a.log.n, 11);
