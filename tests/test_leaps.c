@@ -393,6 +393,7 @@ START_TEST(test_same_set_identical)
     ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
                                        &cost, &err), 0);
     int64_t leapt = 0, leapt_v1 = 0, runs = 0, preempted = 0, cluster_leapt = 0;
+    int64_t cluster_leapt_v0 = 0; /* V0 replicas behind a router that routes ahead */
     for (uint64_t seed = 1; seed <= 160; seed++) {
         run_config cfg;
         const int v1 = seed % 4 == 0; /* V1: its leaps and its same-set steps */
@@ -437,7 +438,10 @@ START_TEST(test_same_set_identical)
         /* clusters: each engine's stretches interleave with the others' steps */
         cfg.replicas = 2 + (int64_t)(seed % 3);
         snprintf(cfg.router, sizeof cfg.router, "%s", seed % 8 < 4 ? "round-robin" : "random");
-        cluster_leapt += check_pipeline(&cfg, &tr, &cost, seed);
+        int64_t cl_leapt = check_pipeline(&cfg, &tr, &cost, seed);
+        cluster_leapt += cl_leapt;
+        if (!v1)
+            cluster_leapt_v0 += cl_leapt;
         cfg.router[0] = 0;
         if (v1) { /* --pd: decode replicas admit requests whose first token came elsewhere */
             cfg.replicas = 3;
@@ -461,6 +465,8 @@ START_TEST(test_same_set_identical)
     ck_assert_msg(preempted > 0, "no run both sank same-set steps and preempted");
     ck_assert_msg(cluster_leapt > 1000, "clusters leapt %lld steps: toothless",
                   (long long)cluster_leapt);
+    ck_assert_msg(cluster_leapt_v0 > 1000, "V0 clusters leapt %lld steps: toothless",
+                  (long long)cluster_leapt_v0);
     cost_model_free(&cost);
 }
 END_TEST
