@@ -313,10 +313,18 @@ int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end)
 {
     int rc = s->eng->plan(s, now, more_arrivals, t_end);
     s->horizon = -INFINITY; /* good for one plan only */
+    s->arr_cur = NULL;
     return rc;
 }
 
 void sched_set_horizon(sched *s, double t) { s->horizon = t; }
+
+void sched_set_arrivals(sched *s, int64_t *cursor, const int32_t *next_of, double other_s)
+{
+    s->arr_cur = cursor;
+    s->arr_next = next_of;
+    s->arr_other_s = other_s;
+}
 
 static int v0_plan(sched *s, double now, int more_arrivals, double *t_end)
 {

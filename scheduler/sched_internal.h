@@ -235,6 +235,12 @@ struct sched {
                                      steps go by lz_first instead) */
     double horizon;               /* s: no external event before this time, for
                                      the next plan only (-INFINITY: unknown) */
+    int64_t *arr_cur;             /* sched_set_arrivals, the next plan only: the next
+                                     request to arrive here (< 0 or >= n: none),
+                                     advanced past those the engine takes in; NULL */
+    const int32_t *arr_next;      /* [n] the request arriving after each, -1 none;
+                                     NULL: id + 1 */
+    double arr_other_s;           /* s: no other external event before this time */
     char errmsg[256];             /* set when a plan fails */
 };
 

@@ -463,8 +463,11 @@ static void free_blocks(sched_v1 *v, int32_t id)
 {
     if (v->rq[id].slot >= 0) {
         int32_t *t = table_of(v, id);
-        for (int64_t j = v->rq[id].held - 1; j >= 0; j--)
+        for (int64_t j = v->rq[id].held - 1; j >= 0; j--) {
+            if (j >= 8) /* cold: last touched when taken */
+                v1_pool_prefetch(&v->pool, t[j - 8]);
             v1_pool_release(&v->pool, t[j]);
+        }
         for (int64_t k = 0; v->xtab && k < n_other(v); k++) {
             int32_t *x = xrow(v, id, k);
             for (int64_t j = v->rq[id].held - 1; j >= 0; j--)
@@ -495,7 +498,7 @@ static int64_t groups_need(const sched_v1 *v, int32_t id, int64_t held, int64_t 
             j = held;
         for (; j < want; j++) {
             int32_t b = j < m ? v1_pool_lookup(&v->pool, group_key(v, id, j, k)) : 0;
-            need += !b || v->pool.ref[b] == 0;
+            need += !b || v1_pool_count(&v->pool, b) == 0;
         }
     }
     return need;
@@ -537,7 +540,7 @@ static void groups_take(sched_v1 *v, int32_t id, int64_t held, int64_t want, int
             continue;
         int64_t j0 = held == 0 ? from : (reg0 > from ? reg0 : from);
         for (int64_t j = j0; j < full; j++)
-            if (x[j] && !v->pool.has_id[x[j]])
+            if (x[j] && !v1_pool_has_id(&v->pool, x[j]))
                 v1_pool_register(&v->pool, x[j], group_key(v, id, j, k));
     }
 }
@@ -553,7 +556,7 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
     const int64_t fresh = want - m - held;
     int64_t need = fresh;
     for (int64_t k = 0; k < m; k++)
-        need += v->pool.ref[hits[k]] == 0;
+        need += v1_pool_count(&v->pool, hits[k]) == 0;
     if (v->xtab) {
         int64_t lo;
         if (v->rq[id].slot >= 0) {
@@ -674,12 +677,12 @@ static void preempt_at(sched *s, int64_t idx, int64_t *budget)
     if (v->rq[id].slot >= 0) { /* its private identities become findable (v1_pool_register) */
         const int32_t *t = table_of(v, id);
         for (int64_t j = 0; j < v->rq[id].held; j++)
-            v1_pool_publish(&v->pool, t[j]);
+            v1_pool_publish(&v->pool, t[j], block_key(v, id, j));
         for (int64_t k = 0; v->xtab && k < n_other(v); k++) {
             const int32_t *x = xrow(v, id, k);
             for (int64_t j = 0; j < v->rq[id].held; j++)
                 if (x[j])
-                    v1_pool_publish(&v->pool, x[j]);
+                    v1_pool_publish(&v->pool, x[j], group_key(v, id, j, k));
         }
     }
     free_blocks(v, id);
@@ -803,22 +806,31 @@ static void waiting_walk(sched *s, int64_t *b)
 }
 
 /* ------------------------------------------------------------- leaps */
-/* Emit a decode step of n members reading kv tokens at time t, its batch
- * held back by `limit` (the step record v1_plan makes for such a step; its
- * members are not listed: with a leap sink it says so, leapt = 1); returns
- * its duration. */
-static double emit_decode(sched *s, int64_t n, int64_t kv, double t, int32_t limit)
+/* The step record of a leap's decode steps of n members, but for what
+ * changes from step to step (emit_decode fills that in); s->step is then
+ * left alone until the leap ends, but for its limit (the waiting walk). */
+static void decode_record_init(sched *s, int64_t n)
 {
-    sched_v1 *v = s->v1;
     sched_step *st = &s->step;
     memset(st, 0, sizeof *st);
     s->n_members = 0;
     st->batch.tokens = n;
-    st->batch.kv_read = kv;
     st->batch.n_decode = n;
     st->kind = SCHED_STEP_DECODE;
-    st->limit = limit;
     st->leapt = s->leap_fn != NULL;
+}
+
+/* Emit a decode step (decode_record_init's n members) reading kv tokens at
+ * time t, its batch held back by `limit` (the step record v1_plan makes for
+ * such a step; its members are not listed: with a leap sink it says so,
+ * leapt = 1); returns its duration. */
+static double emit_decode(sched *s, int64_t kv, double t, int32_t limit)
+{
+    sched_v1 *v = s->v1;
+    sched_step *st = &s->step;
+    assert(st->batch.n_prefill == 0 && st->n_preempted == 0 && s->n_members == 0);
+    st->batch.kv_read = kv;
+    st->limit = limit;
     double d = cost_step_s(s->cost, &st->batch);
     st->dur_s = d;
     st->index = s->ctr.steps++;
@@ -841,6 +853,19 @@ static const int32_t *group_of(const sched_v1 *v, int64_t r, int64_t *len)
 
 static void waiting_walk(sched *s, int64_t *b);
 static double emit_step(sched *s, double now);
+
+/* The arrivals due by t (a leap's step about to start at t), each through
+ * the arrival rule, in order (sched_set_arrivals).  They touch W and their
+ * own state only, none of R's lazy state.  O(1 + arrivals). */
+static void take_arrivals(sched *s, double t)
+{
+    int64_t *c = s->arr_cur;
+    while (*c >= 0 && *c < s->n && s->reqs[*c].arrival_s <= t) {
+        int64_t id = *c;
+        *c = s->arr_next ? s->arr_next[id] : id + 1;
+        v1_arrive(s, id);
+    }
+}
 
 /* Step 1 (just emitted, ending at t) is all decodes of every running
  * request and preempted nobody.  Each next step's running walk is then
@@ -882,7 +907,9 @@ static double v1_leap(sched *s, double t)
     int64_t step = 2; /* the step to plan, numbered from step 1 */
     int admitted = 0;
     int32_t lim = SCHED_LIMIT_NONE_WAITING; /* the limit of the step being planned */
-    for (; step <= jstar && t < s->horizon; step++) {
+    decode_record_init(s, n);
+    const double hz = s->arr_cur ? s->arr_other_s : s->horizon;
+    for (; step <= jstar && t < hz; step++) {
         int64_t nt, nr = 0;
         const int32_t *take = group_of(v, (bs - (step - 1) % bs) % bs, &nt);
         const int32_t *regs = v->pfx ? group_of(v, (bs - step % bs) % bs, &nr) : NULL;
@@ -898,6 +925,8 @@ static double v1_leap(sched *s, double t)
                              block_key(v, id, v->rq[id].reg));
             v->rq[id].reg++;
         }
+        if (s->arr_cur) /* the arrivals before this step (sched_set_arrivals) */
+            take_arrivals(s, t);
         /* the waiting walk, and the limit it leaves, as v1_plan's */
         int64_t b = v->B - n;
         if (v->wn > 0) {
@@ -917,7 +946,7 @@ static double v1_leap(sched *s, double t)
         } else {
             lim = SCHED_LIMIT_NONE_WAITING;
         }
-        t += emit_decode(s, n, kv + n * (step - 1), t, lim);
+        t += emit_decode(s, kv + n * (step - 1), t, lim);
     }
     const int64_t L = step - 2 + admitted; /* steps after step 1 */
     s->ctr.leap_steps += L;
@@ -973,7 +1002,7 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
     const sched_step *st = &s->step;
     if (v->lk_start && (!s->want_members || s->leap_fn) && st->n_preempted == 0 &&
         st->batch.n_prefill == 0 &&
-        v->ns == v->nrun && *t_end < s->horizon)
+        v->ns == v->nrun && *t_end < (s->arr_cur ? s->arr_other_s : s->horizon))
         *t_end = v1_leap(s, *t_end), v->sa_armed = 0;
     return SCHED_PLAN_STEP;
 }
@@ -1158,8 +1187,9 @@ static int v1_audit(const sched *s, char *why, size_t n)
     }
     v1_pd_count(v, s->n, cnt, &distinct); /* finished requests' kept blocks */
     for (int64_t b = 1; b <= v->N; b++)
-        if (cnt[b] != v->pool.ref[b])
-            V1_FAIL("block %lld: count %d, held by %d requests", (long long)b, v->pool.ref[b],
+        if (cnt[b] != v1_pool_count(&v->pool, (int32_t)b))
+            V1_FAIL("block %lld: count %d, held by %d requests", (long long)b,
+                    v1_pool_count(&v->pool, (int32_t)b),
                     cnt[b]);
     if (distinct + v->pool.F != v->N)
         V1_FAIL("held %lld + free %lld != %lld blocks", (long long)distinct,

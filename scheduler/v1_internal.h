@@ -14,23 +14,51 @@ typedef struct v1_key {
 
 #define V1_PRIVATE (1ULL << 63) /* in v1_key.b: a private identity (request, j) */
 
-/* The block pool: blocks 1..N (0 is "none"), the free queue Q (an LRU list
- * of every block with count 0, least recently freed at the head) and the
- * cache map M (identity -> its blocks in registration order, as a list
- * threaded through the blocks; an open-addressing table keeps the list
- * heads and tails). */
+/* The block pool: blocks 1..N (0 is "none"), the free queue Q (every
+ * block with count 0, least recently freed first) and the cache map M
+ * (identity -> its blocks in registration order, as a list threaded
+ * through the blocks; an open-addressing table keeps the list heads and
+ * tails).
+ *
+ * Q is a ring of block numbers in the order they were freed: a release
+ * appends at the tail, a take pops the head, and a hit on a free block
+ * (v1_pool_hold) leaves a hole (0) where it stood, which pops skip.  When
+ * the ring fills it is packed in place, keeping the order; it has room
+ * for twice the blocks, so packing costs O(1) per release amortized.
+ * Takes then read the ring in order, and the blocks the next takes will
+ * touch are known (and fetched) well ahead, where a linked list would
+ * wait for each one in turn.  A block's hot state (count, place in the
+ * ring, flags) is 12 bytes in one array; the cache's (identity, list
+ * links, watch index) another, touched only for blocks with a shared
+ * identity.  A private identity (request, block index) is not stored at
+ * all until published: the engine passes it again then. */
+#define V1_BLK_INQ 1u    /* in Q */
+#define V1_BLK_HAS_ID 2u /* carries an identity (registered) */
+#define V1_BLK_LAZY 4u   /* a private identity not yet in the table
+                            (v1_pool_publish puts it there) */
+
+typedef struct v1_blk {
+    int32_t ref;               /* reference count */
+    int32_t qpos;              /* its slot in the ring while in Q */
+    uint32_t flags;            /* V1_BLK_* */
+} v1_blk;
+
+typedef struct v1_blkx {       /* with prefix caching only */
+    v1_key key;                /* its identity (shared identities and published
+                                  private ones) */
+    int32_t mprev, mnext;      /* neighbours under the same identity, 0 = none */
+    int32_t widx;              /* 1 + index in wh, 0: not found */
+    int32_t pad_;
+} v1_blkx;
+
 typedef struct v1_pool {
     int64_t N;
-    int32_t *ref;              /* [N + 1] reference counts */
-    int32_t *qprev, *qnext;    /* [N + 1] Q neighbours, 0 = none */
-    uint8_t *inq;              /* [N + 1] 1: in Q */
-    int32_t qhead, qtail;      /* 0 = empty */
-    int64_t F;                 /* |Q| */
-    uint8_t *has_id;           /* [N + 1] 1: registered in M */
-    uint8_t *lazy;             /* [N + 1] 1: a private identity not yet in the table
-                                  (v1_pool_publish puts it there) */
-    v1_key *key;               /* [N + 1] its identity */
-    int32_t *mprev, *mnext;    /* [N + 1] neighbours under the same identity */
+    v1_blk *blk;               /* [N + 1] */
+    v1_blkx *x;                /* [N + 1], NULL without prefix caching */
+    int32_t *ring;             /* [rmask + 1] Q in order, 0 = a hole */
+    uint64_t rmask;            /* ring size - 1 (a power of two >= 2 (N + 1)) */
+    uint64_t rhead, rtail;     /* ring counters: Q lies in [rhead, rtail) */
+    int64_t F;                 /* |Q| (blocks, holes not counted) */
     struct v1_slot {           /* [mask + 1] the table */
         v1_key k;              /* identity */
         int32_t head, tail;    /* earliest / latest block under it, 0 = slot empty */
@@ -47,7 +75,6 @@ typedef struct v1_pool {
      * block under its identity, or the answer ends before it */
     int32_t *wh;               /* [tcap] borrowed: the blocks found, in order */
     int64_t wm;                /* how many */
-    int32_t *widx;             /* [N + 1] 1 + index in wh, 0: not found */
     v1_key watch_miss;         /* the first key not found */
     int watch_has_miss;        /* 0: the lookup stopped at its cap */
     int64_t wepoch;            /* the key not found entered M: look up again */
@@ -61,7 +88,7 @@ void v1_pool_free(v1_pool *p);
 void v1_pool_watch_clear(v1_pool *p);
 static inline void v1_pool_watch_hit(v1_pool *p, int32_t b)
 {
-    p->widx[b] = (int32_t)(p->wm + 1);
+    p->x[b].widx = (int32_t)(p->wm + 1);
     p->wh[p->wm++] = b;
 }
 static inline void v1_pool_watch_miss(v1_pool *p, v1_key k)
@@ -70,23 +97,106 @@ static inline void v1_pool_watch_miss(v1_pool *p, v1_key k)
     p->watch_has_miss = 1;
 }
 int32_t v1_pool_lookup(const v1_pool *p, v1_key k);
-/* Count + 1, leaving Q if it was there (a hit). */
-void v1_pool_hold(v1_pool *p, int32_t b);
-/* Take Q's head (F > 0): its identity, if any, leaves M; count becomes 1. */
-int32_t v1_pool_take(v1_pool *p);
+/* Block b's reference count; whether it carries an identity.  O(1). */
+static inline int32_t v1_pool_count(const v1_pool *p, int32_t b) { return p->blk[b].ref; }
+static inline int v1_pool_has_id(const v1_pool *p, int32_t b)
+{
+    return (p->blk[b].flags & V1_BLK_HAS_ID) != 0;
+}
+/* Fetch block b's hot state ahead of a release or hold.  No effect on
+ * results. */
+static inline void v1_pool_prefetch(const v1_pool *p, int32_t b) { __builtin_prefetch(&p->blk[b]); }
+/* The slow paths of the inline operations below (v1_pool.c): b's identity
+ * leaves M; b (its key set) enters its list in M; the full ring is packed
+ * in place, keeping Q's order.  Not for other callers. */
+void v1_pool_unregister_(v1_pool *p, int32_t b);
+void v1_pool_table_append_(v1_pool *p, int32_t b);
+void v1_pool_ring_pack_(v1_pool *p);
+
+/* How many pops ahead a take fetches the block it will hand out. */
+#define V1_POOL_AHEAD 8
+
+/* Count + 1, leaving Q if it was there (a hit: its place becomes a hole).
+ * O(1). */
+static inline void v1_pool_hold(v1_pool *p, int32_t b)
+{
+    v1_blk *e = &p->blk[b];
+    if (e->ref++ == 0) {
+        p->ring[e->qpos] = 0;
+        e->flags &= ~V1_BLK_INQ;
+        p->F--;
+        if (e->flags & V1_BLK_HAS_ID)
+            p->cached--;
+    }
+}
+
+/* Take Q's head (F > 0): its identity, if any, leaves M; count becomes 1.
+ * O(1) plus the holes skipped (each made once). */
+static inline int32_t v1_pool_take(v1_pool *p)
+{
+    int32_t b;
+    while (!(b = p->ring[p->rhead & p->rmask])) /* holes; F > 0: a block follows */
+        p->rhead++;
+    p->rhead++;
+    /* the block a later take hands out: fetch it now (a hole or a slot past
+     * the tail names some block or 0, either a valid address) */
+    __builtin_prefetch(&p->blk[p->ring[(p->rhead + V1_POOL_AHEAD) & p->rmask]]);
+    v1_blk *e = &p->blk[b];
+    e->flags &= ~V1_BLK_INQ;
+    p->F--;
+    if (e->flags & V1_BLK_HAS_ID) {
+        p->cached--;
+        v1_pool_unregister_(p, b);
+        p->evictions++;
+    }
+    e->ref = 1;
+    return b;
+}
+
 /* Register b (which carries no identity) under k, last in k's list.  A
  * private identity (request r, block j) can be looked up only by r, and r
  * looks up only when it is admitted again after a preemption; so it is
- * kept on the block alone (O(1), no hashing) until v1_pool_publish enters
- * it in the table, which the engine does for every block of a request it
- * preempts.  Lookups see the same blocks in the same order as if every
- * identity were entered at once. */
-void v1_pool_register(v1_pool *p, int32_t b, v1_key k);
-/* Enter b's private identity in the table (last in its list) if it is
- * still held on the block alone; no-op otherwise.  O(1) expected. */
-void v1_pool_publish(v1_pool *p, int32_t b);
-/* Count - 1; at 0 the block goes to Q's tail, keeping its identity. */
-void v1_pool_release(v1_pool *p, int32_t b);
+ * only marked on the block (O(1), no hashing, the key not even stored)
+ * until v1_pool_publish enters it in the table, which the engine does for
+ * every block of a request it preempts.  Lookups see the same blocks in
+ * the same order as if every identity were entered at once. */
+static inline void v1_pool_register(v1_pool *p, int32_t b, v1_key k)
+{
+    v1_blk *e = &p->blk[b];
+    e->flags |= V1_BLK_HAS_ID;
+    p->ids++;
+    if (e->flags & V1_BLK_INQ)
+        p->cached++; /* (never: registered blocks are held) */
+    if (k.b & V1_PRIVATE) {
+        e->flags |= V1_BLK_LAZY;
+    } else {
+        p->x[b].key = k;
+        v1_pool_table_append_(p, b);
+    }
+}
+
+/* Enter b's private identity k (the one it was registered under: the
+ * engine names it again) in the table, last in its list, if it is still
+ * held on the block alone; no-op otherwise.  O(1) expected. */
+void v1_pool_publish(v1_pool *p, int32_t b, v1_key k);
+
+/* Count - 1; at 0 the block goes to Q's tail, keeping its identity.  O(1)
+ * amortized. */
+static inline void v1_pool_release(v1_pool *p, int32_t b)
+{
+    v1_blk *e = &p->blk[b];
+    if (--e->ref > 0)
+        return;
+    if (p->rtail - p->rhead == p->rmask + 1)
+        v1_pool_ring_pack_(p);
+    e->qpos = (int32_t)(p->rtail & p->rmask);
+    p->ring[e->qpos] = b;
+    p->rtail++;
+    e->flags |= V1_BLK_INQ;
+    p->F++;
+    if (e->flags & V1_BLK_HAS_ID)
+        p->cached++;
+}
 /* Recount Q and M against the flags; 0 or -1 with why.  For sched_audit. */
 int v1_pool_audit(const v1_pool *p, char *why, size_t n);
 

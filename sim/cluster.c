@@ -154,7 +154,8 @@ typedef struct cluster {
                               router reads it); else only at the end */
     int32_t *ahead_next;   /* [tr->n] routed ahead (route_ahead): the next request
                               routed to the same replica, -1 none; NULL: not ahead */
-    int32_t *ahead_head;   /* [n] each replica's next request still to arrive, -1 none */
+    int64_t *ahead_head;   /* [n] each replica's next request still to arrive, -1 none
+                              (its engine may take arrivals in: sched_set_arrivals) */
     int64_t steps_cap, members_cap; /* capacities of res->steps / res->members */
     int64_t n_steps;       /* steps of all replicas, in start order */
     int failed;            /* out of memory recording steps */
@@ -268,9 +269,11 @@ static int plan_one(cluster *cl, evq *q, int64_t r, double now, int more, kvs_er
     cl_rep *k = &cl->rep[r];
     double t_end;
     if (cl->ahead_next) { /* nothing reaches r before its next arrival or timeout */
-        int32_t a = cl->ahead_head[r];
+        int64_t a = cl->ahead_head[r];
         double h = a >= 0 ? cl->tr->reqs[a].arrival_s : INFINITY;
         sched_set_horizon(cl->eng[r], k->wake_at >= 0.0 && k->wake_at < h ? k->wake_at : h);
+        sched_set_arrivals(cl->eng[r], &cl->ahead_head[r], cl->ahead_next,
+                           k->wake_at >= 0.0 ? k->wake_at : INFINITY);
     }
     int plan = sched_plan_step(cl->eng[r], now, more, &t_end);
     refresh(cl, r);
@@ -319,8 +322,8 @@ static int route_ahead(cluster *cl, const router_vt *router, router_view rv)
         cl->ahead_head[r] = -1;
     for (int64_t i = tr->n - 1; i >= 0; i--) { /* ahead_head ends as each one's first */
         int32_t r = cl->res->replica[i];
-        cl->ahead_next[i] = cl->ahead_head[r];
-        cl->ahead_head[r] = (int32_t)i;
+        cl->ahead_next[i] = (int32_t)cl->ahead_head[r];
+        cl->ahead_head[r] = i;
     }
     return KVS_OK;
 }
@@ -377,10 +380,13 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
             if (r < cl->np && cl->np < cl->n && pd_step_end(cl, &q, tr, r, now))
                 goto nomem;
         } else if (e.kind == EVQ_KIND_ARRIVAL) {
+            int taken = 0; /* the engine took it in during a leap */
             if (cl->ahead_next) { /* picked before the run (route_ahead) */
                 r = cl->res->replica[e.arg];
-                assert(cl->ahead_head[r] == e.arg);
-                cl->ahead_head[r] = cl->ahead_next[e.arg];
+                taken = cl->ahead_head[r] != e.arg;
+                assert(!taken || cl->rep[r].busy);
+                if (!taken)
+                    cl->ahead_head[r] = cl->ahead_next[e.arg];
             } else {
                 r = router->pick(&rv, e.arg);
             }
@@ -388,7 +394,8 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
             rv.arrivals++;
             cl->res->replica[e.arg] = (int32_t)r;
             cl->view[r].routed++;
-            sched_arrive(cl->eng[r], e.arg);
+            if (!taken)
+                sched_arrive(cl->eng[r], e.arg);
             refresh(cl, r);
             next = e.arg + 1;
             if (next < tr->n && evq_push(&q, tr->reqs[next].arrival_s, EVQ_KIND_ARRIVAL, next))

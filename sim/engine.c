@@ -28,6 +28,12 @@ int engine_run(sched *s, const trace *tr, double *end_s, kvs_err *err)
             busy = 0;
             break;
         case EVQ_KIND_ARRIVAL:
+            if (e.arg < next) { /* the engine took it in during a leap */
+                if (next < tr->n &&
+                    evq_push(&q, tr->reqs[next].arrival_s, EVQ_KIND_ARRIVAL, next))
+                    goto nomem;
+                continue;
+            }
             sched_arrive(s, e.arg);
             next = e.arg + 1;
             if (next < tr->n && evq_push(&q, tr->reqs[next].arrival_s, EVQ_KIND_ARRIVAL, next))
@@ -44,6 +50,9 @@ int engine_run(sched *s, const trace *tr, double *end_s, kvs_err *err)
             if (leaps) { /* nothing happens before the next arrival or timeout */
                 double h = next < tr->n ? tr->reqs[next].arrival_s : INFINITY;
                 sched_set_horizon(s, wake_at >= 0.0 && wake_at < h ? wake_at : h);
+                /* or the engine takes the arrivals in itself (then `next`
+                 * moves on, and the queued arrival is skipped when it pops) */
+                sched_set_arrivals(s, &next, NULL, wake_at >= 0.0 ? wake_at : INFINITY);
             }
             int plan = sched_plan_step(s, now, next < tr->n, &t_end);
             if (plan == SCHED_PLAN_STEP) {

@@ -1,0 +1,241 @@
+/* test_v1_pool.c — the V1 block pool (scheduler/v1_pool.c) against a
+ * simple model of itself.
+ *
+ * The pool keeps its free queue Q as a ring with holes that it packs when
+ * full, its hot and cache state in two arrays, and private identities
+ * unstored until published.  The model keeps Q as a plain array in LRU
+ * order (take = remove the first, release = append, a hit = remove from
+ * the middle) and the cache map M as a list of (identity, block) entries
+ * in the order they entered it (lookup = the first entry with that
+ * identity; a take removes the block's entry).  Random operations on a
+ * small pool (so that the ring packs often) must give the same blocks, the
+ * same lookups and the same counters, and the pool's own audit must pass
+ * after every operation. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/rng.h"
+#include "scheduler/v1_internal.h"
+
+#define NB 12 /* blocks */
+
+typedef struct model {
+    int32_t q[NB], nq;          /* Q in order */
+    int32_t ref[NB + 1];
+    int has_id[NB + 1], lazy[NB + 1];
+    v1_key key[NB + 1];
+    struct { v1_key k; int32_t b; } m[4 * NB]; /* M in entry order */
+    int nm;
+    int64_t evictions, ids;
+} model;
+
+/* ck_assert reports its place on every call; in a loop of a million checks
+ * only a failure should cost anything */
+#define EXPECT(cond, ...)                 \
+    do {                                  \
+        if (!(cond))                      \
+            ck_abort_msg(__VA_ARGS__);    \
+    } while (0)
+#define EXPECT_EQ(a, b, seed, op)                                                          \
+    EXPECT((int64_t)(a) == (int64_t)(b), "seed %llu op %d: %s = %lld, model %lld",        \
+           (unsigned long long)(seed), (op), #a, (long long)(a), (long long)(b))
+
+static int key_eq(v1_key a, v1_key b) { return a.a == b.a && a.b == b.b; }
+
+static void m_unlist(model *d, int32_t b)
+{
+    for (int i = 0; i < d->nm; i++)
+        if (d->m[i].b == b) {
+            memmove(&d->m[i], &d->m[i + 1], (size_t)(d->nm - i - 1) * sizeof d->m[0]);
+            d->nm--;
+            return;
+        }
+}
+
+static void m_list(model *d, int32_t b)
+{
+    d->m[d->nm].k = d->key[b];
+    d->m[d->nm].b = b;
+    d->nm++;
+}
+
+static int32_t m_lookup(const model *d, v1_key k)
+{
+    for (int i = 0; i < d->nm; i++)
+        if (key_eq(d->m[i].k, k))
+            return d->m[i].b;
+    return 0;
+}
+
+static void q_remove(model *d, int32_t b)
+{
+    for (int i = 0; i < d->nq; i++)
+        if (d->q[i] == b) {
+            memmove(&d->q[i], &d->q[i + 1], (size_t)(d->nq - i - 1) * sizeof d->q[0]);
+            d->nq--;
+            return;
+        }
+    ck_abort_msg("block %d not in the model's Q", b); /* a bug of the test */
+}
+
+static int64_t m_cached(const model *d)
+{
+    int64_t c = 0;
+    for (int i = 0; i < d->nq; i++)
+        c += d->has_id[d->q[i]];
+    return c;
+}
+
+/* A shared identity out of a few (so lists hold duplicates), or block b's
+ * private one (request 1000 + b, index j). */
+static v1_key some_key(rng *g, int32_t b, int private_)
+{
+    v1_key k;
+    if (private_) {
+        k.a = 1000 + (uint64_t)b;
+        k.b = (uint64_t)rng_below(g, 1000) | V1_PRIVATE;
+    } else {
+        k.a = 7 + rng_below(g, 3);
+        k.b = 16 * (1 + rng_below(g, 2));
+    }
+    return k;
+}
+
+START_TEST(test_pool_matches_model)
+{
+    int64_t packs_seen = 0, takes = 0, evicted = 0, hits = 0, published = 0;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        rng g;
+        rng_init(&g, seed);
+        v1_pool p;
+        ck_assert_int_eq(v1_pool_init(&p, NB, 1), 0);
+        int32_t wh[NB];
+        p.wh = wh;
+        model d = {0};
+        for (int32_t b = 1; b <= NB; b++)
+            d.q[d.nq++] = b;
+        for (int op = 0; op < 1000; op++) {
+            int32_t b = (int32_t)(1 + rng_below(&g, NB));
+            uint64_t before_tail = p.rtail - p.rhead;
+            switch (rng_below(&g, 12)) {
+            case 0: /* take (seldom in odd seeds, whose rings then fill with holes) */
+                if (d.nq == 0 || (seed % 2 && rng_below(&g, 6)))
+                    break;
+                {
+                    int32_t want = d.q[0];
+                    q_remove(&d, want);
+                    if (d.has_id[want]) {
+                        if (!d.lazy[want])
+                            m_unlist(&d, want);
+                        d.has_id[want] = d.lazy[want] = 0;
+                        d.evictions++;
+                        d.ids--;
+                        evicted++;
+                    }
+                    d.ref[want] = 1;
+                    EXPECT_EQ(v1_pool_take(&p), want, seed, op);
+                    takes++;
+                }
+                break;
+            case 1: /* release */
+            case 2:
+                if (d.ref[b] == 0)
+                    break;
+                if (--d.ref[b] == 0)
+                    d.q[d.nq++] = b;
+                v1_pool_release(&p, b);
+                packs_seen += p.rtail - p.rhead < before_tail;
+                break;
+            case 3: /* hold: a hit on a free block with a listed identity, or another holder */
+            case 6:
+            case 7:
+                if (d.ref[b] == 0 && !(d.has_id[b] && !d.lazy[b]))
+                    break;
+                if (d.ref[b]++ == 0) {
+                    q_remove(&d, b);
+                    hits++;
+                }
+                v1_pool_hold(&p, b);
+                break;
+            case 4: /* register a held block */
+            case 8:
+                if (d.ref[b] == 0 || d.has_id[b])
+                    break;
+                {
+                    v1_key k = some_key(&g, b, rng_below(&g, 2) == 0);
+                    d.key[b] = k;
+                    d.has_id[b] = 1;
+                    d.ids++;
+                    if (k.b & V1_PRIVATE)
+                        d.lazy[b] = 1;
+                    else
+                        m_list(&d, b);
+                    v1_pool_register(&p, b, k);
+                }
+                break;
+            case 9: /* a hit on a free block that is freed again at once: a hole
+                       and a new slot at the tail, so the ring fills and packs */
+            case 10: {
+                int32_t cand[NB], nc = 0; /* the free blocks a lookup can find */
+                for (int i = 0; i < d.nq; i++)
+                    if (d.has_id[d.q[i]] && !d.lazy[d.q[i]])
+                        cand[nc++] = d.q[i];
+                if (nc == 0)
+                    break;
+                b = cand[rng_below(&g, (uint64_t)nc)];
+                q_remove(&d, b);
+                d.q[d.nq++] = b;
+                hits++;
+                v1_pool_hold(&p, b);
+                v1_pool_release(&p, b);
+                packs_seen += p.rtail - p.rhead < before_tail;
+                break;
+            }
+            default: /* publish a private identity, or look one up */
+                if (d.lazy[b] && rng_below(&g, 2)) {
+                    d.lazy[b] = 0;
+                    m_list(&d, b);
+                    v1_pool_publish(&p, b, d.key[b]);
+                    published++;
+                } else {
+                    v1_key k = d.has_id[b] ? d.key[b] : some_key(&g, b, 0);
+                    EXPECT_EQ(v1_pool_lookup(&p, k), m_lookup(&d, k), seed, op);
+                }
+                break;
+            }
+            char why[160];
+            EXPECT(v1_pool_audit(&p, why, sizeof why) == 0, "seed %llu op %d: %s",
+                   (unsigned long long)seed, op, why);
+            EXPECT_EQ(p.F, d.nq, seed, op);
+            EXPECT_EQ(p.cached, m_cached(&d), seed, op);
+            EXPECT_EQ(p.evictions, d.evictions, seed, op);
+            EXPECT_EQ(p.ids, d.ids, seed, op);
+            for (int32_t x = 1; x <= NB; x++) {
+                EXPECT_EQ(v1_pool_count(&p, x), d.ref[x], seed, op);
+                EXPECT_EQ(v1_pool_has_id(&p, x), d.has_id[x], seed, op);
+            }
+        }
+        v1_pool_free(&p);
+    }
+    /* the cases the ring exists for really happened */
+    ck_assert_msg(packs_seen > 50 && hits > 1000 && evicted > 300 && published > 300,
+                  "packs %lld, hits %lld, evictions %lld, published %lld: toothless",
+                  (long long)packs_seen, (long long)hits, (long long)evicted,
+                  (long long)published);
+    (void)takes;
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("v1_pool");
+    TCase *tc = tcase_create("pool");
+    tcase_add_test(tc, test_pool_matches_model);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
