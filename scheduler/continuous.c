@@ -256,12 +256,13 @@ static void no_cache_batch(const sched *s, cost_batch *b)
 
 /* A leap sink's same-set stretches.  A fast-path decode step (every running
  * request decodes) right after another one, with R unchanged in between
- * (no admission, preemption or finish), has the same members, and each of
- * them made a token at the end of the step before, which is this step's
- * start: the sink gets it with leapt = 1 and no members, as a V1 leap's
- * step (sched.h, sched_leap_fn), and the stretch's requests are told once,
- * before any later step lists members (sched_emit), when someone finishes
- * or at a preemption.  The step records are otherwise the same, so the
+ * but for the requests that finished (no admission or preemption), has the
+ * same members but those, and each of them made a token at the end of the
+ * step before, which is this step's start: the sink gets it with leapt = 1
+ * and no members, as a V1 leap's step (sched.h, sched_leap_fn), and the
+ * stretch's requests are told once, before any later step lists members
+ * (sched_emit), when someone finishes (a new stretch of the others may
+ * start with the next step) or at a preemption.  The step records are otherwise the same, so the
  * run's results are identical to listing every member. */
 static void v0_leap_step(sched *s)
 {
@@ -593,7 +594,8 @@ void sched_finish_continuous(sched *s, double t)
             if (--e->left == 0) {
                 if (s->lk_steps > 0) /* its last tokens came in the stretch */
                     sched_same_set_flush(s);
-                s->lk_armed = 0;
+                /* lk_armed stays: the others made a token at t, and a next
+                 * step of theirs alone is a same-set step of a new stretch */
                 finish_request(s, e, t);
                 continue;
             }

@@ -158,7 +158,8 @@ typedef struct sched_step {
     int32_t n_preempted;  /* requests preempted while forming this step */
     int32_t limit;        /* sched_step_limit */
     int32_t leapt;        /* 1: a V1 leap's decode step, or a V0 decode step with
-                             the previous step's members, sunk without members
+                             the previous step's members (but those that
+                             finished), sunk without members
                              (sched_set_leap_sink); else 0 */
     cost_batch batch;     /* what the cost model saw */
     int64_t kv_blocks_used; /* blocks held by all requests during the step */
@@ -280,8 +281,9 @@ typedef void (*sched_leap_fn)(void *ctx, const int32_t *ids, int64_t n, int64_t 
  * with leapt = 1 and no members, then fn names their requests.  Without
  * one, wanting members turns leaps off.  The V0 continuous engine leaps
  * only with one, and with one it sinks each decode step whose members are
- * exactly the previous step's (every running request decodes and R did
- * not change) the same way, and plans and finishes such a stretch of
+ * the previous step's, a decode of every running request, but for those
+ * that finished at its end (nothing was admitted or preempted) the same
+ * way, and plans and finishes such a stretch of
  * steps in O(1) each; fn names the stretch's requests before any later
  * step lists members, at a preemption or when one of them finishes.
  * Cost: O(1). */

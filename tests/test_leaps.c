@@ -654,7 +654,8 @@ static int64_t golden_both(const run_config *cfg, const trace *tr, const cost_mo
  *   1.50 decode r0, r1, same set: leapt, but r1 makes its last token (O 3)
  *        at its end, so the plan returns 1.75; r1 finishes at 1.75.
  * The plan at 1.75:
- *   1.75 decode r0 (listed: R changed)
+ *   1.75 decode r0: R lost r1 only, and r0 made a token at 1.75, so this
+ *        is a same-set step too, the first of a stretch of r0 alone: leapt
  *   2.00, 2.25, 2.50 decode r0, leapt; 2.75 is r0's last token.
  * 11 steps; 3 + 2 + 3 = 8 of them formed after the first of their plan. */
 START_TEST(test_v0_leap_golden)
@@ -672,7 +673,7 @@ START_TEST(test_v0_leap_golden)
     outcome a;
     ck_assert_int_eq(golden_both(&cfg, &tr, &cost, &a), 8);
     static const int kind[11] = {0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1};
-    static const int leapt[11] = {0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1};
+    static const int leapt[11] = {0, 0, 1, 1, 0, 0, 1, 1, 1, 1, 1};
     ck_assert_int_eq(a.log.n, 11);
     for (int i = 0; i < 11; i++) {
         ck_assert_double_eq(a.log.st[i].start_s, 0.25 * i);
