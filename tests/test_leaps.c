@@ -442,6 +442,9 @@ START_TEST(test_same_set_identical)
         cluster_leapt += cl_leapt;
         if (!v1)
             cluster_leapt_v0 += cl_leapt;
+        /* a router that reads the load: no horizons, stretches only */
+        snprintf(cfg.router, sizeof cfg.router, "%s", seed % 2 ? "least-requests" : "least-kv");
+        check_pipeline(&cfg, &tr, &cost, seed);
         cfg.router[0] = 0;
         if (v1) { /* --pd: decode replicas admit requests whose first token came elsewhere */
             cfg.replicas = 3;
