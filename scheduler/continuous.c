@@ -256,12 +256,13 @@ static void no_cache_batch(const sched *s, cost_batch *b)
 
 /* A leap sink's same-set stretches.  A fast-path decode step (every running
  * request decodes) right after another one, with R unchanged in between
- * (no admission, preemption or finish), has the same members, and each of
- * them made a token at the end of the step before, which is this step's
- * start: the sink gets it with leapt = 1 and no members, as a V1 leap's
- * step (sched.h, sched_leap_fn), and the stretch's requests are told once,
- * before any later step lists members (sched_emit), when someone finishes
- * or at a preemption.  The step records are otherwise the same, so the
+ * but for the requests that finished (no admission or preemption), has the
+ * same members but those, and each of them made a token at the end of the
+ * step before, which is this step's start: the sink gets it with leapt = 1
+ * and no members, as a V1 leap's step (sched.h, sched_leap_fn), and the
+ * stretch's requests are told once, before any later step lists members
+ * (sched_emit), when someone finishes (a new stretch of the others may
+ * start with the next step) or at a preemption.  The step records are otherwise the same, so the
  * run's results are identical to listing every member. */
 static void v0_leap_step(sched *s)
 {
@@ -320,7 +321,10 @@ void sched_v0_lazy_write(sched *s)
 {
     if (!s->lz_on)
         return;
-    const int64_t bs = s->cfg.block_size, j = s->lz_j;
+    /* j = q bs + m steps: an entry of room r in [0, bs) took a block at the
+     * steps 1 + r + k bs <= j, that is q of them, plus one if r < m, and
+     * has r - j mod bs slots left */
+    const int64_t bs = s->cfg.block_size, j = s->lz_j, q = j / bs, m = j % bs;
     const int grows = s->alloc->grows;
     for (int64_t i = 0; i < s->lz_n; i++) {
         sched_entry *e = &s->run[i];
@@ -328,8 +332,8 @@ void sched_v0_lazy_write(sched *s)
         e->left -= s->lz_fin;
         if (grows) {
             int64_t r = e->room;
-            e->blocks += j > r ? 1 + (j - 1 - r) / bs : 0;
-            e->room = ((r - j) % bs + bs) % bs;
+            e->blocks += q + (r < m);
+            e->room = r >= m ? r - m : r - m + bs;
         } else {
             e->room -= j;
         }
@@ -350,8 +354,49 @@ static void lazy_step(sched *s, int64_t *kv_read)
     *kv_read = s->lz_sum + s->n_run * j;
 }
 
-int sched_plan_continuous(sched *s, double now, double *t_end)
+/* A V0 leap (docs/semantics.md section 7, "Leaps (V0)"): the step just emitted,
+ * ending at t, is a lazy same-set step.  While the next step would start
+ * before s->horizon, nobody makes its last token at the end of the step
+ * before (lz_j < lz_first) and the free blocks cover a block per running
+ * request, the next plan's decisions are those of the step before:
+ * admission takes nobody and leaves the same limit (W, its head and R are
+ * unchanged and F only went down; under lpm W's order changes only when a
+ * block is evicted, so a waiting queue and an eviction end the leap),
+ * priority preemption finds the same victim no worse than the same head,
+ * and the decode step is the fast path's, sunk leapt.  Each such step is
+ * planned here, in O(1) (lazy_step): the step record is the last one with
+ * its index, start, duration, KV read and blocks changed, as the
+ * step-by-step engine would write it.  ev: the prefix cache's evictions
+ * when the plan's admission ran.  Returns the end of the last step. */
+static double v0_leap(sched *s, double t, int64_t ev)
 {
+    sched_step *st = &s->step;
+    const int watch = s->lpm && s->wq.n > 0; /* lpm: an eviction may change W's head */
+    assert(s->lz_on && st->leapt && st->n_preempted == 0 && s->swq.n == 0);
+    while (t < s->horizon && s->lz_j < s->lz_first && s->free_blocks >= s->n_run &&
+           !(watch && s->ctr.prefix_evictions != ev)) {
+        s->lz_fin = s->lz_j; /* the step ending at t, as sched_finish_continuous */
+        int64_t kv_read;
+        lazy_step(s, &kv_read);
+        st->batch.kv_read = kv_read;
+        assert(s->lk_n == s->n_run && s->lk_steps > 0);
+        s->lk_steps++;
+        double d = cost_step_s(s->cost, &st->batch) +
+                   (double)(st->swap_out_blocks + st->swap_in_blocks) * s->cfg.swap_block_s;
+        st->dur_s = d;
+        sched_emit(s, t);
+        s->ctr.leap_steps++;
+        t += d;
+    }
+    return t;
+}
+
+/* One iteration of section 3 at `now`, and the V0 leap that may follow
+ * (sched_plan_continuous without the inlined event loop). */
+static int plan_once(sched *s, double now, double *t_end)
+{
+    const int64_t ev = s->ctr.prefix_evictions; /* before this plan's admission */
+    s->last_token = 1;
     /* Preemptions and swap-outs of an iteration that ended empty (it takes
      * no time) belong to the step the engine forms next at this instant. */
     int32_t carry_preempted = 0;
@@ -372,6 +417,9 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
             s->step.limit = SCHED_LIMIT_KV;
         if (s->swq.n == 0 && admit(s) > 0) {
             sched_v0_lazy_write(s); /* R grew: the stretch is over */
+            s->last_token = 0;
+            for (int64_t i = s->run_mark; i < s->n_run; i++)
+                s->last_token |= !s->run[i].skip && s->run[i].left == 1;
             s->step.kind = SCHED_STEP_PREFILL;
             s->active = SCHED_ACTIVE_PREFILL;
             break;
@@ -399,8 +447,10 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
                 lazy_step(s, &kv_read);
             } else {
             sched_v0_lazy_write(s);
+            int last = 0;
             for (int64_t i = 0; i < s->n_run; i++) {
                 sched_entry *e = &s->run[i];
+                last |= e->left == 1;
                 if (grows && e->room == 0) {
                     taken++;
                     e->blocks++;
@@ -414,6 +464,7 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
             }
             s->free_blocks -= taken;
             sched_blocks_taken(s);
+            s->last_token = last;
             }
             n_decode = s->n_run;
             if (leapt)
@@ -469,7 +520,40 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
     s->step.dur_s = d;
     sched_emit(s, now);
     *t_end = now + d;
+    if (s->lz_on && s->step.leapt && *t_end < s->horizon)
+        *t_end = v0_leap(s, *t_end, ev);
     return SCHED_PLAN_STEP;
+}
+
+/* The event loop, inlined (docs/semantics.md section 7, "Leaps (V0)"): the
+ * step in flight, a prefill or a decode that took every running request
+ * (the fast path), ends at t before the horizon and nobody makes its last
+ * token there; then what the loop would do at t, end the step and plan the
+ * next one, is done here, with the same calls in the same order.  Only
+ * while the free blocks cover a block per running request: that plan then
+ * forms a step (it preempts nobody for blocks, so R, not empty, stays; a
+ * priority preemption that empties R admits the head it was for), where
+ * preemptions could otherwise leave it idle (every victim rejected on its
+ * way back) or stuck (--preemption off).  O(1). */
+static int inline_next(const sched *s, double t)
+{
+    const int last = s->lz_on && s->active == SCHED_ACTIVE_DECODE ? s->lz_j >= s->lz_first
+                                                                   : s->last_token;
+    return s->leap_fn && t < s->horizon && !last && s->free_blocks >= s->n_run;
+}
+
+int sched_plan_continuous(sched *s, double now, double *t_end)
+{
+    int rc = plan_once(s, now, t_end);
+    while (rc == SCHED_PLAN_STEP && inline_next(s, *t_end)) {
+        double t = *t_end;
+        sched_finish_continuous(s, t); /* as v0_finish */
+        s->active = SCHED_ACTIVE_NONE;
+        s->ctr.leap_steps++;
+        rc = plan_once(s, t, t_end);
+        assert(rc == SCHED_PLAN_STEP); /* R is not empty and nobody is stuck */
+    }
+    return rc;
 }
 
 /* With prefix caching the blocks are returned after the finish loop
@@ -510,7 +594,8 @@ void sched_finish_continuous(sched *s, double t)
             if (--e->left == 0) {
                 if (s->lk_steps > 0) /* its last tokens came in the stretch */
                     sched_same_set_flush(s);
-                s->lk_armed = 0;
+                /* lk_armed stays: the others made a token at t, and a next
+                 * step of theirs alone is a same-set step of a new stretch */
                 finish_request(s, e, t);
                 continue;
             }

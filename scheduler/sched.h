@@ -158,7 +158,8 @@ typedef struct sched_step {
     int32_t n_preempted;  /* requests preempted while forming this step */
     int32_t limit;        /* sched_step_limit */
     int32_t leapt;        /* 1: a V1 leap's decode step, or a V0 decode step with
-                             the previous step's members, sunk without members
+                             the previous step's members (but those that
+                             finished), sunk without members
                              (sched_set_leap_sink); else 0 */
     cost_batch batch;     /* what the cost model saw */
     int64_t kv_blocks_used; /* blocks held by all requests during the step */
@@ -233,8 +234,12 @@ int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end);
  * whose decisions are forced (under V1: every running request decodes, none
  * finishes, nothing can be admitted and no block demand exceeds the free
  * blocks), each step starting before t, and return the end of the last
- * one, which sched_finish_step then ends.  The sink sees every step as the
- * step-by-step engine emits it and the results are identical; without the
+ * one, which sched_finish_step then ends.  Under V0 (continuous batching,
+ * with a leap sink) the steps leapt are those of a same-set stretch
+ * (sched_set_leap_sink) while each starts before t, nobody finishes before
+ * the last and the free blocks cover a block per running request
+ * (docs/semantics.md section 7, "Leaps (V0)").  The sink sees every step as
+ * the step-by-step engine emits it and the results are identical; without the
  * call (or with t = -INFINITY) every plan is one step.  Leaps are off while
  * the sink wants decode members (--record-steps).  Cost: O(1). */
 void sched_set_horizon(sched *s, double t);
@@ -274,10 +279,11 @@ typedef void (*sched_leap_fn)(void *ctx, const int32_t *ids, int64_t n, int64_t 
 /* Install a leap sink (NULL: none).  With one, the V1 engine leaps even
  * when the step sink wants members: the leapt steps reach the step sink
  * with leapt = 1 and no members, then fn names their requests.  Without
- * one, wanting members turns leaps off.  The V0 continuous engine has no
- * leaps, but with a leap sink it sinks each decode step whose members are
- * exactly the previous step's (every running request decodes and R did
- * not change) the same way, and plans and finishes such a stretch of
+ * one, wanting members turns leaps off.  The V0 continuous engine leaps
+ * only with one, and with one it sinks each decode step whose members are
+ * the previous step's, a decode of every running request, but for those
+ * that finished at its end (nothing was admitted or preempted) the same
+ * way, and plans and finishes such a stretch of
  * steps in O(1) each; fn names the stretch's requests before any later
  * step lists members, at a preemption or when one of them finishes.
  * Cost: O(1). */

@@ -212,10 +212,12 @@ struct sched {
     int want_members;             /* fill members[] for decode steps */
     sched_leap_fn leap_fn;        /* NULL, or told the requests of each leap */
     /* V0 same-set decode stretches (continuous.c, sched_same_set_flush): with a
-     * leap sink, a decode step whose members are exactly the previous step's
-     * (each of which made a token at its end) is sunk leapt, without members */
+     * leap sink, a decode step whose members are the previous step's but for
+     * those that finished (each of which made a token at its end) is sunk
+     * leapt, without members */
     int lk_armed;                 /* 1: run[] is the set of the last step emitted,
-                                     a full decode step, none finished since */
+                                     a full decode step, but for those that
+                                     finished at its end */
     int64_t lk_steps;             /* leapt steps sunk and not yet told to leap_fn */
     int64_t lk_n;                 /* requests of that stretch, in lk_ids */
     int32_t *lk_ids;              /* [run_cap] their ids (leap sink only) */
@@ -229,6 +231,10 @@ struct sched {
     int64_t lz_first;             /* steps from the base to the first finish (min left) */
     int64_t lz_sum;               /* sum of ctx over the entries at the base, tokens */
     int64_t *lz_cnt;              /* [block_size] entries by room at the base */
+    int last_token;               /* 0: the step in flight, a prefill or a
+                                     fast-path decode, makes nobody's last
+                                     token; 1: it may (continuous.c; lazy
+                                     steps go by lz_first instead) */
     double horizon;               /* s: no external event before this time, for
                                      the next plan only (-INFINITY: unknown) */
     int64_t *arr_cur;             /* sched_set_arrivals, the next plan only: the next

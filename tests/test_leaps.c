@@ -13,9 +13,12 @@
  * requires that leaps happened in every feature class it mixes, so it
  * cannot pass by leaping never.
  *
- * V0 has no leaps but, with a leap sink, sinks a decode step whose members
- * are exactly the previous step's without listing them (leapt = 1, the
- * requests told once per stretch; scheduler/continuous.c).  The second
+ * V0, with a leap sink, sinks a decode step whose members are exactly the
+ * previous step's without listing them (leapt = 1, the requests told once
+ * per stretch; scheduler/continuous.c), and with a horizon too it leaps
+ * over such steps (v0_leap): the first test's V0 runs get a leap sink, and
+ * test_v0_leaps_identical and two hand-computed scenarios check V0 leaps
+ * against horizons off.  The second
  * test runs random V0 configurations (continuous, chunked, static; fcfs,
  * priority with and without priority preemption; recompute and swap;
  * paged and reserved; prefix caching; no KV cache) and V1 ones (whose
@@ -102,6 +105,17 @@ typedef struct outcome {
     int rc;
 } outcome;
 
+static void count_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
+{
+    (void)ctx;
+    (void)ids;
+    (void)n;
+    (void)steps;
+}
+
+/* One engine run through the event loop, horizons on (leaps) or off
+ * (KVSIM_NO_LEAP=1); V0 gets a leap sink (it leaps only with one), V1 none
+ * (it leaps without one when the sink wants no members). */
 static void run_engine(const run_config *cfg, const trace *tr, const cost_model *cost,
                        int leaps, outcome *o)
 {
@@ -116,6 +130,8 @@ static void run_engine(const run_config *cfg, const trace *tr, const cost_model 
     req_prefixes px = trace_prefixes(tr);
     ck_assert_int_eq(sched_attach_prefixes(s, &px, &err), 0);
     sched_set_step_sink(s, log_step, &o->log, 0);
+    if (cfg->sched.engine == SCHED_ENGINE_VLLM_V0)
+        sched_set_leap_sink(s, count_leap);
     double end;
     o->rc = engine_run(s, tr, &end, &err);
     ck_assert_msg(o->rc == 0, "%s", err.msg);
@@ -167,7 +183,7 @@ START_TEST(test_leaps_identical)
                                        &cost, &err), 0);
     /* leapt steps per class: [pfx][chunked][priority] */
     int64_t leapt[2][2][2] = {{{0}}};
-    int64_t preempted_runs = 0;
+    int64_t preempted_runs = 0, leapt_v0 = 0;
     /* 200 seeds: seed 192 (V0, one prefix id named with two segment lengths)
      * broke the prefix cache's closure until segment lengths joined the chain */
     for (uint64_t seed = 1; seed <= 200; seed++) {
@@ -203,7 +219,7 @@ START_TEST(test_leaps_identical)
             a.ctr.leap_steps;
         preempted_runs += a.ctr.preempt_recompute > 0 && a.ctr.leap_steps > 0;
         if (!v1)
-            ck_assert_int_eq(a.ctr.leap_steps, 0);
+            leapt_v0 += a.ctr.leap_steps;
         /* the whole run pipeline: rows and metrics */
         run_result ra, rb;
         unsetenv("KVSIM_NO_LEAP");
@@ -234,6 +250,7 @@ START_TEST(test_leaps_identical)
                               "no leap with prefix caching %d, chunked %d, priority %d: the "
                               "test is toothless there", p, ch, pr);
     ck_assert_msg(preempted_runs > 0, "no run both leapt and preempted");
+    ck_assert_msg(leapt_v0 > 100, "V0 leapt %lld steps: toothless", (long long)leapt_v0);
     cost_model_free(&cost);
 }
 END_TEST
@@ -246,13 +263,15 @@ typedef struct itl_sink {
     run_itl itl;
     double *max_itl_s; /* [n] */
     int64_t leapt;     /* steps sunk with leapt = 1 */
+    int keep_leapt;    /* 1: the log keeps the leapt flag */
 } itl_sink;
 
 static void itl_step(void *ctx, const sched_step *st, const sched_member *m, int64_t n)
 {
     itl_sink *k = ctx;
     log_step(&k->log, st, m, n);
-    k->log.st[k->log.n - 1].leapt = 0; /* compared without it */
+    if (!k->keep_leapt)
+        k->log.st[k->log.n - 1].leapt = 0; /* compared without it */
     if (st->leapt) {
         k->leapt++;
         run_itl_leapt_step(&k->itl, 0, st);
@@ -291,11 +310,21 @@ static void random_v0_config(run_config *cfg, uint64_t seed)
     }
 }
 
-static void run_itl_engine(const run_config *cfg, const trace *tr, const cost_model *cost,
-                           int leap_sink, itl_sink *k, sched_req_result **res)
+/* One engine run through the event loop feeding an ITL tracker, with or
+ * without a leap sink, with horizons (leaps 1) or without (KVSIM_NO_LEAP=1:
+ * one step per plan); the log keeps the leapt flag if keep_leapt.  *ctr:
+ * the engine's counters at the end. */
+static void run_itl_engine_ex(const run_config *cfg, const trace *tr, const cost_model *cost,
+                              int leap_sink, int leaps, int keep_leapt, itl_sink *k,
+                              sched_req_result **res, sched_counters *ctr)
 {
     kvs_err err;
     memset(k, 0, sizeof *k);
+    k->keep_leapt = keep_leapt;
+    if (leaps)
+        unsetenv("KVSIM_NO_LEAP");
+    else
+        setenv("KVSIM_NO_LEAP", "1", 1);
     k->max_itl_s = malloc((size_t)tr->n * sizeof *k->max_itl_s);
     ck_assert_int_eq(run_itl_init(&k->itl, tr, 1, k->max_itl_s, &err), 0);
     sched *s;
@@ -307,9 +336,20 @@ static void run_itl_engine(const run_config *cfg, const trace *tr, const cost_mo
         sched_set_leap_sink(s, itl_leap);
     double end;
     ck_assert_msg(engine_run(s, tr, &end, &err) == 0, "%s", err.msg);
+    unsetenv("KVSIM_NO_LEAP");
     *res = malloc((size_t)tr->n * sizeof **res);
     memcpy(*res, sched_results(s), (size_t)tr->n * sizeof **res);
+    if (ctr)
+        sched_get_counters(s, ctr);
+    char why[256];
+    ck_assert_msg(sched_audit(s, why, sizeof why) == 0, "%s", why);
     sched_free(s);
+}
+
+static void run_itl_engine(const run_config *cfg, const trace *tr, const cost_model *cost,
+                           int leap_sink, itl_sink *k, sched_req_result **res)
+{
+    run_itl_engine_ex(cfg, tr, cost, leap_sink, 1, 0, k, res, NULL);
 }
 
 /* The whole pipeline, leap sink (record_steps 0) against every member
@@ -353,6 +393,7 @@ START_TEST(test_same_set_identical)
     ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
                                        &cost, &err), 0);
     int64_t leapt = 0, leapt_v1 = 0, runs = 0, preempted = 0, cluster_leapt = 0;
+    int64_t cluster_leapt_v0 = 0; /* V0 replicas behind a router that routes ahead */
     for (uint64_t seed = 1; seed <= 160; seed++) {
         run_config cfg;
         const int v1 = seed % 4 == 0; /* V1: its leaps and its same-set steps */
@@ -397,7 +438,13 @@ START_TEST(test_same_set_identical)
         /* clusters: each engine's stretches interleave with the others' steps */
         cfg.replicas = 2 + (int64_t)(seed % 3);
         snprintf(cfg.router, sizeof cfg.router, "%s", seed % 8 < 4 ? "round-robin" : "random");
-        cluster_leapt += check_pipeline(&cfg, &tr, &cost, seed);
+        int64_t cl_leapt = check_pipeline(&cfg, &tr, &cost, seed);
+        cluster_leapt += cl_leapt;
+        if (!v1)
+            cluster_leapt_v0 += cl_leapt;
+        /* a router that reads the load: no horizons, stretches only */
+        snprintf(cfg.router, sizeof cfg.router, "%s", seed % 2 ? "least-requests" : "least-kv");
+        check_pipeline(&cfg, &tr, &cost, seed);
         cfg.router[0] = 0;
         if (v1) { /* --pd: decode replicas admit requests whose first token came elsewhere */
             cfg.replicas = 3;
@@ -421,6 +468,293 @@ START_TEST(test_same_set_identical)
     ck_assert_msg(preempted > 0, "no run both sank same-set steps and preempted");
     ck_assert_msg(cluster_leapt > 1000, "clusters leapt %lld steps: toothless",
                   (long long)cluster_leapt);
+    ck_assert_msg(cluster_leapt_v0 > 1000, "V0 clusters leapt %lld steps: toothless",
+                  (long long)cluster_leapt_v0);
+    cost_model_free(&cost);
+}
+END_TEST
+
+
+/* V0 leaps (scheduler/continuous.c, v0_leap): with a leap sink and a
+ * horizon, a V0 plan runs a stretch of same-set decode steps at once.  On
+ * random V0 configurations (those of random_v0_config, lpm among them, on
+ * traces whose arrivals are squeezed or spread so that queues form and
+ * drain) the run with horizons and the run with KVSIM_NO_LEAP=1 (one step
+ * per plan, the reference), both with a leap sink, must give byte-identical
+ * step records (the leapt flag included), request results, counters (but
+ * leap_steps), ITL figures and whole-pipeline rows and summaries; and every
+ * class of configuration the leaps cover must have leapt, so the test
+ * cannot pass by leaping never. */
+enum { V0C_LPM, V0C_PREFIX, V0C_PRIO_PREEMPT, V0C_SWAP, V0C_RESERVED, V0C_PLAIN, V0C_COUNT };
+
+static int v0_class(const sched_config *c)
+{
+    if (c->policy == SCHED_POLICY_LPM)
+        return V0C_LPM;
+    if (c->prefix_caching)
+        return V0C_PREFIX;
+    if (c->priority_preemption)
+        return V0C_PRIO_PREEMPT;
+    if (c->preemption == SCHED_PREEMPT_SWAP)
+        return V0C_SWAP;
+    if (c->alloc != SCHED_ALLOC_PAGED)
+        return V0C_RESERVED;
+    return V0C_PLAIN;
+}
+
+START_TEST(test_v0_leaps_identical)
+{
+    kvs_err err;
+    cost_model cost;
+    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
+                                       &cost, &err), 0);
+    int64_t leapt[V0C_COUNT] = {0}, waiting_leapt = 0, preempted = 0;
+    static const double spread[4] = {0.5, 1.0, 3.0, 8.0}; /* arrival time factors */
+    for (uint64_t seed = 1; seed <= 240; seed++) {
+        run_config cfg;
+        random_v0_config(&cfg, seed);
+        sched_config *c = &cfg.sched;
+        if (c->prefix_caching && seed % 3 == 0) { /* lpm: W's order follows the cache */
+            c->policy = SCHED_POLICY_LPM;
+            c->priority_preemption = 0;
+        }
+        if (sched_config_check(c, 200, &err) != 0)
+            continue;
+        trace tr;
+        tu_random_trace(&tr, 120 + (int)(seed % 80), seed * 104729, 300, 90, 1);
+        for (int64_t i = 0; i < tr.n; i++)
+            tr.reqs[i].arrival_s *= spread[seed % 4];
+        if (c->prefix_caching)
+            add_prefixes(&tr, seed, 8, seed % 3 != 0);
+        itl_sink a, b;
+        sched_req_result *ra, *rb;
+        sched_counters ca, cb;
+        run_itl_engine_ex(&cfg, &tr, &cost, 1, 1, 1, &a, &ra, &ca);
+        run_itl_engine_ex(&cfg, &tr, &cost, 1, 0, 1, &b, &rb, &cb);
+        ck_assert_int_eq(cb.leap_steps, 0);
+        ck_assert_msg(a.log.n == b.log.n, "seed %llu: %lld steps with leaps, %lld without",
+                      (unsigned long long)seed, (long long)a.log.n, (long long)b.log.n);
+        for (int64_t i = 0; i < a.log.n; i++)
+            ck_assert_msg(memcmp(&a.log.st[i], &b.log.st[i], sizeof a.log.st[i]) == 0,
+                          "seed %llu: step %lld differs (start %.9g vs %.9g, kv_read %lld vs "
+                          "%lld, limit %d vs %d, leapt %d vs %d)", (unsigned long long)seed,
+                          (long long)i, a.log.st[i].start_s, b.log.st[i].start_s,
+                          (long long)a.log.st[i].batch.kv_read,
+                          (long long)b.log.st[i].batch.kv_read, a.log.st[i].limit,
+                          b.log.st[i].limit, a.log.st[i].leapt, b.log.st[i].leapt);
+        ck_assert_msg(memcmp(ra, rb, (size_t)tr.n * sizeof *ra) == 0,
+                      "seed %llu: request results differ", (unsigned long long)seed);
+        int64_t leaps = ca.leap_steps;
+        ca.leap_steps = 0;
+        ck_assert_msg(memcmp(&ca, &cb, sizeof ca) == 0, "seed %llu: counters differ",
+                      (unsigned long long)seed);
+        run_summary sa = {0}, sb = {0};
+        run_itl_finish(&a.itl, &sa);
+        run_itl_finish(&b.itl, &sb);
+        ck_assert_msg(memcmp(&sa, &sb, sizeof sa) == 0, "seed %llu: ITL figures differ",
+                      (unsigned long long)seed);
+        ck_assert(memcmp(a.itl.req, b.itl.req, (size_t)tr.n * sizeof *a.itl.req) == 0);
+        ck_assert(memcmp(a.max_itl_s, b.max_itl_s, (size_t)tr.n * sizeof *a.max_itl_s) == 0);
+        ck_assert_int_eq(a.leapt, b.leapt);
+        leapt[v0_class(c)] += leaps;
+        if (leaps > 0 && ca.preempt_recompute + ca.preempt_swap > 0)
+            preempted++;
+        /* leapt steps taken while requests waited (a blocked head each time) */
+        for (int64_t i = 0; i < a.log.n; i++)
+            waiting_leapt += a.log.st[i].leapt && a.log.st[i].n_waiting > 0;
+        /* the whole run pipeline, horizons on and off */
+        run_result pa, pb;
+        unsetenv("KVSIM_NO_LEAP");
+        ck_assert_int_eq(run_execute(&cfg, &tr, &cost, &pa, &err), 0);
+        setenv("KVSIM_NO_LEAP", "1", 1);
+        ck_assert_int_eq(run_execute(&cfg, &tr, &cost, &pb, &err), 0);
+        unsetenv("KVSIM_NO_LEAP");
+        ck_assert_int_eq(pa.leap_steps, leaps);
+        ck_assert_int_eq(pb.leap_steps, 0);
+        ck_assert(memcmp(pa.reqs, pb.reqs, (size_t)tr.n * sizeof *pa.reqs) == 0);
+        ck_assert(memcmp(pa.max_itl_s, pb.max_itl_s, (size_t)tr.n * sizeof *pa.max_itl_s) == 0);
+        ck_assert_msg(memcmp(&pa.sum, &pb.sum, sizeof pa.sum) == 0,
+                      "seed %llu: run summaries differ", (unsigned long long)seed);
+        run_result_free(&pa);
+        run_result_free(&pb);
+        run_itl_free(&a.itl);
+        run_itl_free(&b.itl);
+        free(a.max_itl_s);
+        free(b.max_itl_s);
+        free(a.log.st);
+        free(b.log.st);
+        free(ra);
+        free(rb);
+        free_trace(&tr);
+    }
+    static const char *const names[V0C_COUNT] = {"lpm", "prefix caching", "priority preemption",
+                                                 "swap", "reserved", "plain"};
+    for (int k = 0; k < V0C_COUNT; k++)
+        ck_assert_msg(leapt[k] > 50, "V0 leaps with %s: %lld steps, toothless", names[k],
+                      (long long)leapt[k]);
+    ck_assert_msg(waiting_leapt > 1000, "%lld leapt steps with requests waiting: toothless",
+                  (long long)waiting_leapt);
+    ck_assert_msg(preempted > 0, "no V0 run both leapt and preempted");
+    cost_model_free(&cost);
+}
+END_TEST
+
+
+/* A V0 engine config for the hand-computed scenarios below. */
+static void golden_v0_config(run_config *cfg, int64_t bs, int64_t blocks)
+{
+    run_config_defaults(cfg);
+    sched_config *c = &cfg->sched;
+    c->engine = SCHED_ENGINE_VLLM_V0;
+    c->batching = SCHED_BATCHING_CONTINUOUS;
+    c->policy = SCHED_POLICY_FCFS;
+    c->alloc = SCHED_ALLOC_PAGED;
+    c->preemption = SCHED_PREEMPT_RECOMPUTE;
+    c->block_size = bs;
+    c->total_blocks = blocks;
+    c->max_seqs = 8;
+    c->max_batched_tokens = 64;
+    c->max_model_len = 400;
+    c->watermark = 0.0;
+    cfg->record_steps = 0;
+}
+
+static void golden_req(trace *t, int64_t i, double at, int64_t p, int64_t o)
+{
+    t->reqs[i].arrival_s = at;
+    t->reqs[i].prompt_tokens = p;
+    t->reqs[i].output_tokens = o;
+}
+
+/* The two runs of a scenario, horizons on and off, must agree byte for
+ * byte; returns the steps leapt with horizons. */
+static int64_t golden_both(const run_config *cfg, const trace *tr, const cost_model *cost,
+                           outcome *a)
+{
+    outcome b;
+    run_engine(cfg, tr, cost, 1, a);
+    run_engine(cfg, tr, cost, 0, &b);
+    ck_assert_int_eq(b.ctr.leap_steps, 0);
+    ck_assert_int_eq(a->log.n, b.log.n);
+    ck_assert(memcmp(a->log.st, b.log.st, (size_t)a->log.n * sizeof *a->log.st) == 0);
+    ck_assert(memcmp(a->res, b.res, (size_t)tr->n * sizeof *a->res) == 0);
+    free(b.log.st);
+    free(b.res);
+    return a->ctr.leap_steps;
+}
+
+/* Every step takes 0.25 s (affine c0 only, exact in binary).  r0 (P 10,
+ * O 10) arrives at 0, r1 (P 10, O 3) exactly at 1.0; blocks are plenty.
+ * The plan at 0 (horizon 1.0) forms:
+ *   0.00 prefill r0 (r0's token 1 at 0.25; nobody's last)
+ *   0.25 decode r0 (the first after a prefill: listed)
+ *   0.50 decode r0, same set: leapt
+ *   0.75 decode r0, leapt; 1.0 is not before the horizon: it returns 1.0.
+ * The plan at 1.0 (no horizon left):
+ *   1.00 prefill r1: it arrived at 1.0, before this plan (a leap that
+ *        planned a step starting at its horizon would have decoded r0 here)
+ *   1.25 decode r0, r1 (listed)
+ *   1.50 decode r0, r1, same set: leapt, but r1 makes its last token (O 3)
+ *        at its end, so the plan returns 1.75; r1 finishes at 1.75.
+ * The plan at 1.75:
+ *   1.75 decode r0: R lost r1 only, and r0 made a token at 1.75, so this
+ *        is a same-set step too, the first of a stretch of r0 alone: leapt
+ *   2.00, 2.25, 2.50 decode r0, leapt; 2.75 is r0's last token.
+ * 11 steps; 3 + 2 + 3 = 8 of them formed after the first of their plan. */
+START_TEST(test_v0_leap_golden)
+{
+    kvs_err err;
+    cost_model cost;
+    ck_assert_int_eq(cost_model_create("affine:0.25,0,0,0", NULL, NULL, 1, &cost, &err), 0);
+    run_config cfg;
+    golden_v0_config(&cfg, 16, 100);
+    trace tr = {0};
+    tr.n = 2;
+    tr.reqs = calloc(2, sizeof *tr.reqs);
+    golden_req(&tr, 0, 0.0, 10, 10);
+    golden_req(&tr, 1, 1.0, 10, 3);
+    outcome a;
+    ck_assert_int_eq(golden_both(&cfg, &tr, &cost, &a), 8);
+    static const int kind[11] = {0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1};
+    static const int leapt[11] = {0, 0, 1, 1, 0, 0, 1, 1, 1, 1, 1};
+    ck_assert_int_eq(a.log.n, 11);
+    for (int i = 0; i < 11; i++) {
+        ck_assert_double_eq(a.log.st[i].start_s, 0.25 * i);
+        ck_assert_int_eq(a.log.st[i].kind, kind[i]);
+        ck_assert_int_eq(a.log.st[i].leapt, leapt[i]);
+    }
+    ck_assert_double_eq(a.res[0].first_token_s, 0.25);
+    ck_assert_double_eq(a.res[0].finish_s, 2.75);
+    ck_assert_double_eq(a.res[1].first_token_s, 1.25);
+    ck_assert_double_eq(a.res[1].finish_s, 1.75);
+    free(a.log.st);
+    free(a.res);
+    free_trace(&tr);
+    cost_model_free(&cost);
+}
+END_TEST
+
+/* lpm: an eviction during a leap can change W's head.  Block size 4, 10
+ * blocks, steps of 0.25 s.  At 0: r0 (P 4, O 40, no prefix), x (P 12, O 1,
+ * segments 1 2 3) and y (P 12, O 2, segments 5 6 7) are prefilled
+ * together (7 blocks).  x finishes at 0.25: its 3 blocks are cached, its
+ * last one least recent; y takes a decode block and finishes at 0.5: its 3
+ * blocks cached after x's, its decode block free.  Then r0 decodes alone,
+ * its step k (start 0.25 k) storing 4 + k tokens and taking a block when
+ * that passes a multiple of 4: at k = 5 and 9 from the 2 uncached free
+ * blocks, at k = 13, 17, 21 (starts 3.25, 4.25, 5.25) by evicting x's
+ * blocks 2, 1, 0 in that order.  b (P 4, O 5, no prefix) and a (P 40,
+ * O 5, segments 1 9: block 0 is x's) arrive together at 2.6.  W's lpm
+ * order is a (1 cached block) then b, and a needs 10 blocks of the 6 free:
+ * both wait.  The eviction of x's block 0 (step 5.25) takes a's cached
+ * block: a's key falls to 0 and b (same arrival, lower id) becomes the
+ * head; it needs 1 block of the 3 free (y's cached ones), so the plan at
+ * 5.5 is b's prefill, its first token at 5.75, its last (4 decodes beside
+ * r0's) at 6.75.  A leap that ran on across the evictions would have
+ * decoded r0 past 5.5 with b waiting.  The same with a and b arriving at
+ * 5.2: x's block 0 is then evicted in the first step of the plan at 5.25,
+ * the plan that found them waiting, and b's times are the same. */
+START_TEST(test_v0_leap_lpm_eviction)
+{
+    kvs_err err;
+    cost_model cost;
+    ck_assert_int_eq(cost_model_create("affine:0.25,0,0,0", NULL, NULL, 1, &cost, &err), 0);
+    run_config cfg;
+    golden_v0_config(&cfg, 4, 10);
+    cfg.sched.prefix_caching = 1;
+    cfg.sched.policy = SCHED_POLICY_LPM;
+    for (int variant = 0; variant < 2; variant++) {
+    const double at = variant ? 5.2 : 2.6;
+    trace tr = {0};
+    tr.n = 5;
+    tr.reqs = calloc(5, sizeof *tr.reqs);
+    golden_req(&tr, 0, 0.0, 4, 40);  /* r0 */
+    golden_req(&tr, 1, 0.0, 12, 1);  /* x */
+    golden_req(&tr, 2, 0.0, 12, 2);  /* y */
+    golden_req(&tr, 3, at, 4, 5);    /* b */
+    golden_req(&tr, 4, at, 40, 5);   /* a */
+    static const int64_t off[6] = {0, 0, 3, 6, 6, 8};
+    static const uint64_t ids[8] = {1, 2, 3, 5, 6, 7, 1, 9};
+    tr.hash_off = malloc(sizeof off);
+    tr.hash_ids = malloc(sizeof ids);
+    tr.hash_tokens = malloc(8 * sizeof *tr.hash_tokens);
+    memcpy(tr.hash_off, off, sizeof off);
+    memcpy(tr.hash_ids, ids, sizeof ids);
+    for (int i = 0; i < 8; i++)
+        tr.hash_tokens[i] = 4;
+    tr.hash_block = 4;
+    outcome o;
+    ck_assert_int_gt(golden_both(&cfg, &tr, &cost, &o), 0);
+    ck_assert_int_eq(o.ctr.prefix_evictions >= 3, 1);
+    ck_assert_double_eq(o.res[1].finish_s, 0.25);
+    ck_assert_double_eq(o.res[2].finish_s, 0.5);
+    ck_assert_double_eq(o.res[3].first_token_s, 5.75);
+    ck_assert_double_eq(o.res[3].finish_s, 6.75);
+    ck_assert(o.res[4].first_token_s > 6.75);
+    free(o.log.st);
+    free(o.res);
+    free_trace(&tr);
+    }
     cost_model_free(&cost);
 }
 END_TEST
@@ -432,6 +766,9 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_leaps_identical);
     tcase_add_test(tc, test_same_set_identical);
+    tcase_add_test(tc, test_v0_leaps_identical);
+    tcase_add_test(tc, test_v0_leap_golden);
+    tcase_add_test(tc, test_v0_leap_lpm_eviction);
     suite_add_tcase(s, tc);
     return tu_run_suites(&s, 1);
 }
