@@ -391,6 +391,79 @@ static double v0_leap(sched *s, double t, int64_t ev)
     return t;
 }
 
+/* Step 6's fast path: the free blocks cover one new block per running
+ * request, so no request can be preempted or skipped, and the blocks are
+ * taken in the same pass that advances the contexts (the same result as
+ * the two passes).  A step with the members of the last one (armed) is
+ * sunk leapt (sched_same_set_flush), in O(1) as a lazy stretch.  Adds the
+ * KV read to *kv_read; returns the decodes. */
+static int64_t decode_fast(sched *s, int armed, int64_t *kv_read)
+{
+    const int grows = s->alloc->grows;
+    const int64_t bs = s->cfg.block_size;
+    const int leapt = armed && s->leap_fn && s->step.n_preempted == 0 && !s->cfg.kv_cache_off &&
+                      s->n_run > 0;
+    const int list = s->want_members && !leapt;
+    if (leapt && (s->lz_on || lazy_start(s))) {
+        lazy_step(s, kv_read);
+    } else {
+        sched_v0_lazy_write(s);
+        int64_t taken = 0;
+        int last = 0;
+        for (int64_t i = 0; i < s->n_run; i++) {
+            sched_entry *e = &s->run[i];
+            last |= e->left == 1;
+            if (grows && e->room == 0) {
+                taken++;
+                e->blocks++;
+                e->room = bs;
+            }
+            e->ctx++;
+            e->room--;
+            *kv_read += e->ctx;
+            if (list)
+                sched_add_member(s, e->id, SCHED_MEMBER_DECODE, 1, e->ctx);
+        }
+        s->free_blocks -= taken;
+        sched_blocks_taken(s);
+        s->last_token = last;
+    }
+    const int64_t n_decode = s->n_run;
+    if (leapt)
+        v0_leap_step(s);
+    s->lk_armed = s->leap_fn != NULL;
+    return n_decode;
+}
+
+/* Step 6 otherwise: blocks for the decodes first (preempting or skipping
+ * as the rules say), swap-in in a step that preempted nobody, then every
+ * request not skipped decodes.  Adds the KV read to *kv_read; returns the
+ * decodes. */
+static int64_t decode_slow(sched *s, double now, int32_t carry_preempted, int64_t *kv_read)
+{
+    int64_t n_decode = 0;
+    sched_v0_lazy_write(s);
+    if (s->alloc->grows)
+        sched_take_decode_blocks(s, now);
+    const int64_t swap_mark = s->n_run;
+    /* swap-in only in a step that preempted nobody (this iteration) */
+    if (s->step.n_preempted == carry_preempted && s->swq.n > 0)
+        swap_in(s, now);
+    for (int64_t i = 0; i < s->n_run; i++) {
+        sched_entry *e = &s->run[i];
+        if (e->skip)
+            continue;
+        e->ctx++;
+        e->room--;
+        *kv_read += e->ctx;
+        n_decode++;
+        if (s->want_members)
+            sched_add_member(s, e->id, i >= swap_mark ? SCHED_MEMBER_SWAPIN : SCHED_MEMBER_DECODE,
+                             1, e->ctx);
+    }
+    return n_decode;
+}
+
 /* One iteration of section 3 at `now`, and the V0 leap that may follow
  * (sched_plan_continuous without the inlined event loop). */
 static int plan_once(sched *s, double now, double *t_end)
@@ -433,65 +506,11 @@ static int plan_once(sched *s, double now, double *t_end)
          * can be preempted or skipped, so the blocks are taken in the same
          * pass that advances the contexts (same result as the two passes). */
         cost_batch *b = &s->step.batch;
-        int64_t kv_read = 0, n_decode = 0;
-        int64_t swap_mark = s->n_run;
-        if (s->free_blocks >= s->n_run && s->swq.n == 0) {
-            const int grows = s->alloc->grows;
-            const int64_t bs = s->cfg.block_size;
-            /* the same members as the last step: sunk leapt (sched_same_set_flush) */
-            const int leapt = armed && s->leap_fn && s->step.n_preempted == 0 &&
-                              !s->cfg.kv_cache_off && s->n_run > 0;
-            const int list = s->want_members && !leapt;
-            int64_t taken = 0;
-            if (leapt && (s->lz_on || lazy_start(s))) {
-                lazy_step(s, &kv_read);
-            } else {
-            sched_v0_lazy_write(s);
-            int last = 0;
-            for (int64_t i = 0; i < s->n_run; i++) {
-                sched_entry *e = &s->run[i];
-                last |= e->left == 1;
-                if (grows && e->room == 0) {
-                    taken++;
-                    e->blocks++;
-                    e->room = bs;
-                }
-                e->ctx++;
-                e->room--;
-                kv_read += e->ctx;
-                if (list)
-                    sched_add_member(s, e->id, SCHED_MEMBER_DECODE, 1, e->ctx);
-            }
-            s->free_blocks -= taken;
-            sched_blocks_taken(s);
-            s->last_token = last;
-            }
-            n_decode = s->n_run;
-            if (leapt)
-                v0_leap_step(s);
-            s->lk_armed = s->leap_fn != NULL;
-        } else {
-            sched_v0_lazy_write(s);
-            if (s->alloc->grows)
-                sched_take_decode_blocks(s, now);
-            swap_mark = s->n_run;
-            /* swap-in only in a step that preempted nobody (this iteration) */
-            if (s->step.n_preempted == carry_preempted && s->swq.n > 0)
-                swap_in(s, now);
-            for (int64_t i = 0; i < s->n_run; i++) {
-                sched_entry *e = &s->run[i];
-                if (e->skip)
-                    continue;
-                e->ctx++;
-                e->room--;
-                kv_read += e->ctx;
-                n_decode++;
-                if (s->want_members)
-                    sched_add_member(s, e->id,
-                               i >= swap_mark ? SCHED_MEMBER_SWAPIN : SCHED_MEMBER_DECODE, 1,
-                               e->ctx);
-            }
-        }
+        int64_t kv_read = 0, n_decode;
+        if (s->free_blocks >= s->n_run && s->swq.n == 0)
+            n_decode = decode_fast(s, armed, &kv_read);
+        else
+            n_decode = decode_slow(s, now, carry_preempted, &kv_read);
         b->kv_read = kv_read;
         b->n_decode = n_decode;
         b->tokens = n_decode;

@@ -328,6 +328,56 @@ static int route_ahead(cluster *cl, const router_vt *router, router_view rv)
     return KVS_OK;
 }
 
+/* Trace arrival `id` (K2.2): the replica the router picks, or the one
+ * routed ahead (K8), whose engine may have taken it in during a leap
+ * already.  Returns the replica. */
+static int64_t route_arrival(cluster *cl, const router_vt *router, router_view *rv, int64_t id)
+{
+    int64_t r;
+    int taken = 0; /* the engine took it in during a leap */
+    if (cl->ahead_next) { /* picked before the run (route_ahead) */
+        r = cl->res->replica[id];
+        taken = cl->ahead_head[r] != id;
+        assert(!taken || cl->rep[r].busy);
+        if (!taken)
+            cl->ahead_head[r] = cl->ahead_next[id];
+    } else {
+        r = router->pick(rv, id);
+    }
+    assert(r >= 0 && r < cl->np);
+    rv->arrivals++;
+    cl->res->replica[id] = (int32_t)r;
+    cl->view[r].routed++;
+    if (!taken)
+        sched_arrive(cl->eng[r], id);
+    refresh(cl, r);
+    return r;
+}
+
+/* The run's end: every request resolved (a hand-off on both sides) and,
+ * under --pd, every kept block back (D5); else a kvsim bug. */
+static int check_end(cluster *cl, const trace *tr, double now, kvs_err *err)
+{
+    int64_t resolved = 0;
+    for (int64_t r = 0; r < cl->n; r++) {
+        refresh_now(cl, r);
+        resolved += cl->view[r].routed - cl->view[r].outstanding;
+    }
+    for (int64_t r = 0; cl->np < cl->n && r < cl->n; r++) {
+        sched_counters c;
+        sched_get_counters(cl->eng[r], &c);
+        if (c.used_blocks != 0)
+            return kvs_errf(err, KVS_EINTERNAL,
+                            "cluster: replica %lld ends holding %lld KV blocks (a kvsim bug)",
+                            (long long)r, (long long)c.used_blocks);
+    }
+    if (resolved != tr->n + cl->handoffs)
+        return kvs_errf(err, KVS_EINTERNAL,
+                        "cluster: %lld of %lld requests unresolved at t=%.6f (a kvsim bug)",
+                        (long long)(tr->n + cl->handoffs - resolved), (long long)tr->n, now);
+    return KVS_OK;
+}
+
 /* The event loop of engine.c, one busy/plan state per replica: at one
  * instant every step end (of any replica) comes first, then arrivals (each
  * routed on the state those step ends left), then each touched replica
@@ -380,23 +430,7 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
             if (r < cl->np && cl->np < cl->n && pd_step_end(cl, &q, tr, r, now))
                 goto nomem;
         } else if (e.kind == EVQ_KIND_ARRIVAL) {
-            int taken = 0; /* the engine took it in during a leap */
-            if (cl->ahead_next) { /* picked before the run (route_ahead) */
-                r = cl->res->replica[e.arg];
-                taken = cl->ahead_head[r] != e.arg;
-                assert(!taken || cl->rep[r].busy);
-                if (!taken)
-                    cl->ahead_head[r] = cl->ahead_next[e.arg];
-            } else {
-                r = router->pick(&rv, e.arg);
-            }
-            assert(r >= 0 && r < cl->np);
-            rv.arrivals++;
-            cl->res->replica[e.arg] = (int32_t)r;
-            cl->view[r].routed++;
-            if (!taken)
-                sched_arrive(cl->eng[r], e.arg);
-            refresh(cl, r);
+            r = route_arrival(cl, router, &rv, e.arg);
             next = e.arg + 1;
             if (next < tr->n && evq_push(&q, tr->reqs[next].arrival_s, EVQ_KIND_ARRIVAL, next))
                 goto nomem;
@@ -417,25 +451,7 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
         }
         todo_add(cl, r, &ntodo);
     }
-    int64_t resolved = 0;
-    for (int64_t r = 0; r < cl->n; r++) {
-        refresh_now(cl, r);
-        resolved += cl->view[r].routed - cl->view[r].outstanding;
-    }
-    for (int64_t r = 0; rc == KVS_OK && cl->np < cl->n && r < cl->n; r++) {
-        sched_counters c; /* --pd: every kept block went back (D5) */
-        sched_get_counters(cl->eng[r], &c);
-        if (c.used_blocks != 0)
-            rc = kvs_errf(err, KVS_EINTERNAL,
-                          "cluster: replica %lld ends holding %lld KV blocks (a kvsim bug)",
-                          (long long)r, (long long)c.used_blocks);
-    }
-    if (rc)
-        goto done;
-    if (resolved != tr->n + cl->handoffs) /* a hand-off resolves on both sides */
-        rc = kvs_errf(err, KVS_EINTERNAL,
-                      "cluster: %lld of %lld requests unresolved at t=%.6f (a kvsim bug)",
-                      (long long)(tr->n + cl->handoffs - resolved), (long long)tr->n, now);
+    rc = check_end(cl, tr, now, err);
     goto done;
 nomem:
     rc = kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");
