@@ -254,8 +254,9 @@ void sched_set_horizon(sched *s, double t);
  * after the arrival event, and advances *cursor past it; the caller must
  * not deliver those again.  Leaps then run past arrivals that cannot be
  * admitted (a waiting queue held up by KV blocks, max_seqs or the token
- * budget) instead of ending at each one.  Engines that cannot ignore this
- * and go by sched_set_horizon.  Cost: O(1). */
+ * budget) instead of ending at each one.  An engine that cannot take
+ * arrivals in (V0, trtllm) ignores this and goes by sched_set_horizon.
+ * Cost: O(1). */
 void sched_set_arrivals(sched *s, int64_t *cursor, const int32_t *next_of, double other_s);
 
 /* Why the last plan returned SCHED_PLAN_STUCK (e.g. every running request
