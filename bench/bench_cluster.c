@@ -12,7 +12,11 @@
  * each, and the ratio (target <= 1.5).
  *
  *   bench_cluster [--requests N] [--rate R] [--replicas K] [--routers A,B]
- *                 [--engine vllm-v1|vllm-v0] [--same-arrivals]
+ *                 [--engine vllm-v1|vllm-v0] [--same-arrivals] [--repeat R]
+ *
+ * --repeat R runs the one engine and each router R times, in turns (so a
+ * busy spell of a shared machine falls on all of them), and prints the
+ * ratio of the minima and of the medians.
  *
  * --same-arrivals keeps the arrival times (every replica then carries
  * 1/K of the load: many more, smaller steps — a different workload, shown
@@ -105,11 +109,27 @@ static int simulate(const char *spec, long long replicas, const char *router, do
     return rc ? -1 : 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..n) (sorts v). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#define MAX_ROUTERS 8
+#define MAX_REPEAT 50
+
 int main(int argc, char **argv)
 {
     long long n = 1000000, k = 16;
     double rate = 1.4;
-    int same = 0;
+    int same = 0, rep = 1;
     char routers[256] = "round-robin,least-requests";
     const char *lengths = "traces/lengths_sharegpt_8k_llama2tok.csv";
     static const struct option opts[] = {{"requests", required_argument, 0, 'n'},
@@ -118,6 +138,7 @@ int main(int argc, char **argv)
                                          {"routers", required_argument, 0, 'R'},
                                          {"same-arrivals", no_argument, 0, 's'},
                                          {"engine", required_argument, 0, 'e'},
+                                         {"repeat", required_argument, 0, 'p'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int o;
@@ -129,12 +150,26 @@ int main(int argc, char **argv)
         case 'R': snprintf(routers, sizeof routers, "%s", optarg); break;
         case 's': same = 1; break;
         case 'e': engine = optarg; break;
+        case 'p': rep = atoi(optarg); break;
         default:
             printf("usage: bench_cluster [--requests N] [--rate R] [--replicas K]\n"
                    "                     [--routers A,B] [--engine vllm-v1|vllm-v0]\n"
-                   "                     [--same-arrivals]\n");
+                   "                     [--same-arrivals] [--repeat R]\n");
             return o == 'h' ? 0 : 2;
         }
+    }
+    if (rep < 1 || rep > MAX_REPEAT) {
+        fprintf(stderr, "bench_cluster: --repeat %d: must be in [1, %d]\n", rep, MAX_REPEAT);
+        return 2;
+    }
+    char *names[MAX_ROUTERS];
+    int nr = 0;
+    for (char *save, *r = strtok_r(routers, ",", &save); r; r = strtok_r(NULL, ",", &save)) {
+        if (nr == MAX_ROUTERS) {
+            fprintf(stderr, "bench_cluster: --routers: at most %d\n", MAX_ROUTERS);
+            return 2;
+        }
+        names[nr++] = r;
     }
     char spec[1000];
     snprintf(spec, sizeof spec, "arrival=poisson,rate=%g,n=%lld,lengths=%s", rate, n, lengths);
@@ -142,14 +177,25 @@ int main(int argc, char **argv)
     printf("bench_cluster: %lld requests, ShareGPT lengths, llama-7b on a100-80g, %s;\n"
            "  one engine at %.2f req/s vs %lld replicas at %.2f req/s\n",
            n, engine, rate, k, rate * scale);
-    double t1;
-    if (simulate(spec, 1, "round-robin", 1.0, &t1))
-        return 2;
-    for (char *save, *r = strtok_r(routers, ",", &save); r; r = strtok_r(NULL, ",", &save)) {
-        double tk;
-        if (simulate(spec, k, r, scale, &tk))
+    static double t1[MAX_REPEAT], tk[MAX_ROUTERS][MAX_REPEAT];
+    for (int i = 0; i < rep; i++) {
+        if (simulate(spec, 1, "round-robin", 1.0, &t1[i]))
             return 2;
-        printf("  %-21s %8.2fx the one-engine time (target <= 1.5x)\n", r, tk / t1);
+        for (int j = 0; j < nr; j++) {
+            if (simulate(spec, k, names[j], scale, &tk[j][i]))
+                return 2;
+            if (rep == 1)
+                printf("  %-21s %8.2fx the one-engine time (target <= 1.5x)\n", names[j],
+                       tk[j][i] / t1[i]);
+        }
+    }
+    if (rep > 1) {
+        double m1 = median(t1, rep), lo1 = t1[0];
+        for (int j = 0; j < nr; j++) {
+            double mk = median(tk[j], rep), lok = tk[j][0];
+            printf("  %-21s %8.2fx of the minima, %.2fx of the medians (%d runs each; "
+                   "target <= 1.5x)\n", names[j], lok / lo1, mk / m1, rep);
+        }
     }
     return 0;
 }
