@@ -368,13 +368,41 @@ static void lazy_step(sched *s, int64_t *kv_read)
  * its index, start, duration, KV read and blocks changed, as the
  * step-by-step engine would write it.  ev: the prefix cache's evictions
  * when the plan's admission ran.  Returns the end of the last step. */
+/* Whether a leap may form the step starting at t: before the horizon; or,
+ * when the event loop lets the engine take its arrivals in
+ * (sched_set_arrivals), before any other external event, after the
+ * arrivals due by t have joined W.  That is taken only under fcfs without
+ * priority preemption and with requests already waiting: W's head is then
+ * held up (the leap's first plan admitted nobody, and F only fell since),
+ * an arrival joins W's tail (it arrived last), and admission, which stops
+ * at the head, decides what it decided before.  An arrival into an empty
+ * W could be admitted: it is left to the event loop, and the leap ends.
+ * O(1 + arrivals taken). */
+static int leap_may_form(sched *s, double t)
+{
+    if (t < s->horizon)
+        return 1;
+    int64_t *c = s->arr_cur;
+    if (!c || t >= s->arr_other_s || s->cfg.policy != SCHED_POLICY_FCFS ||
+        s->cfg.priority_preemption)
+        return 0;
+    while (*c >= 0 && *c < s->n && s->reqs[*c].arrival_s <= t) {
+        if (s->wq.n == 0)
+            return 0;
+        int64_t id = *c;
+        *c = s->arr_next ? s->arr_next[id] : id + 1;
+        sched_arrive(s, id);
+    }
+    return 1;
+}
+
 static double v0_leap(sched *s, double t, int64_t ev)
 {
     sched_step *st = &s->step;
     const int watch = s->lpm && s->wq.n > 0; /* lpm: an eviction may change W's head */
     assert(s->lz_on && st->leapt && st->n_preempted == 0 && s->swq.n == 0);
-    while (t < s->horizon && s->lz_j < s->lz_first && s->free_blocks >= s->n_run &&
-           !(watch && s->ctr.prefix_evictions != ev)) {
+    while (s->lz_j < s->lz_first && s->free_blocks >= s->n_run &&
+           !(watch && s->ctr.prefix_evictions != ev) && leap_may_form(s, t)) {
         s->lz_fin = s->lz_j; /* the step ending at t, as sched_finish_continuous */
         int64_t kv_read;
         lazy_step(s, &kv_read);
