@@ -248,14 +248,15 @@ void sched_set_horizon(sched *s, double t);
  * (the id of the next request to arrive; < 0 or >= n: none), each followed
  * by next_of[id] (-1: none; next_of NULL: id + 1, the trace order), and no
  * other external event (a timeout) comes before other_s.  An engine that
- * can (V1, in a leap) then takes in each arrival itself, at its time: it
+ * can (V1 in a leap; V0 in a leap under fcfs while requests wait, docs/
+ * semantics.md section 7) then takes in each arrival itself, at its time: it
  * applies its arrival rule just before planning the first step that starts
  * at or after the request's arrival_s, as the step-by-step engine would
  * after the arrival event, and advances *cursor past it; the caller must
  * not deliver those again.  Leaps then run past arrivals that cannot be
  * admitted (a waiting queue held up by KV blocks, max_seqs or the token
  * budget) instead of ending at each one.  An engine that cannot take
- * arrivals in (V0, trtllm) ignores this and goes by sched_set_horizon.
+ * arrivals in (trtllm) ignores this and goes by sched_set_horizon.
  * Cost: O(1). */
 void sched_set_arrivals(sched *s, int64_t *cursor, const int32_t *next_of, double other_s);
 
