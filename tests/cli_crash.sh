@@ -145,6 +145,12 @@ if "$KVSIM" sweep --help >/dev/null 2>&1 && command -v setsid >/dev/null; then
     kill -KILL -- -"$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
     rc=$?
+    # wait reaps the leader only: its worker processes may still be dying,
+    # their locks with them (a check then saw "database is locked")
+    for ((w = 0; w < 100; w++)); do
+      kill -0 -- -"$pid" 2>/dev/null || break
+      sleep 0.05
+    done
     [ $rc -eq 0 ] || [ $rc -eq 137 ] && ok || bad "sweep kill $i: exit $rc: $(cat "$T/err")"
     sweep_check "$SDB" "sweep kill $i (after ${delay} ms)"
     done_pts+=" $(sqlite3 "$SDB" "SELECT count(*) FROM sweep_points WHERE sweep_id = 1" 2>/dev/null || echo 0)"
