@@ -382,15 +382,13 @@ static int leap_may_form(sched *s, double t)
 {
     if (t < s->horizon)
         return 1;
-    int64_t *c = s->arr_cur;
-    if (!c || t >= s->arr_other_s || s->cfg.policy != SCHED_POLICY_FCFS ||
+    if (!s->arr_cur || t >= s->arr_other_s || s->cfg.policy != SCHED_POLICY_FCFS ||
         s->cfg.priority_preemption)
         return 0;
-    while (*c >= 0 && *c < s->n && s->reqs[*c].arrival_s <= t) {
+    for (int64_t id; (id = sched_arrival_due(s, t)) >= 0;) {
         if (s->wq.n == 0)
             return 0;
-        int64_t id = *c;
-        *c = s->arr_next ? s->arr_next[id] : id + 1;
+        sched_arrival_taken(s, id);
         sched_arrive(s, id);
     }
     return 1;

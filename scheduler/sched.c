@@ -183,13 +183,7 @@ static int v0_alloc_requests(sched *s, size_t nn)
     s->state = calloc(nn, sizeof *s->state);
     if (!s->res || !s->g || !s->swap_ctx || !s->swap_since || !s->state)
         return -1;
-    for (int64_t i = 0; i < s->n; i++) {
-        sched_req_result *r = &s->res[i];
-        memset(r, 0, sizeof *r);
-        r->status = SCHED_REQ_PENDING;
-        r->first_token_s = NAN;
-        r->finish_s = NAN;
-    }
+    sched_results_reset(s->res, s->n);
     return 0;
 }
 
@@ -284,6 +278,28 @@ static void v0_arrive(sched *s, int64_t id)
     s->state[id] = SCHED_REQ_WAITING;
     s->res[id].status = SCHED_REQ_WAITING;
     sched_waitq_push(&s->wq, (int32_t)id);
+}
+
+void sched_results_reset(sched_req_result *res, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        memset(&res[i], 0, sizeof res[i]);
+        res[i].status = SCHED_REQ_PENDING;
+        res[i].first_token_s = NAN;
+        res[i].finish_s = NAN;
+    }
+}
+
+int64_t sched_arrival_due(const sched *s, double t)
+{
+    const int64_t *c = s->arr_cur;
+    return c && *c >= 0 && *c < s->n && s->reqs[*c].arrival_s <= t ? *c : -1;
+}
+
+void sched_arrival_taken(sched *s, int64_t id)
+{
+    assert(s->arr_cur && *s->arr_cur == id);
+    *s->arr_cur = s->arr_next ? s->arr_next[id] : id + 1;
 }
 
 void sched_reject(sched *s, int32_t id, sched_reject_reason why)

@@ -248,6 +248,14 @@ struct sched {
 
 /* Shared helpers (sched.c). */
 void sched_reject(sched *s, int32_t id, sched_reject_reason why);
+/* Every result PENDING, no times (NAN), no counts: what each engine's init
+ * starts from.  O(n). */
+void sched_results_reset(sched_req_result *res, int64_t n);
+/* sched_set_arrivals for the engines that take arrivals in: the next
+ * request due to arrive here by time t (its arrival_s <= t), or -1; and
+ * moving the cursor past it once the engine takes it.  O(1). */
+int64_t sched_arrival_due(const sched *s, double t);
+void sched_arrival_taken(sched *s, int64_t id);
 void sched_emit(sched *s, double now);
 int sched_plan_continuous(sched *s, double now, double *t_end);
 void sched_finish_continuous(sched *s, double t);

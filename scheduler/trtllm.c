@@ -118,14 +118,9 @@ static int trt_init(sched *s, kvs_err *err)
         !t->cx || !t->act || !t->L || !t->S)
         return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for %lld requests (trtllm)",
                         (long long)s->n);
-    for (int64_t i = 0; i < s->n; i++) {
-        sched_req_result *r = &s->res[i];
-        memset(r, 0, sizeof *r);
-        r->status = SCHED_REQ_PENDING;
-        r->first_token_s = NAN;
-        r->finish_s = NAN;
+    sched_results_reset(s->res, s->n);
+    for (int64_t i = 0; i < s->n; i++)
         t->ctx[i] = 1;
-    }
     return KVS_OK;
 }
 

@@ -161,14 +161,10 @@ static int v1_init(sched *s, kvs_err *err)
     for (int64_t k = 0; k < v->slots; k++)
         v->free_slots[k] = (int32_t)(v->slots - 1 - k);
     v->n_free_slots = v->slots;
-    for (int64_t i = 0; !o && i < n; i++) {
-        sched_req_result *r = &s->res[i];
-        memset(r, 0, sizeof *r);
-        r->status = SCHED_REQ_PENDING;
-        r->first_token_s = NAN;
-        r->finish_s = NAN;
+    if (!o)
+        sched_results_reset(s->res, n);
+    for (int64_t i = 0; !o && i < n; i++)
         v->rq[i].slot = v->rq[i].wprev = v->rq[i].wnext = -1;
-    }
     return KVS_OK;
 nomem:
     return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for %lld requests (V1)",
@@ -859,10 +855,8 @@ static double emit_step(sched *s, double now);
  * own state only, none of R's lazy state.  O(1 + arrivals). */
 static void take_arrivals(sched *s, double t)
 {
-    int64_t *c = s->arr_cur;
-    while (*c >= 0 && *c < s->n && s->reqs[*c].arrival_s <= t) {
-        int64_t id = *c;
-        *c = s->arr_next ? s->arr_next[id] : id + 1;
+    for (int64_t id; (id = sched_arrival_due(s, t)) >= 0;) {
+        sched_arrival_taken(s, id);
         v1_arrive(s, id);
     }
 }
@@ -925,8 +919,7 @@ static double v1_leap(sched *s, double t)
                              block_key(v, id, v->rq[id].reg));
             v->rq[id].reg++;
         }
-        if (s->arr_cur) /* the arrivals before this step (sched_set_arrivals) */
-            take_arrivals(s, t);
+        take_arrivals(s, t); /* the arrivals before this step (sched_set_arrivals) */
         /* the waiting walk, and the limit it leaves, as v1_plan's */
         int64_t b = v->B - n;
         if (v->wn > 0) {
