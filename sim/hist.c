@@ -71,13 +71,18 @@ void hist_add_n_bins(hist *h, double x, int64_t count)
     h->count[b] += count;
 }
 
+void hist_add_moments(double *sum, double *sumsq, double x, int64_t count)
+{
+    if (count > 0 && x > 0) {
+        *sum += x * (double)count;
+        *sumsq += x * x * (double)count;
+    }
+}
+
 void hist_add_n(hist *h, double x, int64_t count)
 {
     hist_add_n_bins(h, x, count);
-    if (count > 0 && x > 0) {
-        h->sum += x * (double)count;
-        h->sumsq += x * x * (double)count;
-    }
+    hist_add_moments(&h->sum, &h->sumsq, x, count);
 }
 
 void hist_add(hist *h, double x) { hist_add_n(h, x, 1); }

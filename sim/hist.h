@@ -50,8 +50,12 @@ void hist_add(hist *h, double x);
 void hist_add_n(hist *h, double x, int64_t count);
 
 /* hist_add_n without the running sums (sum, sumsq), which the caller keeps
- * and sets itself (sim/itl.c adds them per engine).  O(1). */
+ * with hist_add_moments and sets itself (sim/itl.c adds them per engine).
+ * O(1). */
 void hist_add_n_bins(hist *h, double x, int64_t count);
+/* What hist_add_n adds to the running sums for `count` samples equal to x:
+ * x * count to *sum and x^2 * count to *sumsq (nothing for x <= 0).  O(1). */
+void hist_add_moments(double *sum, double *sumsq, double x, int64_t count);
 
 /* p50/p90/p99 (nearest rank, within the bound above) and the exact mean;
  * all NAN when empty.  O(bins). */

@@ -45,10 +45,7 @@ int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, double *max_itl_s,
 /* The source's pending run goes into the bins and its sums. */
 static void src_flush(run_itl *t, run_itl_src *s)
 {
-    if (s->run_len > 0 && s->run_gap_s > 0) {
-        s->sum += s->run_gap_s * (double)s->run_len;
-        s->sumsq += s->run_gap_s * s->run_gap_s * (double)s->run_len;
-    }
+    hist_add_moments(&s->sum, &s->sumsq, s->run_gap_s, s->run_len);
     hist_add_n_bins(&t->h, s->run_gap_s, s->run_len);
     s->run_len = 0;
 }
