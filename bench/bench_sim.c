@@ -287,10 +287,11 @@ int main(int argc, char **argv)
     printf("bench_sim: %lld requests, ShareGPT lengths, Poisson %.2f req/s, llama-7b on a100-80g, %s\n",
            n, rate, engine);
     printf("  load: %lld finished, %lld rejected, %lld steps, mean batch %.1f, "
-           "throughput %.0f tok/s, TTFT p50 %.3f s p99 %.3f s, %lld preemptions\n",
+           "throughput %.0f tok/s, TTFT p50 %.3f s p99 %.3f s, %lld preemptions, %.1f%% of steps leapt\n",
            (long long)res.sum.n_finished, (long long)res.sum.n_rejected,
            (long long)res.sum.n_steps, res.sum.mean_batch, res.sum.throughput_tok_s,
-           res.sum.ttft.p50, res.sum.ttft.p99, (long long)res.sum.preemptions);
+           res.sum.ttft.p50, res.sum.ttft.p99, (long long)res.sum.preemptions,
+           res.sum.n_steps > 0 ? 100.0 * (double)res.leap_steps / (double)res.sum.n_steps : 0.0);
     run_result_free(&res);
     double mn, md, cmn, cmd;
     min_med(w_sim, rep, &mn, &md);

@@ -87,6 +87,17 @@ int cost_model_create_env(const char *spec, const cost_env *envp, cost_model *ou
                     spec, choices);
 }
 
+void cost_run_init(cost_run *r, const cost_model *c, const cost_batch *b)
+{
+    r->c = c;
+    r->b = *b;
+    r->b.kv_read = 0;
+    r->s0 = r->ridge = 0.0;
+    r->n = -1;
+    if (!c->vt->run_init || !c->vt->run_init(c->self, b, r))
+        r->n = -1; /* cost_run_s calls step_s */
+}
+
 void cost_model_describe(const cost_model *c, char *buf, size_t n)
 {
     if (!buf || !n)

@@ -37,6 +37,8 @@ typedef struct cost_batch {
     int64_t prefill_cached; /* sum over prefill chunks of c, tokens of KV read */
 } cost_batch;
 
+struct cost_run;
+
 typedef struct cost_model_vt {
     const char *name;
     /* Required: seconds for one step (>= 0). Cost: O(1). */
@@ -45,6 +47,10 @@ typedef struct cost_model_vt {
     void (*free)(void *self);
     /* Optional: a one-line description (parameters) for provenance. */
     void (*describe)(void *self, char *buf, size_t n);
+    /* Optional: fill out's terms for batches b but for kv_read (a run of
+     * decode steps, cost_run_init); 0 when the model has no such form for
+     * b (then cost_run_s calls step_s).  Cost: O(ops). */
+    int (*run_init)(void *self, const cost_batch *b, struct cost_run *out);
 } cost_model_vt;
 
 typedef struct cost_model {
@@ -180,6 +186,60 @@ int cost_roofline_breakdown(const cost_model *c, const cost_batch *b,
 static inline double cost_step_s(const cost_model *c, const cost_batch *b)
 {
     return c->vt->step_s(c->self, b);
+}
+
+/* The steps of a leap are decode batches that differ only in kv_read, and
+ * a model's step time is then a fixed sum but for the few terms that read
+ * the KV (decode attention).  A cost_run holds that sum's parts for one
+ * batch shape: s0, the step time summed up to the first term that depends
+ * on kv_read, then each later term in order, either a constant or
+ * op_time(c_pre + c_kv * kv + c_post, m_pre + m_kv * kv + m_post).  The
+ * parts are the model's own partial sums, added in its own order, so
+ * cost_run_s(r, kv) is bit for bit step_s of the batch with that kv_read
+ * (tests/test_cost.c checks it); a model without run_init, or a batch it
+ * declines, is evaluated by step_s each time. */
+#define COST_RUN_TERMS 24
+typedef struct cost_run_term {
+    double t;                     /* seconds: the term when kv is 0 (kv = 0) */
+    double c_pre, c_kv, c_post;   /* compute s, s per token of kv_read, s */
+    double m_pre, m_kv, m_post;   /* memory s, s per token of kv_read, s */
+    int kv;                       /* 1: depends on kv_read */
+} cost_run_term;
+
+typedef struct cost_run {
+    const cost_model *c;          /* borrowed: the model */
+    cost_batch b;                 /* the batch shape (kv_read set per call) */
+    double s0;                    /* s: the terms before the first kv term */
+    double ridge;                 /* the model's ridge_loss share, fraction */
+    int n;                        /* terms after s0; -1: call step_s */
+    cost_run_term term[COST_RUN_TERMS];
+} cost_run;
+
+/* Prepare r for batches b (b's kv_read ignored).  c and r borrowed/owned
+ * by the caller; nothing to free.  Cost: about one step_s. */
+void cost_run_init(cost_run *r, const cost_model *c, const cost_batch *b);
+
+/* Seconds of r's batch reading kv tokens of KV: cost_step_s's answer.
+ * Cost: O(terms after the first kv term), a handful. */
+static inline double cost_run_s(cost_run *r, int64_t kv)
+{
+    if (r->n < 0) {
+        r->b.kv_read = kv;
+        return cost_step_s(r->c, &r->b);
+    }
+    double s = r->s0;
+    const double x = (double)kv;
+    for (int i = 0; i < r->n; i++) {
+        const cost_run_term *e = &r->term[i];
+        if (!e->kv) {
+            s += e->t;
+            continue;
+        }
+        const double c = e->c_pre + e->c_kv * x + e->c_post;
+        const double m = e->m_pre + e->m_kv * x + e->m_post;
+        s += c > m ? c + r->ridge * m : m + r->ridge * c;
+    }
+    return s;
 }
 void cost_model_describe(const cost_model *c, char *buf, size_t n);
 void cost_model_free(cost_model *c);

@@ -262,6 +262,61 @@ static double roofline_step_s(void *self, const cost_batch *b)
     return s;
 }
 
+/* cost_run's terms for a decode batch (no prefill features): each linear
+ * op's compute and memory sums of roofline_step_s split around the
+ * kv_read term, the ops before the first one that reads the KV summed into
+ * s0 in roofline_step_s's order.  Declines (0) prefill batches and models
+ * with nonlinear ops. */
+static int roofline_run_init(void *self, const cost_batch *b, cost_run *out)
+{
+    const roofline *r = self;
+    if (r->any_nonlinear || b->n_decode <= 0 || b->prefill_sq != 0 || b->prefill_ctx != 0 ||
+        b->n_prefill != 0 || b->prefill_cached != 0)
+        return 0;
+    const double x[RF_NFEAT] = {1.0, (double)b->tokens, 0.0, 0.0, 0.0, (double)b->n_decode};
+    double s = r->k.step_overhead_s +
+               r->k.step_overhead_seq_s * (double)(b->n_prefill + b->n_decode);
+    int n = -1; /* terms after s0; -1 until the first kv term */
+    for (int k = 0; k < r->n_lin_ops; k++) {
+        const int i = r->lin_ops[k];
+        cost_run_term e = {0};
+        double *c = &e.c_pre, *m = &e.m_pre;
+        for (int j = 0; j < r->n_feat[i]; j++) {
+            const int f = r->feat[i][j];
+            if (f == 2) { /* kv_read: what follows is the post sum */
+                e.kv = 1;
+                e.c_kv = r->cs[i][f];
+                e.m_kv = r->ms[i][f];
+                c = &e.c_post;
+                m = &e.m_post;
+                continue;
+            }
+            if (f == 3 || f == 4) /* x = 0: adds +-0, no change */
+                continue;
+            if (c == &e.c_post && *c != 0.0) /* two terms after kv_read: not one sum */
+                return 0;
+            *c += r->cs[i][f] * x[f];
+            *m += r->ms[i][f] * x[f];
+        }
+        if (!e.kv) {
+            e.t = op_time(e.c_pre, e.m_pre, r->k.ridge_loss);
+            if (n < 0) {
+                s += e.t;
+                continue;
+            }
+        } else if (n < 0) {
+            n = 0;
+        }
+        if (n >= COST_RUN_TERMS)
+            return 0;
+        out->term[n++] = e;
+    }
+    out->s0 = s;
+    out->ridge = r->k.ridge_loss;
+    out->n = n < 0 ? 0 : n;
+    return 1;
+}
+
 static void roofline_describe(void *self, char *buf, size_t n)
 {
     const roofline *r = self;
@@ -297,6 +352,7 @@ static const cost_model_vt roofline_vt = {
     .step_s = roofline_step_s,
     .free = roofline_free,
     .describe = roofline_describe,
+    .run_init = roofline_run_init,
 };
 
 static int eff_ok(double e) { return isfinite(e) && e > 0 && e <= 1; }

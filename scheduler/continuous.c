@@ -399,6 +399,8 @@ static double v0_leap(sched *s, double t, int64_t ev)
     sched_step *st = &s->step;
     const int watch = s->lpm && s->wq.n > 0; /* lpm: an eviction may change W's head */
     assert(s->lz_on && st->leapt && st->n_preempted == 0 && s->swq.n == 0);
+    cost_run run; /* the leap's batches differ in kv_read alone */
+    cost_run_init(&run, s->cost, &st->batch);
     while (s->lz_j < s->lz_first && s->free_blocks >= s->n_run &&
            !(watch && s->ctr.prefix_evictions != ev) && leap_may_form(s, t)) {
         s->lz_fin = s->lz_j; /* the step ending at t, as sched_finish_continuous */
@@ -407,7 +409,7 @@ static double v0_leap(sched *s, double t, int64_t ev)
         st->batch.kv_read = kv_read;
         assert(s->lk_n == s->n_run && s->lk_steps > 0);
         s->lk_steps++;
-        double d = cost_step_s(s->cost, &st->batch) +
+        double d = cost_run_s(&run, kv_read) + /* = cost_step_s(s->cost, &st->batch) */
                    (double)(st->swap_out_blocks + st->swap_in_blocks) * s->cfg.swap_block_s;
         st->dur_s = d;
         sched_emit(s, t);

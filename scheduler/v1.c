@@ -817,17 +817,17 @@ static void decode_record_init(sched *s, int64_t n)
 }
 
 /* Emit a decode step (decode_record_init's n members) reading kv tokens at
- * time t, its batch held back by `limit` (the step record v1_plan makes for
+ * time t, priced by run (its batch's), held back by `limit` (the step record v1_plan makes for
  * such a step; its members are not listed: with a leap sink it says so,
  * leapt = 1); returns its duration. */
-static double emit_decode(sched *s, int64_t kv, double t, int32_t limit)
+static double emit_decode(sched *s, cost_run *run, int64_t kv, double t, int32_t limit)
 {
     sched_v1 *v = s->v1;
     sched_step *st = &s->step;
     assert(st->batch.n_prefill == 0 && st->n_preempted == 0 && s->n_members == 0);
     st->batch.kv_read = kv;
     st->limit = limit;
-    double d = cost_step_s(s->cost, &st->batch);
+    double d = cost_run_s(run, kv); /* = cost_step_s(s->cost, &st->batch) */
     st->dur_s = d;
     st->index = s->ctr.steps++;
     st->start_s = t;
@@ -902,6 +902,8 @@ static double v1_leap(sched *s, double t)
     int admitted = 0;
     int32_t lim = SCHED_LIMIT_NONE_WAITING; /* the limit of the step being planned */
     decode_record_init(s, n);
+    cost_run run;
+    cost_run_init(&run, s->cost, &s->step.batch);
     const double hz = s->arr_cur ? s->arr_other_s : s->horizon;
     for (; step <= jstar && t < hz; step++) {
         int64_t nt, nr = 0;
@@ -939,7 +941,7 @@ static double v1_leap(sched *s, double t)
         } else {
             lim = SCHED_LIMIT_NONE_WAITING;
         }
-        t += emit_decode(s, kv + n * (step - 1), t, lim);
+        t += emit_decode(s, &run, kv + n * (step - 1), t, lim);
     }
     const int64_t L = step - 2 + admitted; /* steps after step 1 */
     s->ctr.leap_steps += L;

@@ -468,6 +468,80 @@ START_TEST(test_roofline_ridge_loss)
 }
 END_TEST
 
+/* cost_run (a leap's decode steps): cost_run_s equals cost_step_s bit for
+ * bit on decode batches of random sizes and KV reads, for dense, GQA, MQA,
+ * MoE, MLA and sliding-window models at several TP degrees and with every
+ * constant that enters a term (ridge_loss, kernel latency, per-sequence
+ * overhead, K/V re-reads, narrow GEMMs).  The dense models must take the
+ * fast path (n >= 0); the others may decline it, and then still agree.  A
+ * prefill batch and the affine model are declined. */
+START_TEST(test_cost_run_matches_step)
+{
+    static const struct {
+        const char *m, *g;
+        int64_t tp;
+        int fast; /* must take the fast path */
+    } cfg[] = {{"llama-7b", "a100-80g", 1, 1},     {"llama-2-70b", "h100-sxm", 8, 1},
+               {"llama-3-8b", "h200", 2, 1},       {"llama-7b-mqa", "a100-40g", 4, 1},
+               {"mixtral-8x7b", "h100-sxm", 2, 0}, {"deepseek-v3", "h200", 8, 0},
+               {"gemma-2-9b", "a100-80g", 1, 0},   {"qwen3-30b-a3b", "h100-sxm", 1, 0}};
+    uint64_t x = 4242;
+    for (size_t j = 0; j < sizeof cfg / sizeof cfg[0]; j++) {
+        for (int variant = 0; variant < 2; variant++) {
+            model_spec m = M(cfg[j].m);
+            gpu_spec g = G(cfg[j].g);
+            cost_roofline_consts k;
+            cost_roofline_consts_default(&k);
+            if (variant) {
+                k.ridge_loss = 0.3;
+                k.kernel_lat_s = 3e-6;
+                k.step_overhead_seq_s = 5e-6;
+                k.kv_reread = 0.5;
+                k.gemm_dim_half = 512;
+                k.collective_lat_peer_s = 2e-6;
+            }
+            cost_model c;
+            kvs_err err;
+            ck_assert_int_eq(cost_roofline_create_with(&m, &g, cfg[j].tp, &k, &c, &err), KVS_OK);
+            for (int it = 0; it < 200; it++) {
+                x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                int64_t nd = 1 + (int64_t)(x >> 33) % 512;
+                cost_batch b = {nd, 0, 0, 0, nd, 0, 0};
+                cost_run r;
+                cost_run_init(&r, &c, &b);
+                if (cfg[j].fast && r.n < 0)
+                    ck_abort_msg("%s: no fast path for a decode batch", cfg[j].m);
+                for (int s = 0; s < 20; s++) {
+                    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                    b.kv_read = nd * (1 + (int64_t)(x >> 20) % 32000);
+                    double want = cost_step_s(&c, &b), got = cost_run_s(&r, b.kv_read);
+                    if (memcmp(&want, &got, sizeof want) != 0)
+                        ck_abort_msg("%s variant %d nd=%lld kv=%lld: %.17g vs %.17g", cfg[j].m,
+                                     variant, (long long)nd, (long long)b.kv_read, got, want);
+                }
+            }
+            cost_batch pf = {512, 64, 512 * 512, 1, 64, 0, 0};
+            cost_run r;
+            cost_run_init(&r, &c, &pf);
+            ck_assert_int_lt(r.n, 0);
+            pf.kv_read = 9000;
+            ck_assert(cost_run_s(&r, 9000) == cost_step_s(&c, &pf));
+            cost_model_free(&c);
+        }
+    }
+    cost_model a;
+    kvs_err err;
+    ck_assert_int_eq(cost_affine_create("0.01,1e-5,1e-8,1e-9", &a, &err), KVS_OK);
+    cost_batch b = {8, 0, 0, 0, 8, 0, 0};
+    cost_run r;
+    cost_run_init(&r, &a, &b);
+    ck_assert_int_lt(r.n, 0);
+    b.kv_read = 12345;
+    ck_assert(cost_run_s(&r, 12345) == cost_step_s(&a, &b));
+    cost_model_free(&a);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cost");
@@ -486,6 +560,7 @@ int main(void)
     tcase_add_test(t, test_roofline_pcie_allreduce);
     tcase_add_test(t, test_roofline_kv_reread);
     tcase_add_test(t, test_roofline_ridge_loss);
+    tcase_add_test(t, test_cost_run_matches_step);
     suite_add_tcase(s, t);
     return tu_run_suites(&s, 1);
 }
