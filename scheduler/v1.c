@@ -657,6 +657,7 @@ static void preempt_at(sched *s, int64_t idx, int64_t *budget)
     sched_v1 *v = s->v1;
     sched_same_set_flush(s); /* R changes */
     v->sa_armed = 0;
+    v->lk_paused = 0;
     int32_t id = v->run[idx];
     memmove(&v->run[idx], &v->run[idx + 1], (size_t)(v->nrun - idx - 1) * sizeof *v->run);
     v->nrun--;
@@ -876,6 +877,8 @@ static void take_arrivals(sched *s, double t)
  * the end.  Returns the end of the last step planned; S then describes that
  * step.  Cost: O(|S| + bs) plus O(1 + blocks taken + the waiting walk) per
  * step. */
+static double leap_steps(sched *s, double t, int resumed);
+
 static double v1_leap(sched *s, double t)
 {
     sched_same_set_flush(s); /* the leap's steps go to the same leap sink */
@@ -898,19 +901,40 @@ static double v1_leap(sched *s, double t)
         v->lk_start[r] += v->lk_start[r - 1];
     for (int64_t k = 0; k < n; k++) /* stable: lk_start[r] ends as group r's end */
         v->lk_ids[v->lk_start[v->S_[k].c % bs]++] = v->S_[k].id;
-    int64_t step = 2; /* the step to plan, numbered from step 1 */
-    int admitted = 0;
-    int32_t lim = SCHED_LIMIT_NONE_WAITING; /* the limit of the step being planned */
+    v->lk_n = n;
+    v->lk_jstar = jstar;
+    v->lk_kv = kv;
+    v->lk_step = 2; /* the step to plan, numbered from step 1 */
     decode_record_init(s, n);
-    cost_run run;
-    cost_run_init(&run, s->cost, &s->step.batch);
+    cost_run_init(&v->lk_run, s->cost, &s->step.batch);
+    return leap_steps(s, t, 0);
+}
+
+/* The leap's steps from lk_step on (v1_leap), the first starting at t:
+ * planned while they start before the horizon, up to lk_jstar, while the
+ * free blocks cover the step's new ones and the waiting walk admits
+ * nobody.  When the horizon alone ends it the leap is left paused, to go
+ * on in the next plan (v1_plan; resumed 1: S's entries then describe step
+ * lk_step - 1, whose tokens v1_finish has stored; 0: step 1, not yet
+ * finished).  Returns the end of the last step planned (t if none).  Cost: O(1 + blocks taken + the waiting walk) per step,
+ * plus O(|S|) at the end. */
+static double leap_steps(sched *s, double t, int resumed)
+{
+    sched_v1 *v = s->v1;
+    const int64_t n = v->lk_n, bs = v->bs, jstar = v->lk_jstar, kv = v->lk_kv;
+    const int64_t step0 = v->lk_step;
+    int64_t step = step0;
+    int admitted = 0, short_of_blocks = 0;
+    int32_t lim = SCHED_LIMIT_NONE_WAITING; /* the limit of the step being planned */
     const double hz = s->arr_cur ? s->arr_other_s : s->horizon;
     for (; step <= jstar && t < hz; step++) {
         int64_t nt, nr = 0;
         const int32_t *take = group_of(v, (bs - (step - 1) % bs) % bs, &nt);
         const int32_t *regs = v->pfx ? group_of(v, (bs - step % bs) % bs, &nr) : NULL;
-        if (nt > v->pool.F)
+        if (nt > v->pool.F) {
+            short_of_blocks = 1;
             break;
+        }
         for (int64_t k = 0; k < nt; k++) {
             int32_t id = take[k];
             table_of(v, id)[v->rq[id].held++] = v1_pool_take(&v->pool);
@@ -941,18 +965,22 @@ static double v1_leap(sched *s, double t)
         } else {
             lim = SCHED_LIMIT_NONE_WAITING;
         }
-        t += emit_decode(s, &run, kv + n * (step - 1), t, lim);
+        t += emit_decode(s, &v->lk_run, kv + n * (step - 1), t, lim);
     }
-    const int64_t L = step - 2 + admitted; /* steps after step 1 */
+    const int64_t L = step - step0 + admitted; /* steps planned here */
     s->ctr.leap_steps += L;
-    if (s->leap_fn && step > 2) /* the steps emitted above; lk_ids is the leap's set */
-        s->leap_fn(s->sink_ctx, v->lk_ids, n, step - 2);
+    if (s->leap_fn && step > step0) /* the steps emitted above; lk_ids is the leap's set */
+        s->leap_fn(s->sink_ctx, v->lk_ids, n, step - step0);
+    /* S then describes the last step planned (its tokens come with
+     * v1_finish), its stored tokens those of the steps before */
     for (int64_t k = 0; k < n && L > 0; k++) {
         v1_sched_ent *e = &v->S_[k];
         e->c += L;
         v->rq[e->id].C = e->c;
-        v->rq[e->id].g += L;
+        v->rq[e->id].g += L - resumed;
     }
+    v->lk_step = step;
+    v->lk_paused = !admitted && !short_of_blocks && step <= jstar && !v->pd.keep;
     if (admitted) { /* this step is a normal one from here */
         memset(&s->step, 0, sizeof s->step);
         s->step.limit = lim;
@@ -962,11 +990,46 @@ static double v1_leap(sched *s, double t)
     return t;
 }
 
+/* The paused leap goes on at now, as the step-by-step engine would plan:
+ * R is the leap's set, all decoding, and the state is what its last step
+ * left (v1_finish stored its tokens); W may have gained arrivals, which the
+ * steps' waiting walk sees.  1 with *t_end set if it planned a step; 0 if
+ * it planned none (the horizon, or too few free blocks), and then the plan
+ * goes on as usual.  O(|S|) plus leap_steps. */
+static int leap_resume(sched *s, double now, double *t_end)
+{
+    sched_v1 *v = s->v1;
+    v->lk_paused = 0;
+    assert(v->ns == 0 && v->nrun == v->lk_n);
+    if (!(now < (s->arr_cur ? s->arr_other_s : s->horizon)))
+        return 0;
+    sched_same_set_flush(s);
+    v->sa_armed = 0;
+    v->ns = v->lk_n;
+    for (int64_t k = 0; k < v->ns; k++) /* scheduled: one token each */
+        v->rq[v->S_[k].id].sq = 1;
+    decode_record_init(s, v->lk_n);
+    const int64_t step0 = v->lk_step;
+    double t = leap_steps(s, now, 1);
+    if (v->lk_step == step0 && v->ns == v->lk_n) { /* nothing planned: undo */
+        for (int64_t k = 0; k < v->ns; k++)
+            v->rq[v->S_[k].id].sq = 0;
+        v->ns = 0;
+        v->lk_paused = 0;
+        return 0;
+    }
+    v->sa_armed = 0;
+    s->ctr.leap_resumes++;
+    *t_end = t;
+    return 1;
+}
 
 static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
 {
     (void)more_arrivals;
     sched_v1 *v = s->v1;
+    if (v->lk_paused && leap_resume(s, now, t_end))
+        return SCHED_PLAN_STEP;
     int32_t carry = 0; /* preemptions of iterations that scheduled nothing */
     for (;;) {
         memset(&s->step, 0, sizeof s->step);
@@ -1092,6 +1155,7 @@ static void v1_finish(sched *s, double t)
             if (!any) { /* R changes; its last tokens may have come in a stretch */
                 sched_same_set_flush(s);
                 v->sa_armed = 0;
+                v->lk_paused = 0;
             }
             any = 1;
         }

@@ -268,6 +268,16 @@ struct sched_v1 {
     /* leaps (v1_leap): S's entries grouped by stored tokens mod bs */
     int32_t *lk_start;         /* [bs + 1] group starts in lk_ids, NULL: no leaps */
     int32_t *lk_ids;           /* [slots] request ids, R's order within a group */
+    /* the leap in progress (v1_leap, leap_steps): its set is S's first lk_n
+     * entries, grouped in lk_ids as at its step 1; it can go on in the next
+     * plan (lk_paused) when only the horizon stopped it */
+    int lk_paused;             /* 1: the last plan's leap ended at the horizon alone,
+                                  and nothing but arrivals to W has happened since */
+    int64_t lk_n;              /* |S| of the leap, requests */
+    int64_t lk_jstar;          /* its last step (someone's last token), numbered from 1 */
+    int64_t lk_kv;             /* KV its step 1 read, tokens */
+    int64_t lk_step;           /* the next step to plan, numbered from 1 */
+    cost_run lk_run;           /* its steps' cost (their batches differ in kv_read) */
     /* same-set steps (emit_step): with a leap sink, a step of decodes of
      * every running request right after another one, R unchanged, is sunk
      * leapt (s->lk_*, as V0's; sched_same_set_flush) */

@@ -262,11 +262,13 @@ static int pd_step_end(cluster *cl, evq *q, const trace *tr, int64_t r, double n
 
 #define PLAN_ARG(r) ((int64_t)(r)) /* a timeout PLAN event's argument */
 
-/* Replica r plans at `now` (not busy): a step's end or a timeout goes on
- * the queue.  KVS_OK, KVS_ENOMEM, or KVS_EINVAL when it is stuck. */
-static int plan_one(cluster *cl, evq *q, int64_t r, double now, int more, kvs_err *err)
+/* Replica r plans at `now` (not busy), `next` the first trace row not yet
+ * routed: a step's end or a timeout goes on the queue.  KVS_OK,
+ * KVS_ENOMEM, or KVS_EINVAL when it is stuck. */
+static int plan_one(cluster *cl, evq *q, int64_t r, double now, int64_t next, kvs_err *err)
 {
     cl_rep *k = &cl->rep[r];
+    const int more = next < cl->tr->n;
     double t_end;
     if (cl->ahead_next) { /* nothing reaches r before its next arrival or timeout */
         int64_t a = cl->ahead_head[r];
@@ -274,6 +276,11 @@ static int plan_one(cluster *cl, evq *q, int64_t r, double now, int more, kvs_er
         sched_set_horizon(cl->eng[r], k->wake_at >= 0.0 && k->wake_at < h ? k->wake_at : h);
         sched_set_arrivals(cl->eng[r], &cl->ahead_head[r], cl->ahead_next,
                            k->wake_at >= 0.0 ? k->wake_at : INFINITY);
+    } else if (cl->np == cl->n && !cl->cfg->record_steps) {
+        /* a router that reads state (K8a): nothing reaches r before the
+         * next arrival is routed, or its timeout */
+        double h = more ? cl->tr->reqs[next].arrival_s : INFINITY;
+        sched_set_horizon(cl->eng[r], k->wake_at >= 0.0 && k->wake_at < h ? k->wake_at : h);
     }
     int plan = sched_plan_step(cl->eng[r], now, more, &t_end);
     refresh(cl, r);
@@ -411,7 +418,7 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
                 int64_t r = cl->todo[i];
                 cl->rep[r].plan_queued = 0;
                 if (!cl->rep[r].busy)
-                    rc = plan_one(cl, &q, r, now, next < tr->n, err);
+                    rc = plan_one(cl, &q, r, now, next, err);
             }
             ntodo = 0;
             if (rc)
@@ -445,7 +452,7 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
             continue;
         } else { /* a timeout PLAN fired */
             cl->rep[r].wake_at = -1.0;
-            if (!cl->rep[r].busy && (rc = plan_one(cl, &q, r, now, next < tr->n, err)))
+            if (!cl->rep[r].busy && (rc = plan_one(cl, &q, r, now, next, err)))
                 goto done;
             continue;
         }
@@ -584,6 +591,7 @@ static void cluster_summary(cluster *cl, const trace *tr, double end_s)
         sched_get_counters(cl->eng[r], &c);
         add_counters(&c, sum);
         res->leap_steps += c.leap_steps;
+        res->leap_resumes += c.leap_resumes;
         qt += c.prefix_query_tokens;
         ht += c.prefix_hit_tokens;
         qb += c.prefix_query_blocks;

@@ -294,6 +294,7 @@ int run_execute_pools(const run_config *cfg, const trace *tr, const cost_model *
     sched_counters c;
     sched_get_counters(s, &c);
     out->leap_steps = c.leap_steps;
+    out->leap_resumes = c.leap_resumes;
     sched_free(s);
     s = NULL;
     run_summary *sum = &out->sum;

@@ -176,6 +176,7 @@ typedef struct run_result {
     double wall_s;               /* simulation wall time */
     int64_t leap_steps;          /* steps the engine leapt (docs/semantics-v1.md 9);
                                     a diagnostic, not stored */
+    int64_t leap_resumes;        /* plans that resumed a paused leap; the same */
 } run_result;
 
 /* Fill a config with defaults (llama-3-8b, a100-80g, tp 1, block 16, ...). */

@@ -358,8 +358,8 @@ static void run_itl_engine(const run_config *cfg, const trace *tr, const cost_mo
  * (sim/cluster.c, route_ahead): its replicas leap past one another's
  * arrivals, so their steps interleave differently.  Returns the steps
  * leapt by the first run. */
-static int64_t check_pipeline(run_config *cfg, const trace *tr, const cost_model *cost,
-                              uint64_t seed)
+static int64_t check_pipeline_resumes(run_config *cfg, const trace *tr,
+                                      const cost_model *cost, uint64_t seed, int64_t *resumes)
 {
     kvs_err err;
     run_result ra, rb;
@@ -381,9 +381,17 @@ static int64_t check_pipeline(run_config *cfg, const trace *tr, const cost_model
         ck_assert(memcmp(ra.replica, rb.replica, (size_t)tr->n * sizeof *ra.replica) == 0);
     ck_assert_int_eq(rb.leap_steps, 0);
     int64_t leapt = ra.leap_steps;
+    if (resumes)
+        *resumes = ra.leap_resumes;
     run_result_free(&ra);
     run_result_free(&rb);
     return leapt;
+}
+
+static int64_t check_pipeline(run_config *cfg, const trace *tr, const cost_model *cost,
+                              uint64_t seed)
+{
+    return check_pipeline_resumes(cfg, tr, cost, seed, NULL);
 }
 
 START_TEST(test_same_set_identical)
@@ -394,6 +402,7 @@ START_TEST(test_same_set_identical)
                                        &cost, &err), 0);
     int64_t leapt = 0, leapt_v1 = 0, runs = 0, preempted = 0, cluster_leapt = 0;
     int64_t cluster_leapt_v0 = 0; /* V0 replicas behind a router that routes ahead */
+    int64_t live_leapt = 0, live_resumes = 0; /* behind a router that reads state */
     for (uint64_t seed = 1; seed <= 160; seed++) {
         run_config cfg;
         const int v1 = seed % 4 == 0; /* V1: its leaps and its same-set steps */
@@ -442,9 +451,12 @@ START_TEST(test_same_set_identical)
         cluster_leapt += cl_leapt;
         if (!v1)
             cluster_leapt_v0 += cl_leapt;
-        /* a router that reads the load: no horizons, stretches only */
+        /* a router that reads the load: each replica's horizon is the next
+         * arrival to route (K8a), and V1's leaps paused there go on */
         snprintf(cfg.router, sizeof cfg.router, "%s", seed % 2 ? "least-requests" : "least-kv");
-        check_pipeline(&cfg, &tr, &cost, seed);
+        int64_t resumes = 0;
+        live_leapt += check_pipeline_resumes(&cfg, &tr, &cost, seed, &resumes);
+        live_resumes += resumes;
         cfg.router[0] = 0;
         if (v1) { /* --pd: decode replicas admit requests whose first token came elsewhere */
             cfg.replicas = 3;
@@ -468,6 +480,9 @@ START_TEST(test_same_set_identical)
     ck_assert_msg(preempted > 0, "no run both sank same-set steps and preempted");
     ck_assert_msg(cluster_leapt > 1000, "clusters leapt %lld steps: toothless",
                   (long long)cluster_leapt);
+    ck_assert_msg(live_leapt > 1000 && live_resumes > 100,
+                  "behind least-requests/least-kv: %lld steps leapt, %lld leaps resumed: toothless",
+                  (long long)live_leapt, (long long)live_resumes);
     ck_assert_msg(cluster_leapt_v0 > 1000, "V0 clusters leapt %lld steps: toothless",
                   (long long)cluster_leapt_v0);
     cost_model_free(&cost);
