@@ -657,7 +657,7 @@ static void preempt_at(sched *s, int64_t idx, int64_t *budget)
     sched_v1 *v = s->v1;
     sched_same_set_flush(s); /* R changes */
     v->sa_armed = 0;
-    v->lk_paused = 0;
+    assert(!v->lk_paused); /* a plan writes a paused leap out before it walks R */
     int32_t id = v->run[idx];
     memmove(&v->run[idx], &v->run[idx + 1], (size_t)(v->nrun - idx - 1) * sizeof *v->run);
     v->nrun--;
@@ -877,7 +877,7 @@ static void take_arrivals(sched *s, double t)
  * the end.  Returns the end of the last step planned; S then describes that
  * step.  Cost: O(|S| + bs) plus O(1 + blocks taken + the waiting walk) per
  * step. */
-static double leap_steps(sched *s, double t, int resumed);
+static double leap_steps(sched *s, double t);
 
 static double v1_leap(sched *s, double t)
 {
@@ -905,20 +905,24 @@ static double v1_leap(sched *s, double t)
     v->lk_jstar = jstar;
     v->lk_kv = kv;
     v->lk_step = 2; /* the step to plan, numbered from step 1 */
+    v->lk_emitted = 0;
     decode_record_init(s, n);
     cost_run_init(&v->lk_run, s->cost, &s->step.batch);
-    return leap_steps(s, t, 0);
+    return leap_steps(s, t);
 }
 
 /* The leap's steps from lk_step on (v1_leap), the first starting at t:
  * planned while they start before the horizon, up to lk_jstar, while the
  * free blocks cover the step's new ones and the waiting walk admits
- * nobody.  When the horizon alone ends it the leap is left paused, to go
- * on in the next plan (v1_plan; resumed 1: S's entries then describe step
- * lk_step - 1, whose tokens v1_finish has stored; 0: step 1, not yet
- * finished).  Returns the end of the last step planned (t if none).  Cost: O(1 + blocks taken + the waiting walk) per step,
- * plus O(|S|) at the end. */
-static double leap_steps(sched *s, double t, int resumed)
+ * nobody.  S's entries and g, C of R stay as at step 1 (lazy) until the
+ * leap ends, and are then written once: S describes the last step planned
+ * (v1_finish stores its tokens).  When the horizon alone stops it the leap
+ * is paused instead: nothing is written, v1_finish of its last step does
+ * nothing, and the next plan goes on with it (leap_resume), or writes it
+ * out (leap_write_paused).  Returns the end of the last step planned (t if
+ * none).  Cost: O(1 + blocks taken + the waiting walk) per step, plus
+ * O(|S|) when the leap ends. */
+static double leap_steps(sched *s, double t)
 {
     sched_v1 *v = s->v1;
     const int64_t n = v->lk_n, bs = v->bs, jstar = v->lk_jstar, kv = v->lk_kv;
@@ -967,20 +971,28 @@ static double leap_steps(sched *s, double t, int resumed)
         }
         t += emit_decode(s, &v->lk_run, kv + n * (step - 1), t, lim);
     }
-    const int64_t L = step - step0 + admitted; /* steps planned here */
-    s->ctr.leap_steps += L;
-    if (s->leap_fn && step > step0) /* the steps emitted above; lk_ids is the leap's set */
-        s->leap_fn(s->sink_ctx, v->lk_ids, n, step - step0);
-    /* S then describes the last step planned (its tokens come with
-     * v1_finish), its stored tokens those of the steps before */
+    s->ctr.leap_steps += step - step0 + admitted;
+    v->lk_emitted += step - step0;
+    v->lk_step = step;
+    if (step == step0 && !admitted && step0 > 2) {
+        v->lk_paused = 1; /* a resume that planned nothing: leap_resume writes it out */
+        return t;
+    }
+    if (!admitted && !short_of_blocks && step <= jstar && !v->pd.keep && step > 2) {
+        v->lk_paused = 1; /* the horizon alone: go on in the next plan */
+        return t;
+    }
+    v->lk_paused = 0;
+    if (s->leap_fn && v->lk_emitted > 0) /* the steps emitted; lk_ids is the leap's set */
+        s->leap_fn(s->sink_ctx, v->lk_ids, n, v->lk_emitted);
+    v->lk_emitted = 0;
+    const int64_t L = step - 2 + admitted; /* steps after step 1 */
     for (int64_t k = 0; k < n && L > 0; k++) {
         v1_sched_ent *e = &v->S_[k];
         e->c += L;
         v->rq[e->id].C = e->c;
-        v->rq[e->id].g += L - resumed;
+        v->rq[e->id].g += L;
     }
-    v->lk_step = step;
-    v->lk_paused = !admitted && !short_of_blocks && step <= jstar && !v->pd.keep;
     if (admitted) { /* this step is a normal one from here */
         memset(&s->step, 0, sizeof s->step);
         s->step.limit = lim;
@@ -990,36 +1002,54 @@ static double leap_steps(sched *s, double t, int resumed)
     return t;
 }
 
+/* End a paused leap where it stopped: its steps told to the leap sink, and
+ * R's state written as v1_finish of its last step (lk_step - 1) would have
+ * left it.  A no-op when no leap is paused.  O(|S|). */
+static void leap_write_paused(sched *s)
+{
+    sched_v1 *v = s->v1;
+    if (!v->lk_paused)
+        return;
+    v->lk_paused = 0;
+    if (s->leap_fn && v->lk_emitted > 0)
+        s->leap_fn(s->sink_ctx, v->lk_ids, v->lk_n, v->lk_emitted);
+    v->lk_emitted = 0;
+    const int64_t done = v->lk_step - 1; /* steps whose tokens are stored */
+    for (int64_t k = 0; k < v->lk_n; k++) {
+        const v1_sched_ent *e = &v->S_[k];
+        v->rq[e->id].C = e->c + done;
+        v->rq[e->id].g += done;
+        v->rq[e->id].sq = 0;
+    }
+}
+
 /* The paused leap goes on at now, as the step-by-step engine would plan:
  * R is the leap's set, all decoding, and the state is what its last step
- * left (v1_finish stored its tokens); W may have gained arrivals, which the
- * steps' waiting walk sees.  1 with *t_end set if it planned a step; 0 if
- * it planned none (the horizon, or too few free blocks), and then the plan
- * goes on as usual.  O(|S|) plus leap_steps. */
+ * left; W may have gained arrivals, which the steps' waiting walk sees.
+ * 1 with *t_end set if it planned a step; 0 if it planned none (the
+ * horizon, or too few free blocks), and then the leap is written out and
+ * the plan goes on as usual.  O(1) plus leap_steps. */
 static int leap_resume(sched *s, double now, double *t_end)
 {
     sched_v1 *v = s->v1;
-    v->lk_paused = 0;
-    assert(v->ns == 0 && v->nrun == v->lk_n);
-    if (!(now < (s->arr_cur ? s->arr_other_s : s->horizon)))
-        return 0;
-    sched_same_set_flush(s);
-    v->sa_armed = 0;
-    v->ns = v->lk_n;
-    for (int64_t k = 0; k < v->ns; k++) /* scheduled: one token each */
-        v->rq[v->S_[k].id].sq = 1;
-    decode_record_init(s, v->lk_n);
-    const int64_t step0 = v->lk_step;
-    double t = leap_steps(s, now, 1);
-    if (v->lk_step == step0 && v->ns == v->lk_n) { /* nothing planned: undo */
-        for (int64_t k = 0; k < v->ns; k++)
-            v->rq[v->S_[k].id].sq = 0;
-        v->ns = 0;
-        v->lk_paused = 0;
+    assert(v->lk_paused && v->ns == 0 && v->nrun == v->lk_n);
+    if (!(now < (s->arr_cur ? s->arr_other_s : s->horizon))) {
+        leap_write_paused(s);
         return 0;
     }
-    v->sa_armed = 0;
+    v->lk_paused = 0;
+    v->ns = v->lk_n; /* S is the leap's set again, as at its step 1 */
+    decode_record_init(s, v->lk_n);
+    const int64_t step0 = v->lk_step;
+    double t = leap_steps(s, now);
+    if (v->lk_step == step0 && v->ns == v->lk_n) { /* nothing planned */
+        assert(v->lk_paused);
+        v->ns = 0;
+        leap_write_paused(s);
+        return 0;
+    }
     s->ctr.leap_resumes++;
+    v->sa_armed = 0;
     *t_end = t;
     return 1;
 }
@@ -1134,6 +1164,12 @@ static double emit_step(sched *s, double now)
 static void v1_finish(sched *s, double t)
 {
     sched_v1 *v = s->v1;
+    if (v->lk_paused) { /* a paused leap's last step: nobody finishes, its
+                           tokens are counted in the leap (leap_steps) */
+        v->ns = 0;
+        v->active = 0;
+        return;
+    }
     int any = 0;
     for (int64_t k = 0; k < v->ns; k++) {
         const v1_sched_ent *e = &v->S_[k];
@@ -1155,7 +1191,6 @@ static void v1_finish(sched *s, double t)
             if (!any) { /* R changes; its last tokens may have come in a stretch */
                 sched_same_set_flush(s);
                 v->sa_armed = 0;
-                v->lk_paused = 0;
             }
             any = 1;
         }
@@ -1210,6 +1245,8 @@ static int v1_audit(const sched *s, char *why, size_t n)
     for (int64_t i = 0; i < v->nrun; i++) {
         int32_t id = v->run[i];
         int64_t stored = v->rq[id].C + v->rq[id].sq;
+        if (v->lk_paused) /* lazy: C and sq as at the leap's step 1 */
+            stored += v->lk_step - 2;
         if (s->state[id] != SCHED_REQ_RUNNING || v->rq[id].slot < 0)
             V1_FAIL("R holds request %d in state %d", id, s->state[id]);
         if (v->rq[id].held != sched_ceil_div(stored, v->bs))

@@ -271,8 +271,9 @@ struct sched_v1 {
     /* the leap in progress (v1_leap, leap_steps): its set is S's first lk_n
      * entries, grouped in lk_ids as at its step 1; it can go on in the next
      * plan (lk_paused) when only the horizon stopped it */
-    int lk_paused;             /* 1: the last plan's leap ended at the horizon alone,
-                                  and nothing but arrivals to W has happened since */
+    int lk_paused;             /* 1: the last plan's leap stopped at the horizon
+                                  alone; R's g, C and S are still as at its step 1 */
+    int64_t lk_emitted;        /* its steps emitted and not yet told to the leap sink */
     int64_t lk_n;              /* |S| of the leap, requests */
     int64_t lk_jstar;          /* its last step (someone's last token), numbered from 1 */
     int64_t lk_kv;             /* KV its step 1 read, tokens */

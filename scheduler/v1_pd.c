@@ -49,7 +49,7 @@ int v1_pd_keep(sched_v1 *v, int32_t id)
 /* Last to first, as free_blocks (rule 2.8). */
 void v1_pd_release(sched_v1 *v, int32_t id)
 {
-    v->lk_paused = 0; /* the free queue changes between plans */
+    assert(!v->lk_paused); /* no leap pauses under keep (leap_steps) */
     int32_t *t = v->pd.kept ? v->pd.kept[id] : NULL;
     if (!t)
         return;
