@@ -98,6 +98,15 @@ void cost_run_init(cost_run *r, const cost_model *c, const cost_batch *b)
         r->n = -1; /* cost_run_s calls step_s */
 }
 
+void cost_run_prepare(cost_run *r, const cost_model *c, const cost_batch *b)
+{
+    if (r->c == c && r->b.tokens == b->tokens && r->b.n_decode == b->n_decode &&
+        r->b.n_prefill == b->n_prefill && r->b.prefill_sq == b->prefill_sq &&
+        r->b.prefill_ctx == b->prefill_ctx && r->b.prefill_cached == b->prefill_cached)
+        return;
+    cost_run_init(r, c, b);
+}
+
 void cost_model_describe(const cost_model *c, char *buf, size_t n)
 {
     if (!buf || !n)

@@ -219,6 +219,11 @@ typedef struct cost_run {
  * by the caller; nothing to free.  Cost: about one step_s. */
 void cost_run_init(cost_run *r, const cost_model *c, const cost_batch *b);
 
+/* As cost_run_init, but a no-op when r (zeroed before its first use) was
+ * last prepared for the same model and batch shape: a leap that follows
+ * another of the same width reuses its terms.  Cost: O(1) then. */
+void cost_run_prepare(cost_run *r, const cost_model *c, const cost_batch *b);
+
 /* Seconds of r's batch reading kv tokens of KV: cost_step_s's answer.
  * Cost: O(terms after the first kv term), a handful. */
 static inline double cost_run_s(cost_run *r, int64_t kv)

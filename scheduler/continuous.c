@@ -399,8 +399,8 @@ static double v0_leap(sched *s, double t, int64_t ev)
     sched_step *st = &s->step;
     const int watch = s->lpm && s->wq.n > 0; /* lpm: an eviction may change W's head */
     assert(s->lz_on && st->leapt && st->n_preempted == 0 && s->swq.n == 0);
-    cost_run run; /* the leap's batches differ in kv_read alone */
-    cost_run_init(&run, s->cost, &st->batch);
+    cost_run *run = &s->lz_run; /* the leap's batches differ in kv_read alone */
+    cost_run_prepare(run, s->cost, &st->batch);
     while (s->lz_j < s->lz_first && s->free_blocks >= s->n_run &&
            !(watch && s->ctr.prefix_evictions != ev) && leap_may_form(s, t)) {
         s->lz_fin = s->lz_j; /* the step ending at t, as sched_finish_continuous */
@@ -409,7 +409,7 @@ static double v0_leap(sched *s, double t, int64_t ev)
         st->batch.kv_read = kv_read;
         assert(s->lk_n == s->n_run && s->lk_steps > 0);
         s->lk_steps++;
-        double d = cost_run_s(&run, kv_read) + /* = cost_step_s(s->cost, &st->batch) */
+        double d = cost_run_s(run, kv_read) + /* = cost_step_s(s->cost, &st->batch) */
                    (double)(st->swap_out_blocks + st->swap_in_blocks) * s->cfg.swap_block_s;
         st->dur_s = d;
         sched_emit(s, t);
@@ -562,8 +562,14 @@ static int plan_once(sched *s, double now, double *t_end)
     }
     if (s->cfg.kv_cache_off)
         no_cache_batch(s, &s->step.batch);
-    double d = cost_step_s(s->cost, &s->step.batch) +
-               (double)(s->step.swap_out_blocks + s->step.swap_in_blocks) * s->cfg.swap_block_s;
+    double d;
+    if (s->step.leapt) { /* a lazy same-set step: priced as its leap's (v0_leap) */
+        cost_run_prepare(&s->lz_run, s->cost, &s->step.batch);
+        d = cost_run_s(&s->lz_run, s->step.batch.kv_read);
+    } else {
+        d = cost_step_s(s->cost, &s->step.batch);
+    }
+    d += (double)(s->step.swap_out_blocks + s->step.swap_in_blocks) * s->cfg.swap_block_s;
     s->step.dur_s = d;
     sched_emit(s, now);
     *t_end = now + d;

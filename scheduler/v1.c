@@ -907,7 +907,7 @@ static double v1_leap(sched *s, double t)
     v->lk_step = 2; /* the step to plan, numbered from step 1 */
     v->lk_emitted = 0;
     decode_record_init(s, n);
-    cost_run_init(&v->lk_run, s->cost, &s->step.batch);
+    cost_run_prepare(&v->lk_run, s->cost, &s->step.batch);
     return leap_steps(s, t);
 }
 
@@ -1127,7 +1127,14 @@ static double emit_step(sched *s, double now)
     s->step.kind = cb->n_prefill == 0   ? SCHED_STEP_DECODE
                    : cb->n_decode == 0 ? SCHED_STEP_PREFILL
                                        : SCHED_STEP_MIXED;
-    double d = cost_step_s(s->cost, cb);
+    double d;
+    if (cb->n_prefill == 0 && v->lk_start) { /* priced as a leap's, whose terms a leap
+                                                 that follows reuses */
+        cost_run_prepare(&v->lk_run, s->cost, cb);
+        d = cost_run_s(&v->lk_run, cb->kv_read);
+    } else {
+        d = cost_step_s(s->cost, cb);
+    }
     sched_step *st = &s->step;
     st->dur_s = d;
     st->index = s->ctr.steps++;

@@ -542,6 +542,34 @@ START_TEST(test_cost_run_matches_step)
 }
 END_TEST
 
+/* cost_run_prepare reuses the terms only for the same model and batch
+ * shape: one cost_run prepared for widths 8, 8, 9, 8 and for a second
+ * model of the same width always prices like cost_step_s. */
+START_TEST(test_cost_run_prepare_reuses)
+{
+    cost_model a = roof("llama-7b", "a100-80g", 1), b = roof("llama-2-70b", "h100-sxm", 4);
+    cost_run r;
+    memset(&r, 0, sizeof r);
+    const struct {
+        const cost_model *c;
+        int64_t n;
+    } seq[] = {{&a, 8}, {&a, 8}, {&a, 9}, {&a, 8}, {&b, 8}, {&a, 8}};
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        cost_batch bt = {seq[i].n, 0, 0, 0, seq[i].n, 0, 0};
+        cost_run_prepare(&r, seq[i].c, &bt);
+        ck_assert_int_ge(r.n, 0);
+        for (int64_t kv = 100; kv < 100000; kv += 7919) {
+            bt.kv_read = kv * seq[i].n;
+            double want = cost_step_s(seq[i].c, &bt), got = cost_run_s(&r, bt.kv_read);
+            ck_assert_msg(memcmp(&want, &got, sizeof want) == 0, "case %zu: %.17g vs %.17g", i,
+                          got, want);
+        }
+    }
+    cost_model_free(&a);
+    cost_model_free(&b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cost");
@@ -561,6 +589,7 @@ int main(void)
     tcase_add_test(t, test_roofline_kv_reread);
     tcase_add_test(t, test_roofline_ridge_loss);
     tcase_add_test(t, test_cost_run_matches_step);
+    tcase_add_test(t, test_cost_run_prepare_reuses);
     suite_add_tcase(s, t);
     return tu_run_suites(&s, 1);
 }
