@@ -95,11 +95,12 @@ static int simulate(const char *spec, long long replicas, const char *router, do
     if (rc) {
         fprintf(stderr, "bench_cluster: %s\n", err.msg);
     } else {
-        printf("  %2lld x %-16s %8.3f s CPU  %10lld steps (%4.1f%% leapt), mean batch %6.1f, "
-               "TTFT p99 %7.3f s, imbalance %.3f, peak RSS %.0f MiB\n",
+        printf("  %2lld x %-16s %8.3f s CPU  %10lld steps (%4.1f%% leapt, %lld leaps resumed), "
+               "mean batch %6.1f, TTFT p99 %7.3f s, imbalance %.3f, peak RSS %.0f MiB\n",
                replicas, replicas > 1 ? router : "(one engine)", *secs,
                (long long)res.sum.n_steps,
                res.sum.n_steps > 0 ? 100.0 * (double)res.leap_steps / (double)res.sum.n_steps : 0.0,
+               (long long)res.leap_resumes,
                res.sum.mean_batch, res.sum.ttft.p99,
                replicas > 1 ? res.sum.load_imbalance : 1.0, peak_mib());
         run_result_free(&res);
