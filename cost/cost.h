@@ -199,12 +199,12 @@ static inline double cost_step_s(const cost_model *c, const cost_batch *b)
  * (tests/test_cost.c checks it); a model without run_init, or a batch it
  * declines, is evaluated by step_s each time. */
 #define COST_RUN_TERMS 24
-typedef struct cost_run_term {
-    double t;                     /* seconds: the term when kv is 0 (kv = 0) */
+#define COST_RUN_KV 4 /* terms that read the KV, at most (decode attention) */
+/* A term that reads the KV, as cost_run_s evaluates it. */
+typedef struct cost_run_kv {
     double c_pre, c_kv, c_post;   /* compute s, s per token of kv_read, s */
     double m_pre, m_kv, m_post;   /* memory s, s per token of kv_read, s */
-    int kv;                       /* 1: depends on kv_read */
-} cost_run_term;
+} cost_run_kv;
 
 typedef struct cost_run {
     const cost_model *c;          /* borrowed: the model */
@@ -212,7 +212,9 @@ typedef struct cost_run {
     double s0;                    /* s: the terms before the first kv term */
     double ridge;                 /* the model's ridge_loss share, fraction */
     int n;                        /* terms after s0; -1: call step_s */
-    cost_run_term term[COST_RUN_TERMS];
+    double t[COST_RUN_TERMS];     /* s: each term's time, or 0 for a kv term */
+    int8_t kvi[COST_RUN_TERMS];   /* -1: a fixed term; else its index in kv */
+    cost_run_kv kv[COST_RUN_KV];
 } cost_run;
 
 /* Prepare r for batches b (b's kv_read ignored).  c and r borrowed/owned
@@ -235,11 +237,11 @@ static inline double cost_run_s(cost_run *r, int64_t kv)
     double s = r->s0;
     const double x = (double)kv;
     for (int i = 0; i < r->n; i++) {
-        const cost_run_term *e = &r->term[i];
-        if (!e->kv) {
-            s += e->t;
+        if (r->kvi[i] < 0) {
+            s += r->t[i];
             continue;
         }
+        const cost_run_kv *e = &r->kv[r->kvi[i]];
         const double c = e->c_pre + e->c_kv * x + e->c_post;
         const double m = e->m_pre + e->m_kv * x + e->m_post;
         s += c > m ? c + r->ridge * m : m + r->ridge * c;

@@ -267,6 +267,13 @@ static double roofline_step_s(void *self, const cost_batch *b)
  * kv_read term, the ops before the first one that reads the KV summed into
  * s0 in roofline_step_s's order.  Declines (0) prefill batches and models
  * with nonlinear ops. */
+typedef struct rf_term {
+    double t;                     /* the op's time when it reads no KV, s */
+    double c_pre, c_kv, c_post;   /* compute s, s per token of kv_read, s */
+    double m_pre, m_kv, m_post;   /* memory s, s per token of kv_read, s */
+    int kv;                       /* 1: depends on kv_read */
+} rf_term;
+
 static int roofline_run_init(void *self, const cost_batch *b, cost_run *out)
 {
     const roofline *r = self;
@@ -277,9 +284,10 @@ static int roofline_run_init(void *self, const cost_batch *b, cost_run *out)
     double s = r->k.step_overhead_s +
                r->k.step_overhead_seq_s * (double)(b->n_prefill + b->n_decode);
     int n = -1; /* terms after s0; -1 until the first kv term */
+    int nkv = 0;
     for (int k = 0; k < r->n_lin_ops; k++) {
         const int i = r->lin_ops[k];
-        cost_run_term e = {0};
+        rf_term e = {0};
         double *c = &e.c_pre, *m = &e.m_pre;
         for (int j = 0; j < r->n_feat[i]; j++) {
             const int f = r->feat[i][j];
@@ -307,9 +315,13 @@ static int roofline_run_init(void *self, const cost_batch *b, cost_run *out)
         } else if (n < 0) {
             n = 0;
         }
-        if (n >= COST_RUN_TERMS)
+        if (n >= COST_RUN_TERMS || (e.kv && nkv >= COST_RUN_KV))
             return 0;
-        out->term[n++] = e;
+        out->t[n] = e.kv ? 0.0 : e.t;
+        out->kvi[n] = (int8_t)(e.kv ? nkv : -1);
+        if (e.kv)
+            out->kv[nkv++] = (cost_run_kv){e.c_pre, e.c_kv, e.c_post, e.m_pre, e.m_kv, e.m_post};
+        n++;
     }
     out->s0 = s;
     out->ridge = r->k.ridge_loss;
