@@ -573,6 +573,7 @@ static int plan_once(sched *s, double now, double *t_end)
     s->step.dur_s = d;
     sched_emit(s, now);
     *t_end = now + d;
+    s->lz_ev = ev;
     if (s->lz_on && s->step.leapt && *t_end < s->horizon)
         *t_end = v0_leap(s, *t_end, ev);
     return SCHED_PLAN_STEP;
@@ -595,8 +596,35 @@ static int inline_next(const sched *s, double t)
     return s->leap_fn && t < s->horizon && !last && s->free_blocks >= s->n_run;
 }
 
+/* The last plan ended on a lazy same-set step (s->step still its record)
+ * whose successor would have started at or past that plan's horizon, and
+ * nothing arrived since (sched_arrive clears lz_paused): what plan_once
+ * would do at now is v0_leap's next step, so the leap goes on from now
+ * (the last step's end, which v0_finish has applied: lz_fin = lz_j).  1
+ * with *t_end set if it planned a step; 0 if v0_leap's conditions fail,
+ * and then nothing changed.  O(1) plus the steps. */
+static int v0_resume(sched *s, double now, double *t_end)
+{
+    s->lz_paused = 0;
+    if (!(now < s->horizon) || !s->lz_on || !s->step.leapt || s->swq.n != 0 ||
+        s->lz_fin != s->lz_j)
+        return 0;
+    const int64_t before = s->ctr.leap_steps;
+    s->active = SCHED_ACTIVE_DECODE; /* the step v0_leap finishes first is the last one */
+    double t = v0_leap(s, now, s->lz_ev);
+    if (s->ctr.leap_steps == before) {
+        s->active = SCHED_ACTIVE_NONE;
+        return 0;
+    }
+    s->ctr.leap_resumes++;
+    *t_end = t;
+    return 1;
+}
+
 int sched_plan_continuous(sched *s, double now, double *t_end)
 {
+    if (s->lz_paused && v0_resume(s, now, t_end))
+        return SCHED_PLAN_STEP;
     int rc = plan_once(s, now, t_end);
     while (rc == SCHED_PLAN_STEP && inline_next(s, *t_end)) {
         double t = *t_end;
@@ -606,6 +634,8 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
         rc = plan_once(s, t, t_end);
         assert(rc == SCHED_PLAN_STEP); /* R is not empty and nobody is stuck */
     }
+    s->lz_paused = rc == SCHED_PLAN_STEP && s->lz_on && s->step.leapt &&
+                   s->active == SCHED_ACTIVE_DECODE && s->leap_fn && s->horizon > -INFINITY;
     return rc;
 }
 

@@ -275,6 +275,7 @@ void sched_arrive(sched *s, int64_t id) { s->eng->arrive(s, id); }
 
 static void v0_arrive(sched *s, int64_t id)
 {
+    s->lz_paused = 0; /* W changes: the next plan admits as usual */
     s->state[id] = SCHED_REQ_WAITING;
     s->res[id].status = SCHED_REQ_WAITING;
     sched_waitq_push(&s->wq, (int32_t)id);

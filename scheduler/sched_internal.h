@@ -225,6 +225,10 @@ struct sched {
      * run[0 .. lz_n) keep ctx, room, left and blocks as of the stretch's
      * base, lz_j steps ago (sched_v0_lazy_write brings them up to date) */
     int lz_on;                    /* 1: entries are as of the base */
+    int lz_paused;                /* 1: the last plan ended on a lazy same-set step at
+                                     the horizon, and nothing has arrived since
+                                     (sched_plan_continuous goes on with v0_leap) */
+    int64_t lz_ev;                /* prefix evictions before that plan's admission */
     int64_t lz_n;                 /* entries of the stretch */
     int64_t lz_j;                 /* steps planned since the base */
     int64_t lz_fin;               /* of those, finished */
