@@ -593,7 +593,10 @@ static int inline_next(const sched *s, double t)
 {
     const int last = s->lz_on && s->active == SCHED_ACTIVE_DECODE ? s->lz_j >= s->lz_first
                                                                    : s->last_token;
-    return s->leap_fn && t < s->horizon && !last && s->free_blocks >= s->n_run;
+    /* the next plan's admission may reject, which must come before
+     * horizon_near (sched_set_horizon_pair) */
+    return s->leap_fn && t < s->horizon && t < s->horizon_near && !last &&
+           s->free_blocks >= s->n_run;
 }
 
 /* The last plan ended on a lazy same-set step (s->step still its record)

@@ -151,6 +151,7 @@ int sched_init_shared(sched **out, const sched_config *cfg, const trace_req *req
              : cfg->engine == SCHED_ENGINE_TRTLLM ? &sched_engine_trtllm
                                                   : &sched_engine_v0;
     s->horizon = -INFINITY;
+    s->horizon_near = INFINITY;
     if (owner && (s->eng == &sched_engine_v0 || s->eng == &sched_engine_v1) &&
         owner->eng == s->eng && !owner->share && owner->reqs == reqs && owner->n == n)
         s->share = owner;
@@ -309,6 +310,8 @@ void sched_reject(sched *s, int32_t id, sched_reject_reason why)
     s->res[id].status = SCHED_REQ_REJECTED;
     s->res[id].reject_reason = why;
     s->ctr.n_rejected++;
+    if (s->horizon > s->horizon_near) /* its load fell: sched_set_horizon_pair */
+        s->horizon = s->horizon_near;
 }
 
 /* Fill the common step fields and hand the step to the sink. */
@@ -330,11 +333,19 @@ int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end)
 {
     int rc = s->eng->plan(s, now, more_arrivals, t_end);
     s->horizon = -INFINITY; /* good for one plan only */
+    s->horizon_near = INFINITY;
     s->arr_cur = NULL;
     return rc;
 }
 
 void sched_set_horizon(sched *s, double t) { s->horizon = t; }
+
+void sched_set_horizon_pair(sched *s, double near, double far)
+{
+    assert(near <= far);
+    s->horizon = far;
+    s->horizon_near = near;
+}
 
 void sched_set_arrivals(sched *s, int64_t *cursor, const int32_t *next_of, double other_s)
 {

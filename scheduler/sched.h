@@ -244,6 +244,13 @@ int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end);
  * the sink wants decode members (--record-steps).  Cost: O(1). */
 void sched_set_horizon(sched *s, double t);
 
+/* As sched_set_horizon(s, far), but a request rejected during the plan
+ * brings the horizon back to near (<= far) from then on: a cluster's
+ * router may know that no arrival before `far` can come to this engine
+ * only while the engine's own load does not fall (docs/cluster.md K8b).
+ * For the next plan only.  Cost: O(1). */
+void sched_set_horizon_pair(sched *s, double near, double far);
+
 /* For the next plan only: the arrivals of this engine come from *cursor
  * (the id of the next request to arrive; < 0 or >= n: none), each followed
  * by next_of[id] (-1: none; next_of NULL: id + 1, the trace order), and no

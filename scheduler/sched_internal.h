@@ -243,6 +243,8 @@ struct sched {
                                      steps go by lz_first instead) */
     double horizon;               /* s: no external event before this time, for
                                      the next plan only (-INFINITY: unknown) */
+    double horizon_near;          /* s: the horizon once a request is rejected in
+                                     this plan (sched_set_horizon_pair; INFINITY) */
     int64_t *arr_cur;             /* sched_set_arrivals, the next plan only: the next
                                      request to arrive here (< 0 or >= n: none),
                                      advanced past those the engine takes in; NULL */

@@ -162,6 +162,8 @@ typedef struct cluster {
     run_itl itl;           /* inter-token latency over every engine (itl.h) */
     int64_t limit_steps[SCHED_LIMIT_COUNT]; /* every engine's steps by sched_step_limit */
     const trace *tr;       /* the requests (borrowed) */
+    const router_vt *router; /* the router */
+    router_view *rv;       /* what it reads (cluster_loop's) */
 } cluster;
 
 static void on_step(void *ctx, const sched_step *st, const sched_member *m, int64_t nm)
@@ -278,9 +280,15 @@ static int plan_one(cluster *cl, evq *q, int64_t r, double now, int64_t next, kv
                            k->wake_at >= 0.0 ? k->wake_at : INFINITY);
     } else if (cl->np == cl->n && !cl->cfg->record_steps) {
         /* a router that reads state (K8a): nothing reaches r before the
-         * next arrival is routed, or its timeout */
-        double h = more ? cl->tr->reqs[next].arrival_s : INFINITY;
-        sched_set_horizon(cl->eng[r], k->wake_at >= 0.0 && k->wake_at < h ? k->wake_at : h);
+         * next arrival that may go to it, or its timeout */
+        double h = more ? cl->tr->reqs[next].arrival_s : INFINITY, far = h;
+        if (more && cl->router->safe_arrivals) { /* K8b */
+            int64_t a = next + cl->router->safe_arrivals(cl->rv, r);
+            far = a < cl->tr->n ? cl->tr->reqs[a].arrival_s : INFINITY;
+        }
+        if (k->wake_at >= 0.0 && k->wake_at < far)
+            far = k->wake_at;
+        sched_set_horizon_pair(cl->eng[r], h < far ? h : far, far);
     }
     int plan = sched_plan_step(cl->eng[r], now, more, &t_end);
     refresh(cl, r);
@@ -402,6 +410,8 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
     if (!router)
         return kvs_errf(err, KVS_EINVAL, "--router: unknown router '%s'", cl->cfg->router);
     cl->live = router->reads_state;
+    cl->router = router;
+    cl->rv = &rv;
     cl->live_from = cl->live ? 0 : cl->np; /* the decode pool's choice reads state */
     if (route_ahead(cl, router, rv) || evq_init(&q, 16 + 2 * cl->n))
         return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");

@@ -41,6 +41,13 @@ typedef struct router_vt {
                                   then refreshes after every event */
     /* The replica (0 .. v->n - 1) for request `id`. */
     int64_t (*pick)(router_view *v, int64_t id);
+    /* Optional: how many of the next arrivals cannot go to replica r,
+     * whatever happens before them, given that another replica's load
+     * rises only by the arrivals routed to it (one each) and otherwise
+     * only falls, and that r's own does not fall in that time (the
+     * cluster makes sure: docs/cluster.md K8b).  A lower bound; NULL reads
+     * as 0.  Cost: O(n). */
+    int64_t (*safe_arrivals)(const router_view *v, int64_t r);
 } router_vt;
 
 /* The router called `name`, or NULL.  Cost: O(routers). */

@@ -17,7 +17,8 @@ static int64_t pick_random(router_view *v, int64_t id)
 
 const router_vt router_round_robin = {
     "round-robin", "the k-th arriving request goes to replica k mod N", 0,
-    pick_round_robin};
+    pick_round_robin, NULL};
 
 const router_vt router_random = {
-    "random", "a uniformly random replica (seeded by --router-seed)", 0, pick_random};
+    "random", "a uniformly random replica (seeded by --router-seed)", 0, pick_random,
+    NULL};

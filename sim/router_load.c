@@ -23,9 +23,29 @@ static int64_t pick_least_kv(router_view *v, int64_t id)
     return best;
 }
 
+/* Replica r is picked only when every replica before it has more
+ * outstanding requests and every one after it as many or more.  Another
+ * replica's count rises by one per arrival routed to it and otherwise only
+ * falls (finishes, rejections), and r's stays; so before r can be picked
+ * the arrivals must first lift the others to its level: the sum of their
+ * shortfalls. */
+static int64_t safe_least_requests(const router_view *v, int64_t r)
+{
+    const int64_t o = v->rep[r].outstanding;
+    int64_t need = 0;
+    for (int64_t j = 0; j < v->n; j++) {
+        if (j == r)
+            continue;
+        const int64_t level = j < r ? o + 1 : o; /* ties go to the lower index */
+        if (v->rep[j].outstanding < level)
+            need += level - v->rep[j].outstanding;
+    }
+    return need;
+}
+
 const router_vt router_least_requests = {
     "least-requests", "the replica with the fewest outstanding requests", 1,
-    pick_least_requests};
+    pick_least_requests, safe_least_requests};
 
 const router_vt router_least_kv = {
-    "least-kv", "the replica holding the fewest KV blocks", 1, pick_least_kv};
+    "least-kv", "the replica holding the fewest KV blocks", 1, pick_least_kv, NULL};

@@ -28,4 +28,4 @@ const router_vt router_prefix_affinity = {
     "prefix-affinity",
     "the replica caching the longest prefix of the prompt, among those within"
     " --affinity-cap outstanding requests of the least loaded",
-    1, pick_prefix_affinity};
+    1, pick_prefix_affinity, NULL};

@@ -299,6 +299,55 @@ static void seg_trace(trace *t, const seg_req *rs, int n)
  * 0 replica 1 is over the cap (1 > 0 + 0): r3 -> replica 0, where nothing
  * of segment 9 is cached: 8 hit tokens.  Under round-robin, r2 -> 0 and
  * r3 -> 1: r2 misses, r3 hits: 8 tokens. */
+/* least-requests' safe_arrivals (docs/cluster.md K8b) against routing
+ * itself.  By hand, loads (2, 5, 3): the arrivals go to 0, 0, 2, 0, 2, 0
+ * and then 1 (ties to the lower index), so replica 2 is first picked at
+ * arrival 2 and replica 1 at arrival 6, replica 0 at once: the bound's
+ * 2 = (3 + 1 - 2), 6 = (5 + 1 - 2) + (5 - 3) and 0.  Then on random loads
+ * with nothing finishing (the worst case: every arrival raises someone)
+ * the bound must equal the first arrival routed to r, so it is exact there
+ * and a lower bound whenever loads also fall. */
+START_TEST(test_least_requests_safe_arrivals)
+{
+    const router_vt *lr = router_find("least-requests");
+    ck_assert_ptr_nonnull(lr);
+    ck_assert_ptr_nonnull(lr->safe_arrivals);
+    ck_assert_ptr_null(router_find("least-kv")->safe_arrivals);
+    router_replica rep[8];
+    router_view v = {3, rep, NULL, NULL, 0, 0, {{0}}};
+    const int64_t hand[3] = {2, 5, 3}, want[3] = {0, 6, 2};
+    for (int r = 0; r < 3; r++) {
+        for (int j = 0; j < 3; j++)
+            rep[j].outstanding = hand[j];
+        ck_assert_int_eq(lr->safe_arrivals(&v, r), want[r]);
+    }
+    uint64_t x = 99;
+    for (int it = 0; it < 2000; it++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        v.n = 1 + (int64_t)(x >> 60) % 8;
+        int64_t load[8];
+        for (int64_t j = 0; j < v.n; j++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            load[j] = (int64_t)(x >> 59);
+        }
+        const int64_t r = (int64_t)(x >> 40) % v.n;
+        for (int64_t j = 0; j < v.n; j++)
+            rep[j].outstanding = load[j];
+        const int64_t bound = lr->safe_arrivals(&v, r);
+        int64_t k = 0; /* the first arrival routed to r */
+        for (;; k++) {
+            int64_t p = lr->pick(&v, k);
+            if (p == r)
+                break;
+            rep[p].outstanding++;
+        }
+        if (bound != k)
+            ck_abort_msg("it %d: loads of %lld replicas, r %lld: bound %lld, first pick %lld", it,
+                         (long long)v.n, (long long)r, (long long)bound, (long long)k);
+    }
+}
+END_TEST
+
 START_TEST(test_prefix_affinity_golden)
 {
     static const seg_req rs[] = {{0, 8, 2, {{7, 8}, {0, 0}}},
@@ -661,6 +710,7 @@ static Suite *cluster_suite(void)
     tcase_set_timeout(t, 300);
     tcase_add_loop_test(t, test_round_robin_equals_split, 0, 15);
     tcase_add_test(t, test_least_requests_golden);
+    tcase_add_test(t, test_least_requests_safe_arrivals);
     tcase_add_test(t, test_prefix_affinity_golden);
     tcase_add_test(t, test_cached_prefix_query);
     tcase_add_loop_test(t, test_invariants_random, 0, 10);

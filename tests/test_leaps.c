@@ -774,6 +774,57 @@ START_TEST(test_v0_leap_lpm_eviction)
 }
 END_TEST
 
+/* Behind least-requests a replica may plan past arrivals that cannot come
+ * to it (docs/cluster.md K8b), but only while its own load stays: a
+ * request it rejects in a plan brings its horizon back to the next
+ * arrival.  Here max_model_len 250 against prompts up to 300 and outputs
+ * up to 90 makes V0 replicas reject at admission (inside their plans) and
+ * V1 ones at arrival; every run with horizons must equal the same cluster
+ * planned step by step (record_steps 1), and rejections, leaps and resumed
+ * leaps must all have happened.  (Without the clamp in sched_reject this
+ * test fails.) */
+START_TEST(test_live_router_rejections)
+{
+    kvs_err err;
+    cost_model cost;
+    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
+                                       &cost, &err), 0);
+    int64_t rejected = 0, leapt = 0, resumed = 0;
+    for (uint64_t seed = 1; seed <= 48; seed++) {
+        run_config cfg;
+        random_config(&cfg, seed, seed % 3 == 0);
+        cfg.sched.max_model_len = 250;
+        if (sched_config_check(&cfg.sched, 200, &err) != 0)
+            continue;
+        trace tr;
+        tu_random_trace(&tr, 150 + (int)(seed % 60), seed * 7919, 300, 90, 1);
+        cfg.replicas = 2 + (int64_t)(seed % 5);
+        snprintf(cfg.router, sizeof cfg.router, "least-requests");
+        run_result ra, rb;
+        cfg.record_steps = 0;
+        ck_assert_msg(run_execute(&cfg, &tr, &cost, &ra, &err) == 0, "%s", err.msg);
+        cfg.record_steps = 1;
+        ck_assert_msg(run_execute(&cfg, &tr, &cost, &rb, &err) == 0, "%s", err.msg);
+        ck_assert_msg(memcmp(ra.reqs, rb.reqs, (size_t)tr.n * sizeof *ra.reqs) == 0,
+                      "seed %llu: rows differ", (unsigned long long)seed);
+        ck_assert_msg(memcmp(ra.replica, rb.replica, (size_t)tr.n * sizeof *ra.replica) == 0,
+                      "seed %llu: replicas differ", (unsigned long long)seed);
+        ck_assert_msg(memcmp(&ra.sum, &rb.sum, sizeof ra.sum) == 0,
+                      "seed %llu: run summaries differ", (unsigned long long)seed);
+        rejected += ra.sum.n_rejected;
+        leapt += ra.leap_steps;
+        resumed += ra.leap_resumes;
+        run_result_free(&ra);
+        run_result_free(&rb);
+        free_trace(&tr);
+    }
+    ck_assert_msg(rejected > 50 && leapt > 1000 && resumed > 50,
+                  "%lld rejected, %lld steps leapt, %lld leaps resumed: toothless",
+                  (long long)rejected, (long long)leapt, (long long)resumed);
+    cost_model_free(&cost);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("leaps");
@@ -784,6 +835,7 @@ int main(void)
     tcase_add_test(tc, test_v0_leaps_identical);
     tcase_add_test(tc, test_v0_leap_golden);
     tcase_add_test(tc, test_v0_leap_lpm_eviction);
+    tcase_add_test(tc, test_live_router_rejections);
     suite_add_tcase(s, tc);
     return tu_run_suites(&s, 1);
 }
