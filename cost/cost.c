@@ -91,18 +91,17 @@ void cost_run_init(cost_run *r, const cost_model *c, const cost_batch *b)
 {
     r->c = c;
     r->b = *b;
-    r->b.kv_read = 0;
+    r->b.kv_read = 0; /* the shape: cost_run_prepare compares it whole */
     r->s0 = r->ridge = 0.0;
-    r->n = -1;
     if (!c->vt->run_init || !c->vt->run_init(c->self, b, r))
         r->n = -1; /* cost_run_s calls step_s */
 }
 
 void cost_run_prepare(cost_run *r, const cost_model *c, const cost_batch *b)
 {
-    if (r->c == c && r->b.tokens == b->tokens && r->b.n_decode == b->n_decode &&
-        r->b.n_prefill == b->n_prefill && r->b.prefill_sq == b->prefill_sq &&
-        r->b.prefill_ctx == b->prefill_ctx && r->b.prefill_cached == b->prefill_cached)
+    cost_batch shape = *b; /* seven int64_t, no padding */
+    shape.kv_read = 0;
+    if (r->c == c && memcmp(&r->b, &shape, sizeof shape) == 0)
         return;
     cost_run_init(r, c, b);
 }

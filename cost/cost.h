@@ -228,11 +228,12 @@ void cost_run_prepare(cost_run *r, const cost_model *c, const cost_batch *b);
 
 /* Seconds of r's batch reading kv tokens of KV: cost_step_s's answer.
  * Cost: O(terms after the first kv term), a handful. */
-static inline double cost_run_s(cost_run *r, int64_t kv)
+static inline double cost_run_s(const cost_run *r, int64_t kv)
 {
     if (r->n < 0) {
-        r->b.kv_read = kv;
-        return cost_step_s(r->c, &r->b);
+        cost_batch b = r->b;
+        b.kv_read = kv;
+        return cost_step_s(r->c, &b);
     }
     double s = r->s0;
     const double x = (double)kv;

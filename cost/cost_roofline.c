@@ -289,6 +289,7 @@ static int roofline_run_init(void *self, const cost_batch *b, cost_run *out)
         const int i = r->lin_ops[k];
         rf_term e = {0};
         double *c = &e.c_pre, *m = &e.m_pre;
+        int post = 0; /* terms in the post sums */
         for (int j = 0; j < r->n_feat[i]; j++) {
             const int f = r->feat[i][j];
             if (f == 2) { /* kv_read: what follows is the post sum */
@@ -299,9 +300,9 @@ static int roofline_run_init(void *self, const cost_batch *b, cost_run *out)
                 m = &e.m_post;
                 continue;
             }
-            if (f == 3 || f == 4) /* x = 0: adds +-0, no change */
+            if (x[f] == 0.0) /* adds +-0: no change */
                 continue;
-            if (c == &e.c_post && *c != 0.0) /* two terms after kv_read: not one sum */
+            if (c == &e.c_post && post++ > 0) /* (c_pre + kv) + a + b is not one post sum */
                 return 0;
             *c += r->cs[i][f] * x[f];
             *m += r->ms[i][f] * x[f];

@@ -325,7 +325,7 @@ typedef struct sched_counters {
     int64_t prefill_chunks;      /* prefill chunks run (chunked prefill) */
     int64_t leap_steps;          /* steps planned inside leaps (sched_set_horizon) */
     int64_t leap_resumes;        /* plans that went on with a leap the horizon had
-                                    paused (V1) */
+                                    paused (V1 and V0) */
 } sched_counters;
 void sched_get_counters(const sched *s, sched_counters *out);
 /* What a router reads, without the rest: *resolved = n_finished +

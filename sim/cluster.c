@@ -163,7 +163,6 @@ typedef struct cluster {
     int64_t limit_steps[SCHED_LIMIT_COUNT]; /* every engine's steps by sched_step_limit */
     const trace *tr;       /* the requests (borrowed) */
     const router_vt *router; /* the router */
-    router_view *rv;       /* what it reads (cluster_loop's) */
 } cluster;
 
 static void on_step(void *ctx, const sched_step *st, const sched_member *m, int64_t nm)
@@ -264,31 +263,39 @@ static int pd_step_end(cluster *cl, evq *q, const trace *tr, int64_t r, double n
 
 #define PLAN_ARG(r) ((int64_t)(r)) /* a timeout PLAN event's argument */
 
+/* The earlier of t and replica k's timeout (none when wake_at < 0). */
+static double before_wake(const cl_rep *k, double t)
+{
+    return k->wake_at >= 0.0 && k->wake_at < t ? k->wake_at : t;
+}
+
+/* Trace row a's arrival time, INFINITY past the end. */
+static double arrival_at(const trace *tr, int64_t a)
+{
+    return a >= 0 && a < tr->n ? tr->reqs[a].arrival_s : INFINITY;
+}
+
 /* Replica r plans at `now` (not busy), `next` the first trace row not yet
- * routed: a step's end or a timeout goes on the queue.  KVS_OK,
- * KVS_ENOMEM, or KVS_EINVAL when it is stuck. */
-static int plan_one(cluster *cl, evq *q, int64_t r, double now, int64_t next, kvs_err *err)
+ * routed, rv what the router reads: a step's end or a timeout goes on the
+ * queue.  KVS_OK, KVS_ENOMEM, or KVS_EINVAL when it is stuck. */
+static int plan_one(cluster *cl, evq *q, int64_t r, double now, int64_t next,
+                    const router_view *rv, kvs_err *err)
 {
     cl_rep *k = &cl->rep[r];
     const int more = next < cl->tr->n;
     double t_end;
     if (cl->ahead_next) { /* nothing reaches r before its next arrival or timeout */
-        int64_t a = cl->ahead_head[r];
-        double h = a >= 0 ? cl->tr->reqs[a].arrival_s : INFINITY;
-        sched_set_horizon(cl->eng[r], k->wake_at >= 0.0 && k->wake_at < h ? k->wake_at : h);
+        sched_set_horizon(cl->eng[r], before_wake(k, arrival_at(cl->tr, cl->ahead_head[r])));
         sched_set_arrivals(cl->eng[r], &cl->ahead_head[r], cl->ahead_next,
-                           k->wake_at >= 0.0 ? k->wake_at : INFINITY);
+                           before_wake(k, INFINITY));
     } else if (cl->np == cl->n && !cl->cfg->record_steps) {
         /* a router that reads state (K8a): nothing reaches r before the
-         * next arrival that may go to it, or its timeout */
-        double h = more ? cl->tr->reqs[next].arrival_s : INFINITY, far = h;
-        if (more && cl->router->safe_arrivals) { /* K8b */
-            int64_t a = next + cl->router->safe_arrivals(cl->rv, r);
-            far = a < cl->tr->n ? cl->tr->reqs[a].arrival_s : INFINITY;
-        }
-        if (k->wake_at >= 0.0 && k->wake_at < far)
-            far = k->wake_at;
-        sched_set_horizon_pair(cl->eng[r], h < far ? h : far, far);
+         * next arrival that may go to it (K8b), or its timeout */
+        const router_vt *rt = cl->router;
+        const int64_t safe = more && rt->safe_arrivals ? rt->safe_arrivals(rv, r) : 0;
+        const double far = before_wake(k, arrival_at(cl->tr, next + safe));
+        const double near = before_wake(k, arrival_at(cl->tr, next));
+        sched_set_horizon_pair(cl->eng[r], near, far);
     }
     int plan = sched_plan_step(cl->eng[r], now, more, &t_end);
     refresh(cl, r);
@@ -411,7 +418,6 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
         return kvs_errf(err, KVS_EINVAL, "--router: unknown router '%s'", cl->cfg->router);
     cl->live = router->reads_state;
     cl->router = router;
-    cl->rv = &rv;
     cl->live_from = cl->live ? 0 : cl->np; /* the decode pool's choice reads state */
     if (route_ahead(cl, router, rv) || evq_init(&q, 16 + 2 * cl->n))
         return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");
@@ -428,7 +434,7 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
                 int64_t r = cl->todo[i];
                 cl->rep[r].plan_queued = 0;
                 if (!cl->rep[r].busy)
-                    rc = plan_one(cl, &q, r, now, next, err);
+                    rc = plan_one(cl, &q, r, now, next, &rv, err);
             }
             ntodo = 0;
             if (rc)
@@ -462,7 +468,7 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
             continue;
         } else { /* a timeout PLAN fired */
             cl->rep[r].wake_at = -1.0;
-            if (!cl->rep[r].busy && (rc = plan_one(cl, &q, r, now, next, err)))
+            if (!cl->rep[r].busy && (rc = plan_one(cl, &q, r, now, next, &rv, err)))
                 goto done;
             continue;
         }

@@ -468,6 +468,18 @@ START_TEST(test_roofline_ridge_loss)
 }
 END_TEST
 
+/* c declines a cost_run for batches like b, and the run still prices b
+ * reading kv tokens as cost_step_s does. */
+static void check_declined(const cost_model *c, const cost_batch *b, int64_t kv)
+{
+    cost_run r;
+    cost_run_init(&r, c, b);
+    ck_assert_int_lt(r.n, 0);
+    cost_batch k = *b;
+    k.kv_read = kv;
+    ck_assert(cost_run_s(&r, kv) == cost_step_s(c, &k));
+}
+
 /* cost_run (a leap's decode steps): cost_run_s equals cost_step_s bit for
  * bit on decode batches of random sizes and KV reads, for dense, GQA, MQA,
  * MoE, MLA and sliding-window models at several TP degrees and with every
@@ -520,24 +532,16 @@ START_TEST(test_cost_run_matches_step)
                                      variant, (long long)nd, (long long)b.kv_read, got, want);
                 }
             }
-            cost_batch pf = {512, 64, 512 * 512, 1, 64, 0, 0};
-            cost_run r;
-            cost_run_init(&r, &c, &pf);
-            ck_assert_int_lt(r.n, 0);
-            pf.kv_read = 9000;
-            ck_assert(cost_run_s(&r, 9000) == cost_step_s(&c, &pf));
+            const cost_batch pf = {512, 64, 512 * 512, 1, 64, 0, 0};
+            check_declined(&c, &pf, 9000);
             cost_model_free(&c);
         }
     }
     cost_model a;
     kvs_err err;
     ck_assert_int_eq(cost_affine_create("0.01,1e-5,1e-8,1e-9", &a, &err), KVS_OK);
-    cost_batch b = {8, 0, 0, 0, 8, 0, 0};
-    cost_run r;
-    cost_run_init(&r, &a, &b);
-    ck_assert_int_lt(r.n, 0);
-    b.kv_read = 12345;
-    ck_assert(cost_run_s(&r, 12345) == cost_step_s(&a, &b));
+    const cost_batch b = {8, 0, 0, 0, 8, 0, 0};
+    check_declined(&a, &b, 12345);
     cost_model_free(&a);
 }
 END_TEST
