@@ -30,9 +30,11 @@ static void print_replicas(FILE *f, const run_config *c, const run_result *res)
             (long long)c->replicas, c->router, res->sum.load_imbalance);
     if (res->decode) /* --pd: the hand-offs (docs/cluster.md, section D) */
         fprintf(f, "  disaggregated    --pd %s over %s: %lld KV transfers, mean %.3f ms, "
+                   "max %.3f ms; waits before them for the decode side: mean %.3f ms, "
                    "max %.3f ms\n",
                 c->pd, c->kv_link[0] ? c->kv_link : "nvlink", (long long)res->kv_transfers,
-                1e3 * res->kv_transfer_mean_s, 1e3 * res->kv_transfer_max_s);
+                1e3 * res->kv_transfer_mean_s, 1e3 * res->kv_transfer_max_s,
+                1e3 * res->kv_wait_mean_s, 1e3 * res->kv_wait_max_s);
     if (res->decode && c->pd_tp[0]) /* --pd-tp: each pool its own TP (D1a) */
         fprintf(f, "  pools            prefill tp %lld (%lld KV blocks each), decode tp %lld "
                    "(%lld KV blocks each)\n",

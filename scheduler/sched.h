@@ -365,18 +365,39 @@ int64_t sched_cached_prefix_tokens(const sched *s, int64_t id);
 
 /* ---- disaggregated serving (docs/cluster.md, section D; vllm-v1 only) */
 
-/* Request `id` (output_tokens >= 2) arrives with its prompt's KV already
- * computed elsewhere and its first output token made: admission stores
- * the P prompt tokens without computing them (like a prefix hit) and the
- * first token is its next input, so it needs O - 1 decode steps.  Its
- * first_token_s stays NAN here.  Rule 1.6 applies as to any arrival.  A
- * later recompute preemption recomputes the prompt on this engine.
- * Cost: as sched_arrive. */
-void sched_arrive_prefilled(sched *s, int64_t id);
+/* Decode side.  A remote request (output_tokens >= 2) arrives with its
+ * prompt's KV computed on another engine and its first token made there.
+ * It waits in W like any arrival (rule 1.6 applies) until the waiting walk
+ * reaches it with room: then it allocates blocks for P + 1 tokens (its
+ * leading cached blocks found as for any admission, the rest fresh), its
+ * load starts (sched_loads_started) and it leaves W, holding those blocks
+ * but no running slot.  When the caller says its KV has arrived
+ * (sched_kv_loaded) it is admitted before W's requests with the P prompt
+ * tokens stored and the first token as its next input (O - 1 decode
+ * steps).  Its first_token_s stays NAN here; a later recompute preemption
+ * recomputes the prompt on this engine (docs/cluster.md D4, D5). */
+typedef struct sched_kv_load {
+    int64_t id;      /* trace index */
+    int64_t tokens;  /* prompt tokens whose KV moves (P less the leading
+                        tokens found in this engine's cache), tokens */
+    double start_s;  /* when its blocks were allocated (the step's start), s */
+} sched_kv_load;
 
-/* With on = 1, a request that finishes keeps its KV blocks (counted in
- * used_blocks, not in a running slot) until sched_release_finished: the
- * prefill side of a KV transfer.  KVS_EINVAL under vllm-v0, KVS_ENOMEM.
+/* Make the engine able to take remote requests: KVS_EINVAL but under
+ * vllm-v1 or when it shares its requests' state, KVS_ENOMEM.  O(n) memory
+ * once (a byte per request). */
+int sched_accept_remote(sched *s, kvs_err *err);
+/* Remote request id arrives now (after sched_accept_remote).  O(1). */
+void sched_arrive_remote(sched *s, int64_t id);
+/* The loads begun since the last call, in the order they began; the array
+ * stays valid until the next plan.  O(1). */
+const sched_kv_load *sched_loads_started(sched *s, int64_t *n);
+/* Request id's load (begun) has ended: it waits to be admitted.  O(1). */
+void sched_kv_loaded(sched *s, int64_t id);
+
+/* Prefill side.  With on = 1, a request that finishes keeps its KV blocks
+ * (counted in used_blocks, not in a running slot) until
+ * sched_release_finished: the prefill side of a KV transfer.  KVS_EINVAL under vllm-v0, KVS_ENOMEM.
  * Cost: O(n) memory once. */
 int sched_keep_finished(sched *s, int on, kvs_err *err);
 

@@ -158,9 +158,11 @@ static int v1_init(sched *s, kvs_err *err)
         if (!v->lk_start || !v->lk_ids)
             goto nomem;
     }
+    v->nslots = v->slots;
     for (int64_t k = 0; k < v->slots; k++)
         v->free_slots[k] = (int32_t)(v->slots - 1 - k);
     v->n_free_slots = v->slots;
+    v->pd.rhead = v->pd.rtail = -1;
     if (!o)
         sched_results_reset(s->res, n);
     for (int64_t i = 0; !o && i < n; i++)
@@ -541,11 +543,46 @@ static void groups_take(sched_v1 *v, int32_t id, int64_t held, int64_t want, int
     }
 }
 
+/* A free block table slot, the tables grown (doubled) when none is left:
+ * remote requests out of W hold slots beside R's (v1_pd).  -1 out of
+ * memory (pd.oom set).  O(1) amortized. */
+static int32_t slot_take(sched_v1 *v)
+{
+    if (v->n_free_slots == 0) {
+        const int64_t old = v->nslots, grown = 2 * old;
+        if (v->tcap > INT64_MAX / 4 / grown || (v->xtab && v->xcap > INT64_MAX / 4 / grown)) {
+            v->pd.oom = 1;
+            return -1;
+        }
+        int32_t *t = realloc(v->tab, (size_t)(grown * v->tcap) * sizeof *t);
+        if (t)
+            v->tab = t;
+        int32_t *f = t ? realloc(v->free_slots, (size_t)grown * sizeof *f) : NULL;
+        if (f)
+            v->free_slots = f;
+        int32_t *x = f && v->xtab ? realloc(v->xtab, (size_t)(grown * v->xcap) * sizeof *x) : NULL;
+        if (x) {
+            v->xtab = x;
+            memset(x + old * v->xcap, 0, (size_t)(old * v->xcap) * sizeof *x);
+        }
+        if (!t || !f || (v->xtab && !x)) {
+            v->pd.oom = 1;
+            return -1;
+        }
+        for (int64_t k = grown - 1; k >= old; k--)
+            v->free_slots[v->n_free_slots++] = (int32_t)k;
+        v->nslots = grown;
+    }
+    return v->free_slots[--v->n_free_slots];
+}
+
 /* alloc(r, c, q, hits) of rule 2.7 (with 2.9's other groups): 1 on
  * success, 0 if the free queue is too short (then nothing changed but the
- * window pages given back, as vLLM gives them back first). */
+ * window pages given back, as vLLM gives them back first).  With defer,
+ * no block is registered (a remote request's blocks wait for their KV:
+ * its admission registers them, load_start). */
 static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t *hits,
-                    int64_t m)
+                    int64_t m, int defer)
 {
     const int64_t want = sched_ceil_div(c + q, v->bs);
     const int64_t held = v->rq[id].held;
@@ -568,14 +605,14 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
     }
     if (need > v->pool.F)
         return 0;
-    if (v->rq[id].slot < 0)
-        v->rq[id].slot = v->free_slots[--v->n_free_slots];
+    if (v->rq[id].slot < 0 && (v->rq[id].slot = slot_take(v)) < 0)
+        return 0;
     int32_t *t = table_of(v, id);
     for (int64_t k = 0; k < m; k++) {
         v1_pool_hold(&v->pool, hits[k]);
         t[k] = hits[k];
     }
-    const int64_t full = (c + q) / v->bs, reg0 = v->rq[id].reg;
+    const int64_t full = defer ? 0 : (c + q) / v->bs, reg0 = v->rq[id].reg;
     if (v->xtab) /* the other groups' hits are touched before fresh pages go */
         groups_hold(v, id, held, want, m);
     for (int64_t j = held + m; j < want; j++)
@@ -730,7 +767,7 @@ static int running_walk(sched *s, int64_t *b)
             continue;
         }
         for (;;) {
-            if (v1_alloc(v, id, v->rq[id].C, q, NULL, 0)) {
+            if (v1_alloc(v, id, v->rq[id].C, q, NULL, 0, 0)) {
                 schedule(v, id, q, v->rq[id].C);
                 *b -= q;
                 i++;
@@ -748,11 +785,78 @@ static int running_walk(sched *s, int64_t *b)
     return preempted;
 }
 
-/* Rule 4.5. */
+/* A lookup of T tokens that found m blocks, in the prefix counters. */
+static void count_lookup(sched *s, int64_t T, int64_t m)
+{
+    const int64_t bs = s->v1->bs;
+    s->ctr.prefix_query_tokens += T;
+    s->ctr.prefix_hit_tokens += m * bs;
+    s->ctr.prefix_saved_tokens += m * bs;
+    s->ctr.prefix_query_blocks += (T - 1) / bs;
+    s->ctr.prefix_hit_blocks += m;
+}
+
+/* Remote request id (PENDING, W's request the walk reached) gets blocks
+ * for its T = P + 1 tokens, its leading cached blocks held as any
+ * admission's, none registered; its load of the other tokens begins at the
+ * step's start and it leaves W.  1, or 0 if the free queue is too short
+ * (nothing changed).  docs/cluster.md D4.  O(its blocks). */
+static int load_start(sched *s, int32_t id)
+{
+    sched_v1 *v = s->v1;
+    const int64_t P = s->reqs[id].prompt_tokens, T = P + 1;
+    const int64_t m = find_hits(v, id, T);
+    v->rq[id].reg = (int32_t)m; /* the hits are registered; the rest at admission */
+    if (!v1_alloc(v, id, m * v->bs, T - m * v->bs, v->hits, m, 1)) {
+        v->rq[id].reg = 0;
+        return 0;
+    }
+    if (v->pfx)
+        count_lookup(s, T, m);
+    w_remove(v, id);
+    v->pd.load[id] = V1_LOAD_FLIGHT;
+    v->pd.aside++;
+    v1_pd_started(v, id, P - m * v->bs, v->walk_t);
+    return 1;
+}
+
+/* Admit the ready FIFO's requests (their KV arrived, sched_kv_loaded)
+ * while R has room and the budget lasts: each decodes its first token over
+ * its P stored ones, in the blocks it holds (load_start took them).  0, or
+ * -1 when R is full (the walk ends).  O(admitted). */
+static int admit_ready(sched *s, int64_t *b)
+{
+    sched_v1 *v = s->v1;
+    while (v->pd.nready > 0 && *b > 0) {
+        if (v->nrun >= s->cfg.max_seqs) {
+            s->step.limit = SCHED_LIMIT_MAX_SEQS;
+            return -1;
+        }
+        int32_t id = v1_pd_ready_pop(v);
+        const int64_t c = v->rq[id].C;
+        assert(c == s->reqs[id].prompt_tokens && v->rq[id].g == 1);
+        int ok = v1_alloc(v, id, c, 1, NULL, 0, 0); /* registers; takes no block */
+        assert(ok);
+        (void)ok;
+        v->pd.load[id] = V1_LOAD_NONE;
+        v->pd.aside--;
+        v->run[v->nrun++] = id;
+        s->state[id] = SCHED_REQ_RUNNING;
+        s->res[id].status = SCHED_REQ_RUNNING;
+        schedule(v, id, 1, c);
+        *b -= 1;
+    }
+    return 0;
+}
+
+/* Rule 4.5 (with D4's remote requests: the ready ones first, and a
+ * pending one starts its load where the walk reaches it). */
 static void waiting_walk(sched *s, int64_t *b)
 {
     sched_v1 *v = s->v1;
     const int chunked = s->cfg.chunked_prefill;
+    if (v->pd.nready > 0 && admit_ready(s, b))
+        return;
     int32_t id = v->whead;
     int skipped = 0; /* a prompt over the budget kept its place */
     while (id >= 0 && *b > 0) {
@@ -761,11 +865,18 @@ static void waiting_walk(sched *s, int64_t *b)
             return;
         }
         int32_t next = v->rq[id].wnext;
+        if (v->pd.load && v->pd.load[id] == V1_LOAD_PENDING) {
+            if (!load_start(s, id)) {
+                s->step.limit = SCHED_LIMIT_KV;
+                return;
+            }
+            id = next;
+            continue;
+        }
         const int64_t T = s->reqs[id].prompt_tokens + v->rq[id].g;
         const int64_t m = find_hits(v, id, T);
-        /* C > 0 on a waiting request: its prompt's KV came from another
-         * engine (sched_arrive_prefilled), so it is stored without compute */
-        const int64_t c = v->rq[id].C > m * v->bs ? v->rq[id].C : m * v->bs;
+        const int64_t c = m * v->bs;
+        assert(v->rq[id].C == 0);
         int64_t q = T - c;
         if (v->thr > 0 && v->thr < q)
             q = v->thr;
@@ -777,7 +888,7 @@ static void waiting_walk(sched *s, int64_t *b)
         if (q > *b)
             q = *b;
         v->rq[id].reg = (int32_t)m;
-        if (!v1_alloc(v, id, c, q, v->hits, m)) {
+        if (!v1_alloc(v, id, c, q, v->hits, m, 0)) {
             v->rq[id].reg = 0;
             s->step.limit = SCHED_LIMIT_KV;
             return;
@@ -789,13 +900,8 @@ static void waiting_walk(sched *s, int64_t *b)
         s->res[id].status = SCHED_REQ_RUNNING;
         schedule(v, id, q, c);
         *b -= q;
-        if (v->pfx) {
-            s->ctr.prefix_query_tokens += T;
-            s->ctr.prefix_hit_tokens += m * v->bs;
-            s->ctr.prefix_saved_tokens += m * v->bs;
-            s->ctr.prefix_query_blocks += (T - 1) / v->bs;
-            s->ctr.prefix_hit_blocks += m;
-        }
+        if (v->pfx)
+            count_lookup(s, T, m);
         id = next;
     }
     if (skipped || id >= 0)
@@ -833,7 +939,7 @@ static double emit_decode(sched *s, cost_run *run, int64_t kv, double t, int32_t
     st->index = s->ctr.steps++;
     st->start_s = t;
     st->kv_blocks_used = v->N - v->pool.F;
-    st->n_waiting = v->wn;
+    st->n_waiting = v->wn + v->pd.aside;
     st->n_running = v->nrun;
     if (s->sink)
         s->sink(s->sink_ctx, st, s->members, 0);
@@ -952,7 +1058,8 @@ static double leap_steps(sched *s, double t)
         take_arrivals(s, t); /* the arrivals before this step (sched_set_arrivals) */
         /* the waiting walk, and the limit it leaves, as v1_plan's */
         int64_t b = v->B - n;
-        if (v->wn > 0) {
+        v->walk_t = t;
+        if (v->wn > 0 || v->pd.nready > 0) {
             if (b <= 0)
                 lim = SCHED_LIMIT_TOKEN_BUDGET;
             else if (v->nrun >= s->cfg.max_seqs)
@@ -1066,18 +1173,25 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
         s->step.n_preempted = carry;
         s->n_members = 0;
         v->ns = 0;
-        if (v->nrun == 0 && v->wn == 0)
+        if (v->nrun == 0 && v->wn == 0 && v->pd.nready == 0)
             return SCHED_PLAN_IDLE;
         int64_t b = v->B;
+        v->walk_t = now;
         int preempted = running_walk(s, &b);
         if (!preempted)
             waiting_walk(s, &b);
         else if (v->wn > 0)
             s->step.limit = SCHED_LIMIT_KV;
+        if (v->pd.oom) {
+            snprintf(s->errmsg, sizeof s->errmsg,
+                     "out of memory growing the V1 block tables at t=%.6f s", now);
+            return SCHED_PLAN_STUCK;
+        }
         if (v->ns > 0)
             break;
-        if (!preempted && v->pd.kept_reqs > 0)
-            return SCHED_PLAN_IDLE; /* kept blocks come back at their release */
+        if (!preempted && (v->pd.kept_reqs > 0 || v->pd.aside > 0))
+            return SCHED_PLAN_IDLE; /* kept blocks come back at their release, loads
+                                       at their end (sched_kv_loaded) */
         if (!preempted) {
             snprintf(s->errmsg, sizeof s->errmsg,
                      "stuck at t=%.6f s: the V1 step scheduled nothing and preempted nobody "
@@ -1140,7 +1254,7 @@ static double emit_step(sched *s, double now)
     st->index = s->ctr.steps++;
     st->start_s = now;
     st->kv_blocks_used = v->N - v->pool.F;
-    st->n_waiting = v->wn;
+    st->n_waiting = v->wn + v->pd.aside;
     st->n_running = v->nrun;
     v->active = 1;
     /* all decodes of R: each made a token at the end of the last step, if
@@ -1222,7 +1336,7 @@ static void v1_counters(const sched *s, sched_counters *out)
     out->free_blocks = v->pool.F;
     out->used_blocks = v1_used_blocks(s);
     out->swapped_blocks = 0;
-    out->n_waiting = v->wn;
+    out->n_waiting = v->wn + v->pd.aside;
     out->n_running = v->nrun;
     out->n_swapped = 0;
     out->cached_blocks = v->pool.cached;
@@ -1237,7 +1351,80 @@ static void v1_counters(const sched *s, sched_counters *out)
         goto done;                         \
     } while (0)
 
-/* Recount every block from R's tables (rules 2.2, 2.3, 2.5). */
+/* Count request id's table and row pages into cnt (distinct: pages seen
+ * the first time); 0, or -1 with why for a page out of range. */
+static int audit_pages(const sched_v1 *v, int32_t id, int32_t *cnt, int64_t *distinct, char *why,
+                       size_t n)
+{
+    const int32_t *t = table_of(v, id);
+    for (int64_t j = 0; j < v->rq[id].held; j++) {
+        if (t[j] < 1 || t[j] > v->N) {
+            if (why && n)
+                snprintf(why, n, "request %d block %lld is %d", id, (long long)j, t[j]);
+            return -1;
+        }
+        if (cnt[t[j]]++ == 0)
+            (*distinct)++;
+    }
+    for (int64_t k = 0; v->xtab && k < n_other(v); k++) {
+        const int32_t *x = xrow(v, id, k);
+        for (int64_t j = 0; j < v->tcap; j++) {
+            if (x[j] < 0 || x[j] > v->N || (x[j] && j >= v->rq[id].held)) {
+                if (why && n)
+                    snprintf(why, n, "request %d group %lld block %lld is %d", id, (long long)k,
+                             (long long)j, x[j]);
+                return -1;
+            }
+            if (x[j] && cnt[x[j]]++ == 0)
+                (*distinct)++;
+        }
+    }
+    return 0;
+}
+
+/* Remote requests out of W (docs/cluster.md D4): in flight or in the
+ * ready FIFO, each holding a slot and blocks for P + 1 tokens. */
+static int audit_aside(const sched *s, int32_t *cnt, int64_t *distinct, char *why, size_t n)
+{
+    const sched_v1 *v = s->v1;
+    int64_t aside = 0, ready = 0;
+    for (int32_t id = v->pd.rhead; id >= 0; id = v->rq[id].wnext)
+        if (v->pd.load[id] != V1_LOAD_READY || ++ready > s->n) {
+            if (why && n)
+                snprintf(why, n, "the ready FIFO holds request %d (load %d)", id,
+                         v->pd.load[id]);
+            return -1;
+        }
+    for (int64_t i = 0; v->pd.load && i < s->n; i++) {
+        const int32_t id = (int32_t)i;
+        if (v->pd.load[id] != V1_LOAD_FLIGHT && v->pd.load[id] != V1_LOAD_READY)
+            continue;
+        aside++;
+        const int64_t T = s->reqs[id].prompt_tokens + 1;
+        if (s->state[id] != SCHED_REQ_WAITING || v->rq[id].slot < 0 ||
+            v->rq[id].held != sched_ceil_div(T, v->bs) || v->rq[id].wprev >= 0 ||
+            (v->pfx && v->rq[id].reg > (T - 1) / v->bs)) {
+            if (why && n)
+                snprintf(why, n, "remote request %d (load %d, state %d) holds %d blocks, "
+                         "registered %d, for %lld tokens", id, v->pd.load[id], s->state[id],
+                         v->rq[id].held, v->rq[id].reg, (long long)T);
+            return -1;
+        }
+        if (audit_pages(v, id, cnt, distinct, why, n))
+            return -1;
+    }
+    if (aside != v->pd.aside || ready != v->pd.nready) {
+        if (why && n)
+            snprintf(why, n, "%lld remote requests aside (counter %lld), %lld ready (counter "
+                     "%lld)", (long long)aside, (long long)v->pd.aside, (long long)ready,
+                     (long long)v->pd.nready);
+        return -1;
+    }
+    return 0;
+}
+
+/* Recount every block from R's tables (rules 2.2, 2.3, 2.5), the remote
+ * requests' aside and the kept ones. */
 static int v1_audit(const sched *s, char *why, size_t n)
 {
     const sched_v1 *v = s->v1;
@@ -1262,12 +1449,9 @@ static int v1_audit(const sched *s, char *why, size_t n)
         if (v->pfx && v->rq[id].reg != stored / v->bs)
             V1_FAIL("request %d registered %d blocks for %lld tokens", id, v->rq[id].reg,
                     (long long)stored);
-        const int32_t *t = table_of(v, id);
-        for (int64_t j = 0; j < v->rq[id].held; j++) {
-            if (t[j] < 1 || t[j] > v->N)
-                V1_FAIL("request %d block %lld is %d", id, (long long)j, t[j]);
-            if (cnt[t[j]]++ == 0)
-                distinct++;
+        if (audit_pages(v, id, cnt, &distinct, why, n)) {
+            rc = -1;
+            goto done;
         }
         if (v->xtab) { /* rule 2.9: the other groups' pages */
             int64_t sk = window_skip(v, v->rq[id].C, v->rq[id].held);
@@ -1279,14 +1463,16 @@ static int v1_audit(const sched *s, char *why, size_t n)
                 const int32_t *x = xrow(v, id, k);
                 for (int64_t j = 0; j < v->tcap; j++) {
                     int in = j >= group_from(v, k, v->wlo[id]) && j < v->rq[id].held;
-                    if (in != (x[j] != 0) || x[j] < 0 || x[j] > v->N)
+                    if (in != (x[j] != 0))
                         V1_FAIL("request %d group %lld block %lld is %d", id, (long long)k,
                                 (long long)j, x[j]);
-                    if (x[j] && cnt[x[j]]++ == 0)
-                        distinct++;
                 }
             }
         }
+    }
+    if (audit_aside(s, cnt, &distinct, why, n)) {
+        rc = -1;
+        goto done;
     }
     v1_pd_count(v, s->n, cnt, &distinct); /* finished requests' kept blocks */
     for (int64_t b = 1; b <= v->N; b++)
@@ -1307,9 +1493,10 @@ static int v1_audit(const sched *s, char *why, size_t n)
     }
     if (wn != v->wn)
         V1_FAIL("W lists %lld requests, counter %lld", (long long)wn, (long long)v->wn);
-    if (v->n_free_slots + v->nrun != v->slots)
-        V1_FAIL("%lld free slots with %lld running of %lld", (long long)v->n_free_slots,
-                (long long)v->nrun, (long long)v->slots);
+    if (v->n_free_slots + v->nrun + v->pd.aside != v->nslots)
+        V1_FAIL("%lld free slots with %lld running and %lld remote aside of %lld",
+                (long long)v->n_free_slots, (long long)v->nrun, (long long)v->pd.aside,
+                (long long)v->nslots);
     rc = v1_pool_audit(&v->pool, why, n);
 done:
     free(cnt);

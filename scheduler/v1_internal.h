@@ -208,15 +208,32 @@ typedef struct v1_sched_ent {
     int64_t c;      /* tokens stored before the step */
 } v1_sched_ent;
 
-/* Disaggregated serving (sched.h: sched_arrive_prefilled,
- * sched_keep_finished, sched_release_finished; v1_pd.c).  A kept request
- * has finished but its blocks stay counted in the pool, copied off its
- * block table (whose slot it gives back) until the external release. */
+/* Disaggregated serving (sched.h, docs/cluster.md D3-D5; v1_pd.c).
+ * Prefill side (sched_keep_finished, sched_release_finished): a kept
+ * request has finished but its blocks stay counted in the pool, copied off
+ * its block table (whose slot it gives back) until the external release.
+ * Decode side (sched_accept_remote, sched_arrive_remote, sched_kv_loaded):
+ * a remote request waits in W (PENDING) until the waiting walk allocates
+ * its blocks and starts its load; it then leaves W holding its blocks and
+ * a table slot (FLIGHT), and when its KV has arrived it waits in the ready
+ * FIFO (READY), which the walk admits from before W. */
+#define V1_LOAD_NONE 0    /* a local request, or a remote one admitted */
+#define V1_LOAD_PENDING 1 /* in W, no blocks yet */
+#define V1_LOAD_FLIGHT 2  /* out of W, its blocks held, its KV on the link */
+#define V1_LOAD_READY 3   /* in the ready FIFO, its prompt's KV stored */
+
 typedef struct v1_pd {
     int keep;                  /* 1: a finishing request keeps its blocks */
     int32_t **kept;            /* [n] blocks a finished request still holds, or NULL */
     int32_t *n_kept;           /* [n] how many, blocks */
     int64_t kept_reqs;         /* requests with kept blocks */
+    uint8_t *load;             /* [n] V1_LOAD_*; NULL: no remote arrivals */
+    int64_t aside;             /* requests FLIGHT or READY (out of W, holding a slot) */
+    int32_t rhead, rtail;      /* the ready FIFO, threaded through rq[].wnext; -1 none */
+    int64_t nready;            /* requests in it */
+    sched_kv_load *started;    /* [started_cap] loads begun since sched_loads_started */
+    int64_t n_started, started_cap;
+    int oom;                   /* a block table or the load list could not grow */
 } v1_pd;
 
 /* v1_pd.c: under keep, take id's blocks off its table (the slot goes back
@@ -226,6 +243,10 @@ int v1_pd_keep(sched_v1 *v, int32_t id);
 void v1_pd_release(sched_v1 *v, int32_t id);
 void v1_pd_count(const sched_v1 *v, int64_t n, int32_t *cnt, int64_t *distinct);
 void v1_pd_free(sched_v1 *v, int64_t n);
+/* v1_pd.c, decode side: note a load begun (id, tokens to move, at t);
+ * pop the ready FIFO's head (nready > 0).  O(1) amortized. */
+void v1_pd_started(sched_v1 *v, int32_t id, int64_t tokens, double t);
+int32_t v1_pd_ready_pop(sched_v1 *v);
 
 struct sched_v1 {
     v1_pool pool;
@@ -253,12 +274,14 @@ struct sched_v1 {
     int32_t whead, wtail;
     int64_t wn;
     /* R, in admission order */
-    int32_t *run;              /* [slots] */
+    int32_t *run;              /* [slots] (slots = min(max_seqs, n)) */
     int64_t nrun;
     /* block tables: slot k holds blocks tab[k * tcap ..] */
-    int32_t *tab;
+    int32_t *tab;              /* [nslots * tcap] */
     int64_t tcap, slots;
-    int32_t *free_slots;       /* stack */
+    int64_t nslots;            /* block table slots (>= slots: remote requests
+                                  out of W hold theirs, slot_take grows them) */
+    int32_t *free_slots;       /* [nslots] stack */
     int64_t n_free_slots;
     int32_t *hits;             /* [tcap] the last lookup's hits (find_hits; the
                                   pool keeps them current, pool.wh) */
@@ -288,6 +311,7 @@ struct sched_v1 {
     v1_sched_ent *S_;          /* [slots] */
     int64_t ns;
     int active;                /* a step is in flight */
+    double walk_t;             /* start of the step the waiting walk plans, seconds */
     v1_pd pd;                  /* kept blocks (disaggregated serving) */
     /* hybrid groups (section 2.9): the table holds full group 0; each other
      * group has a row of tcap entries per slot (page of block j at j) */
@@ -296,7 +320,7 @@ struct sched_v1 {
     int32_t *wlo;              /* [n] window blocks skipped (freed or never taken),
                                   per window group */
     int32_t *ext;              /* [n] pages the request holds in its rows */
-    int32_t *xtab;             /* [slots * xcap] the rows, 0 = no page; NULL with
+    int32_t *xtab;             /* [nslots * xcap] the rows, 0 = no page; NULL with
                                   one group */
     int64_t xcap;              /* entries per slot: (gf - 1 + gw) * tcap */
 };

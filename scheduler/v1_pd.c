@@ -1,7 +1,9 @@
-/* v1_pd.c — the V1 engine's part in disaggregated serving (sched.h:
- * sched_arrive_prefilled, sched_keep_finished, sched_release_finished;
- * docs/cluster.md, section D).  Kept blocks live off the block tables so a
- * finished request waiting for its KV transfer holds no running slot. */
+/* v1_pd.c — the V1 engine's part in disaggregated serving (sched.h;
+ * docs/cluster.md, section D).  Prefill side: kept blocks live off the
+ * block tables, so a finished request whose KV is still to be read holds
+ * no running slot.  Decode side: the load states of remote requests, the
+ * list of loads begun and the ready FIFO (v1.c's waiting walk starts the
+ * loads and admits from the FIFO). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,21 +79,88 @@ void v1_pd_free(sched_v1 *v, int64_t n)
         free(v->pd.kept[id]);
     free(v->pd.kept);
     free(v->pd.n_kept);
+    free(v->pd.load);
+    free(v->pd.started);
     memset(&v->pd, 0, sizeof v->pd);
+    v->pd.rhead = v->pd.rtail = -1;
+}
+
+void v1_pd_started(sched_v1 *v, int32_t id, int64_t tokens, double t)
+{
+    if (v->pd.n_started == v->pd.started_cap) {
+        int64_t cap = v->pd.started_cap > 0 ? 2 * v->pd.started_cap : 64;
+        sched_kv_load *g = realloc(v->pd.started, (size_t)cap * sizeof *g);
+        if (!g) {
+            v->pd.oom = 1; /* v1_plan reports it */
+            return;
+        }
+        v->pd.started = g;
+        v->pd.started_cap = cap;
+    }
+    v->pd.started[v->pd.n_started++] = (sched_kv_load){id, tokens, t};
+}
+
+int32_t v1_pd_ready_pop(sched_v1 *v)
+{
+    assert(v->pd.nready > 0);
+    int32_t id = v->pd.rhead;
+    v->pd.rhead = v->rq[id].wnext;
+    if (v->pd.rhead < 0)
+        v->pd.rtail = -1;
+    v->rq[id].wnext = -1;
+    v->pd.nready--;
+    return id;
 }
 
 /* ------------------------------------------------- the sched.h entries */
 
-void sched_arrive_prefilled(sched *s, int64_t id)
+int sched_accept_remote(sched *s, kvs_err *err)
 {
-    assert(s->cfg.engine == SCHED_ENGINE_VLLM_V1 && s->reqs[id].output_tokens >= 2);
+    if (s->cfg.engine != SCHED_ENGINE_VLLM_V1)
+        return kvs_errf(err, KVS_EINVAL, "scheduler: remote requests need vllm-v1");
+    if (s->share)
+        return kvs_errf(err, KVS_EINVAL,
+                        "scheduler: an engine sharing its requests' state cannot take remote "
+                        "requests");
+    sched_v1 *v = s->v1;
+    if (!v->pd.load && !(v->pd.load = calloc((size_t)(s->n > 0 ? s->n : 1), 1)))
+        return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory");
+    return KVS_OK;
+}
+
+void sched_arrive_remote(sched *s, int64_t id)
+{
+    sched_v1 *v = s->v1;
+    assert(s->cfg.engine == SCHED_ENGINE_VLLM_V1 && v->pd.load &&
+           s->reqs[id].output_tokens >= 2);
     sched_arrive(s, id);
     if (s->state[id] != SCHED_REQ_WAITING)
         return; /* rejected by rule 1.6 */
-    /* waiting_walk admits it with c = max(hits, C) stored tokens; a
-     * preemption sets C back to 0, so a recompute redoes the prompt here */
-    s->v1->rq[id].g = 1;
-    s->v1->rq[id].C = s->reqs[id].prompt_tokens;
+    v->rq[id].g = 1; /* its first token came with it: T = P + 1 */
+    v->pd.load[id] = V1_LOAD_PENDING;
+}
+
+const sched_kv_load *sched_loads_started(sched *s, int64_t *n)
+{
+    sched_v1 *v = s->v1;
+    *n = v->pd.n_started;
+    v->pd.n_started = 0;
+    return v->pd.started;
+}
+
+void sched_kv_loaded(sched *s, int64_t id)
+{
+    sched_v1 *v = s->v1;
+    assert(v->pd.load && v->pd.load[id] == V1_LOAD_FLIGHT);
+    v->pd.load[id] = V1_LOAD_READY;
+    v->rq[id].C = s->reqs[id].prompt_tokens; /* stored without compute */
+    v->rq[id].wnext = -1;
+    if (v->pd.rtail < 0)
+        v->pd.rhead = (int32_t)id;
+    else
+        v->rq[v->pd.rtail].wnext = (int32_t)id;
+    v->pd.rtail = (int32_t)id;
+    v->pd.nready++;
 }
 
 int sched_keep_finished(sched *s, int on, kvs_err *err)

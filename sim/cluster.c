@@ -145,7 +145,8 @@ typedef struct cluster {
     int64_t live_from;     /* refresh the view after every event of replicas >= this */
     trace_req *pre_reqs;   /* [tr->n] --pd: the prefill engines' trace, output 1, owned */
     kv_link link;          /* --pd: the KV link */
-    int64_t handoffs;      /* --pd: KV transfers started */
+    int64_t handoffs;      /* --pd: requests sent to the decode pool */
+    double wait_sum_s, wait_max_s; /* --pd: loads' waits for decode blocks (D4), s */
     sched **eng;           /* [n] the engines */
     cl_rep *rep;           /* [n] their loop state and aggregates */
     router_replica *view;  /* [n] what the router sees */
@@ -228,10 +229,11 @@ static void todo_add(cluster *cl, int64_t r, int64_t *ntodo)
 }
 
 /* --pd: prefill replica r's step ended at `now`.  Its requests that
- * finished there with more output to make start their KV transfer to the
- * decode replica with the fewest outstanding requests (D3); those with
- * output 1 are done and free their blocks at once. */
-static int pd_step_end(cluster *cl, evq *q, const trace *tr, int64_t r, double now)
+ * finished there with more output to make arrive at the decode replica
+ * with the fewest outstanding requests (D4), which plans next; their
+ * blocks stay here until their KV has been read (or, refused there, go at
+ * once).  Those with output 1 are done and free their blocks at once. */
+static void pd_step_end(cluster *cl, const trace *tr, int64_t r, int64_t *ntodo)
 {
     cl_rep *k = &cl->rep[r];
     const sched_req_result *res = sched_results(cl->eng[r]);
@@ -241,23 +243,40 @@ static int pd_step_end(cluster *cl, evq *q, const trace *tr, int64_t r, double n
         int32_t id = k->fin[i];
         if (res[id].status != SCHED_REQ_FINISHED)
             continue;
-        const trace_req *tq = &tr->reqs[id];
-        if (tq->output_tokens < 2) {
+        if (tr->reqs[id].output_tokens < 2) {
             sched_release_finished(cl->eng[r], id);
             continue;
         }
         int64_t d = cl->np + router_argmin(&dv, NULL);
         cl->view[d].routed++;
-        refresh_now(cl, d);
         cl->res->decode[id] = (int32_t)d;
-        double x = kv_link_time_s(&cl->link, tq->prompt_tokens * cl->cfg->kv_bytes_per_token);
-        cl->res->kv_transfer_s[id] = x;
         cl->handoffs++;
-        if (evq_push(q, now + x, EVQ_KIND_KV_ARRIVAL, id))
-            return -1;
+        sched_arrive_remote(cl->eng[d], id);
+        if (sched_results(cl->eng[d])[id].status == SCHED_REQ_REJECTED)
+            sched_release_finished(cl->eng[r], id); /* no transfer (D5) */
+        refresh_now(cl, d);
+        todo_add(cl, d, ntodo);
     }
     k->n_fin = 0;
     refresh(cl, r);
+}
+
+/* --pd: the loads decode replica r's last plan began (D4): each request's
+ * KV crosses the link from then, and arrives as a KV_ARRIVAL event. */
+static int pd_loads(cluster *cl, evq *q, int64_t r)
+{
+    int64_t n;
+    const sched_kv_load *ld = sched_loads_started(cl->eng[r], &n);
+    for (int64_t i = 0; i < n; i++) {
+        double x = kv_link_time_s(&cl->link, ld[i].tokens * cl->cfg->kv_bytes_per_token);
+        cl->res->kv_transfer_s[ld[i].id] = x;
+        const int64_t p = cl->res->replica[ld[i].id];
+        double w = ld[i].start_s - sched_results(cl->eng[p])[ld[i].id].first_token_s;
+        cl->wait_sum_s += w;
+        cl->wait_max_s = w > cl->wait_max_s ? w : cl->wait_max_s;
+        if (evq_push(q, ld[i].start_s + x, EVQ_KIND_KV_ARRIVAL, ld[i].id))
+            return -1;
+    }
     return 0;
 }
 
@@ -299,6 +318,8 @@ static int plan_one(cluster *cl, evq *q, int64_t r, double now, int64_t next,
     }
     int plan = sched_plan_step(cl->eng[r], now, more, &t_end);
     refresh(cl, r);
+    if (r >= cl->np && cl->np < cl->n && pd_loads(cl, q, r))
+        return kvs_errf(err, KVS_ENOMEM, "cluster: out of memory");
     if (plan == SCHED_PLAN_STEP) {
         k->busy = 1;
         if (evq_push(q, t_end, EVQ_KIND_STEP_END, r))
@@ -450,8 +471,8 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
             cl->rep[r].busy = 0;
             cl->rep[r].last_end_s = now;
             refresh(cl, r);
-            if (r < cl->np && cl->np < cl->n && pd_step_end(cl, &q, tr, r, now))
-                goto nomem;
+            if (r < cl->np && cl->np < cl->n)
+                pd_step_end(cl, tr, r, &ntodo);
         } else if (e.kind == EVQ_KIND_ARRIVAL) {
             r = route_arrival(cl, router, &rv, e.arg);
             next = e.arg + 1;
@@ -462,7 +483,7 @@ static int cluster_loop(cluster *cl, const trace *tr, double *end_s, kvs_err *er
             sched_release_finished(cl->eng[p], e.arg);
             refresh(cl, p);
             todo_add(cl, p, &ntodo);
-            sched_arrive_prefilled(cl->eng[d], e.arg);
+            sched_kv_loaded(cl->eng[d], e.arg);
             refresh(cl, d);
             todo_add(cl, d, &ntodo);
             continue;
@@ -685,7 +706,8 @@ static int cluster_setup(cluster *cl, const trace *tr, const cost_model *cost,
                                    pre ? cl->pre_reqs : tr->reqs, tr->n,
                                    dec ? decode_cost : cost, owner, err);
         if (rc || (rc = sched_attach_prefixes(cl->eng[r], &px, err)) ||
-            (pre && (rc = sched_keep_finished(cl->eng[r], 1, err))))
+            (pre && (rc = sched_keep_finished(cl->eng[r], 1, err))) ||
+            (dec && cl->np < cl->n && (rc = sched_accept_remote(cl->eng[r], err))))
             return rc;
         cl->rep[r].cl = cl;
         cl->rep[r].index = (int32_t)r;
@@ -765,8 +787,11 @@ int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *co
         }
     }
     out->kv_decoders = cl.n - cl.np;
-    if (out->kv_transfers > 0)
+    if (out->kv_transfers > 0) {
         out->kv_transfer_mean_s /= (double)out->kv_transfers;
+        out->kv_wait_mean_s = cl.wait_sum_s / (double)out->kv_transfers;
+        out->kv_wait_max_s = cl.wait_max_s;
+    }
     run_frontend_apply(cfg, out->reqs, tr->n);
     cluster_summary(&cl, tr, end_s);
     if (replica_metrics(&cl, tr, tr->n > 0 ? tr->reqs[0].arrival_s : 0.0) ||

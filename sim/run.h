@@ -169,6 +169,9 @@ typedef struct run_result {
     int64_t kv_transfers;        /* --pd: requests whose KV moved */
     double kv_transfer_mean_s;   /* --pd: their mean transfer time, seconds (0 if none) */
     double kv_transfer_max_s;    /* --pd: the longest, seconds */
+    double kv_wait_mean_s;       /* --pd: their mean wait from the prefill's end to
+                                    the decode side's allocation (D4), seconds */
+    double kv_wait_max_s;        /* --pd: the longest such wait, seconds */
     run_replica *replicas;       /* [n_replicas] per-replica metrics, owned; NULL
                                     for one engine */
     int64_t n_replicas;

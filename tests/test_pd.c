@@ -1,15 +1,18 @@
 /* test_pd.c — disaggregated serving (--pd, --kv-link; docs/cluster.md,
  * section D):
- *   - the scheduler's two additions driven by hand (sched_keep_finished /
- *     sched_release_finished, sched_arrive_prefilled), with sched_audit
- *     recounting every block after each step;
- *   - a golden P/D hand-off worked out by hand under an affine cost, and
- *     one with each pool its own TP (--pd-tp: own cost model, own KV);
+ *   - the scheduler's additions driven by hand (sched_keep_finished /
+ *     sched_release_finished; sched_arrive_remote, sched_loads_started,
+ *     sched_kv_loaded, with the decode side's prefix hits), with
+ *     sched_audit recounting every block;
+ *   - golden P/D hand-offs worked out by hand under an affine cost: one
+ *     with room everywhere, one where the decode replica is full (the load
+ *     waits, both sides hold the KV), one with each pool its own TP
+ *     (--pd-tp: own cost model, own KV);
  *   - invariants on random traces (every other one with the decode pool its
  *     own, smaller cache and cost): each request served by one prefill and
  *     (when it moves) one decode replica, every step member on the right
  *     pool, no decode work before the KV arrived, the transfer time as the
- *     link's formula, blocks conserved per replica (the cluster checks every
+ *     link's formula for the prompt less the decode side's hits, blocks conserved per replica (the cluster checks every
  *     engine ends with no block held), the same seed giving the same rows;
  *   - the store's columns, and bad input: one line, exit 2, no run row. */
 #include <math.h>
@@ -59,6 +62,12 @@ static void audit_ok(const sched *s)
     ck_assert_msg(sched_audit(s, why, sizeof why) == 0, "%s", why);
 }
 
+static int accept_ok(sched *s)
+{
+    kvs_err err;
+    return sched_accept_remote(s, &err);
+}
+
 static int64_t used(const sched *s)
 {
     sched_counters c;
@@ -71,12 +80,15 @@ static int64_t used(const sched *s)
 /* Kept blocks: r0 (P 10, O 1) finishes at its first step and, kept, still
  * holds ceil(10 / 4) = 3 blocks (audited) though it left the running set;
  * r1 (P 6) runs beside it with its own ceil(6 / 4) = 2.  Released, r0's
- * blocks go back: 0 used once r1 is done too.  Prefilled arrival: r2 (P 10,
- * O 3) on a fresh engine stores its 10 prompt tokens without computing
- * them: its first step is a decode of 1 token over 10 stored (context 11,
- * ceil(11 / 4) = 3 blocks), and it finishes after O - 1 = 2 such steps with
- * first_token_s left NAN (its first token was made elsewhere). */
-START_TEST(test_sched_keep_and_prefilled)
+ * blocks go back: 0 used once r1 is done too.  Remote arrival: r2 (P 10,
+ * O 3) on a fresh engine.  The plan at 0.5 allocates blocks for P + 1 = 11
+ * tokens (ceil(11 / 4) = 3) and begins the load of its 10 prompt tokens at
+ * 0.5 (told once), running nothing; a plan during the flight runs nothing
+ * and keeps the 3 blocks.  Loaded (sched_kv_loaded), its first step at 1.0
+ * is a decode of 1 token over 10 stored (context 11, the same 3 blocks),
+ * and it finishes after O - 1 = 2 such steps (1 s each under affine:1) at
+ * 3.0, with first_token_s left NAN (its first token was made elsewhere). */
+START_TEST(test_sched_keep_and_remote)
 {
     trace_req reqs[3] = {{0, 10, 1, 0}, {0, 6, 1, 0}, {0, 10, 3, 0}};
     sched_config sc;
@@ -108,9 +120,27 @@ START_TEST(test_sched_keep_and_prefilled)
     sched_free(p);
 
     ck_assert(sched_init(&d, &sc, reqs, 3, &cost, &err) == 0);
-    sched_arrive_prefilled(d, 2);
+    ck_assert_int_eq(accept_ok(d), 0);
+    sched_arrive_remote(d, 2);
+    /* the plan allocates its blocks and begins its load, nothing runs */
+    ck_assert_int_eq(sched_plan_step(d, 0.5, 0, &t), SCHED_PLAN_IDLE);
+    ck_assert_int_eq(used(d), 3);
+    audit_ok(d);
+    int64_t nl;
+    const sched_kv_load *ld = sched_loads_started(d, &nl);
+    ck_assert_int_eq(nl, 1);
+    ck_assert_int_eq(ld[0].id, 2);
+    ck_assert_int_eq(ld[0].tokens, 10);
+    ck_assert(fabs(ld[0].start_s - 0.5) < EPS);
+    sched_loads_started(d, &nl);
+    ck_assert_int_eq(nl, 0); /* told once */
+    /* in flight: a plan runs nothing and keeps the blocks */
+    ck_assert_int_eq(sched_plan_step(d, 0.7, 0, &t), SCHED_PLAN_IDLE);
+    ck_assert_int_eq(used(d), 3);
+    sched_kv_loaded(d, 2);
+    audit_ok(d);
     int steps = 0;
-    double now = 0;
+    double now = 1.0;
     while (sched_plan_step(d, now, 0, &t) == SCHED_PLAN_STEP) {
         ck_assert_int_eq(used(d), 3);
         audit_ok(d);
@@ -120,7 +150,7 @@ START_TEST(test_sched_keep_and_prefilled)
     }
     ck_assert_int_eq(steps, 2);
     ck_assert_int_eq(sched_results(d)[2].status, SCHED_REQ_FINISHED);
-    ck_assert(fabs(sched_results(d)[2].finish_s - 2.0) < EPS);
+    ck_assert(fabs(sched_results(d)[2].finish_s - 3.0) < EPS);
     ck_assert(isnan(sched_results(d)[2].first_token_s));
     ck_assert_int_eq(used(d), 0);
     audit_ok(d);
@@ -130,6 +160,111 @@ START_TEST(test_sched_keep_and_prefilled)
     ck_assert(sched_init(&p, &sc, reqs, 3, &cost, &err) == 0);
     ck_assert_int_eq(sched_keep_finished(p, 1, &err), KVS_EINVAL);
     sched_free(p);
+    cost_model_free(&cost);
+}
+END_TEST
+
+/* A remote request's load moves only what the decode engine lacks (D4).
+ * 4-token blocks, prefix caching, 8-token segments on a grid.  r0 (local,
+ * P 16, O 2, segments 10 11) runs and finishes: its 4 full blocks stay
+ * cached.  r1 (remote, P 20, O 3, segments 10 11 12) then arrives: its
+ * load looks up T = P + 1 = 21 tokens, at most floor(20 / 4) = 5 blocks;
+ * blocks 0-3 carry r0's identities (segments 10 11), block 4 is segment
+ * 12's: 4 hits.  It holds them and takes ceil(21 / 4) - 4 = 2 fresh
+ * blocks (6 in all), and moves 20 - 16 = 4 tokens.  Admitted, it registers
+ * block 4 (tokens 17-20), and decodes 1 token over 20 stored.  r2 (never
+ * arrives) shows when block 4 becomes findable. */
+START_TEST(test_sched_remote_prefix_hits)
+{
+    trace_req reqs[3] = {{0, 16, 2, 0}, {0, 20, 3, 0}, {0, 24, 2, 0}};
+    static const int64_t off[] = {0, 2, 5, 8};
+    static const uint64_t ids[] = {10, 11, 10, 11, 12, 10, 11, 12};
+    static const int32_t tok[] = {8, 8, 8, 8, 4, 8, 8, 8};
+    req_prefixes px = {3, off, ids, tok, 8};
+    sched_config sc;
+    v1_config(&sc);
+    sc.prefix_caching = 1;
+    sc.segment_tokens = 8;
+    cost_model cost;
+    affine("affine:1,0,0,0", &cost);
+    kvs_err err;
+    sched *d;
+    ck_assert(sched_init(&d, &sc, reqs, 3, &cost, &err) == 0);
+    ck_assert_int_eq(sched_attach_prefixes(d, &px, &err), 0);
+    ck_assert_int_eq(accept_ok(d), 0);
+    sched_arrive(d, 0);
+    double t, now = 0;
+    while (sched_plan_step(d, now, 0, &t) == SCHED_PLAN_STEP) {
+        sched_finish_step(d, t);
+        now = t;
+    }
+    ck_assert_int_eq(sched_results(d)[0].status, SCHED_REQ_FINISHED);
+    ck_assert_int_eq(used(d), 0);
+    sched_arrive_remote(d, 1);
+    ck_assert_int_eq(sched_plan_step(d, now, 0, &t), SCHED_PLAN_IDLE);
+    int64_t nl;
+    const sched_kv_load *ld = sched_loads_started(d, &nl);
+    ck_assert_int_eq(nl, 1);
+    ck_assert_int_eq(ld[0].tokens, 4);
+    ck_assert_int_eq(used(d), 6);
+    sched_counters c;
+    sched_get_counters(d, &c);
+    ck_assert_int_eq(c.prefix_hit_tokens, 16);
+    /* r2 (P 24, segments 10 11 12) would find r1's block 4 only once it is
+     * registered, at r1's admission: while its KV is in flight, 4 blocks */
+    ck_assert_int_eq(sched_cached_prefix_tokens(d, 2), 16);
+    audit_ok(d);
+    sched_kv_loaded(d, 1);
+    ck_assert_int_eq(sched_cached_prefix_tokens(d, 2), 16);
+    ck_assert_int_eq(sched_plan_step(d, now, 0, &t), SCHED_PLAN_STEP);
+    ck_assert_int_eq(sched_cached_prefix_tokens(d, 2), 20);
+    audit_ok(d);
+    sched_finish_step(d, t);
+    while (sched_plan_step(d, t, 0, &t) == SCHED_PLAN_STEP)
+        sched_finish_step(d, t);
+    ck_assert_int_eq(sched_results(d)[1].status, SCHED_REQ_FINISHED);
+    ck_assert_int_eq(used(d), 0);
+    audit_ok(d);
+    sched_free(d);
+    cost_model_free(&cost);
+}
+END_TEST
+
+/* A loaded request is admitted before W (D4.5).  6 blocks of 4 tokens.
+ * Remote r0 (P 8, O 2) starts its load at 0: ceil(9/4) = 3 blocks, 3 free.
+ * Local r1 (P 16, O 2) arrives: its prompt needs 4 > 3 blocks, so W's head
+ * is held up.  r0's KV arrives: the next plan admits r0 all the same (its
+ * blocks are held) and decodes it; r1 waits for r0's 3 blocks. */
+START_TEST(test_sched_ready_first)
+{
+    trace_req reqs[2] = {{0, 8, 2, 0}, {0, 16, 2, 0}};
+    sched_config sc;
+    v1_config(&sc);
+    sc.total_blocks = 6;
+    cost_model cost;
+    affine("affine:1,0,0,0", &cost);
+    kvs_err err;
+    sched *d;
+    ck_assert(sched_init(&d, &sc, reqs, 2, &cost, &err) == 0);
+    ck_assert_int_eq(accept_ok(d), 0);
+    sched_arrive_remote(d, 0);
+    double t;
+    ck_assert_int_eq(sched_plan_step(d, 0, 0, &t), SCHED_PLAN_IDLE);
+    ck_assert_int_eq(used(d), 3);
+    sched_arrive(d, 1);
+    ck_assert_int_eq(sched_plan_step(d, 0.1, 0, &t), SCHED_PLAN_IDLE); /* r1 held up */
+    sched_kv_loaded(d, 0);
+    ck_assert_int_eq(sched_plan_step(d, 0.2, 0, &t), SCHED_PLAN_STEP);
+    sched_counters c;
+    sched_get_counters(d, &c);
+    ck_assert_int_eq(c.n_running, 1);
+    ck_assert_int_eq(c.n_waiting, 1);
+    audit_ok(d);
+    sched_finish_step(d, t);
+    ck_assert_int_eq(sched_results(d)[0].status, SCHED_REQ_FINISHED);
+    ck_assert_int_eq(sched_plan_step(d, t, 0, &t), SCHED_PLAN_STEP); /* r1's prefill */
+    ck_assert_int_eq(used(d), 4);
+    sched_free(d);
     cost_model_free(&cost);
 }
 END_TEST
@@ -145,13 +280,14 @@ END_TEST
  *   r2 t0.05 P10 O2   replica 0, waits for the step in flight
  * Replica 0: prefill r0 + r1 [0, 0.4) (30 tokens: 0.1 + 0.3).  At 0.4 both
  * have their first token (TTFT 0.4).  r1 (O 1) is done there, no transfer,
- * its 5 blocks freed.  r0 keeps its ceil(10/4) = 3 blocks and starts its
- * transfer to the decode replica with the fewest outstanding requests:
- * (0, 0), a tie -> replica 1; it arrives at 0.411.  Replica 0 then
+ * its 5 blocks freed.  r0 keeps its ceil(10/4) = 3 blocks and goes to the
+ * decode replica with the fewest outstanding requests: (0, 0), a tie ->
+ * replica 1, which is idle: its plan at 0.4 allocates ceil(11/4) = 3
+ * blocks and the load starts, landing at 0.411.  Replica 0 then
  * prefills r2 [0.4, 0.6) (0.1 + 0.1): blocks in use 3 (r0, kept) + 3 (r2)
- * = 6.  At 0.6 r2 starts its transfer: replica 1 has r0 outstanding,
- * replica 2 none -> replica 2, arriving at 0.611.
- * Replica 1: r0 arrives at 0.411 with 10 tokens stored; decode [0.411,
+ * = 6.  At 0.6 r2 goes to replica 2 (replica 1 has r0 outstanding), whose
+ * load lands at 0.611.
+ * Replica 1: r0's KV arrives at 0.411, 10 tokens stored; decode [0.411,
  * 0.521) (1 token: 0.11), decode [0.521, 0.631): g = 3 = O, done at 0.631.
  * Replica 2: r2 decodes [0.611, 0.721), done at 0.721.
  * TTFT: 0.4, 0.4 and 0.6 - 0.05 = 0.55.  TPOT of r0 = (0.631 - 0.4) / 2 =
@@ -197,6 +333,7 @@ START_TEST(test_pd_golden)
     ck_assert_int_eq(res.kv_decoders, 2);
     ck_assert(fabs(res.kv_transfer_mean_s - 0.011) < EPS);
     ck_assert(fabs(res.kv_transfer_max_s - 0.011) < EPS);
+    ck_assert(res.kv_wait_max_s == 0); /* idle decode replicas load at once */
     /* steps: replica 0 at 0 (8 blocks: r0 3 + r1 5) and 0.4 (6 blocks);
      * replica 1 at 0.411 and 0.521; replica 2 at 0.611 */
     static const int32_t want_rep[] = {0, 0, 1, 1, 2};
@@ -225,6 +362,97 @@ START_TEST(test_pd_golden)
 }
 END_TEST
 
+/* D4: a decode replica without room for a load keeps the request waiting,
+ * and the prefill replica keeps its blocks until the load has ended.
+ * --pd 1:1, V1 (no chunking, no prefix cache), 4-token blocks, 6 blocks per
+ * replica, cost affine:0.1,0.01, link 1 GB/s + 1000 us, 10^6 bytes per
+ * token (P tokens move in 0.001 + P / 1000 s).
+ *   r0 t0    P16 O9   (decode side: rule 1.6 ceil(24/4) = 6 <= 6)
+ *   r1 t0    P8  O2
+ *   r2 t0.5  P20 O1   (prefill only: ceil(20/4) = 5 blocks)
+ * Prefill [0, 0.34) r0 + r1 (24 tokens), 4 + 2 = 6 blocks; both kept at
+ * 0.34 and sent to replica 1 (r0 first).  Replica 1 plans at 0.34: r0's
+ * load takes ceil(17/4) = 5 blocks (1 free) and starts, 16 tokens: lands
+ * at 0.34 + 0.017 = 0.357; r1 needs ceil(9/4) = 3 > 1: it waits in W, and
+ * the walk stops there; nothing runs.
+ * 0.357: r0's KV lands; replica 0 frees r0's 4 blocks but still holds
+ * r1's 2.  Replica 1 admits r0 (c 16, q 1) and decodes it alone for 8
+ * steps of 0.11 s, [0.357, 1.237) (at 0.797 its 21st token takes the 6th
+ * block, 0 free); r1's load still waits: every step shows 1 waiting.
+ * 0.5: r2 arrives at replica 0: 6 - 2 (r1's, kept) = 4 free < 5: it waits.
+ * 1.237: r0 finishes (9 tokens), 6 blocks free; r1's load starts: 8
+ * tokens, lands at 1.246.  Then replica 0 frees r1's 2 blocks and
+ * prefills r2 [1.246, 1.546) (0.1 + 0.2), done there (O 1); replica 1
+ * decodes r1 [1.246, 1.356), done.
+ * TTFT: 0.34, 0.34, 1.046.  r1's TPOT = 1.356 - 0.34 = 1.016 s: its wait for
+ * the decode replica's memory (0.897 s, kv_wait_max_s) and its transfer. */
+START_TEST(test_pd_golden_decode_full)
+{
+    static const double arr[] = {0, 0, 0.5};
+    static const int64_t prompt[] = {16, 8, 20}, out[] = {9, 2, 1};
+    static const int32_t want_dec[] = {1, 1, -1};
+    static const double want_first[] = {0.34, 0.34, 1.546};
+    static const double want_finish[] = {1.237, 1.356, 1.546};
+    static const double want_x[] = {0.017, 0.009, NAN};
+    trace tr = {0};
+    tr.n = 3;
+    tr.reqs = calloc(3, sizeof *tr.reqs);
+    for (int i = 0; i < 3; i++)
+        tr.reqs[i] = (trace_req){arr[i], prompt[i], out[i], 0};
+    run_config cfg;
+    run_config_defaults(&cfg);
+    v1_config(&cfg.sched);
+    cfg.sched.total_blocks = 6;
+    strcpy(cfg.pd, "1:1");
+    strcpy(cfg.kv_link, "1:1000");
+    cfg.replicas = 2;
+    cfg.kv_bytes_per_token = 1000000;
+    cfg.record_steps = 1;
+    cost_model cost;
+    affine("affine:0.1,0.01,0,0", &cost);
+    run_result res;
+    run_ok(&cfg, &tr, &cost, &res);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(res.replica[i], 0);
+        ck_assert_int_eq(res.decode[i], want_dec[i]);
+        ck_assert_int_eq(res.reqs[i].status, SCHED_REQ_FINISHED);
+        ck_assert_msg(fabs(res.reqs[i].first_token_s - want_first[i]) < EPS, "r%d first %.9f",
+                      i, res.reqs[i].first_token_s);
+        ck_assert_msg(fabs(res.reqs[i].finish_s - want_finish[i]) < EPS, "r%d finish %.9f", i,
+                      res.reqs[i].finish_s);
+        ck_assert_msg(isnan(want_x[i]) ? isnan(res.kv_transfer_s[i])
+                                       : fabs(res.kv_transfer_s[i] - want_x[i]) < EPS,
+                      "r%d transfer %.9f", i, res.kv_transfer_s[i]);
+    }
+    /* replica 0: 0 (6 blocks), 1.246 (r2: 5); replica 1: r0's 8 steps
+     * (5 blocks, 6 from 0.797 on; r1 waiting), then r1's (3) */
+    ck_assert_int_eq(res.n_steps, 11);
+    int64_t dk = 0;
+    for (int64_t k = 0; k < res.n_steps; k++) {
+        const sched_step *st = &res.steps[k].step;
+        if (res.steps[k].replica == 0) {
+            ck_assert(fabs(st->start_s - (st->start_s < 1 ? 0.0 : 1.246)) < EPS);
+            ck_assert_int_eq(st->kv_blocks_used, st->start_s < 1 ? 6 : 5);
+            continue;
+        }
+        const double start = dk < 8 ? 0.357 + 0.11 * (double)dk : 1.246;
+        ck_assert_msg(fabs(st->start_s - start) < EPS, "decode step %lld at %.9f", (long long)dk,
+                      st->start_s);
+        ck_assert_int_eq(st->kv_blocks_used, dk < 4 ? 5 : dk < 8 ? 6 : 3);
+        ck_assert_int_eq(st->n_waiting, dk < 8 ? 1 : 0);
+        dk++;
+    }
+    ck_assert_int_eq(dk, 9);
+    ck_assert(fabs(res.sum.makespan_s - 1.546) < EPS);
+    /* the waits for decode blocks: r0 none, r1 1.237 - 0.34 */
+    ck_assert(fabs(res.kv_wait_max_s - 0.897) < EPS);
+    ck_assert(fabs(res.kv_wait_mean_s - 0.897 / 2) < EPS);
+    run_result_free(&res);
+    cost_model_free(&cost);
+    trace_free(&tr);
+}
+END_TEST
+
 /* --pd 1:1 with each pool its own TP (--pd-tp): the decode replica runs
  * its own cost model and KV cache, as the job layer builds them at TP_D.
  * Prefill cost affine:0.1,0.01 (d = 0.1 + 0.01 * tokens), decode cost
@@ -241,8 +469,10 @@ END_TEST
  * Capacity: the decode replica checks rule 1.6 of docs/semantics-v1.md
  * against its own cache: ceil((P + O - 1) / 4) = ceil(12 / 4) = 3 blocks.
  * With 3 decode blocks it is served (prefill pool: 100); with 2 it is
- * rejected there, first_token_s 0.2 from the prefill, no finish, and both
- * sides end holding no block (the cluster checks it). */
+ * rejected there at its arrival (0.2), before any load: no transfer
+ * (kv_transfer_s NAN), first_token_s 0.2 from the prefill, no finish, the
+ * prefill's blocks freed at once, and both sides end holding no block (the
+ * cluster checks it). */
 START_TEST(test_pd_tp_golden)
 {
     trace tr = {0};
@@ -270,7 +500,8 @@ START_TEST(test_pd_tp_golden)
         ck_assert_msg(run_execute_pools(&cfg, &tr, &pc, &dc, NULL, NULL, &res, &err) == 0, "%s",
                       err.msg);
         ck_assert_int_eq(res.decode[0], 1);
-        ck_assert(fabs(res.kv_transfer_s[0] - 0.011) < EPS);
+        ck_assert(blocks == 3 ? fabs(res.kv_transfer_s[0] - 0.011) < EPS
+                              : isnan(res.kv_transfer_s[0]));
         ck_assert(fabs(res.reqs[0].first_token_s - 0.2) < EPS);
         ck_assert_int_eq(res.replicas[0].sum.total_kv_blocks, 100);
         ck_assert_int_eq(res.replicas[1].sum.total_kv_blocks, blocks);
@@ -390,8 +621,25 @@ START_TEST(test_pd_invariants)
         moved++;
         ck_assert(a.decode[i] >= 2 && a.decode[i] < 5);
         ck_assert(q->output_tokens >= 2);
-        double x = ib.lat_us * 1e-6 + (double)(q->prompt_tokens * 131072) / (ib.gbps * 1e9);
-        ck_assert(a.kv_transfer_s[i] == x);
+        if (isnan(a.kv_transfer_s[i])) { /* refused by the decode replica: no load */
+            const int64_t po = q->prompt_tokens + q->output_tokens;
+            ck_assert(r->status == SCHED_REQ_REJECTED);
+            ck_assert((po - 1 + 3) / 4 > dec_blocks || po > cfg.sched.max_model_len);
+            continue;
+        }
+        /* the prompt less the leading blocks the decode replica had cached
+         * (none without prefix caching), by the link's formula */
+        int64_t k = 0;
+        double x = NAN;
+        for (; k * 4 <= q->prompt_tokens; k++) {
+            x = ib.lat_us * 1e-6 +
+                (double)((q->prompt_tokens - k * 4) * 131072) / (ib.gbps * 1e9);
+            if (a.kv_transfer_s[i] == x)
+                break;
+        }
+        ck_assert_msg(a.kv_transfer_s[i] == x && (prefix || k == 0),
+                      "r%lld: transfer %.9f s for %lld prompt tokens", (long long)i,
+                      a.kv_transfer_s[i], (long long)q->prompt_tokens);
         if (r->status == SCHED_REQ_FINISHED)
             ck_assert(r->finish_s >= r->first_token_s + x - EPS);
     }
@@ -553,7 +801,10 @@ static Suite *pd_suite(void)
     Suite *s = suite_create("pd");
     TCase *t = tcase_create("pd");
     tcase_set_timeout(t, 120);
-    tcase_add_test(t, test_sched_keep_and_prefilled);
+    tcase_add_test(t, test_sched_keep_and_remote);
+    tcase_add_test(t, test_sched_remote_prefix_hits);
+    tcase_add_test(t, test_sched_ready_first);
+    tcase_add_test(t, test_pd_golden_decode_full);
     tcase_add_test(t, test_pd_golden);
     tcase_add_test(t, test_pd_tp_golden);
     tcase_add_loop_test(t, test_pd_invariants, 0, 10);

@@ -494,7 +494,7 @@ static int64_t pages_used(const sched *s)
     return c.used_blocks;
 }
 
-START_TEST(test_keep_and_prefilled)
+START_TEST(test_keep_and_remote)
 {
     trace_req reqs[3] = {{0, 20, 1, 0}, {0, 6, 1, 0}, {0, 20, 3, 0}};
     sched_config sc;
@@ -530,8 +530,22 @@ START_TEST(test_keep_and_prefilled)
     ck_assert_int_eq(pages_used(p), 0);
     sched_free(p);
 
+    /* the remote request r2 (P 20, O 3): its load allocates for P + 1 =
+     * 21 tokens, 6 blocks in each group (a window group trims only from
+     * the stored tokens, none yet): 12 pages in flight; admitted with 20
+     * stored, the window group keeps blocks 3.. ((20 - 8 + 1) / 4 = 3
+     * skipped): 6 + 3 = 9 pages */
     ck_assert(sched_init(&p, &sc, reqs, 3, &cost, &err) == 0);
-    sched_arrive_prefilled(p, 2);
+    ck_assert_int_eq(sched_accept_remote(p, &err), 0);
+    sched_arrive_remote(p, 2);
+    ck_assert_int_eq(sched_plan_step(p, 0, 0, &t), SCHED_PLAN_IDLE);
+    int64_t nl;
+    const sched_kv_load *ld = sched_loads_started(p, &nl);
+    ck_assert_int_eq(nl, 1);
+    ck_assert_int_eq(ld[0].id, 2);
+    ck_assert_int_eq(ld[0].tokens, 20);
+    ck_assert_int_eq(pages_used(p), 12);
+    sched_kv_loaded(p, 2);
     int steps = 0;
     double now = 0;
     while (sched_plan_step(p, now, 0, &t) == SCHED_PLAN_STEP) {
@@ -561,7 +575,7 @@ int main(void)
     tcase_add_test(t, test_window_deterministic);
     tcase_add_test(t, test_config_rules);
     tcase_add_test(t, test_cli_run);
-    tcase_add_test(t, test_keep_and_prefilled);
+    tcase_add_test(t, test_keep_and_remote);
     tcase_add_test(t, test_window_prefix_reuse);
     suite_add_tcase(su, t);
     Suite *all[] = {su};
