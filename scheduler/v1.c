@@ -460,12 +460,7 @@ static v1_key group_key(const sched_v1 *v, int32_t id, int64_t j, int64_t k)
 static void free_blocks(sched_v1 *v, int32_t id)
 {
     if (v->rq[id].slot >= 0) {
-        int32_t *t = table_of(v, id);
-        for (int64_t j = v->rq[id].held - 1; j >= 0; j--) {
-            if (j >= 8) /* cold: last touched when taken */
-                v1_pool_prefetch(&v->pool, t[j - 8]);
-            v1_pool_release(&v->pool, t[j]);
-        }
+        v1_pool_release_rev(&v->pool, table_of(v, id), v->rq[id].held);
         for (int64_t k = 0; v->xtab && k < n_other(v); k++) {
             int32_t *x = xrow(v, id, k);
             for (int64_t j = v->rq[id].held - 1; j >= 0; j--)
@@ -621,8 +616,13 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
         groups_take(v, id, held, want, full, reg0);
     v->rq[id].held = (int32_t)want;
     if (v->pfx) {
-        for (int64_t j = v->rq[id].reg; j < full; j++)
+        int64_t j = v->rq[id].reg;
+        /* blocks past the prompt's ids carry private identities: only marked */
+        const int64_t shared_end = v->seg_off ? v->seg_len[id] / v->bs : 0;
+        for (; j < full && j < shared_end; j++)
             v1_pool_register(&v->pool, t[j], block_key(v, id, j));
+        for (; j < full; j++)
+            v1_pool_register_private(&v->pool, t[j]);
         if (full > v->rq[id].reg)
             v->rq[id].reg = (int32_t)full;
     }
@@ -1051,8 +1051,10 @@ static double leap_steps(sched *s, double t)
         }
         for (int64_t k = 0; k < nr; k++) {
             int32_t id = regs[k];
-            v1_pool_register(&v->pool, table_of(v, id)[v->rq[id].reg],
-                             block_key(v, id, v->rq[id].reg));
+            const int32_t blk = table_of(v, id)[v->rq[id].reg];
+            /* a decode's full block lies past the prompt's ids: private */
+            assert(!v->seg_off || v->rq[id].reg >= v->seg_len[id] / bs);
+            v1_pool_register_private(&v->pool, blk);
             v->rq[id].reg++;
         }
         take_arrivals(s, t); /* the arrivals before this step (sched_set_arrivals) */

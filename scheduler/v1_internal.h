@@ -146,7 +146,12 @@ static inline int32_t v1_pool_take(v1_pool *p)
     p->F--;
     if (e->flags & V1_BLK_HAS_ID) {
         p->cached--;
-        v1_pool_unregister_(p, b);
+        if (e->flags & V1_BLK_LAZY) { /* never entered in the table */
+            e->flags &= ~(V1_BLK_LAZY | V1_BLK_HAS_ID);
+            p->ids--;
+        } else {
+            v1_pool_unregister_(p, b);
+        }
         p->evictions++;
     }
     e->ref = 1;
@@ -175,6 +180,15 @@ static inline void v1_pool_register(v1_pool *p, int32_t b, v1_key k)
     }
 }
 
+/* v1_pool_register for a private identity, which is only marked (the
+ * key is named again at v1_pool_publish).  O(1). */
+static inline void v1_pool_register_private(v1_pool *p, int32_t b)
+{
+    v1_blk *e = &p->blk[b];
+    e->flags |= V1_BLK_HAS_ID | V1_BLK_LAZY;
+    p->ids++;
+}
+
 /* Enter b's private identity k (the one it was registered under: the
  * engine names it again) in the table, last in its list, if it is still
  * held on the block alone; no-op otherwise.  O(1) expected. */
@@ -197,6 +211,40 @@ static inline void v1_pool_release(v1_pool *p, int32_t b)
     if (e->flags & V1_BLK_HAS_ID)
         p->cached++;
 }
+/* v1_pool_release of t[n - 1], ..., t[0] (last to first), with the ring's
+ * counters kept in registers.  The same result as n releases.  O(n)
+ * amortized. */
+static inline void v1_pool_release_rev(v1_pool *p, const int32_t *t, int64_t n)
+{
+    uint64_t tail = p->rtail;
+    int64_t freed = 0, cached = 0;
+    for (int64_t j = n - 1; j >= 0; j--) {
+        if (j >= 8) /* cold: last touched when taken */
+            v1_pool_prefetch(p, t[j - 8]);
+        const int32_t b = t[j];
+        v1_blk *e = &p->blk[b];
+        if (--e->ref > 0)
+            continue;
+        if (tail - p->rhead == p->rmask + 1) {
+            p->rtail = tail;
+            p->F += freed;
+            p->cached += cached;
+            freed = cached = 0;
+            v1_pool_ring_pack_(p);
+            tail = p->rtail;
+        }
+        e->qpos = (int32_t)(tail & p->rmask);
+        p->ring[e->qpos] = b;
+        tail++;
+        e->flags |= V1_BLK_INQ;
+        freed++;
+        cached += (e->flags & V1_BLK_HAS_ID) != 0;
+    }
+    p->rtail = tail;
+    p->F += freed;
+    p->cached += cached;
+}
+
 /* Recount Q and M against the flags; 0 or -1 with why.  For sched_audit. */
 int v1_pool_audit(const v1_pool *p, char *why, size_t n);
 

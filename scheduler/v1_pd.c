@@ -55,8 +55,7 @@ void v1_pd_release(sched_v1 *v, int32_t id)
     int32_t *t = v->pd.kept ? v->pd.kept[id] : NULL;
     if (!t)
         return;
-    for (int64_t j = v->pd.n_kept[id] - 1; j >= 0; j--)
-        v1_pool_release(&v->pool, t[j]);
+    v1_pool_release_rev(&v->pool, t, v->pd.n_kept[id]);
     free(t);
     v->pd.kept[id] = NULL;
     v->pd.n_kept[id] = 0;
