@@ -610,8 +610,8 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
     const int64_t full = defer ? 0 : (c + q) / v->bs, reg0 = v->rq[id].reg;
     if (v->xtab) /* the other groups' hits are touched before fresh pages go */
         groups_hold(v, id, held, want, m);
-    for (int64_t j = held + m; j < want; j++)
-        t[j] = v1_pool_take(&v->pool);
+    if (want > held + m)
+        v1_pool_take_n(&v->pool, t + held + m, want - held - m);
     if (v->xtab)
         groups_take(v, id, held, want, full, reg0);
     v->rq[id].held = (int32_t)want;

@@ -217,6 +217,7 @@ static inline void v1_pool_release(v1_pool *p, int32_t b)
 static inline void v1_pool_release_rev(v1_pool *p, const int32_t *t, int64_t n)
 {
     uint64_t tail = p->rtail;
+    uint64_t room = p->rmask + 1 - (tail - p->rhead); /* free ring slots */
     int64_t freed = 0, cached = 0;
     for (int64_t j = n - 1; j >= 0; j--) {
         if (j >= 8) /* cold: last touched when taken */
@@ -225,14 +226,13 @@ static inline void v1_pool_release_rev(v1_pool *p, const int32_t *t, int64_t n)
         v1_blk *e = &p->blk[b];
         if (--e->ref > 0)
             continue;
-        if (tail - p->rhead == p->rmask + 1) {
+        if (room == 0) {
             p->rtail = tail;
-            p->F += freed;
-            p->cached += cached;
-            freed = cached = 0;
             v1_pool_ring_pack_(p);
             tail = p->rtail;
+            room = p->rmask + 1 - (tail - p->rhead);
         }
+        room--;
         e->qpos = (int32_t)(tail & p->rmask);
         p->ring[e->qpos] = b;
         tail++;
@@ -243,6 +243,42 @@ static inline void v1_pool_release_rev(v1_pool *p, const int32_t *t, int64_t n)
     p->rtail = tail;
     p->F += freed;
     p->cached += cached;
+}
+
+/* v1_pool_take n times (F >= n) into out[0 .. n-1], in order: the same
+ * result, with the ring's head in a register.  O(n) plus holes. */
+static inline void v1_pool_take_n(v1_pool *p, int32_t *out, int64_t n)
+{
+    uint64_t head = p->rhead;
+    const uint64_t mask = p->rmask;
+    const int32_t *ring = p->ring;
+    int64_t cached = 0, evicted = 0;
+    for (int64_t k = 0; k < n; k++) {
+        int32_t b;
+        while (!(b = ring[head & mask])) /* holes; F > 0: a block follows */
+            head++;
+        head++;
+        __builtin_prefetch(&p->blk[ring[(head + V1_POOL_AHEAD) & mask]]);
+        v1_blk *e = &p->blk[b];
+        e->flags &= ~V1_BLK_INQ;
+        e->ref = 1;
+        out[k] = b;
+        if (e->flags & V1_BLK_HAS_ID) {
+            cached++;
+            evicted++;
+            if (e->flags & V1_BLK_LAZY) { /* never entered in the table */
+                e->flags &= ~(V1_BLK_LAZY | V1_BLK_HAS_ID);
+                p->ids--;
+            } else {
+                p->rhead = head;
+                v1_pool_unregister_(p, b); /* reads no ring counter */
+            }
+        }
+    }
+    p->rhead = head;
+    p->F -= n;
+    p->cached -= cached;
+    p->evictions += evicted;
 }
 
 /* Recount Q and M against the flags; 0 or -1 with why.  For sched_audit. */
