@@ -5,11 +5,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-int run_itl_makes_token(const run_itl_req *q, const trace_req *r, const sched_member *m)
-{
-    return q->gen < r->output_tokens &&
-           !(m->kind == SCHED_MEMBER_PREFILL && m->context < r->prompt_tokens + q->gen);
-}
 
 static void src_init(run_itl_src *s)
 {
@@ -60,22 +55,40 @@ static void src_gap(run_itl *t, run_itl_src *s, double gap, int64_t count)
     s->run_len += count;
 }
 
-void run_itl_member(run_itl *t, int64_t src, const sched_member *m, double t_end)
+void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm, double t_end)
 {
-    run_itl_req *q = &t->req[m->req_id];
-    const trace_req *r = &t->tr[m->req_id];
-    if (!run_itl_makes_token(q, r, m))
-        return;
-    if (q->gen > 0) {
-        double gap = t_end - q->last_tok_s;
-        src_gap(t, &t->src[src], gap, 1);
-        double *mx = &t->max_itl_s[m->req_id];
-        if (!(gap <= *mx))
-            *mx = gap;
+    run_itl_src *s = &t->src[src];
+    run_itl_req *req = t->req;
+    const trace_req *tr = t->tr;
+    double *mx = t->max_itl_s;
+    double run_gap = s->run_gap_s; /* the pending run, in registers: src_gap's */
+    int64_t run_len = s->run_len, done = 0;
+    for (int64_t i = 0; i < nm; i++) {
+        const int32_t id = m[i].req_id;
+        run_itl_req *q = &req[id];
+        const trace_req *r = &tr[id];
+        if (!run_itl_makes_token(q, r, &m[i]))
+            continue;
+        if (q->gen > 0) {
+            const double gap = t_end - q->last_tok_s;
+            if (gap != run_gap) {
+                s->run_gap_s = run_gap;
+                s->run_len = run_len;
+                src_flush(t, s);
+                run_gap = gap;
+                run_len = 0;
+            }
+            run_len++;
+            if (!(gap <= mx[id]))
+                mx[id] = gap;
+        }
+        q->gen++;
+        q->last_tok_s = t_end;
+        done += q->gen == r->output_tokens;
     }
-    q->gen++;
-    q->last_tok_s = t_end;
-    t->n_done += q->gen == r->output_tokens;
+    s->run_gap_s = run_gap;
+    s->run_len = run_len;
+    t->n_done += done;
 }
 
 void run_itl_leapt_step(run_itl *t, int64_t src, const sched_step *st)

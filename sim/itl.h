@@ -61,9 +61,9 @@ typedef struct run_itl {
 int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, double *max_itl_s,
                  kvs_err *err);
 
-/* The member m of a step of engine src that ended at t_end (seconds).
- * Cost: O(1). */
-void run_itl_member(run_itl *t, int64_t src, const sched_member *m, double t_end);
+/* The nm members m of a step of engine src that ended at t_end (seconds),
+ * in order.  Cost: O(nm). */
+void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm, double t_end);
 
 /* A leapt step (sched_step.leapt) of engine src: each of its
  * batch.n_decode requests made a token at its end and at the previous
@@ -86,6 +86,11 @@ void run_itl_free(run_itl *t);
 /* Whether member m makes a token for request r in state q (the rule
  * above: a prefill must reach the stored context P + gen); shared with
  * run_request_itls, which replays recorded steps. */
-int run_itl_makes_token(const run_itl_req *q, const trace_req *r, const sched_member *m);
+static inline int run_itl_makes_token(const run_itl_req *q, const trace_req *r,
+                                      const sched_member *m)
+{
+    return q->gen < r->output_tokens &&
+           !(m->kind == SCHED_MEMBER_PREFILL && m->context < r->prompt_tokens + q->gen);
+}
 
 #endif

@@ -192,8 +192,7 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
         k->progress(k->progress_ctx, t_end, k->itl.n_done, k->tr->n, now_wall() - k->t0_wall);
     if (st->leapt)
         run_itl_leapt_step(&k->itl, 0, st);
-    for (int64_t i = 0; i < nm; i++)
-        run_itl_member(&k->itl, 0, &m[i], t_end);
+    run_itl_members(&k->itl, 0, m, nm, t_end);
     if (!k->keep || k->failed)
         return;
     if (run_steps_append(k->res, &k->steps_cap, &k->members_cap, st, st->index, 0, m, nm))

@@ -276,8 +276,7 @@ static void itl_step(void *ctx, const sched_step *st, const sched_member *m, int
         k->leapt++;
         run_itl_leapt_step(&k->itl, 0, st);
     }
-    for (int64_t i = 0; i < n; i++)
-        run_itl_member(&k->itl, 0, &m[i], st->start_s + st->dur_s);
+    run_itl_members(&k->itl, 0, m, n, st->start_s + st->dur_s);
 }
 
 static void itl_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
