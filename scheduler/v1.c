@@ -583,6 +583,10 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
     const int64_t held = v->rq[id].held;
     const int64_t fresh = want - m - held;
     int64_t need = fresh;
+    /* short already: nothing to give back first (no window group), so the
+     * answer is known; a blocked waiting head asks at every step */
+    if (!v->xtab && need > v->pool.F)
+        return 0;
     for (int64_t k = 0; k < m; k++)
         need += v1_pool_count(&v->pool, hits[k]) == 0;
     if (v->xtab) {
@@ -745,43 +749,53 @@ static void schedule(sched_v1 *v, int32_t id, int64_t q, int64_t c)
 static int running_walk(sched *s, int64_t *b)
 {
     sched_v1 *v = s->v1;
+    const trace_req *reqs = s->reqs;
+    const int64_t thr = v->thr, bs = v->bs;
+    const int wnd = v->wnd != 0, pfx = v->pfx;
     int preempted = 0;
-    int64_t i = 0;
-    while (i < v->nrun && *b > 0) {
-        int32_t id = v->run[i];
-        const int64_t T = s->reqs[id].prompt_tokens + v->rq[id].g;
-        int64_t q = T - v->rq[id].C;
-        if (v->thr > 0 && v->thr < q)
-            q = v->thr;
-        if (q > *b)
-            q = *b;
-        if (v->wnd) /* rule 2.9, every step */
-            window_trim(v, id, v->rq[id].C, v->rq[id].held);
+    int64_t i = 0, budget = *b; /* *b kept in a register; written back before
+                                   anything that reads it */
+    while (i < v->nrun && budget > 0) {
+        const int32_t id = v->run[i];
+        struct v1_req *rq = &v->rq[id];
+        const int64_t C = rq->C;
+        int64_t q = reqs[id].prompt_tokens + rq->g - C;
+        if (thr > 0 && thr < q)
+            q = thr;
+        if (q > budget)
+            q = budget;
+        if (wnd) /* rule 2.9, every step */
+            window_trim(v, id, C, rq->held);
         /* the common case: the tokens fit the blocks held and fill none
          * (v1_alloc would take and register nothing) */
-        const int64_t end = v->rq[id].C + q;
-        if (end <= v->rq[id].held * v->bs && (!v->pfx || end < (v->rq[id].reg + 1) * v->bs)) {
-            schedule(v, id, q, v->rq[id].C);
-            *b -= q;
+        const int64_t end = C + q;
+        if (end <= rq->held * bs && (!pfx || end < (rq->reg + 1) * bs)) {
+            schedule(v, id, q, C);
+            budget -= q;
             i++;
             continue;
         }
         for (;;) {
-            if (v1_alloc(v, id, v->rq[id].C, q, NULL, 0, 0)) {
-                schedule(v, id, q, v->rq[id].C);
-                *b -= q;
+            if (v1_alloc(v, id, C, q, NULL, 0, 0)) {
+                schedule(v, id, q, C);
+                budget -= q;
                 i++;
                 break;
             }
             int64_t w = victim_index(s);
             preempted = 1;
+            *b = budget;
             preempt_at(s, w, b);
-            if (w == i)
+            budget = *b;
+            if (w == i) {
+                *b = budget;
                 return 1; /* r itself: the walk ends */
+            }
             if (w < i)
                 i--;
         }
     }
+    *b = budget;
     return preempted;
 }
 
