@@ -165,8 +165,12 @@ static int v1_init(sched *s, kvs_err *err)
     v->pd.rhead = v->pd.rtail = -1;
     if (!o)
         sched_results_reset(s->res, n);
-    for (int64_t i = 0; !o && i < n; i++)
+    for (int64_t i = 0; !o && i < n; i++) {
         v->rq[i].slot = v->rq[i].wprev = v->rq[i].wnext = -1;
+        assert(s->reqs[i].prompt_tokens + s->reqs[i].output_tokens < INT32_MAX);
+        v->rq[i].P = (int32_t)s->reqs[i].prompt_tokens;
+        v->rq[i].O = (int32_t)s->reqs[i].output_tokens;
+    }
     return KVS_OK;
 nomem:
     return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for %lld requests (V1)",
@@ -749,7 +753,6 @@ static void schedule(sched_v1 *v, int32_t id, int64_t q, int64_t c)
 static int running_walk(sched *s, int64_t *b)
 {
     sched_v1 *v = s->v1;
-    const trace_req *reqs = s->reqs;
     const int64_t thr = v->thr, bs = v->bs;
     const int wnd = v->wnd != 0, pfx = v->pfx;
     int preempted = 0;
@@ -759,7 +762,7 @@ static int running_walk(sched *s, int64_t *b)
         const int32_t id = v->run[i];
         struct v1_req *rq = &v->rq[id];
         const int64_t C = rq->C;
-        int64_t q = reqs[id].prompt_tokens + rq->g - C;
+        int64_t q = (int64_t)rq->P + rq->g - C;
         if (thr > 0 && thr < q)
             q = thr;
         if (q > budget)
@@ -887,7 +890,7 @@ static void waiting_walk(sched *s, int64_t *b)
             id = next;
             continue;
         }
-        const int64_t T = s->reqs[id].prompt_tokens + v->rq[id].g;
+        const int64_t T = (int64_t)v->rq[id].P + v->rq[id].g;
         const int64_t m = find_hits(v, id, T);
         const int64_t c = m * v->bs;
         assert(v->rq[id].C == 0);
@@ -1009,7 +1012,7 @@ static double v1_leap(sched *s, double t)
     memset(v->lk_start, 0, (size_t)(bs + 1) * sizeof *v->lk_start);
     for (int64_t k = 0; k < n; k++) {
         const v1_sched_ent *e = &v->S_[k];
-        int64_t rem = s->reqs[e->id].output_tokens - v->rq[e->id].g;
+        int64_t rem = (int64_t)v->rq[e->id].O - v->rq[e->id].g;
         if (rem < jstar)
             jstar = rem;
         kv += e->c + 1;
@@ -1235,7 +1238,7 @@ static double emit_step(sched *s, double now)
     for (int64_t k = 0; k < v->ns; k++) {
         v1_sched_ent *e = &v->S_[k];
         const int64_t g = v->rq[e->id].g;
-        const int64_t T = s->reqs[e->id].prompt_tokens + g;
+        const int64_t T = (int64_t)v->rq[e->id].P + g;
         if (g >= 1 && e->c == T - 1) {
             e->kind = SCHED_MEMBER_DECODE;
             cb->tokens += 1;
@@ -1311,14 +1314,14 @@ static void v1_finish(sched *s, double t)
     for (int64_t k = 0; k < v->ns; k++) {
         const v1_sched_ent *e = &v->S_[k];
         const int32_t id = e->id;
-        const trace_req *r = &s->reqs[id];
-        v->rq[id].sq = 0;
-        v->rq[id].C = e->c + e->q;
-        if (v->rq[id].C != r->prompt_tokens + v->rq[id].g)
+        struct v1_req *rq = &v->rq[id];
+        rq->sq = 0;
+        rq->C = (int32_t)(e->c + e->q);
+        if (rq->C != rq->P + rq->g)
             continue;
-        if (++v->rq[id].g == 1)
+        if (++rq->g == 1)
             s->res[id].first_token_s = t;
-        if (v->rq[id].g == r->output_tokens) {
+        if (rq->g == rq->O) {
             s->res[id].finish_s = t;
             s->res[id].status = SCHED_REQ_FINISHED;
             s->state[id] = SCHED_REQ_FINISHED;

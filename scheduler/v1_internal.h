@@ -340,14 +340,17 @@ struct sched_v1 {
     /* per request [n]: a request's hot fields share a cache line (a
      * cluster's engines each see a sparse subset of the ids) */
     struct v1_req {
-        int64_t g;             /* tokens generated */
-        int64_t C;             /* tokens stored */
+        int32_t P, O;          /* its prompt and output tokens (the trace's; P + O
+                                  <= 2 * TRACE_MAX_TOKENS < 2^31) */
+        int32_t g;             /* tokens generated (<= O) */
+        int32_t C;             /* tokens stored (<= P + O) */
         int32_t sq;            /* tokens scheduled in the step in flight (<= P + O) */
         int32_t reg;           /* registered(r) */
         int32_t held;          /* blocks held */
         int32_t slot;          /* block table slot, -1 none */
         int32_t wprev, wnext;  /* W as a list, -1 none */
-    } *rq;                     /* 40 bytes each */
+    } *rq;                     /* 40 bytes each: what a step reads of a
+                                  request is on one line */
     int64_t *seg_len;          /* L = min(P, k*S), tokens covered by ids */
     int64_t *seg_end;          /* [seg_off[n]] varying segments only (grid 0): tokens
                                   of the request's segments 0..k; NULL on a grid */

@@ -30,7 +30,7 @@ int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, double *max_itl_s,
     }
     for (int64_t i = 0; i < tr->n; i++) {
         max_itl_s[i] = NAN;
-        t->req[i] = (run_itl_req){0.0, 0, 0};
+        t->req[i] = (run_itl_req){0.0, 0, (int32_t)tr->reqs[i].output_tokens};
     }
     for (int64_t k = 0; k < n_src; k++)
         src_init(&t->src[k]);
@@ -84,7 +84,7 @@ void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm,
         }
         q->gen++;
         q->last_tok_s = t_end;
-        done += q->gen == r->output_tokens;
+        done += q->gen == q->out;
     }
     s->run_gap_s = run_gap;
     s->run_len = run_len;
@@ -107,7 +107,7 @@ void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, in
     run_itl_src *s = &t->src[src];
     for (int64_t k = 0; k < n; k++) {
         run_itl_req *q = &t->req[ids[k]];
-        const int64_t out = t->tr[ids[k]].output_tokens;
+        const int64_t out = q->out;
         assert(q->gen > 0 && q->gen + steps <= out);
         q->gen += (int32_t)steps;
         q->last_tok_s = s->end_s;

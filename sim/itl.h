@@ -31,7 +31,8 @@
 typedef struct run_itl_req {
     double last_tok_s;  /* time of its latest token, s */
     int32_t gen;        /* tokens generated so far (<= O < 2^31) */
-    int32_t pad_;       /* zero */
+    int32_t out;        /* O, the trace's output tokens (a decode member reads
+                           nothing else of its request) */
 } run_itl_req;
 
 /* One engine's stream of gaps: what of the figures depends on the order
@@ -89,7 +90,7 @@ void run_itl_free(run_itl *t);
 static inline int run_itl_makes_token(const run_itl_req *q, const trace_req *r,
                                       const sched_member *m)
 {
-    return q->gen < r->output_tokens &&
+    return q->gen < q->out &&
            !(m->kind == SCHED_MEMBER_PREFILL && m->context < r->prompt_tokens + q->gen);
 }
 

@@ -349,7 +349,7 @@ int run_request_itls(const run_result *res, double **gaps, int64_t **off)
         goto out;
     for (int pass = 0; pass < 2; pass++) { /* count, then fill in request order */
         for (int64_t i = 0; i < tr->n; i++)
-            q[i] = (run_itl_req){0.0, 0, 0};
+            q[i] = (run_itl_req){0.0, 0, (int32_t)tr->reqs[i].output_tokens};
         int64_t *fill = pass ? calloc(nn, sizeof *fill) : NULL;
         if (pass && !fill)
             goto out;
