@@ -1339,8 +1339,8 @@ static void v1_finish(sched *s, double t)
     v->active = 0;
     if (any) {
         int64_t out = 0;
-        for (int64_t i = 0; i < v->nrun; i++)
-            if (s->state[v->run[i]] == SCHED_REQ_RUNNING)
+        for (int64_t i = 0; i < v->nrun; i++) /* finished: g = O (its line is hot) */
+            if (v->rq[v->run[i]].g < v->rq[v->run[i]].O)
                 v->run[out++] = v->run[i];
         v->nrun = out;
     }
