@@ -271,6 +271,42 @@ END_TEST
 
 /* ------------------------------------------------------------- golden */
 
+/* The golden runs' trace (n requests) and config: v1_config's engine,
+ * --pd pd over replicas, the link 1 GB/s + 1000 us, 10^6 KV bytes per
+ * token, steps recorded. */
+static void golden_setup(int n, const double *arr, const int64_t *prompt, const int64_t *out,
+                         const char *pd, int64_t replicas, trace *tr, run_config *cfg)
+{
+    *tr = (trace){0};
+    tr->n = n;
+    tr->reqs = calloc((size_t)n, sizeof *tr->reqs);
+    for (int i = 0; i < n; i++)
+        tr->reqs[i] = (trace_req){arr[i], prompt[i], out[i], 0};
+    run_config_defaults(cfg);
+    v1_config(&cfg->sched);
+    strcpy(cfg->pd, pd);
+    strcpy(cfg->kv_link, "1:1000");
+    cfg->replicas = replicas;
+    cfg->kv_bytes_per_token = 1000000;
+    cfg->record_steps = 1;
+}
+
+/* Every request on prefill replica 0, finished, on its decode replica, at
+ * its first-token and finish times. */
+static void golden_check(const run_result *res, int n, const int32_t *want_dec,
+                         const double *want_first, const double *want_finish)
+{
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(res->replica[i], 0);
+        ck_assert_msg(res->decode[i] == want_dec[i], "r%d decoded on %d", i, res->decode[i]);
+        ck_assert_int_eq(res->reqs[i].status, SCHED_REQ_FINISHED);
+        ck_assert_msg(fabs(res->reqs[i].first_token_s - want_first[i]) < EPS, "r%d first %.9f",
+                      i, res->reqs[i].first_token_s);
+        ck_assert_msg(fabs(res->reqs[i].finish_s - want_finish[i]) < EPS, "r%d finish %.9f", i,
+                      res->reqs[i].finish_s);
+    }
+}
+
 /* --pd 1:2, V1 (no chunking, no prefix cache), step cost affine:0.1,0.01
  * (d = 0.1 + 0.01 * tokens), link 1 GB/s with 1000 us latency and
  * 10^6 KV bytes per token: a P-token prompt moves in
@@ -299,33 +335,15 @@ START_TEST(test_pd_golden)
     static const int32_t want_dec[] = {1, -1, 2};
     static const double want_first[] = {0.4, 0.4, 0.6};
     static const double want_finish[] = {0.631, 0.4, 0.721};
-    trace tr = {0};
-    tr.n = 3;
-    tr.reqs = calloc(3, sizeof *tr.reqs);
-    for (int i = 0; i < 3; i++)
-        tr.reqs[i] = (trace_req){arr[i], prompt[i], out[i], 0};
+    trace tr;
     run_config cfg;
-    run_config_defaults(&cfg);
-    v1_config(&cfg.sched);
+    golden_setup(3, arr, prompt, out, "1:2", 3, &tr, &cfg);
     cfg.sched.max_seqs = 256;
-    strcpy(cfg.pd, "1:2");
-    strcpy(cfg.kv_link, "1:1000");
-    cfg.replicas = 3;
-    cfg.kv_bytes_per_token = 1000000;
-    cfg.record_steps = 1;
     cost_model cost;
     affine("affine:0.1,0.01,0,0", &cost);
     run_result res;
     run_ok(&cfg, &tr, &cost, &res);
-    for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(res.replica[i], 0);
-        ck_assert_msg(res.decode[i] == want_dec[i], "r%d decoded on %d", i, res.decode[i]);
-        ck_assert_int_eq(res.reqs[i].status, SCHED_REQ_FINISHED);
-        ck_assert_msg(fabs(res.reqs[i].first_token_s - want_first[i]) < EPS, "r%d first %.9f",
-                      i, res.reqs[i].first_token_s);
-        ck_assert_msg(fabs(res.reqs[i].finish_s - want_finish[i]) < EPS, "r%d finish %.9f", i,
-                      res.reqs[i].finish_s);
-    }
+    golden_check(&res, 3, want_dec, want_first, want_finish);
     ck_assert(fabs(res.kv_transfer_s[0] - 0.011) < EPS);
     ck_assert(isnan(res.kv_transfer_s[1]));
     ck_assert(fabs(res.kv_transfer_s[2] - 0.011) < EPS);
@@ -394,32 +412,16 @@ START_TEST(test_pd_golden_decode_full)
     static const double want_first[] = {0.34, 0.34, 1.546};
     static const double want_finish[] = {1.237, 1.356, 1.546};
     static const double want_x[] = {0.017, 0.009, NAN};
-    trace tr = {0};
-    tr.n = 3;
-    tr.reqs = calloc(3, sizeof *tr.reqs);
-    for (int i = 0; i < 3; i++)
-        tr.reqs[i] = (trace_req){arr[i], prompt[i], out[i], 0};
+    trace tr;
     run_config cfg;
-    run_config_defaults(&cfg);
-    v1_config(&cfg.sched);
+    golden_setup(3, arr, prompt, out, "1:1", 2, &tr, &cfg);
     cfg.sched.total_blocks = 6;
-    strcpy(cfg.pd, "1:1");
-    strcpy(cfg.kv_link, "1:1000");
-    cfg.replicas = 2;
-    cfg.kv_bytes_per_token = 1000000;
-    cfg.record_steps = 1;
     cost_model cost;
     affine("affine:0.1,0.01,0,0", &cost);
     run_result res;
     run_ok(&cfg, &tr, &cost, &res);
+    golden_check(&res, 3, want_dec, want_first, want_finish);
     for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(res.replica[i], 0);
-        ck_assert_int_eq(res.decode[i], want_dec[i]);
-        ck_assert_int_eq(res.reqs[i].status, SCHED_REQ_FINISHED);
-        ck_assert_msg(fabs(res.reqs[i].first_token_s - want_first[i]) < EPS, "r%d first %.9f",
-                      i, res.reqs[i].first_token_s);
-        ck_assert_msg(fabs(res.reqs[i].finish_s - want_finish[i]) < EPS, "r%d finish %.9f", i,
-                      res.reqs[i].finish_s);
         ck_assert_msg(isnan(want_x[i]) ? isnan(res.kv_transfer_s[i])
                                        : fabs(res.kv_transfer_s[i] - want_x[i]) < EPS,
                       "r%d transfer %.9f", i, res.kv_transfer_s[i]);
