@@ -1,5 +1,7 @@
 /* v1_internal.h — the vLLM V1 engine's state (docs/semantics-v1.md), shared
- * by v1.c (the iteration) and v1_pool.c (the block pool) and nothing else.
+ * by v1.c (the iteration), v1_pool.c (the block pool), v1_pd.c (the
+ * hand-off of disaggregated serving) and v1_audit.c (the recount), and
+ * nothing else.
  */
 #ifndef V1_INTERNAL_H
 #define V1_INTERNAL_H
@@ -411,5 +413,58 @@ struct sched_v1 {
                                   one group */
     int64_t xcap;              /* entries per slot: (gf - 1 + gw) * tcap */
 };
+
+/* ---- small helpers of v1.c and v1_audit.c */
+
+/* (prio, arr, id) of a after b's: a is served later (the priority order). */
+static inline int key_after(const trace_req *reqs, int32_t a, int32_t b)
+{
+    const trace_req *x = &reqs[a], *y = &reqs[b];
+    if (x->priority != y->priority)
+        return x->priority > y->priority;
+    if (x->arrival_s != y->arrival_s)
+        return x->arrival_s > y->arrival_s;
+    return a > b;
+}
+
+/* Request id's block table (its slot's row). */
+static inline int32_t *table_of(const sched_v1 *v, int32_t id)
+{
+    return v->tab + (int64_t)v->rq[id].slot * v->tcap;
+}
+
+/* Row of id's other group k (0 .. gf - 2 the extra full groups, then the
+ * window groups): its page for block j at [j], 0 = none (skipped or not
+ * yet taken). */
+static inline int32_t *xrow(const sched_v1 *v, int32_t id, int64_t k)
+{
+    return v->xtab + (int64_t)v->rq[id].slot * v->xcap + k * v->tcap;
+}
+
+static inline int64_t n_other(const sched_v1 *v) { return v->gf - 1 + v->gw; }
+
+/* First block group k holds: 0 for a full group, lo for a window group. */
+static inline int64_t group_from(const sched_v1 *v, int64_t k, int64_t lo)
+{
+    return k >= v->gf - 1 ? lo : 0;
+}
+
+/* Pages the other groups hold for `want` blocks of context of which the
+ * first lo are skipped by the window (rule 2.9). */
+static inline int64_t groups_want(const sched_v1 *v, int64_t want, int64_t lo)
+{
+    return (v->gf - 1) * want + v->gw * (want - lo);
+}
+
+/* Window blocks skipped once c tokens are stored: floor(max(0, c - w + 1) / bs),
+ * at most want. */
+static inline int64_t window_skip(const sched_v1 *v, int64_t c, int64_t want)
+{
+    int64_t lo = v->wnd && c - v->wnd + 1 > 0 ? (c - v->wnd + 1) / v->bs : 0;
+    return lo < want ? lo : want;
+}
+
+/* v1_audit.c: sched_audit's recount under V1. */
+int v1_audit(const sched *s, char *why, size_t n);
 
 #endif
