@@ -31,14 +31,16 @@ static int64_t pick_least_kv(router_view *v, int64_t id)
  * shortfalls. */
 static int64_t safe_least_requests(const router_view *v, int64_t r)
 {
-    const int64_t o = v->rep[r].outstanding;
+    const router_replica *rep = v->rep;
+    const int64_t o = rep[r].outstanding;
     int64_t need = 0;
-    for (int64_t j = 0; j < v->n; j++) {
-        if (j == r)
-            continue;
-        const int64_t level = j < r ? o + 1 : o; /* ties go to the lower index */
-        if (v->rep[j].outstanding < level)
-            need += level - v->rep[j].outstanding;
+    for (int64_t j = 0; j < r; j++) { /* ties go to the lower index: level o + 1 */
+        const int64_t d = o + 1 - rep[j].outstanding;
+        need += d > 0 ? d : 0;
+    }
+    for (int64_t j = r + 1; j < v->n; j++) {
+        const int64_t d = o - rep[j].outstanding;
+        need += d > 0 ? d : 0;
     }
     return need;
 }
