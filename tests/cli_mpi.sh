@@ -76,7 +76,9 @@ SUM="select point_index, point_key, n_finished, ttft_p99_s, e2e_p99_s, n_steps f
 # stored points, marks the sweep interrupted, exits 130; --resume completes it
 # with the rows of an uninterrupted sweep.
 S2="${S/RATE/10}"
-iargs=(--engine vllm-v0 --model llama-2-7b --synthetic "${S2/n=200/n=3000}" --seed 5
+# 20,000 requests a point: the sweep must outlast the launch, the first
+# stored point and the signal (at 3,000 it took 0.3 s and could finish first)
+iargs=(--engine vllm-v0 --model llama-2-7b --synthetic "${S2/n=200/n=20000}" --seed 5
        --grid 'max-seqs=8,16,32,64,128,256' --grid 'rate=5,10,20,40' --quiet)
 ("${MPIRUN[@]}" "$KVSIM" sweep "${iargs[@]}" --db "$T/int.db" > /dev/null 2> "$T/int.err"
  echo $? > "$T/int.rc") &
