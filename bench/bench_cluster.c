@@ -30,7 +30,7 @@
 
 #include "job/job.h"
 
-static double wall(void)
+static double cpu_s(void) /* the process's CPU seconds */
 {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -89,9 +89,9 @@ static int simulate(const char *spec, long long replicas, const char *router, do
         return -1;
     run_result res;
     kvs_err err;
-    double t0 = wall();
+    double t0 = cpu_s();
     int rc = run_execute(&cfg, &tr, &cost, &res, &err);
-    *secs = wall() - t0;
+    *secs = cpu_s() - t0;
     if (rc) {
         fprintf(stderr, "bench_cluster: %s\n", err.msg);
     } else {
