@@ -78,7 +78,7 @@ fail:
     return -1;
 }
 
-/* Simulate once; *secs gets the wall time of run_execute alone. */
+/* Simulate once; *secs gets the CPU time of run_execute alone. */
 static int simulate(const char *spec, long long replicas, const char *router, double scale,
                     double *secs)
 {
