@@ -11,27 +11,24 @@ static void src_init(run_itl_src *s)
     *s = (run_itl_src){0.0, 0, 0.0, 0.0, -INFINITY, 0.0};
 }
 
-int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, double *max_itl_s,
-                 kvs_err *err)
+int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, kvs_err *err)
 {
     *t = (run_itl){0};
     size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
     t->req = malloc(nn * sizeof *t->req);
     t->src = malloc((size_t)(n_src > 0 ? n_src : 1) * sizeof *t->src);
     t->n_src = n_src;
-    t->max_itl_s = max_itl_s;
     t->tr = tr->reqs;
-    if (!t->req || !t->src || !max_itl_s || hist_init(&t->h)) {
+    if (!t->req || !t->src || hist_init(&t->h)) {
         free(t->req);
         free(t->src);
         t->req = NULL;
         t->src = NULL;
         return kvs_errf(err, KVS_ENOMEM, "run: out of memory");
     }
-    for (int64_t i = 0; i < tr->n; i++) {
-        max_itl_s[i] = NAN;
-        t->req[i] = (run_itl_req){0.0, 0, (int32_t)tr->reqs[i].output_tokens};
-    }
+    t->n = tr->n;
+    for (int64_t i = 0; i < tr->n; i++)
+        t->req[i] = (run_itl_req){0.0, NAN, 0, (int32_t)tr->reqs[i].output_tokens};
     for (int64_t k = 0; k < n_src; k++)
         src_init(&t->src[k]);
     return KVS_OK;
@@ -60,7 +57,6 @@ void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm,
     run_itl_src *s = &t->src[src];
     run_itl_req *req = t->req;
     const trace_req *tr = t->tr;
-    double *mx = t->max_itl_s;
     double run_gap = s->run_gap_s; /* the pending run, in registers: src_gap's */
     int64_t run_len = s->run_len, done = 0;
     for (int64_t i = 0; i < nm; i++) {
@@ -79,8 +75,8 @@ void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm,
                 run_len = 0;
             }
             run_len++;
-            if (!(gap <= mx[id]))
-                mx[id] = gap;
+            if (!(gap <= q->max_s))
+                q->max_s = gap;
         }
         q->gen++;
         q->last_tok_s = t_end;
@@ -111,17 +107,18 @@ void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, in
         assert(q->gen > 0 && q->gen + steps <= out);
         q->gen += (int32_t)steps;
         q->last_tok_s = s->end_s;
-        double *mx = &t->max_itl_s[ids[k]];
-        if (!(s->max_s <= *mx))
-            *mx = s->max_s;
+        if (!(s->max_s <= q->max_s))
+            q->max_s = s->max_s;
         t->n_done += q->gen == out;
     }
     s->max_s = -INFINITY;
     s->end_s = 0.0;
 }
 
-void run_itl_finish(run_itl *t, run_summary *sum)
+void run_itl_finish(run_itl *t, run_summary *sum, double *max_itl_s)
 {
+    for (int64_t i = 0; max_itl_s && i < t->n; i++)
+        max_itl_s[i] = t->req[i].max_s;
     t->h.sum = t->h.sumsq = 0.0;
     for (int64_t k = 0; k < t->n_src; k++) {
         src_flush(t, &t->src[k]);

@@ -30,6 +30,7 @@
 
 typedef struct run_itl_req {
     double last_tok_s;  /* time of its latest token, s */
+    double max_s;       /* its largest gap so far, s (NAN before two tokens) */
     int32_t gen;        /* tokens generated so far (<= O < 2^31) */
     int32_t out;        /* O, the trace's output tokens (a decode member reads
                            nothing else of its request) */
@@ -48,19 +49,18 @@ typedef struct run_itl_src {
 typedef struct run_itl {
     const trace_req *tr; /* [n] the requests (P, O), borrowed */
     run_itl_req *req;   /* [n] per trace row */
-    double *max_itl_s;  /* [n] largest gap so far, s (NAN before two tokens); borrowed */
     hist h;             /* every gap (its sum and sumsq: see run_itl_finish) */
     run_itl_src *src;   /* [n_src] one per engine */
     int64_t n_src;
     int64_t n_done;     /* requests that made their O-th token */
+    int64_t n;          /* requests tracked */
 } run_itl;
 
-/* Track the requests of tr, fed by n_src engines (sources 0 .. n_src - 1);
- * max_itl_s ([tr->n], the caller's) is set to NAN and then kept as each
- * request's largest gap.  KVS_ENOMEM on failure (nothing to free).
- * Cost: O(n + n_src). */
-int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, double *max_itl_s,
-                 kvs_err *err);
+/* Track the requests of tr, fed by n_src engines (sources 0 .. n_src - 1).
+ * Each request's largest gap is kept beside its other state (one line per
+ * member) and handed over by run_itl_finish.  KVS_ENOMEM on failure
+ * (nothing to free).  Cost: O(n + n_src), 24 bytes per request. */
+int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, kvs_err *err);
 
 /* The nm members m of a step of engine src that ended at t_end (seconds),
  * in order.  Cost: O(nm). */
@@ -78,9 +78,12 @@ void run_itl_leapt_step(run_itl *t, int64_t src, const sched_step *st);
 void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, int64_t steps);
 
 /* Flush every source and write the run's figures: sum->itl, itl_std_s,
- * n_itl.  The histogram's sum and sumsq are the sources' sums added in
- * index order (for one engine, its running sum).  Cost: O(bins + n_src). */
-void run_itl_finish(run_itl *t, run_summary *sum);
+ * n_itl, and (max_itl_s [n] non-NULL) each request's largest gap, NAN for
+ * fewer than two tokens.  The histogram's sum and sumsq are the sources'
+ * sums added in index order (for one engine, its running sum).  The
+ * caller may allocate max_itl_s only now, once its engines are gone.
+ * Cost: O(bins + n_src + n). */
+void run_itl_finish(run_itl *t, run_summary *sum, double *max_itl_s);
 
 void run_itl_free(run_itl *t);
 

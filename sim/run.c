@@ -268,9 +268,7 @@ int run_execute_pools(const run_config *cfg, const trace *tr, const cost_model *
     sink.progress = fn;
     sink.progress_ctx = ctx;
     sink.t0_wall = t0;
-    size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
-    out->max_itl_s = malloc(nn * sizeof *out->max_itl_s);
-    if ((rc = run_itl_init(&sink.itl, tr, 1, out->max_itl_s, err)))
+    if ((rc = run_itl_init(&sink.itl, tr, 1, err)))
         goto fail;
     /* every member, decodes included: the ITL needs each token's request */
     sched_set_step_sink(s, on_step, &sink, 1);
@@ -319,7 +317,13 @@ int run_execute_pools(const run_config *cfg, const trace *tr, const cost_model *
     sum->prefix_evictions = c.prefix_evictions;
     sum->prefill_chunks = c.prefill_chunks;
     sum->load_imbalance = NAN;
-    run_itl_finish(&sink.itl, sum);
+    /* allocated now, the engine gone: it does not add to the peak */
+    out->max_itl_s = malloc((size_t)(tr->n > 0 ? tr->n : 1) * sizeof *out->max_itl_s);
+    if (!out->max_itl_s) {
+        rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory for the ITL figures");
+        goto fail;
+    }
+    run_itl_finish(&sink.itl, sum, out->max_itl_s);
     run_metrics_limit_shares(sink.limit_steps, sink.agg.n_steps, sum);
     if (run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes)) {
         rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory for per-class metrics");
@@ -349,7 +353,7 @@ int run_request_itls(const run_result *res, double **gaps, int64_t **off)
         goto out;
     for (int pass = 0; pass < 2; pass++) { /* count, then fill in request order */
         for (int64_t i = 0; i < tr->n; i++)
-            q[i] = (run_itl_req){0.0, 0, (int32_t)tr->reqs[i].output_tokens};
+            q[i] = (run_itl_req){0.0, NAN, 0, (int32_t)tr->reqs[i].output_tokens};
         int64_t *fill = pass ? calloc(nn, sizeof *fill) : NULL;
         if (pass && !fill)
             goto out;
