@@ -744,10 +744,8 @@ static int running_walk(sched *s, int64_t *b)
             *b = budget;
             preempt_at(s, w, b);
             budget = *b;
-            if (w == i) {
-                *b = budget;
-                return 1; /* r itself: the walk ends */
-            }
+            if (w == i)
+                return 1; /* r itself: the walk ends (*b is current) */
             if (w < i)
                 i--;
         }
@@ -775,7 +773,7 @@ static void count_lookup(sched *s, int64_t T, int64_t m)
 static int load_start(sched *s, int32_t id)
 {
     sched_v1 *v = s->v1;
-    const int64_t P = s->reqs[id].prompt_tokens, T = P + 1;
+    const int64_t P = v->rq[id].P, T = P + 1;
     const int64_t m = find_hits(v, id, T);
     v->rq[id].reg = (int32_t)m; /* the hits are registered; the rest at admission */
     if (!v1_alloc(v, id, m * v->bs, T - m * v->bs, v->hits, m, 1)) {
@@ -805,7 +803,7 @@ static int admit_ready(sched *s, int64_t *b)
         }
         int32_t id = v1_pd_ready_pop(v);
         const int64_t c = v->rq[id].C;
-        assert(c == s->reqs[id].prompt_tokens && v->rq[id].g == 1);
+        assert(c == v->rq[id].P && v->rq[id].g == 1);
         int ok = v1_alloc(v, id, c, 1, NULL, 0, 0); /* registers; takes no block */
         assert(ok);
         (void)ok;
@@ -910,7 +908,7 @@ static double emit_decode(sched *s, cost_run *run, int64_t kv, double t, int32_t
     st->index = s->ctr.steps++;
     st->start_s = t;
     st->kv_blocks_used = v->N - v->pool.F;
-    st->n_waiting = v->wn + v->pd.aside;
+    st->n_waiting = v1_n_waiting(v);
     st->n_running = v->nrun;
     if (s->sink)
         s->sink(s->sink_ctx, st, s->members, 0);
@@ -1227,7 +1225,7 @@ static double emit_step(sched *s, double now)
     st->index = s->ctr.steps++;
     st->start_s = now;
     st->kv_blocks_used = v->N - v->pool.F;
-    st->n_waiting = v->wn + v->pd.aside;
+    st->n_waiting = v1_n_waiting(v);
     st->n_running = v->nrun;
     v->active = 1;
     /* all decodes of R: each made a token at the end of the last step, if
@@ -1309,7 +1307,7 @@ static void v1_counters(const sched *s, sched_counters *out)
     out->free_blocks = v->pool.F;
     out->used_blocks = v1_used_blocks(s);
     out->swapped_blocks = 0;
-    out->n_waiting = v->wn + v->pd.aside;
+    out->n_waiting = v1_n_waiting(v);
     out->n_running = v->nrun;
     out->n_swapped = 0;
     out->cached_blocks = v->pool.cached;

@@ -6,6 +6,8 @@
 #ifndef V1_INTERNAL_H
 #define V1_INTERNAL_H
 
+#include <assert.h>
+
 #include "sched_internal.h"
 
 /* A block identity (rule 2.4): shared (chain hash of the segment ids
@@ -132,32 +134,13 @@ static inline void v1_pool_hold(v1_pool *p, int32_t b)
     }
 }
 
-/* Take Q's head (F > 0): its identity, if any, leaves M; count becomes 1.
- * O(1) plus the holes skipped (each made once). */
-static inline int32_t v1_pool_take(v1_pool *p)
+/* v1_pool_register for a private identity, which is only marked (the
+ * key is named again at v1_pool_publish).  O(1). */
+static inline void v1_pool_register_private(v1_pool *p, int32_t b)
 {
-    int32_t b;
-    while (!(b = p->ring[p->rhead & p->rmask])) /* holes; F > 0: a block follows */
-        p->rhead++;
-    p->rhead++;
-    /* the block a later take hands out: fetch it now (a hole or a slot past
-     * the tail names some block or 0, either a valid address) */
-    __builtin_prefetch(&p->blk[p->ring[(p->rhead + V1_POOL_AHEAD) & p->rmask]]);
     v1_blk *e = &p->blk[b];
-    e->flags &= ~V1_BLK_INQ;
-    p->F--;
-    if (e->flags & V1_BLK_HAS_ID) {
-        p->cached--;
-        if (e->flags & V1_BLK_LAZY) { /* never entered in the table */
-            e->flags &= ~(V1_BLK_LAZY | V1_BLK_HAS_ID);
-            p->ids--;
-        } else {
-            v1_pool_unregister_(p, b);
-        }
-        p->evictions++;
-    }
-    e->ref = 1;
-    return b;
+    e->flags |= V1_BLK_HAS_ID | V1_BLK_LAZY;
+    p->ids++;
 }
 
 /* Register b (which carries no identity) under k, last in k's list.  A
@@ -169,26 +152,17 @@ static inline int32_t v1_pool_take(v1_pool *p)
  * the same order as if every identity were entered at once. */
 static inline void v1_pool_register(v1_pool *p, int32_t b, v1_key k)
 {
+    if (k.b & V1_PRIVATE) {
+        v1_pool_register_private(p, b);
+        return;
+    }
     v1_blk *e = &p->blk[b];
     e->flags |= V1_BLK_HAS_ID;
     p->ids++;
     if (e->flags & V1_BLK_INQ)
         p->cached++; /* (never: registered blocks are held) */
-    if (k.b & V1_PRIVATE) {
-        e->flags |= V1_BLK_LAZY;
-    } else {
-        p->x[b].key = k;
-        v1_pool_table_append_(p, b);
-    }
-}
-
-/* v1_pool_register for a private identity, which is only marked (the
- * key is named again at v1_pool_publish).  O(1). */
-static inline void v1_pool_register_private(v1_pool *p, int32_t b)
-{
-    v1_blk *e = &p->blk[b];
-    e->flags |= V1_BLK_HAS_ID | V1_BLK_LAZY;
-    p->ids++;
+    p->x[b].key = k;
+    v1_pool_table_append_(p, b);
 }
 
 /* Enter b's private identity k (the one it was registered under: the
@@ -196,23 +170,6 @@ static inline void v1_pool_register_private(v1_pool *p, int32_t b)
  * held on the block alone; no-op otherwise.  O(1) expected. */
 void v1_pool_publish(v1_pool *p, int32_t b, v1_key k);
 
-/* Count - 1; at 0 the block goes to Q's tail, keeping its identity.  O(1)
- * amortized. */
-static inline void v1_pool_release(v1_pool *p, int32_t b)
-{
-    v1_blk *e = &p->blk[b];
-    if (--e->ref > 0)
-        return;
-    if (p->rtail - p->rhead == p->rmask + 1)
-        v1_pool_ring_pack_(p);
-    e->qpos = (int32_t)(p->rtail & p->rmask);
-    p->ring[e->qpos] = b;
-    p->rtail++;
-    e->flags |= V1_BLK_INQ;
-    p->F++;
-    if (e->flags & V1_BLK_HAS_ID)
-        p->cached++;
-}
 /* v1_pool_release of t[n - 1], ..., t[0] (last to first), with the ring's
  * counters kept in registers.  The same result as n releases.  O(n)
  * amortized. */
@@ -247,41 +204,67 @@ static inline void v1_pool_release_rev(v1_pool *p, const int32_t *t, int64_t n)
     p->cached += cached;
 }
 
+/* Q's head leaves Q (F > 0), the ring read from *head on (holes
+ * skipped): its count becomes 1 and its identity, if any, leaves M.  The
+ * block; *evicted counts it if it carried one.  ring and mask are p's.  The caller keeps F, cached
+ * and evictions.  O(1) plus the holes skipped (each made once). */
+static inline int32_t v1_pool_pop_(v1_pool *p, const int32_t *ring, uint64_t mask,
+                                   uint64_t *head, int64_t *evicted)
+{
+    int32_t b;
+    while (!(b = ring[*head & mask])) /* holes; F > 0: a block follows */
+        (*head)++;
+    (*head)++;
+    /* the block a later take hands out: fetch it now (a hole or a slot past
+     * the tail names some block or 0, either a valid address) */
+    __builtin_prefetch(&p->blk[ring[(*head + V1_POOL_AHEAD) & mask]]);
+    v1_blk *e = &p->blk[b];
+    e->flags &= ~V1_BLK_INQ;
+    e->ref = 1;
+    if (e->flags & V1_BLK_HAS_ID) {
+        (*evicted)++;
+        if (e->flags & V1_BLK_LAZY) { /* never entered in the table */
+            e->flags &= ~(V1_BLK_LAZY | V1_BLK_HAS_ID);
+            p->ids--;
+        } else {
+            p->rhead = *head;
+            v1_pool_unregister_(p, b); /* reads no ring counter */
+        }
+    }
+    return b;
+}
+
 /* v1_pool_take n times (F >= n) into out[0 .. n-1], in order: the same
  * result, with the ring's head in a register.  O(n) plus holes. */
 static inline void v1_pool_take_n(v1_pool *p, int32_t *out, int64_t n)
 {
     uint64_t head = p->rhead;
-    const uint64_t mask = p->rmask;
+    const uint64_t mask = p->rmask; /* the ring's address and size stay */
     const int32_t *ring = p->ring;
-    int64_t cached = 0, evicted = 0;
-    for (int64_t k = 0; k < n; k++) {
-        int32_t b;
-        while (!(b = ring[head & mask])) /* holes; F > 0: a block follows */
-            head++;
-        head++;
-        __builtin_prefetch(&p->blk[ring[(head + V1_POOL_AHEAD) & mask]]);
-        v1_blk *e = &p->blk[b];
-        e->flags &= ~V1_BLK_INQ;
-        e->ref = 1;
-        out[k] = b;
-        if (e->flags & V1_BLK_HAS_ID) {
-            cached++;
-            evicted++;
-            if (e->flags & V1_BLK_LAZY) { /* never entered in the table */
-                e->flags &= ~(V1_BLK_LAZY | V1_BLK_HAS_ID);
-                p->ids--;
-            } else {
-                p->rhead = head;
-                v1_pool_unregister_(p, b); /* reads no ring counter */
-            }
-        }
-    }
+    int64_t evicted = 0;
+    for (int64_t k = 0; k < n; k++)
+        out[k] = v1_pool_pop_(p, ring, mask, &head, &evicted);
     p->rhead = head;
     p->F -= n;
-    p->cached -= cached;
+    p->cached -= evicted;
     p->evictions += evicted;
 }
+
+/* Take Q's head (F > 0): its identity, if any, leaves M; count becomes 1.
+ * O(1) plus the holes skipped (each made once). */
+static inline int32_t v1_pool_take(v1_pool *p)
+{
+    int64_t evicted = 0;
+    const int32_t b = v1_pool_pop_(p, p->ring, p->rmask, &p->rhead, &evicted);
+    p->F--;
+    p->cached -= evicted;
+    p->evictions += evicted;
+    return b;
+}
+
+/* Count - 1; at 0 the block goes to Q's tail, keeping its identity.  O(1)
+ * amortized. */
+static inline void v1_pool_release(v1_pool *p, int32_t b) { v1_pool_release_rev(p, &b, 1); }
 
 /* Recount Q and M against the flags; 0 or -1 with why.  For sched_audit. */
 int v1_pool_audit(const v1_pool *p, char *why, size_t n);
@@ -415,6 +398,9 @@ struct sched_v1 {
 };
 
 /* ---- small helpers of v1.c and v1_audit.c */
+
+/* Requests waiting: W's and the remote ones held aside (D4). */
+static inline int64_t v1_n_waiting(const sched_v1 *v) { return v->wn + v->pd.aside; }
 
 /* (prio, arr, id) of a after b's: a is served later (the priority order). */
 static inline int key_after(const trace_req *reqs, int32_t a, int32_t b)

@@ -152,7 +152,7 @@ void sched_kv_loaded(sched *s, int64_t id)
     sched_v1 *v = s->v1;
     assert(v->pd.load && v->pd.load[id] == V1_LOAD_FLIGHT);
     v->pd.load[id] = V1_LOAD_READY;
-    v->rq[id].C = s->reqs[id].prompt_tokens; /* stored without compute */
+    v->rq[id].C = v->rq[id].P; /* stored without compute */
     v->rq[id].wnext = -1;
     if (v->pd.rtail < 0)
         v->pd.rhead = (int32_t)id;

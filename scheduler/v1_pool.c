@@ -5,6 +5,7 @@
  * with holes (v1_internal.h).  Every operation is O(1) (expected, for the
  * table; amortized, for the ring's packing); nothing is allocated after
  * init. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,11 +163,7 @@ static void watch_drop(v1_pool *p, int32_t b, int32_t nx)
 void v1_pool_unregister_(v1_pool *p, int32_t b)
 {
     v1_blk *e = &p->blk[b];
-    if (e->flags & V1_BLK_LAZY) { /* never entered in the table */
-        e->flags &= ~(V1_BLK_LAZY | V1_BLK_HAS_ID);
-        p->ids--;
-        return;
-    }
+    assert(!(e->flags & V1_BLK_LAZY)); /* v1_pool_take_n drops those itself */
     v1_blkx *x = &p->x[b];
     uint64_t i = slot_of(p, x->key);
     int32_t pv = x->mprev, nx = x->mnext;
