@@ -57,8 +57,7 @@ void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm,
     run_itl_src *s = &t->src[src];
     run_itl_req *req = t->req;
     const trace_req *tr = t->tr;
-    double run_gap = s->run_gap_s; /* the pending run, in registers: src_gap's */
-    int64_t run_len = s->run_len, done = 0;
+    int64_t done = 0;
     for (int64_t i = 0; i < nm; i++) {
         const int32_t id = m[i].req_id;
         run_itl_req *q = &req[id];
@@ -67,14 +66,7 @@ void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm,
             continue;
         if (q->gen > 0) {
             const double gap = t_end - q->last_tok_s;
-            if (gap != run_gap) {
-                s->run_gap_s = run_gap;
-                s->run_len = run_len;
-                src_flush(t, s);
-                run_gap = gap;
-                run_len = 0;
-            }
-            run_len++;
+            src_gap(t, s, gap, 1);
             if (!(gap <= q->max_s))
                 q->max_s = gap;
         }
@@ -82,8 +74,6 @@ void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm,
         q->last_tok_s = t_end;
         done += q->gen == q->out;
     }
-    s->run_gap_s = run_gap;
-    s->run_len = run_len;
     t->n_done += done;
 }
 
@@ -115,8 +105,9 @@ void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, in
     s->end_s = 0.0;
 }
 
-void run_itl_finish(run_itl *t, run_summary *sum, double *max_itl_s)
+double *run_itl_finish(run_itl *t, run_summary *sum)
 {
+    double *max_itl_s = malloc((size_t)(t->n > 0 ? t->n : 1) * sizeof *max_itl_s);
     for (int64_t i = 0; max_itl_s && i < t->n; i++)
         max_itl_s[i] = t->req[i].max_s;
     t->h.sum = t->h.sumsq = 0.0;
@@ -128,6 +119,7 @@ void run_itl_finish(run_itl *t, run_summary *sum, double *max_itl_s)
     sum->itl = hist_dist(&t->h);
     sum->itl_std_s = hist_std(&t->h);
     sum->n_itl = t->h.n;
+    return max_itl_s;
 }
 
 void run_itl_free(run_itl *t)

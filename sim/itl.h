@@ -78,12 +78,13 @@ void run_itl_leapt_step(run_itl *t, int64_t src, const sched_step *st);
 void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, int64_t steps);
 
 /* Flush every source and write the run's figures: sum->itl, itl_std_s,
- * n_itl, and (max_itl_s [n] non-NULL) each request's largest gap, NAN for
- * fewer than two tokens.  The histogram's sum and sumsq are the sources'
- * sums added in index order (for one engine, its running sum).  The
- * caller may allocate max_itl_s only now, once its engines are gone.
- * Cost: O(bins + n_src + n). */
-void run_itl_finish(run_itl *t, run_summary *sum, double *max_itl_s);
+ * n_itl.  Returns each request's largest gap ([n], NAN for fewer than two
+ * tokens, the caller's to free), allocated only now so that a run that
+ * has freed its engines does not add it to its peak; NULL out of memory
+ * (the figures are written all the same).  The histogram's sum and sumsq
+ * are the sources' sums added in index order (for one engine, its running
+ * sum).  Cost: O(bins + n_src + n). */
+double *run_itl_finish(run_itl *t, run_summary *sum);
 
 void run_itl_free(run_itl *t);
 

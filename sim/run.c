@@ -318,12 +318,10 @@ int run_execute_pools(const run_config *cfg, const trace *tr, const cost_model *
     sum->prefill_chunks = c.prefill_chunks;
     sum->load_imbalance = NAN;
     /* allocated now, the engine gone: it does not add to the peak */
-    out->max_itl_s = malloc((size_t)(tr->n > 0 ? tr->n : 1) * sizeof *out->max_itl_s);
-    if (!out->max_itl_s) {
+    if (!(out->max_itl_s = run_itl_finish(&sink.itl, sum))) {
         rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory for the ITL figures");
         goto fail;
     }
-    run_itl_finish(&sink.itl, sum, out->max_itl_s);
     run_metrics_limit_shares(sink.limit_steps, sink.agg.n_steps, sum);
     if (run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes)) {
         rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory for per-class metrics");
