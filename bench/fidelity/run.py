@@ -29,6 +29,7 @@ import io
 import json
 import math
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -131,6 +132,9 @@ def lookup(table, name, precision="*"):
     return table.get((name, precision)) or table.get((name, "*"))
 
 
+UNIFORM_PAIR = re.compile(r"uniform:\d+:\d+\+uniform:\d+:\d+")
+
+
 def is_int(s):
     try:
         return int(s) > 0
@@ -228,6 +232,15 @@ def plan_row(row, table, m):
             spec = f"arrival=poisson,rate={row['rate']},n={row['n_requests']}"
         if is_int(row["isl"]):
             spec += f",prompt={row['isl']},output={row['osl']}"
+        elif UNIFORM_PAIR.fullmatch(row["isl"]):
+            # a random-length workload, "uniform:A:B+uniform:C:D" (SGLang's
+            # bench_serving --dataset-name random: prompt uniform on [A, B],
+            # output on [C, D]); kvsim's outputs are at least one token
+            pr, out = row["isl"].split("+")
+            lo, hi = out.split(":")[1:]
+            out = f"uniform:{max(1, int(lo))}:{hi}"
+            spec += f",prompt={pr},output={out}"
+            mapping += f"; lengths {pr} / {out}"
         else:
             dm = lookup(m["dataset"], row["isl"])
             if dm is None:
