@@ -107,6 +107,13 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
                 sched_policy_name(k->policy), k->chunked_prefill ? "on" : "off",
                 k->prefix_caching ? "on" : "off",
                 k->long_prefill_threshold ? ", long-prefill threshold set" : "", c->cost);
+    else if (k->engine == SCHED_ENGINE_SGLANG)
+        fprintf(f, "\n  engine           sglang: %s, chunked prefill %s, radix cache %s, overlap "
+                   "scheduler %s, max-prefill-tokens %lld, conservativeness %g, "
+                   "mem fraction %.3f; cost %s\n",
+                sched_policy_name(k->policy), k->chunked_prefill ? "on" : "off",
+                k->prefix_caching ? "on" : "off", k->overlap ? "on" : "off",
+                (long long)k->max_prefill_tokens, k->conservativeness, c->gpu_mem_util, c->cost);
     else if (k->engine == SCHED_ENGINE_TRTLLM)
         fprintf(f, "\n  engine           trtllm: in-flight batching, %s, chunked context %s; "
                    "cost %s\n",

@@ -32,6 +32,15 @@ static const job_variant trt_variants[] = {
     {"vllm-v1-priority", "engine=vllm-v1,policy=priority"},
 };
 
+static const job_variant sgl_variants[] = {
+    {"sglang", ""},
+    {"no-overlap", "no-overlap-schedule"},
+    {"no-chunked-prefill", "no-chunked-prefill"},
+    {"vllm-v1", "engine=vllm-v1"},
+    {"trtllm", "engine=trtllm"},
+    {"vllm-v1-priority", "engine=vllm-v1,policy=priority"},
+};
+
 /* Added to the default set when the workload has prompt prefix hashes (a
  * Mooncake .jsonl trace, a CSV hash_ids column, or --synthetic with
  * system_prompt= or turns=). */
@@ -41,6 +50,9 @@ static const job_variant v0_prefix_variants[] = {
 };
 static const job_variant v1_prefix_variants[] = {
     {"no-prefix-cache", "no-prefix-caching"},
+};
+static const job_variant sgl_prefix_variants[] = {
+    {"no-radix-cache", "no-prefix-caching"},
 };
 
 /* What the base workload carries: prompt prefix hashes, priorities.
@@ -72,14 +84,17 @@ int job_compare_defaults(const job_opts *base, job_variant *vs, int *n, int *no_
 {
     int v1 = base->cfg.sched.engine == SCHED_ENGINE_VLLM_V1;
     int trt = base->cfg.sched.engine == SCHED_ENGINE_TRTLLM;
-    const job_variant *set = trt ? trt_variants : v1 ? v1_variants : v0_variants;
-    const job_variant *pfx = v1 ? v1_prefix_variants : v0_prefix_variants;
-    int nv = trt  ? (int)(sizeof trt_variants / sizeof *trt_variants)
-             : v1 ? (int)(sizeof v1_variants / sizeof *v1_variants)
-                  : (int)(sizeof v0_variants / sizeof *v0_variants);
-    int np = trt  ? 0 /* no block reuse under trtllm */
-             : v1 ? (int)(sizeof v1_prefix_variants / sizeof *v1_prefix_variants)
-                  : (int)(sizeof v0_prefix_variants / sizeof *v0_prefix_variants);
+    int sgl = base->cfg.sched.engine == SCHED_ENGINE_SGLANG;
+    const job_variant *set = trt ? trt_variants : sgl ? sgl_variants : v1 ? v1_variants : v0_variants;
+    const job_variant *pfx = sgl ? sgl_prefix_variants : v1 ? v1_prefix_variants : v0_prefix_variants;
+    int nv = trt   ? (int)(sizeof trt_variants / sizeof *trt_variants)
+             : sgl ? (int)(sizeof sgl_variants / sizeof *sgl_variants)
+             : v1  ? (int)(sizeof v1_variants / sizeof *v1_variants)
+                   : (int)(sizeof v0_variants / sizeof *v0_variants);
+    int np = trt   ? 0 /* no block reuse under trtllm */
+             : sgl ? (int)(sizeof sgl_prefix_variants / sizeof *sgl_prefix_variants)
+             : v1  ? (int)(sizeof v1_prefix_variants / sizeof *v1_prefix_variants)
+                   : (int)(sizeof v0_prefix_variants / sizeof *v0_prefix_variants);
     memcpy(vs, set, (size_t)nv * sizeof *vs);
     int has_prefixes = 0, has_priorities = 0;
     workload_features(base, &has_prefixes, &has_priorities);

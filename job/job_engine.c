@@ -4,6 +4,7 @@
 #include "job.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +15,20 @@ static int refuse_given(const job_opts *o, const char *flag, const char *profile
     if (job_param_given(o, flag))
         return kvs_errf(err, KVS_EINVAL, "--%s: not available under --engine %s (%s)", flag,
                         profile, why);
+    return KVS_OK;
+}
+
+/* SGLang's own settings, given to another profile. */
+static int refuse_sglang_flags(const job_opts *o, const char *profile, kvs_err *err)
+{
+    static const char *const flags[] = {"max-prefill-tokens", "schedule-conservativeness",
+                                        "overlap-schedule", "no-overlap-schedule"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        int rc = refuse_given(o, flags[i], profile, "an SGLang setting: needs --engine sglang",
+                              err);
+        if (rc)
+            return rc;
+    }
     return KVS_OK;
 }
 
@@ -35,7 +50,8 @@ static int v1_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_err
     sched_config *s = &o->cfg.sched;
     int rc;
     if ((rc = refuse_given(o, "watermark", "vllm-v1", "V1 keeps no watermark", err)) ||
-        (rc = refuse_given(o, "swap-gib", "vllm-v1", "V1 preempts by recompute only", err)))
+        (rc = refuse_given(o, "swap-gib", "vllm-v1", "V1 preempts by recompute only", err)) ||
+        (rc = refuse_sglang_flags(o, "vllm-v1", err)))
         return rc;
     if (!job_param_given(o, "chunked-prefill") && !job_param_given(o, "no-chunked-prefill"))
         s->chunked_prefill = 1;
@@ -61,8 +77,9 @@ static int v0_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_err
 {
     (void)m;
     (void)g;
-    return refuse_given(o, "segment-tokens", "vllm-v0",
-                        "V0 reads the trace's own prefix segments", err);
+    int rc = refuse_sglang_flags(o, "vllm-v0", err);
+    return rc ? rc : refuse_given(o, "segment-tokens", "vllm-v0",
+                                  "V0 reads the trace's own prefix segments", err);
 }
 
 /* Put a profile's roofline constants before the user's own (later keys
@@ -104,7 +121,8 @@ static int trt_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_er
     if ((rc = refuse_given(o, "watermark", p, "TensorRT-LLM keeps no watermark", err)) ||
         (rc = refuse_given(o, "swap-gib", p, "a paused request recomputes", err)) ||
         (rc = refuse_given(o, "segment-tokens", p, "KV block reuse is not modelled", err)) ||
-        (rc = refuse_given(o, "prefix-caching", p, "KV block reuse is not modelled", err)))
+        (rc = refuse_given(o, "prefix-caching", p, "KV block reuse is not modelled", err)) ||
+        (rc = refuse_sglang_flags(o, p, err)))
         return rc;
     if (!job_param_given(o, "chunked-prefill") && !job_param_given(o, "no-chunked-prefill"))
         s->chunked_prefill = 1;
@@ -122,6 +140,93 @@ static int trt_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_er
     return profile_cost(o, TRT_COST, err);
 }
 
+/* SGLang v0.5.18's defaults (docs/semantics-sglang.md, section 11), from
+ * the GPU's memory as nvidia-smi reports it, in MiB. */
+static int64_t sgl_gpu_mib(const gpu_spec *g)
+{
+    int64_t b = g->mem_runtime_bytes > 0 ? g->mem_runtime_bytes : g->mem_bytes;
+    return b >> 20;
+}
+
+/* chunked_prefill_size by GPU memory (11.1). */
+static int64_t sgl_chunk(int64_t G)
+{
+    return G < 35 * 1024 ? 2048 : G < 60 * 1024 ? 4096 : G < 160 * 1024 ? 8192 : 16384;
+}
+
+/* The decode CUDA-graph batch size (11.1); it only enters the memory rule. */
+static int64_t sgl_decode_graph_bs(int64_t G, int64_t tp)
+{
+    return G < 20 * 1024    ? 8
+           : G < 35 * 1024  ? (tp < 4 ? 24 : 80)
+           : G < 60 * 1024  ? (tp < 4 ? 32 : 160)
+           : G < 160 * 1024 ? (tp < 4 ? 256 : 512)
+                            : 512;
+}
+
+/* Prefill CUDA-graph sizes up to C: 4..32 step 4, 48..256 step 16,
+ * 288..512 step 32, 576..1024 step 64, 1280..4096 step 256, 4608.. step 512. */
+static int64_t sgl_prefill_graphs(int64_t C)
+{
+    static const int64_t from[] = {4, 48, 288, 576, 1280, 4608}, to[] = {32, 256, 512, 1024, 4096, INT64_MAX / 2},
+                         step[] = {4, 16, 32, 64, 256, 512};
+    int64_t n = 0;
+    for (int i = 0; i < 6; i++)
+        for (int64_t x = from[i]; x <= to[i] && x <= C; x += step[i])
+            n++;
+    return n;
+}
+
+/* mem_fraction_static (11.3): round((G - reserved) / G, 3), reserved in MiB. */
+static double sgl_mem_fraction(int64_t G, int64_t C, int64_t tp)
+{
+    double reserved = 512.0 + 1.5 * (double)(C > 2048 ? C : 2048) + 1024.0 * (double)tp / 8.0 +
+                      2.0 * (double)sgl_decode_graph_bs(G, tp) +
+                      8.0 * (double)sgl_prefill_graphs(C);
+    if (G > 60 * 1024 && reserved < 10240.0)
+        reserved = 10240.0;
+    return nearbyint((double)(G - reserved) / (double)G * 1000.0) / 1000.0;
+}
+
+/* SGLang, v0.5.18 (docs/semantics-sglang.md): prefill-first steps, the
+ * radix cache, token slots (block size 1), the overlap scheduler, its
+ * chunk size and memory fraction from the GPU; max_seqs 0 lets
+ * run_config_resolve derive max_running_requests from the pool. */
+static int sgl_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_err *err)
+{
+    (void)m;
+    sched_config *s = &o->cfg.sched;
+    const char *p = "sglang";
+    int rc;
+    if ((rc = refuse_given(o, "watermark", p, "SGLang keeps no watermark", err)) ||
+        (rc = refuse_given(o, "swap-gib", p, "a retracted request recomputes", err)) ||
+        (rc = refuse_given(o, "long-prefill-threshold", p, "no such limit in SGLang", err)) ||
+        (rc = refuse_given(o, "kv-cache", p, "SGLang always keeps a KV cache", err)))
+        return rc;
+    if (!job_param_given(o, "chunked-prefill") && !job_param_given(o, "no-chunked-prefill"))
+        s->chunked_prefill = 1;
+    if (!job_param_given(o, "prefix-caching") && !job_param_given(o, "no-prefix-caching"))
+        s->prefix_caching = 1;
+    if (!job_param_given(o, "overlap-schedule") && !job_param_given(o, "no-overlap-schedule"))
+        s->overlap = 1;
+    if (!job_param_given(o, "block-size"))
+        s->block_size = 1;
+    const int64_t G = sgl_gpu_mib(g);
+    if (!job_param_given(o, "max-batched-tokens"))
+        s->max_batched_tokens = sgl_chunk(G);
+    if (!job_param_given(o, "max-prefill-tokens"))
+        s->max_prefill_tokens = 16384;
+    if (!job_param_given(o, "schedule-conservativeness"))
+        s->conservativeness = 1.0;
+    if (!job_param_given(o, "max-seqs"))
+        s->max_seqs = 0; /* run_config_resolve: SGLang's rule from the pool */
+    if (!job_param_given(o, "gpu-mem-util"))
+        o->cfg.gpu_mem_util = sgl_mem_fraction(G, s->max_batched_tokens, o->cfg.tp);
+    s->watermark = 0.0;
+    o->cfg.kv_rule = MODEL_KV_RULE_SGLANG;
+    return KVS_OK;
+}
+
 static const job_engine engines[] = {
     {"vllm-v1", SCHED_ENGINE_VLLM_V1,
      "vLLM V1 scheduler (v0.11.0): one token budget, chunked prefill and prefix caching on",
@@ -132,6 +237,10 @@ static const job_engine engines[] = {
      "TensorRT-LLM in-flight batching: context chunks beside generation, guaranteed no evict "
      "(--alloc reserved-oracle) or max utilization (--alloc paged)",
      trt_apply},
+    {"sglang", SCHED_ENGINE_SGLANG,
+     "SGLang scheduler (v0.5.18): prefill-first steps, radix cache, new-token-ratio admission, "
+     "retraction, overlap scheduler",
+     sgl_apply},
 };
 
 #define N_ENGINES (sizeof engines / sizeof engines[0])

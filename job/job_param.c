@@ -18,7 +18,8 @@ enum {
     P_ALLOC, P_PREEMPT, P_SWAP, P_BTO, P_SLO, P_JSON, P_FORCE, P_CHUNKED, P_PREFIX, P_ENGINE,
     P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP, P_CP, P_REPLICAS,
     P_ROUTER, P_ROUTER_SEED, P_AFFINITY_CAP, P_PD, P_KV_LINK, P_GOODPUT, P_RESJSON,
-    P_RESDETAIL, P_RATE_RPS, P_KVCACHE, P_PRIOS, P_FRONTEND, P_PD_TP
+    P_RESDETAIL, P_RATE_RPS, P_KVCACHE, P_PRIOS, P_FRONTEND, P_PD_TP, P_MPT, P_CONS,
+    P_OVERLAP, P_NO_OVERLAP
 };
 
 #define I64MAX40 1099511627776.0 /* 2^40 */
@@ -64,14 +65,17 @@ static const job_param params[] = {
     {"kv-cache-dtype", P_KVDTYPE, JOB_PARAM_STR, 0, 0, "hardware and model", "D",
      "KV cache: fp16 bf16 fp8 (default: as the weights)", JOB_VARY_ALL},
     {"gpu-mem-util", P_UTIL, JOB_PARAM_F64, 0.01, 1.0, "hardware and model", "F",
-     "fraction of GPU memory kvsim may use (default 0.9)", JOB_VARY_ALL},
+     "fraction of GPU memory kvsim may use (default 0.9; under" IND
+     "sglang its mem_fraction_static, default from GPU memory," IND
+     "TP and chunk size as SGLang computes it)", JOB_VARY_ALL},
     {"kv-blocks", P_KVB, JOB_PARAM_I64, 1, I64MAX40, "hardware and model", "N",
      "KV blocks per GPU, replacing the computed capacity", JOB_VARY_ALL},
     {"engine", P_ENGINE, JOB_PARAM_ENUM, 0, 0, "engine", "NAME",
      "engine profile: vllm-v1 (default: vLLM's V1 scheduler and" IND
      "defaults, docs/semantics-v1.md) | vllm-v0 (vLLM's V0 engine," IND
      "docs/semantics.md) | trtllm (TensorRT-LLM in-flight batching," IND
-     "docs/engine-trtllm.md); flags given override the profile", JOB_VARY_ALL},
+     "docs/engine-trtllm.md) | sglang (SGLang v0.5.18's scheduler," IND
+     "docs/semantics-sglang.md); flags given override the profile", JOB_VARY_ALL},
     {"batching", P_BATCHING, JOB_PARAM_ENUM, 0, 0, "engine", "MODE",
      "continuous | static (default continuous)", JOB_VARY_ALL},
     {"policy", P_POLICY, JOB_PARAM_ENUM, 0, 0, "engine", "P",
@@ -90,15 +94,29 @@ static const job_param params[] = {
     {"batch-timeout", P_BTO, JOB_PARAM_F64, 0.0, 1e9, "engine", "S",
      "static batching: wait up to S s for a full batch (default 0)", JOB_VARY_ALL},
     {"block-size", P_BLOCK, JOB_PARAM_I64, 1, 1 << 20, "engine", "N",
-     "tokens per KV block (default 16)", JOB_VARY_ALL},
+     "tokens per KV block (default 16; trtllm 64; sglang 1, its" IND "token slots)",
+     JOB_VARY_ALL},
     {"max-seqs", P_SEQS, JOB_PARAM_I64, 1, 1 << 30, "engine", "N",
      "max running requests (default: vllm-v1 1024 on a GPU of" IND
-     ">= 70 GiB that is not an A100, else 256; vllm-v0 256)", JOB_VARY_ALL},
+     ">= 70 GiB that is not an A100, else 256; vllm-v0 256;" IND
+     "sglang from its token pool, at most half of it)", JOB_VARY_ALL},
     {"max-batched-tokens", P_MBT, JOB_PARAM_I64, 1, I64MAX40, "engine", "N",
      "token budget per step (default: vllm-v1 8192 on a GPU of" IND
      ">= 70 GiB that is not an A100, else 2048, max-model-len" IND
      "without chunked prefill; vllm-v0 max(2048, max-model-len)," IND
-     "2048 with --chunked-prefill)", JOB_VARY_ALL},
+     "2048 with --chunked-prefill; sglang its chunked_prefill_size," IND
+     "2048 / 4096 / 8192 / 16384 by GPU memory)", JOB_VARY_ALL},
+    {"max-prefill-tokens", P_MPT, JOB_PARAM_I64, 1, I64MAX40, "engine", "N",
+     "sglang: prompt tokens per extend step (max_prefill_tokens," IND "default 16384)",
+     JOB_VARY_ALL},
+    {"schedule-conservativeness", P_CONS, JOB_PARAM_F64, 0.01, 100.0, "engine", "S",
+     "sglang: scales its new-token ratio, min(0.7 S, 1) at start" IND
+     "(default 1; lower admits more against the same memory)", JOB_VARY_ALL},
+    {"overlap-schedule", P_OVERLAP, JOB_PARAM_SWITCH, 0, 0, "engine", NULL,
+     "sglang: decide each step while the one before runs (its" IND
+     "overlap scheduler; default on)", JOB_VARY_ALL},
+    {"no-overlap-schedule", P_NO_OVERLAP, JOB_PARAM_OFF, 0, 0, "engine", NULL,
+     "sglang: turn the overlap scheduler off", JOB_VARY_ALL},
     {"chunked-prefill", P_CHUNKED, JOB_PARAM_SWITCH, 0, 0, "engine", NULL,
      "split prompts into chunks that run beside decodes" IND
      "(default: on under vllm-v1, off under vllm-v0)", JOB_VARY_ALL},
@@ -108,7 +126,7 @@ static const job_param params[] = {
      "share KV blocks of equal prompt prefixes (a trace with" IND
      "prefix hashes: Mooncake .jsonl, a CSV hash_ids column, or" IND
      "--synthetic with system_prompt= or turns=; default: on under" IND
-     "vllm-v1, off under vllm-v0)", JOB_VARY_ALL},
+     "vllm-v1 and sglang (its radix cache), off under vllm-v0)", JOB_VARY_ALL},
     {"no-prefix-caching", P_NO_PREFIX, JOB_PARAM_OFF, 0, 0, "engine", NULL,
      "turn prefix caching off", JOB_VARY_ALL},
     {"long-prefill-threshold", P_LPT, JOB_PARAM_I64, 0, I64MAX40, "engine", "N",
@@ -191,7 +209,8 @@ const job_param *job_param_find(const char *name)
 const char *job_param_negation(const char *name)
 {
     static const char *const pairs[][2] = {{"chunked-prefill", "no-chunked-prefill"},
-                                           {"prefix-caching", "no-prefix-caching"}};
+                                           {"prefix-caching", "no-prefix-caching"},
+                                           {"overlap-schedule", "no-overlap-schedule"}};
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
         for (int k = 0; k < 2; k++)
             if (!strcmp(name, pairs[i][k]))
@@ -325,6 +344,7 @@ static int64_t *i64_field(job_opts *o, int id)
     case P_MML: return &s->max_model_len;
     case P_LPT: return &s->long_prefill_threshold;
     case P_SEG: return &s->segment_tokens;
+    case P_MPT: return &s->max_prefill_tokens;
     case P_REPLICAS: return &c->replicas;
     case P_AFFINITY_CAP: return &c->affinity_cap;
     default: return NULL;
@@ -342,6 +362,7 @@ static double *f64_field(job_opts *o, int id)
     case P_SWAP: return &c->swap_gib;
     case P_BTO: return &c->sched.batch_timeout_s;
     case P_FRONTEND: return &c->frontend_ms;
+    case P_CONS: return &c->sched.conservativeness;
     default: return NULL;
     }
 }
@@ -360,6 +381,8 @@ static int *switch_field(job_opts *o, int id)
     case P_PPRE: return &c->sched.priority_preemption;
     case P_NO_CHUNKED: return &c->sched.chunked_prefill;
     case P_NO_PREFIX: return &c->sched.prefix_caching;
+    case P_OVERLAP: return &c->sched.overlap;
+    case P_NO_OVERLAP: return &c->sched.overlap;
     default: return NULL;
     }
 }
@@ -388,7 +411,7 @@ static int set_enum(job_opts *o, const job_param *p, const char *arg, kvs_err *e
         break;
     case P_ENGINE:
         v = s->engine = sched_engine_parse(arg);
-        choices = "vllm-v1, vllm-v0, trtllm";
+        choices = "vllm-v1, vllm-v0, trtllm, sglang";
         break;
     case P_KVCACHE:
         v = !strcmp(arg, "on") ? 0 : !strcmp(arg, "off") ? 1 : -1;

@@ -70,7 +70,8 @@ int job_kv_budget(job_opts *o, model_spec *m, gpu_spec *g, model_kv_budget *b, k
     b->frac = c->gpu_mem_util;
     b->block_size = c->sched.block_size;
     b->max_batched_tokens = c->sched.max_batched_tokens;
-    b->max_seqs = c->sched.max_seqs;
+    /* sglang's max_seqs is resolved from the pool later; its rule reads none */
+    b->max_seqs = c->sched.max_seqs > 0 ? c->sched.max_seqs : 1;
     return KVS_OK;
 }
 
@@ -325,6 +326,8 @@ static const struct {
     {"replicas", "replicas", 0},
     {"affinity_cap", "affinity-cap", 0},
     {"frontend_ms", "frontend-ms", 0},
+    {"max_prefill_tokens", "max-prefill-tokens", 1},
+    {"conservativeness", "schedule-conservativeness", 1},
 };
 
 /* x in the fewest digits that read back as x (up to 17). */

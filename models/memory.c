@@ -43,6 +43,7 @@ const char *model_kv_rule_name(model_kv_rule r)
     case MODEL_KV_RULE_KVSIM: return "kvsim";
     case MODEL_KV_RULE_VLLM: return "vllm";
     case MODEL_KV_RULE_TRTLLM: return "trtllm";
+    case MODEL_KV_RULE_SGLANG: return "sglang";
     }
     return "?";
 }
@@ -72,7 +73,9 @@ int model_kv_capacity_rule(const model_spec *m, const gpu_spec *g, const model_p
     int rc = model_check_par(m, p, err);
     if (rc)
         return rc;
-    const char *flag = rule == MODEL_KV_RULE_VLLM ? "--gpu-mem-util" : "--gpu-mem-util (TensorRT-LLM's free_gpu_memory_fraction)";
+    const char *flag = rule == MODEL_KV_RULE_VLLM     ? "--gpu-mem-util"
+                       : rule == MODEL_KV_RULE_SGLANG ? "--gpu-mem-util (SGLang's mem_fraction_static)"
+                                                      : "--gpu-mem-util (TensorRT-LLM's free_gpu_memory_fraction)";
     if (!(frac > 0 && frac <= 1))
         return kvs_errf(err, KVS_EINVAL, "%s: %g is out of range (0, 1]", flag, frac);
     if (block_size < 1 || block_size > 65536)
@@ -98,7 +101,7 @@ int model_kv_capacity_rule(const model_spec *m, const gpu_spec *g, const model_p
                         (long long)p->tp, g->name, (double)model_cuda_total_bytes(g) / GIB_D,
                         flag, frac);
     c.kv_bytes = f.free_bytes;
-    if (rule == MODEL_KV_RULE_VLLM) {
+    if (rule == MODEL_KV_RULE_VLLM || rule == MODEL_KV_RULE_SGLANG) {
         c.kv_blocks = c.kv_bytes / c.block_bytes;
     } else {
         int64_t tokens = c.kv_bytes / c.kv_bytes_per_token;
@@ -122,6 +125,15 @@ int model_fit_check_rule(const model_spec *m, const gpu_spec *g, const model_par
     model_fit f = *out;
     const int64_t total = model_cuda_total_bytes(g);
     f.nontorch_bytes = model_nontorch_bytes(p->tp);
+    if (rule == MODEL_KV_RULE_SGLANG) { /* f * (memory free before the weights) - weights */
+        f.activation_bytes = 0;
+        f.usable_bytes = (int64_t)(frac * (double)(total - f.nontorch_bytes));
+        f.fits = f.weight_bytes < f.usable_bytes;
+        f.free_bytes = f.fits ? f.usable_bytes - f.weight_bytes : 0;
+        f.missing_bytes = f.fits ? 0 : f.weight_bytes - f.usable_bytes + 1;
+        *out = f;
+        return KVS_OK;
+    }
     /* every term < 2^62 (weights are capped by model.h's limits) */
     const double need = (double)f.weight_bytes + (double)f.activation_bytes +
                         (double)f.nontorch_bytes;

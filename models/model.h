@@ -548,11 +548,15 @@ int model_op_is_collective(model_op op);
  * model_kv_capacity_par (today's rule, the V0 profile's); VLLM takes
  * util * total - weights - activation peak - non-torch memory; TRTLLM takes
  * frac * (total - weights - activations - non-torch memory) and rounds its
- * token count up to whole blocks.  total is model_cuda_total_bytes. */
+ * token count up to whole blocks; SGLANG takes frac * (total - non-torch
+ * memory) - weights (mem_fraction_static of the memory free before the
+ * weights load, less the weights; docs/semantics-sglang.md section 12).
+ * total is model_cuda_total_bytes. */
 typedef enum model_kv_rule {
     MODEL_KV_RULE_KVSIM = 0,
     MODEL_KV_RULE_VLLM = 1,
-    MODEL_KV_RULE_TRTLLM = 2
+    MODEL_KV_RULE_TRTLLM = 2,
+    MODEL_KV_RULE_SGLANG = 3
 } model_kv_rule;
 
 /* Memory CUDA reports on g: the runtime total less the driver's share. */
@@ -571,7 +575,10 @@ int model_kv_capacity_rule(const model_spec *m, const gpu_spec *g, const model_p
  * VLLM: usable = frac * total, need = weights + activation peak + non-torch
  * memory, fits when need < usable (the rule then leaves KV memory > 0).
  * TRTLLM: usable = total, fits when need < total, free = frac * (total -
- * need).  "Does not fit" is fits 0 and KVS_OK; errors as model_fit_check.
+ * need).  SGLANG: usable = frac * (total - non-torch), need = weights, free
+ * = usable - need (no activation term: CUDA graphs, activations and later
+ * buffers come out of the 1 - frac slack).  "Does not fit" is fits 0 and
+ * KVS_OK; errors as model_fit_check.
  * Cost: O(1). */
 int model_fit_check_rule(const model_spec *m, const gpu_spec *g, const model_par *p,
                          model_kv_rule rule, double frac, int64_t max_batched_tokens,

@@ -80,12 +80,18 @@ int sched_config_check(const sched_config *c, int64_t n, kvs_err *err)
         return kvs_errf(err, KVS_EINVAL, "--kv-cache off: max-seqs %lld x max-model-len %lld "
                                          "squared overflows a step's attention cost; lower them",
                         (long long)c->max_seqs, (long long)c->max_model_len);
-    if ((unsigned)c->engine > SCHED_ENGINE_TRTLLM)
+    if ((unsigned)c->engine > SCHED_ENGINE_SGLANG)
         return kvs_errf(err, KVS_EINVAL, "scheduler: unknown engine value in config");
+    if (c->engine != SCHED_ENGINE_SGLANG &&
+        (c->max_prefill_tokens != 0 || c->conservativeness != 0.0 || c->overlap != 0))
+        return kvs_errf(err, KVS_EINVAL, "--max-prefill-tokens, --schedule-conservativeness and "
+                                         "--overlap-schedule: need --engine sglang");
     if (c->engine == SCHED_ENGINE_VLLM_V1)
         return sched_v1_config_check(c, err); /* v1.c; V1 has no watermark */
     if (c->engine == SCHED_ENGINE_TRTLLM)
         return sched_trt_config_check(c, err); /* trtllm.c */
+    if (c->engine == SCHED_ENGINE_SGLANG)
+        return sched_sgl_config_check(c, err); /* sglang.c */
     if (c->long_prefill_threshold != 0)
         return kvs_errf(err, KVS_EINVAL,
                         "--long-prefill-threshold: needs --engine vllm-v1");
@@ -149,6 +155,7 @@ int sched_init_shared(sched **out, const sched_config *cfg, const trace_req *req
     s->cost = cost;
     s->eng = cfg->engine == SCHED_ENGINE_VLLM_V1   ? &sched_engine_v1
              : cfg->engine == SCHED_ENGINE_TRTLLM ? &sched_engine_trtllm
+             : cfg->engine == SCHED_ENGINE_SGLANG ? &sched_engine_sglang
                                                   : &sched_engine_v0;
     s->horizon = -INFINITY;
     s->horizon_near = INFINITY;
@@ -400,6 +407,8 @@ int64_t sched_cached_prefix_tokens(const sched *s, int64_t id)
 {
     if (!s->cfg.prefix_caching || id < 0 || id >= s->n)
         return 0;
+    if (s->cfg.engine == SCHED_ENGINE_SGLANG)
+        return sched_sgl_cached_prefix_tokens(s, (int32_t)id);
     int64_t blocks = s->cfg.engine == SCHED_ENGINE_VLLM_V1
                          ? sched_v1_cached_prefix_blocks(s, (int32_t)id)
                          : sched_pc_match(s, (int32_t)id);
@@ -426,7 +435,7 @@ static const sched_engine_vt sched_engine_v0 = {
 };
 
 /* ---------------------------------------------------------------- names */
-static const char *const engine_names[] = {"vllm-v0", "vllm-v1", "trtllm"};
+static const char *const engine_names[] = {"vllm-v0", "vllm-v1", "trtllm", "sglang"};
 static const char *const batching_names[] = {"continuous", "static"};
 static const char *const policy_names[] = {"fcfs", "priority", "lpm"};
 static const char *const alloc_names[] = {"paged", "reserved", "reserved-oracle"};
@@ -450,7 +459,7 @@ const char *sched_reject_reason_name(int v)
 }
 
 const char *sched_engine_name(int v) { return NAME_OF(engine_names, v); }
-int sched_engine_parse(const char *s) { return parse_in(engine_names, 3, s); }
+int sched_engine_parse(const char *s) { return parse_in(engine_names, 4, s); }
 const char *sched_batching_name(int v) { return NAME_OF(batching_names, v); }
 const char *sched_policy_name(int v) { return NAME_OF(policy_names, v); }
 const char *sched_alloc_name(int v) { return NAME_OF(alloc_names, v); }

@@ -65,7 +65,8 @@ typedef enum sched_preempt {
 typedef enum sched_engine {
     SCHED_ENGINE_VLLM_V0 = 0,
     SCHED_ENGINE_VLLM_V1 = 1,
-    SCHED_ENGINE_TRTLLM = 2  /* docs/engine-trtllm.md (scheduler/trtllm.c) */
+    SCHED_ENGINE_TRTLLM = 2, /* docs/engine-trtllm.md (scheduler/trtllm.c) */
+    SCHED_ENGINE_SGLANG = 3  /* docs/semantics-sglang.md (scheduler/sglang.c) */
 } sched_engine;
 
 typedef struct sched_config {
@@ -98,6 +99,16 @@ typedef struct sched_config {
                                    (0 = 1) */
     int64_t kv_window_groups;   /* V1: sliding-window groups, pages per block in the
                                    window; 0 unless kv_window > 0 */
+    /* SGLang (docs/semantics-sglang.md): max_batched_tokens is its
+     * chunked_prefill_size C (chunked_prefill 0: no chunks), max_seqs its
+     * max_running_requests M, prefix_caching its radix cache, block_size 1
+     * (a block is a token slot, page size 1) */
+    int64_t max_prefill_tokens; /* SGLang: B, prompt tokens per extend step, tokens
+                                   (0 = 16384, its default) */
+    double conservativeness;    /* SGLang: schedule_conservativeness s > 0 (0 = 1.0):
+                                   the new-token ratio starts at min(0.7 s, 1) */
+    int overlap;                /* SGLang: 1 = the overlap scheduler (each step decided
+                                   while the one before runs), 0 = off */
 } sched_config;
 
 typedef enum sched_req_status {
@@ -405,9 +416,15 @@ int sched_keep_finished(sched *s, int on, kvs_err *err);
  * block first as a finish frees them.  Cost: O(its blocks). */
 void sched_release_finished(sched *s, int64_t id);
 
+/* SGLang's max_running_requests (docs/semantics-sglang.md 11.1) for a pool
+ * of `slots` token slots and a context of `context` tokens: given > 0,
+ * min(given, slots / 2); else min(clamp(slots / context * 512, 2048,
+ * 4096), slots / 2), at least 1.  O(1). */
+int64_t sched_sglang_max_running(int64_t given, int64_t slots, int64_t context);
+
 /* Enum names for flags and the store ("continuous", "fcfs", "paged", ...),
  * and the reverse; parse returns -1 for an unknown name. */
-const char *sched_engine_name(int v);   /* "vllm-v0", "vllm-v1", "trtllm" */
+const char *sched_engine_name(int v);   /* "vllm-v0", "vllm-v1", "trtllm", "sglang" */
 int sched_engine_parse(const char *s);
 const char *sched_batching_name(int v);
 const char *sched_policy_name(int v);

@@ -151,18 +151,23 @@ typedef struct sched_engine_vt {
 
 extern const sched_engine_vt sched_engine_v1; /* v1.c */
 extern const sched_engine_vt sched_engine_trtllm; /* trtllm.c */
+extern const sched_engine_vt sched_engine_sglang; /* sglang.c */
 int sched_trt_config_check(const sched_config *c, kvs_err *err); /* trtllm.c */
+int sched_sgl_config_check(const sched_config *c, kvs_err *err); /* sglang.c */
+int64_t sched_sgl_cached_prefix_tokens(const sched *s, int32_t id); /* sglang.c */
 int sched_v1_config_check(const sched_config *c, kvs_err *err); /* v1.c */
 int sched_v0_audit(const sched *s, char *why, size_t n);        /* pcache.c */
 int64_t sched_v1_cached_prefix_blocks(const sched *s, int32_t id); /* v1.c */
 
 typedef struct sched_v1 sched_v1; /* v1.c */
 typedef struct sched_trt sched_trt; /* trtllm.c */
+typedef struct sched_sgl sched_sgl; /* sglang.c */
 
 struct sched {
     const sched_engine_vt *eng;   /* the engine's rules */
     sched_v1 *v1;                 /* V1 state (engine V1 only) */
     sched_trt *trt;               /* TensorRT-LLM state (engine trtllm only) */
+    sched_sgl *sgl;               /* SGLang state (engine sglang only) */
     sched_config cfg;
     const trace_req *reqs;        /* [n] borrowed */
     int64_t n;

@@ -64,9 +64,11 @@ int run_config_kv_capacity(const run_config *cfg, const model_spec *m, const gpu
 {
     const sched_config *sc = &cfg->sched;
     model_par par = {cfg->tp, cfg->ep > 0 ? cfg->ep : 1, cfg->cp > 0 ? cfg->cp : 1};
+    /* sglang resolves max_seqs from the pool afterwards; its rule reads no
+     * logits reserve */
+    int64_t seqs = sc->max_seqs > 0 ? sc->max_seqs : 1;
     return model_kv_capacity_rule(m, g, &par, (model_kv_rule)cfg->kv_rule, cfg->gpu_mem_util,
-                                  sc->block_size, sc->max_batched_tokens, sc->max_seqs, out,
-                                  err);
+                                  sc->block_size, sc->max_batched_tokens, seqs, out, err);
 }
 
 /* The V1 engine pages a model with both full and sliding-window layers by
@@ -134,6 +136,9 @@ static int resolve_engine(run_config *cfg, const model_spec *m, const gpu_spec *
     int rc1 = run_config_kv_groups(cfg, m, g, err);
     if (rc1)
         return rc1;
+    if (sc->engine == SCHED_ENGINE_SGLANG) /* max_running_requests from the pool */
+        sc->max_seqs = sched_sglang_max_running(sc->max_seqs, sc->total_blocks,
+                                                sc->max_model_len);
     double swap_bytes = cfg->swap_gib * 1073741824.0;
     sc->swap_blocks = (int64_t)floor(swap_bytes / (double)block_bytes);
     sc->swap_block_s = (double)block_bytes / g->host_link_Bps;

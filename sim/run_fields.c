@@ -182,8 +182,9 @@ static const run_field fields[] = {
      J | RUN_FIELD_IF_CHUNKED, 1, "prefill chunks run with chunked prefill (0 without)"},
     /* schema version 2: engine profiles */
     {"engine", "TEXT NOT NULL DEFAULT 'vllm-v0'", "", E, PARAM, SCH(engine), EN(engine), J, 2,
-     "engine profile: `'vllm-v1'` (docs/semantics-v1.md) or `'vllm-v0'` (docs/semantics.md); "
-     "runs stored before version 2 read `'vllm-v0'`"},
+     "engine profile: `'vllm-v1'` (docs/semantics-v1.md), `'vllm-v0'` (docs/semantics.md), "
+     "`'trtllm'` (docs/engine-trtllm.md) or `'sglang'` (docs/semantics-sglang.md); runs "
+     "stored before version 2 read `'vllm-v0'`"},
     {"long_prefill_threshold", "INTEGER NOT NULL DEFAULT 0", "tokens", I, PARAM,
      SCH(long_prefill_threshold), 0, 0, 0, 2,
      "V1: most tokens of one request scheduled in a step (`--long-prefill-threshold`); 0 = no "
@@ -279,6 +280,18 @@ static const run_field fields[] = {
      RUN_FIELD_NULL_IF_ZERO | J | RUN_FIELD_IF_CLUSTER, 10,
      "under `--pd`: KV blocks on each decode replica's cache, at `decode_tp` (`kv_blocks` "
      "is a prefill replica's); NULL without `--pd`"},
+    /* schema version 13: the sglang profile (docs/semantics-sglang.md) */
+    {"max_prefill_tokens", "INTEGER NOT NULL DEFAULT 0", "tokens", I, PARAM,
+     SCH(max_prefill_tokens), 0, 0, 0, 13,
+     "sglang: prompt tokens per extend step (`--max-prefill-tokens`); 0 under the other "
+     "engines"},
+    {"conservativeness", "REAL NOT NULL DEFAULT 0", "", F, PARAM, SCH(conservativeness), 0, 0,
+     0, 13,
+     "sglang: `--schedule-conservativeness` (its new-token ratio starts at min(0.7 x this, "
+     "1)); 0 under the other engines"},
+    {"overlap_schedule", "INTEGER NOT NULL DEFAULT 0", "", B, PARAM, SCH(overlap), 0, 0, 0, 13,
+     "sglang: 1 with its overlap scheduler (each step decided while the one before runs, "
+     "`--no-overlap-schedule` turns it off); 0 under the other engines"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])

@@ -110,7 +110,7 @@ PY
 # ------------------------------------------------ capacity = what a run gets
 # For each engine the KV blocks capacity reports are the blocks kvsim run
 # sizes its cache with (the run summary's "KV cache N blocks").
-for e in vllm-v1 vllm-v0 trtllm; do
+for e in vllm-v1 vllm-v0 trtllm sglang; do
   args="--engine $e --model llama-3.1-70b --gpu h100-sxm --tp 4"
   "$KVSIM" capacity $args --json > "$T/cap.json" 2> "$T/err.txt" &&
     "$KVSIM" run $args --synthetic n=4,rate=1,prompt=64,output=4 --db "$T/r.db" > "$T/run.txt" 2>> "$T/err.txt" ||
@@ -139,7 +139,7 @@ check_bad "--ep" --model llama-3.1-8b --gpu h100-sxm --ep 2
 check_bad "--max-model-len" --model llama-3.1-8b --gpu h100-sxm --max-model-len 200000
 check_bad "$T/config.json" --model "$T/config.json" --gpu h100-sxm
 check_bad "--cp" --model llama-3.1-8b --gpu h100-sxm --cp 0
-check_bad "--engine" --model llama-3.1-8b --gpu h100-sxm --engine sglang
+check_bad "--engine" --model llama-3.1-8b --gpu h100-sxm --engine lmdeploy
 check_bad "--compare-tp" --model llama-3.1-8b --gpu h100-sxm --compare-tp 4,2
 # --ep on a MoE model is fine
 "$KVSIM" capacity --model qwen3-30b-a3b --gpu h100-sxm --ep 2 --json > "$T/ep.json" 2> "$T/err.txt" &&
