@@ -532,7 +532,12 @@ static void record(sched *s, sgl_batch *b, int limit)
         }
     }
     st->kind = b->kind == SGL_BATCH_DECODE ? SCHED_STEP_DECODE : SCHED_STEP_PREFILL;
-    st->dur_s = cost_step_s(s->cost, cb);
+    if (b->kind == SGL_BATCH_DECODE) { /* the same terms while R's width stays */
+        cost_run_prepare(&v->crun, s->cost, cb);
+        st->dur_s = cost_run_s(&v->crun, cb->kv_read);
+    } else {
+        st->dur_s = cost_step_s(s->cost, cb);
+    }
     st->kv_blocks_used = v->N - v->F - sgl_evictable(v);
     st->n_waiting = v->nw;
     st->n_running = v->nR + (b->kind == SGL_BATCH_EXTEND ? b->n : 0);
