@@ -80,7 +80,7 @@ static const job_param params[] = {
      "continuous | static (default continuous)", JOB_VARY_ALL},
     {"policy", P_POLICY, JOB_PARAM_ENUM, 0, 0, "engine", "P",
      "fcfs | priority | lpm (default fcfs; lpm = longest cached" IND
-     "prefix first, needs --prefix-caching)", JOB_VARY_ALL},
+     "prefix first, needs --prefix-caching; sglang: fcfs or lpm)", JOB_VARY_ALL},
     {"priority-preemption", P_PPRE, JOB_PARAM_SWITCH, 0, 0, "engine", NULL,
      "preempt worse-priority running requests for the queue head", JOB_VARY_ALL},
     {"alloc", P_ALLOC, JOB_PARAM_ENUM, 0, 0, "engine", "A",

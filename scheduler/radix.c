@@ -468,6 +468,8 @@ void radix_unlock(radix *t, int32_t node)
     }
 }
 
+radix_ident_fn radix_ident_of(const radix *t) { return t->ident; }
+void *radix_ctx_of(const radix *t) { return t->ctx; }
 int64_t radix_evictable(const radix *t) { return t->evictable; }
 int64_t radix_protected(const radix *t) { return t->protected_; }
 int64_t radix_nodes(const radix *t) { return t->nlive - 1; }

@@ -94,6 +94,11 @@ int64_t radix_protected(const radix *t);
  * (whole nodes, so possibly more than asked).  O(log leaves) per node. */
 int64_t radix_evict(radix *t, int64_t tokens);
 
+/* The identity callback and its context the tree was made with (for a
+ * scratch tree over the same requests). */
+radix_ident_fn radix_ident_of(const radix *t);
+void *radix_ctx_of(const radix *t);
+
 /* Nodes in the tree (root excluded), and the number of tokens in node. */
 int64_t radix_nodes(const radix *t);
 int64_t radix_node_len(const radix *t, int32_t node);

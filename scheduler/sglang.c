@@ -37,9 +37,12 @@ int sched_sgl_config_check(const sched_config *c, kvs_err *err)
         return kvs_errf(err, KVS_EINVAL, "scheduler: unknown enum value in config");
     if (c->batching != SCHED_BATCHING_CONTINUOUS)
         return kvs_errf(err, KVS_EINVAL, "--batching static: %s", eng);
-    if (c->policy != SCHED_POLICY_FCFS)
-        return kvs_errf(err, KVS_EINVAL, "--policy %s: %s (kvsim models SGLang's default fcfs)",
-                        sched_policy_name(c->policy), eng);
+    if (c->policy == SCHED_POLICY_PRIORITY)
+        return kvs_errf(err, KVS_EINVAL, "--policy priority: %s (kvsim models SGLang's fcfs "
+                        "and lpm)", eng);
+    if (c->policy == SCHED_POLICY_LPM && !c->prefix_caching)
+        return kvs_errf(err, KVS_EINVAL, "--policy lpm: needs the radix cache (--prefix-caching; "
+                        "without it SGLang runs fcfs)");
     if (c->alloc != SCHED_ALLOC_PAGED)
         return kvs_errf(err, KVS_EINVAL, "--alloc %s: %s (SGLang allocates token slots as "
                         "tokens are stored)", sched_alloc_name(c->alloc), eng);
@@ -182,6 +185,7 @@ static int sgl_init(sched *s, kvs_err *err)
     v->B = c->max_prefill_tokens > 0 ? c->max_prefill_tokens : 16384;
     v->M = c->max_seqs;
     v->radix_on = c->prefix_caching;
+    v->lpm = c->policy == SCHED_POLICY_LPM;
     v->overlap = c->overlap;
     v->S = c->segment_tokens > 0 ? c->segment_tokens : 512;
     const double cons = c->conservativeness > 0 ? c->conservativeness : 1.0;
@@ -200,8 +204,11 @@ static int sgl_init(sched *s, kvs_err *err)
     v->scratch = malloc((size_t)v->cap * sizeof *v->scratch);
     v->cl_left = malloc((size_t)(v->cap + 1) * sizeof *v->cl_left);
     v->cl_held = malloc((size_t)(v->cap + 1) * sizeof *v->cl_held);
+    v->lpm_key = malloc((LPM_MAX + 1) * sizeof *v->lpm_key);
+    v->lpm_dep = malloc((LPM_MAX + 1) * sizeof *v->lpm_dep);
+    v->lpm_ids = malloc((LPM_MAX + 1) * sizeof *v->lpm_ids);
     if (!s->res || !s->state || !v->rq || !v->W || !v->R || !v->scratch || !v->cl_left ||
-        !v->cl_held || batch_init(&v->buf[0], v->cap) || batch_init(&v->buf[1], v->cap))
+        !v->cl_held || !v->lpm_key || !v->lpm_dep || !v->lpm_ids || batch_init(&v->buf[0], v->cap) || batch_init(&v->buf[1], v->cap))
         return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for %lld requests (sglang)",
                         (long long)s->n);
     if (v->radix_on) {
@@ -227,6 +234,9 @@ static void sgl_free(sched *s)
     free(v->scratch);
     free(v->cl_left);
     free(v->cl_held);
+    free(v->lpm_key);
+    free(v->lpm_dep);
+    free(v->lpm_ids);
     free(v->chain);
     free(v->seg_end);
     free(v->L);

@@ -12,6 +12,7 @@
  */
 #include <assert.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "sglang_internal.h"
@@ -207,6 +208,60 @@ static void continue_chunked(sched *s, sgl_batch *b, ledger *l)
     admit(s, b, l, k, q, q == rest);
 }
 
+/* 5.8, lpm: every waiting request's prefix is looked up (its whole T
+ * tokens; the lookup stamps and may split the tree); one that matches at
+ * most 32 tokens is matched against a scratch tree of the waiting requests
+ * seen so far in this pass and deprioritized if that finds 32 or more,
+ * else added to it; W is then sorted stably by longest match, capped at
+ * T - 1, the deprioritized last.  Only while W holds at most 128
+ * requests.  O(|W| log |W| + lookups). */
+static void lpm_order(sched *s)
+{
+    sched_sgl *v = s->sgl;
+    if (!v->lpm || !v->tree || v->nw == 0 || v->nw > LPM_MAX)
+        return;
+    radix *scratch;
+    kvs_err err;
+    if (radix_init(&scratch, radix_ident_of(v->tree), radix_ctx_of(v->tree), &err)) {
+        snprintf(s->errmsg, sizeof s->errmsg, "out of memory in the radix cache");
+        return;
+    }
+    for (int64_t i = 0; i < v->nw; i++) {
+        int32_t id = v->W[v->wh + i], node;
+        const int64_t T = sgl_T(s, id);
+        int64_t m = sgl_lookup(s, id, T, &node);
+        v->lpm_key[i] = m < T - 1 ? m : T - 1;
+        v->lpm_dep[i] = 0;
+        if (m <= LPM_IN_BATCH) {
+            int64_t mb = radix_match(scratch, id, T, &node);
+            if (mb >= LPM_IN_BATCH)
+                v->lpm_dep[i] = 1;
+            else if (mb < 0 || radix_insert(scratch, id, T, NULL) < 0)
+                snprintf(s->errmsg, sizeof s->errmsg, "out of memory in the radix cache");
+        }
+    }
+    radix_free(scratch);
+    /* stable insertion sort by (deprioritized, -key) */
+    int32_t *ids = v->lpm_ids;
+    for (int64_t i = 0; i < v->nw; i++) {
+        int32_t id = v->W[v->wh + i];
+        int64_t key = v->lpm_key[i];
+        uint8_t dep = v->lpm_dep[i];
+        int64_t j = i;
+        while (j > 0 && (v->lpm_dep[j - 1] > dep ||
+                         (v->lpm_dep[j - 1] == dep && v->lpm_key[j - 1] < key))) {
+            ids[j] = ids[j - 1];
+            v->lpm_key[j] = v->lpm_key[j - 1];
+            v->lpm_dep[j] = v->lpm_dep[j - 1];
+            j--;
+        }
+        ids[j] = id;
+        v->lpm_key[j] = key;
+        v->lpm_dep[j] = dep;
+    }
+    memcpy(v->W + v->wh, ids, (size_t)v->nw * sizeof *ids);
+}
+
 /* Stop reasons as the step record says them. */
 static int limit_of(int why)
 {
@@ -231,6 +286,7 @@ void sgl_form_extend(sched *s, sgl_batch *b, int *limit)
         *limit = SCHED_LIMIT_MAX_SEQS;
         return;
     }
+    lpm_order(s); /* 5.8: fcfs leaves W as it is */
     ledger l = {0.0, 0, v->B, v->C};
     for (int64_t i = 0; i < v->nR; i++) { /* the running reserve, in R's order */
         int32_t id = v->R[i];

@@ -34,6 +34,9 @@ typedef struct sgl_req {
 enum { SGL_BATCH_NONE = 0, SGL_BATCH_EXTEND = 1, SGL_BATCH_DECODE = 2 };
 enum { SGL_TOK = 1, SGL_NEW = 2 };
 
+#define LPM_MAX 128          /* lpm orders W only while it holds at most this many */
+#define LPM_IN_BATCH 32      /* in-batch prefix caching: check and deprioritize thresholds */
+
 typedef struct sgl_batch {
     int kind;              /* SGL_BATCH_* */
     int64_t n;             /* members */
@@ -83,6 +86,11 @@ struct sched_sgl {
     int64_t *seg_end;      /* [seg_off[n]] tokens of its segments 0..k; NULL on a grid */
     int64_t *L;            /* [n] tokens its segments name, min(P, their sum) */
     int64_t S;             /* tokens per segment on a grid */
+    /* lpm (5.8): the waiting requests' keys for one pass, and the scratch
+     * tree of in-batch prefix caching */
+    int64_t *lpm_key;      /* [LPM_MAX + 1] min(match, T - 1), tokens */
+    uint8_t *lpm_dep;      /* [LPM_MAX + 1] 1: deprioritized */
+    int32_t *lpm_ids;      /* [LPM_MAX + 1] W's order being built */
     /* the completion check's list L of 5.6, for one pass */
     int64_t *cl_left, *cl_held; /* [cap + 1] */
     int64_t ncl;

@@ -62,6 +62,13 @@ for f in "--watermark 0.1" "--policy priority" "--swap-gib 2" "--batching static
   [ $rc -eq 2 ] && [ "$(wc -l < "$T/e.txt")" -eq 1 ] && grep -q -- "$name" "$T/e.txt" &&
     grep -q "sglang" "$T/e.txt" && ok || bad "$f: exit $rc: $(cat "$T/e.txt")"
 done
+# lpm needs the radix cache; with it, it runs
+"$KVSIM" run --engine sglang --policy lpm --no-prefix-caching "${R[@]}" --db "$T/b.db" \
+  > "$T/o.txt" 2> "$T/e.txt"
+[ $? -eq 2 ] && [ "$(wc -l < "$T/e.txt")" -eq 1 ] && grep -q "needs the radix cache" "$T/e.txt" &&
+  ok || bad "lpm without the radix cache: $(cat "$T/e.txt")"
+"$KVSIM" run --engine sglang --policy lpm "${R[@]}" --db "$T/l.db" > "$T/o.txt" 2>&1 &&
+  grep -q "engine           sglang: lpm," "$T/o.txt" && ok || bad "lpm run: $(cat "$T/o.txt")"
 # SGLang's own flags under another engine
 for f in "--max-prefill-tokens 100" "--schedule-conservativeness 0.5" "--no-overlap-schedule"; do
   # shellcheck disable=SC2086

@@ -163,6 +163,22 @@ START_TEST(test_scenario_c_retraction)
 }
 END_TEST
 
+/* Give golden trace g prefix segments: request i's ids[off[i] .. off[i+1])
+ * with tok[] tokens each (segments of their own lengths). */
+static void set_segments(golden *g, const int64_t *off, const uint64_t *ids, const int32_t *tok)
+{
+    trace *t = &g->tr;
+    int64_t k = off[t->n];
+    t->hash_off = malloc((size_t)(t->n + 1) * sizeof *t->hash_off);
+    t->hash_ids = malloc((size_t)(k + 1) * sizeof *t->hash_ids);
+    t->hash_tokens = malloc((size_t)(k + 1) * sizeof *t->hash_tokens);
+    ck_assert(t->hash_off && t->hash_ids && t->hash_tokens);
+    memcpy(t->hash_off, off, (size_t)(t->n + 1) * sizeof *off);
+    memcpy(t->hash_ids, ids, (size_t)k * sizeof *ids);
+    memcpy(t->hash_tokens, tok, (size_t)k * sizeof *tok);
+    t->hash_block = 0;
+}
+
 /* Scenario D (15.4): a radix prefix hit, N 40.  r0 (0, P8, O2) with
  * segments [a(4), b(4)], r1 (1, P10, O2) with [a, b, c(2)].
  * t=0  r0 extend 8: d = 5 -> its prompt becomes a locked node.
@@ -174,18 +190,10 @@ START_TEST(test_scenario_d_prefix_hit)
     static const double rows[][3] = {{0, 8, 2}, {1, 10, 2}};
     golden g;
     sgl_setup(&g, rows, 2, 40, 1, 0);
-    trace *t = &g.tr;
-    t->hash_off = malloc(3 * sizeof *t->hash_off);
-    t->hash_ids = malloc(5 * sizeof *t->hash_ids);
-    t->hash_tokens = malloc(5 * sizeof *t->hash_tokens);
-    ck_assert(t->hash_off && t->hash_ids && t->hash_tokens);
     const int64_t off[] = {0, 2, 5};
     const uint64_t ids[] = {11, 22, 11, 22, 33};
     const int32_t tok[] = {4, 4, 4, 4, 2};
-    memcpy(t->hash_off, off, sizeof off);
-    memcpy(t->hash_ids, ids, sizeof ids);
-    memcpy(t->hash_tokens, tok, sizeof tok);
-    t->hash_block = 0; /* segments of their own lengths */
+    set_segments(&g, off, ids, tok);
     golden_run(&g);
     static const double t0[] = {5, 9}, t1[] = {7, 9};
     expect_tokens(&g, 0, t0, 2, 0);
@@ -227,6 +235,92 @@ START_TEST(test_scenario_e_overlap)
 }
 END_TEST
 
+/* Scenario F: lpm against fcfs (5.8), N 64, radix on, overlap off.
+ *   r0 (0, P8, O2) segments [a(4), b(4)]; r1 (1, P8, O2) its own tokens;
+ *   r2 (2, P10, O2) segments [a, b, c(2)].
+ * t=0  r0 alone: extend 8, d = 5 -> token 1 at 5; its prompt is node X (8).
+ * t=5  W = [r1, r2].  lpm looks both up: r1 matches 0, r2 all 8 of X; W
+ *      becomes [r2, r1].  r2 needs 2 tokens over 8 cached (rem_chunk 6
+ *      left), r1's 8 > 6: its first piece of 6, r1 becomes K.  Extend 2 + 6:
+ *      d = 5 -> r2's token 1 at 10.
+ * t=10 K's last piece (2 over 6): d = 2 -> r1's token 1 at 12.
+ * t=12 decode r0, r2, r1: d = 2.5 -> 14.5, all done.
+ * Under fcfs r1 (8) fills the chunk budget at t=5 (token 1 at 10), r2
+ * follows alone at t=10 (2 over 8, d = 2, token 1 at 12); the decode is
+ * the same. */
+static void scenario_f(golden *g, sched_policy pol)
+{
+    static const double rows[][3] = {{0, 8, 2}, {1, 8, 2}, {2, 10, 2}};
+    sgl_setup(g, rows, 3, 64, 1, 0);
+    g->cfg.sched.policy = pol;
+    const int64_t off[] = {0, 2, 2, 5};
+    const uint64_t ids[] = {11, 22, 11, 22, 33};
+    const int32_t tok[] = {4, 4, 4, 4, 2};
+    set_segments(g, off, ids, tok);
+    golden_run(g);
+}
+
+START_TEST(test_scenario_f_lpm_order)
+{
+    golden g;
+    scenario_f(&g, SCHED_POLICY_LPM);
+    static const double t0[] = {5, 14.5}, t1[] = {12, 14.5}, t2[] = {10, 14.5};
+    expect_tokens(&g, 0, t0, 2, 0);
+    expect_tokens(&g, 1, t1, 2, 0);
+    expect_tokens(&g, 2, t2, 2, 0);
+    ck_assert_int_eq(g.res.n_steps, 4);
+    expect_step(&g, 1, SCHED_STEP_PREFILL, 5, 5, 2);
+    ck_assert_int_eq(g.res.members[g.res.steps[1].member_off].req_id, 2); /* r2 first */
+    expect_step(&g, 2, SCHED_STEP_PREFILL, 10, 2, 1);
+    expect_step(&g, 3, SCHED_STEP_DECODE, 12, 2.5, 3);
+    golden_free(&g);
+    scenario_f(&g, SCHED_POLICY_FCFS);
+    static const double f1[] = {10, 14.5}, f2[] = {12, 14.5};
+    expect_tokens(&g, 0, t0, 2, 0);
+    expect_tokens(&g, 1, f1, 2, 0);
+    expect_tokens(&g, 2, f2, 2, 0);
+    expect_step(&g, 1, SCHED_STEP_PREFILL, 5, 5, 1);
+    expect_step(&g, 2, SCHED_STEP_PREFILL, 10, 2, 1);
+    golden_free(&g);
+}
+END_TEST
+
+/* Scenario G: lpm's in-batch prefix caching (5.8), N 400, C 50, radix on.
+ * rA and rB (0, P44, O2) both begin with segment s (40 tokens) and add 4 of
+ * their own; rC (0, P10, O2) shares nothing.  The tree is empty, so every
+ * match is 0 (<= 32): rA enters the scratch tree, rB matches 40 tokens of
+ * it (>= 32) and is deprioritized, rC enters it.  W = [rA, rC, rB]: rA
+ * whole (44, rem_chunk 6), then rC's first piece of 6.  Under fcfs the
+ * piece of 6 is rB's. */
+static void scenario_g(golden *g, sched_policy pol)
+{
+    static const double rows[][3] = {{0, 44, 2}, {0, 44, 2}, {0, 10, 2}};
+    sgl_setup(g, rows, 3, 400, 1, 0);
+    g->cfg.sched.policy = pol;
+    g->cfg.sched.max_batched_tokens = 50;
+    const int64_t off[] = {0, 1, 2, 2};
+    const uint64_t ids[] = {77, 77};
+    const int32_t tok[] = {40, 40};
+    set_segments(g, off, ids, tok);
+    golden_run(g);
+}
+
+START_TEST(test_scenario_g_lpm_in_batch)
+{
+    for (int lpm = 0; lpm <= 1; lpm++) {
+        golden g;
+        scenario_g(&g, lpm ? SCHED_POLICY_LPM : SCHED_POLICY_FCFS);
+        const sched_member *m = &g.res.members[g.res.steps[0].member_off];
+        ck_assert_int_eq(m[0].req_id, 0);
+        ck_assert_int_eq(m[0].tokens, 44);
+        ck_assert_int_eq(m[1].req_id, lpm ? 2 : 1);
+        ck_assert_int_eq(m[1].tokens, 6);
+        expect_step(&g, 0, SCHED_STEP_PREFILL, 0, 1 + 0.5 * 50, 2);
+        golden_free(&g);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------- configuration */
 static void expect_config_error(const sched_config *c, const char *needle)
 {
@@ -254,6 +348,11 @@ START_TEST(test_config_rules)
     c = base;
     c.policy = SCHED_POLICY_PRIORITY;
     expect_config_error(&c, "--policy priority");
+    c = base;
+    c.policy = SCHED_POLICY_LPM;
+    expect_config_error(&c, "needs the radix cache");
+    c.prefix_caching = 1;
+    ck_assert_int_eq(sched_config_check(&c, 1, &err), 0);
     c = base;
     c.preemption = SCHED_PREEMPT_SWAP;
     expect_config_error(&c, "--preemption");
@@ -353,6 +452,8 @@ static double run_prop(uint64_t seed, int radix, int overlap, int chunked, int p
     c.prefix_caching = radix;
     c.overlap = overlap;
     c.conservativeness = seed % 3 == 0 ? 0.3 : 0.0;
+    if (radix && seed % 3 == 1)
+        c.policy = SCHED_POLICY_LPM;
     cost_model cost;
     kvs_err err;
     ck_assert_int_eq(cost_model_create("affine:0.01,0.001,0.0001,0.00001", NULL, NULL, 1,
@@ -420,6 +521,8 @@ int main(void)
     tcase_add_test(tc, test_scenario_c_retraction);
     tcase_add_test(tc, test_scenario_d_prefix_hit);
     tcase_add_test(tc, test_scenario_e_overlap);
+    tcase_add_test(tc, test_scenario_f_lpm_order);
+    tcase_add_test(tc, test_scenario_g_lpm_in_batch);
     tcase_add_test(tc, test_config_rules);
     tcase_add_test(tc, test_random_properties);
     suite_add_tcase(s, tc);
