@@ -368,7 +368,7 @@ static void release_retracted(sched *s, int32_t id, int64_t ranked)
 {
     sched_sgl *v = s->sgl;
     sgl_req *q = &v->rq[id];
-    v->F += q->c - q->m;
+    v->F += v->tree ? q->c - q->m : q->c; /* the chunk cache's prefix is its own */
     if (v->tree) {
         radix_unlock(v->tree, q->node);
         evict_to(v, RETRACT_STEPS * ranked);

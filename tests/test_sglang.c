@@ -498,15 +498,23 @@ static double run_prop(uint64_t seed, int radix, int overlap, int chunked, int p
 
 START_TEST(test_random_properties)
 {
-    int64_t retracted = 0, hits = 0;
+    int64_t retracted[2] = {0, 0}, hits = 0; /* by radix off / on */
     for (uint64_t seed = 1; seed <= 12; seed++)
         for (int mode = 0; mode < 8; mode++) {
             int radix = mode & 1, overlap = (mode >> 1) & 1, chunked = (mode >> 2) & 1;
             int prefixes = radix && seed % 2;
-            double a = run_prop(seed, radix, overlap, chunked, prefixes, &retracted, &hits);
-            ck_assert(a == run_prop(seed, radix, overlap, chunked, prefixes, &retracted, &hits));
+            double a = run_prop(seed, radix, overlap, chunked, prefixes, &retracted[radix], &hits);
+            ck_assert(a == run_prop(seed, radix, overlap, chunked, prefixes, &retracted[radix],
+                                    &hits));
         }
-    ck_assert_msg(retracted > 0, "no run retracted anyone: the test is too easy");
+    printf("random properties: %lld retractions with the radix cache, %lld without\n",
+           (long long)retracted[1], (long long)retracted[0]);
+    /* Without the radix cache every request is admitted by the completion
+     * check of 5.6, which admits only what can run to its end (a chunked
+     * request shares a pass with a new one only on its last piece), so
+     * these random runs do not retract there; the radix cache's general
+     * test admits against the decaying ratio and does. */
+    ck_assert_msg(retracted[1] > 0, "no run with the radix cache retracted anyone: too easy");
     ck_assert_msg(hits > 0, "no run hit a cached prefix: the test is too easy");
 }
 END_TEST
