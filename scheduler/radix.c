@@ -340,7 +340,14 @@ void radix_free(radix *t)
     free(t);
 }
 
-int64_t radix_match(radix *t, int32_t r, int64_t len, int32_t *last)
+/* The walk of lookups and inserts (_match_prefix_helper, _insert_helper):
+ * from the root, one clock reading stamping every node walked, down while
+ * a child's run starts with the next token of r, splitting the node where
+ * the match ends inside it.  Returns the tokens matched (-1 out of memory)
+ * and the node where the match ends in *last.  An insert's walk goes on
+ * after a split too, but the split node's one child then differs at the
+ * next token, so it stops there as well: one walk serves both. */
+static int64_t walk(radix *t, int32_t r, int64_t len, int32_t *last)
 {
     int32_t node = RADIX_ROOT;
     int64_t p = 0;
@@ -356,48 +363,33 @@ int64_t radix_match(radix *t, int32_t r, int64_t len, int32_t *last)
         const rnode *x = &t->node[c];
         int64_t k1 = key_match(t, x->src, x->start, r, p, x->len < len - p ? x->len : len - p);
         assert(k1 >= 1);
+        p += k1;
         if (k1 < x->len) {
             int32_t m = split(t, c, k1);
             if (m < 0)
                 return -1;
             node = m;
-            p += k1;
             break;
         }
         node = c;
-        p += k1;
     }
     *last = node;
     return p;
 }
 
+int64_t radix_match(radix *t, int32_t r, int64_t len, int32_t *last)
+{
+    return walk(t, r, len, last);
+}
+
 int64_t radix_insert(radix *t, int32_t r, int64_t len, int32_t *last)
 {
-    int32_t node = RADIX_ROOT;
-    int64_t p = 0;
-    const uint64_t now = ++t->clock; /* one reading for the whole walk */
-    stamp(t, RADIX_ROOT, now);
-    while (p < len) {
-        radix_ident k;
-        t->ident(t->ctx, r, p, &k);
-        int32_t c = child_find(t, node, &k);
-        if (c < 0)
-            break;
-        node = c;
-        stamp(t, c, now);
-        const rnode *x = &t->node[c];
-        int64_t k1 = key_match(t, x->src, x->start, r, p, x->len < len - p ? x->len : len - p);
-        assert(k1 >= 1);
-        p += k1;
-        if (k1 < x->len) {
-            int32_t m = split(t, c, k1);
-            if (m < 0)
-                return -1;
-            node = m;
-        }
-    }
+    int32_t node;
+    int64_t p = walk(t, r, len, &node);
+    if (p < 0)
+        return -1;
     int64_t present = p;
-    if (p < len) {
+    if (p < len) { /* what is left becomes a new leaf */
         int32_t leaf = node_new(t);
         if (leaf < 0)
             return -1;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/rng.h"
 #include "sched_internal.h"
 
 /* The rules of docs/semantics-extensions.md on combining chunked prefill,
@@ -128,6 +129,21 @@ int sched_config_check(const sched_config *c, int64_t n, kvs_err *err)
                             "--priority-preemption: static batches are never preempted");
     }
     return check_extensions(c, err);
+}
+
+int64_t sched_segment_chain(const req_prefixes *px, int64_t i, int64_t S, int64_t P,
+                            uint64_t *chain, int64_t *seg_end)
+{
+    uint64_t h = 0x243f6a8885a308d3ULL;
+    int64_t tok = 0;
+    for (int64_t k = px->off[i]; k < px->off[i + 1]; k++) {
+        h = rng_mix64(h ^ rng_mix64(px->ids[k] + 0x9e3779b97f4a7c15ULL));
+        chain[k] = h;
+        tok += seg_end ? px->tokens[k] : S;
+        if (seg_end)
+            seg_end[k] = tok;
+    }
+    return tok < P ? tok : P;
 }
 
 static const sched_engine_vt sched_engine_v0;

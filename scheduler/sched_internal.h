@@ -260,6 +260,15 @@ struct sched {
 };
 
 /* Shared helpers (sched.c). */
+/* Request i's prefix segments (base/request.h) as identities: chain[k] the
+ * hash of its segment ids 0..k (equal leading ids give equal chains), and,
+ * when seg_end is not NULL (segments of their own lengths, px->grid 0),
+ * seg_end[k] the tokens of its segments 0..k; k runs over px->off[i] ..
+ * px->off[i + 1].  Returns the prompt tokens the segments name: min(P, S x
+ * segments) on a grid (seg_end NULL), else min(P, their lengths' sum).
+ * Used by V1 (rule 2.4) and SGLang (6.1).  O(its segments). */
+int64_t sched_segment_chain(const req_prefixes *px, int64_t i, int64_t S, int64_t P,
+                            uint64_t *chain, int64_t *seg_end);
 void sched_reject(sched *s, int32_t id, sched_reject_reason why);
 /* Every result PENDING, no times (NAN), no counts: what each engine's init
  * starts from.  O(n). */

@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/rng.h"
 #include "sglang_internal.h"
 
 #define RETRACT_STEPS 20 /* SGLANG_RETRACT_DECODE_STEPS */
@@ -137,19 +136,9 @@ static int sgl_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err)
     if (!v->chain || !v->L ||
         (px->grid == 0 && !(v->seg_end = malloc(nt * sizeof *v->seg_end))))
         return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for prefix ids");
-    for (int64_t i = 0; i < s->n; i++) {
-        uint64_t h = 0x243f6a8885a308d3ULL;
-        int64_t tok = 0;
-        for (int64_t k = px->off[i]; k < px->off[i + 1]; k++) {
-            h = rng_mix64(h ^ rng_mix64(px->ids[k] + 0x9e3779b97f4a7c15ULL));
-            v->chain[k] = h;
-            tok += v->seg_end ? px->tokens[k] : v->S;
-            if (v->seg_end)
-                v->seg_end[k] = tok;
-        }
-        const int64_t P = s->reqs[i].prompt_tokens;
-        v->L[i] = tok < P ? tok : P;
-    }
+    for (int64_t i = 0; i < s->n; i++)
+        v->L[i] = sched_segment_chain(px, i, v->S, s->reqs[i].prompt_tokens, v->chain,
+                                      v->seg_end);
     v->seg_off = px->off;
     return KVS_OK;
 }

@@ -241,21 +241,9 @@ static int v1_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err)
     v->chain = malloc(nt * sizeof *v->chain);
     if (!v->chain || (px->grid == 0 && !(v->seg_end = malloc(nt * sizeof *v->seg_end))))
         return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for prefix ids");
-    for (int64_t i = 0; i < s->n; i++) {
-        uint64_t h = 0x243f6a8885a308d3ULL;
-        int64_t tok = 0;
-        for (int64_t k = px->off[i]; k < px->off[i + 1]; k++) {
-            h = rng_mix64(h ^ rng_mix64(px->ids[k] + 0x9e3779b97f4a7c15ULL));
-            v->chain[k] = h;
-            tok += px->tokens ? px->tokens[k] : v->S;
-            if (v->seg_end)
-                v->seg_end[k] = tok;
-        }
-        int64_t k = px->off[i + 1] - px->off[i];
-        const int64_t P = s->reqs[i].prompt_tokens;
-        int64_t covered = v->seg_end ? tok : k * v->S;
-        v->seg_len[i] = covered < P ? covered : P; /* min(P, k*S) on a grid */
-    }
+    for (int64_t i = 0; i < s->n; i++) /* min(P, k*S) on a grid */
+        v->seg_len[i] = sched_segment_chain(px, i, v->S, s->reqs[i].prompt_tokens, v->chain,
+                                            v->seg_end);
     v->seg_off = px->off;
     return KVS_OK;
 }
