@@ -221,7 +221,7 @@ int main(int argc, char **argv)
         case 'k': record_steps = 1; break;
         default:
             printf("usage: bench_sim [--requests N] [--rate R] [--db FILE] [--lengths FILE]\n"
-                   "                 [--engine vllm-v1|vllm-v0] [--repeat R] [--targets]\n"
+                   "                 [--engine vllm-v1|vllm-v0|trtllm|sglang] [--repeat R] [--targets]\n"
                    "                 [--sizes N,N,...] [--record-steps]\n");
             return o == 'h' ? 0 : 2;
         }
