@@ -22,6 +22,14 @@
 static const double driver_reserve_gib = 0.43; /* nvidia-smi total - cudaMemGetInfo total */
 static const double nontorch_base_gib = 1.79;  /* TP 1: CUDA context, cuBLAS, allocator slack */
 static const double nontorch_peer_gib = 1.79;  /* each further TP peer: communicator buffers */
+/* SGLang sizes its pool from the memory free before the weights load,
+ * after the CUDA context and the distributed init only (docs/engine-memory.md):
+ * sgl-project/sglang PR #11716 (description, 2025-10-16), 8 x H200 at TP 8:
+ * "Init torch distributed ends. mem usage=2.01 GB" per rank, then "Load
+ * weight begin. avail mem=137.29 GB" of the 139.97 GiB CUDA reports: 0.68
+ * GiB before the distributed init (the context) and 2.0 / 7 per peer. */
+static const double sglang_context_gib = 0.68;
+static const double sglang_peer_gib = 2.0 / 7.0;
 
 int64_t model_cuda_total_bytes(const gpu_spec *g)
 {
@@ -126,6 +134,9 @@ int model_fit_check_rule(const model_spec *m, const gpu_spec *g, const model_par
     const int64_t total = model_cuda_total_bytes(g);
     f.nontorch_bytes = model_nontorch_bytes(p->tp);
     if (rule == MODEL_KV_RULE_SGLANG) { /* f * (memory free before the weights) - weights */
+        int64_t tp = p->tp > 1 ? p->tp : 1;
+        f.nontorch_bytes =
+            (int64_t)((sglang_context_gib + sglang_peer_gib * (double)(tp - 1)) * GIB_D);
         f.activation_bytes = 0;
         f.usable_bytes = (int64_t)(frac * (double)(total - f.nontorch_bytes));
         f.fits = f.weight_bytes < f.usable_bytes;

@@ -22,12 +22,13 @@ grep -q "engine           sglang: fcfs, chunked prefill on, radix cache on, over
 # The pool by SGLang's rule, worked out by hand (docs/semantics-sglang.md 11.3, 12):
 #   G = 81920 MiB: chunked_prefill_size 8192; reserved = 512 + 1.5 x 8192 + 1024 x 1/8
 #   + 2 x 256 + 8 x 58 = 13904 MiB; f = round(68016 / 81920, 3) = 0.830.
-#   Free before the weights = 80 GiB - 0.43 GiB (driver) - 1.79 GiB (non-torch)
-#   = 83,515,639,072 B; x 0.830 = 69,317,980,429 B; less 16,060,522,496 B of
-#   weights = 53,257,457,933 B = 406,322 slots of 131,072 B.
-#   max_running_requests = min(clamp(406322 / 131072 x 512 = 1587, 2048, 4096),
-#   406322 / 2) = 2048.
-grep -q "KV cache         406322 blocks x 1 tokens; max-seqs 2048, max-batched-tokens 8192" \
+#   Free before the weights = 80 GiB - 0.43 GiB (driver) - 0.68 GiB (SGLang's
+#   CUDA context at TP 1; no peers) = 84,707,492,495 B; x 0.830 =
+#   70,307,218,770 B; less 16,060,522,496 B of weights = 54,246,696,274 B
+#   = 413,869 slots of 131,072 B.
+#   max_running_requests = min(clamp(413869 / 131072 x 512 = 1616, 2048, 4096),
+#   413869 / 2) = 2048.
+grep -q "KV cache         413869 blocks x 1 tokens; max-seqs 2048, max-batched-tokens 8192" \
   "$T/out.txt" && ok || bad "capacity/defaults: $(grep 'KV cache' "$T/out.txt")"
 r=$(sqlite3 "$T/a.db" "select engine, block_size, chunked_prefill, prefix_caching,
   max_prefill_tokens, conservativeness, overlap_schedule, max_seqs, gpu_mem_util from runs")
@@ -92,7 +93,7 @@ done
 
 # capacity reports the slots a run gets
 "$KVSIM" capacity --engine sglang --model llama-3.1-8b --gpu a100-80g --json > "$T/cap.json" \
-  2> "$T/e.txt" && grep -q '"kv_blocks": *406322' "$T/cap.json" && ok ||
+  2> "$T/e.txt" && grep -q '"kv_blocks": *413869' "$T/cap.json" && ok ||
   bad "capacity: $(cat "$T/e.txt" "$T/cap.json")"
 
 echo "cli_sglang: $pass passed, $fail failed"
