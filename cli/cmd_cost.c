@@ -16,8 +16,16 @@ static void usage(FILE *f)
                "Print the roofline cost model's constants as a run would use them: value,\n"
                "unit, where the value came from (default, --cost, or FILE:LINE of a\n"
                "constants file given as file=PATH) and the source of the default.\n"
-               "Keys: eff_gemm eff_attn eff_hbm eff_nvlink collective_lat_s step_overhead_s\n"
-               "(times also as _ms or _us).  docs/cost-models.md explains each one.\n\n"
+               "Keys:");
+    for (size_t i = 0, col = 5; i < cost_roofline_const_count(); i++) {
+        const char *n = cost_roofline_const_at(i)->name;
+        if (col + 1 + strlen(n) > 78) {
+            fprintf(f, "\n     ");
+            col = 5;
+        }
+        col += (size_t)fprintf(f, " %s", n);
+    }
+    fprintf(f, "\n(times also as _ms or _us).  docs/cost-models.md explains each one.\n\n"
                "options:\n"
                "  --cost SPEC   roofline, or roofline:KEY=VALUE,... (default roofline)\n"
                "  -h, --help    print this help\n");

@@ -123,6 +123,9 @@ typedef struct cost_roofline_consts {
     double ridge_loss;       /* share of the smaller of an op's compute and memory
                                 times not hidden under the larger: op time = max +
                                 ridge_loss * min; 0 = the plain roofline; fraction */
+    double eff_fp8;          /* ops at the GPU's FP8 peak (FP8 weights) reach this share
+                                of the efficiency FP16 ones reach of theirs: their rate is
+                                fp8_flops * eff_fp8 * eff_gemm (or eff_attn); fraction */
 } cost_roofline_consts;
 
 void cost_roofline_consts_default(cost_roofline_consts *c);

@@ -5,7 +5,7 @@
  * collectives take collective_lat_s + bytes / (nvlink_Bps * eff_nvlink), or
  * bytes / (host_link_Bps * eff_pcie) on a GPU without NVLink.
  * peak_flops is the GPU's peak for the weights' precision (gpu_peak_flops:
- * FP8 weights on an FP8 GPU take its FP8 peak; fp16/bf16 and LLaMA-style
+ * FP8 weights on an FP8 GPU take its FP8 peak times eff_fp8; fp16/bf16 and LLaMA-style
  * shapes take fp16_flops, as before), for GEMMs and attention alike; with
  * quant_experts_only only the expert GEMMs do, the rest take the FP16 peak.
  * Ops whose bytes are not affine in the batch sums (MoE experts touched,
@@ -66,6 +66,14 @@ void cost_roofline_consts_default(cost_roofline_consts *c)
     c->kv_reread = 0.0;
     /* 0: an op takes max(compute, memory), the plain roofline. */
     c->ridge_loss = 0.0;
+    /* FP8 GEMMs on Hopper reach a smaller share of their peak than BF16
+     * ones of theirs: 1,378-1,523 TFLOP/s of the H800's 1,979 for M = N =
+     * 8192, K = 4096-16384 (tilelang's benchmark/matmul_fp8/README.md),
+     * "up to 1550" at best (DeepGEMM's README), i.e. 68-78%, against ~79%
+     * for BF16 at 4096^3 (783 TFLOP/s of 989 in XLA's sm_90 matmul table);
+     * the ratio is 0.86-0.99, its top a best case: 0.9
+     * (docs/cost-models.md). */
+    c->eff_fp8 = 0.9;
 }
 
 /* An op's time from its compute and memory times: the larger, plus the
@@ -91,7 +99,9 @@ typedef struct roofline {
     gpu_spec g;
     int64_t tp;
     model_par p;                     /* tp, ep, cp */
-    double peak[MODEL_OP_COUNT];     /* FLOP/s each op's compute runs at */
+    double peak[MODEL_OP_COUNT];     /* FLOP/s each op's compute runs at (FP8 ops: times
+                                        eff_fp8) */
+    int fp8;                         /* 1: some op runs at the GPU's FP8 peak */
     double shape[MODEL_OP_COUNT];    /* 1 / (rate factor of a narrow GEMM), >= 1 */
     double kv_extra;                 /* bytes per layer per context token decode attention
                                         re-reads: kv_reread * (group - 1) * K and V */
@@ -356,6 +366,9 @@ static void roofline_describe(void *self, char *buf, size_t n)
     len = strlen(buf);
     if (len < n && r->k.ridge_loss > 0)
         snprintf(buf + len, n - len, " ridge_loss=%g", r->k.ridge_loss);
+    len = strlen(buf);
+    if (len < n && r->fp8) /* runs without FP8 math keep their description */
+        snprintf(buf + len, n - len, " eff_fp8=%g", r->k.eff_fp8);
 }
 
 static void roofline_free(void *self) { free(self); }
@@ -384,7 +397,8 @@ int cost_roofline_create_par(const model_spec *m, const gpu_spec *g, const model
         !time_ok(k->kernel_lat_s) || !time_ok(k->collective_lat_peer_s) ||
         !time_ok(k->gemm_dim_half) || !eff_ok(k->eff_pcie) ||
         !(isfinite(k->kv_reread) && k->kv_reread >= 0 && k->kv_reread <= 1) ||
-        !(isfinite(k->ridge_loss) && k->ridge_loss >= 0 && k->ridge_loss <= 1))
+        !(isfinite(k->ridge_loss) && k->ridge_loss >= 0 && k->ridge_loss <= 1) ||
+        !eff_ok(k->eff_fp8))
         return kvs_errf(err, KVS_EINVAL,
                         "--cost: roofline efficiencies must be in (0, 1] and times >= 0");
     if (!(g->fp16_flops > 0 && g->hbm_Bps > 0 && g->nvlink_Bps > 0))
@@ -399,13 +413,21 @@ int cost_roofline_create_par(const model_spec *m, const gpu_spec *g, const model
     r->p = *p;
     r->k = *k;
     r->link_Bps = link_is_pcie(g) ? g->host_link_Bps * k->eff_pcie : g->nvlink_Bps * k->eff_nvlink;
-    /* the weights' precision sets the peak (AUTO: fp16_flops) */
+    /* the weights' precision sets the peak (AUTO: fp16_flops); FP8 math
+     * reaches eff_fp8 of the share FP16 math reaches */
     const double peak_w = gpu_peak_flops(g, (model_dtype)m->weight_dtype);
+    const int fp8 = m->weight_dtype == MODEL_DTYPE_FP8 && g->fp8_flops > 0;
     r->any_nonlinear = 0;
+    r->fp8 = 0;
     for (int i = 0; i < MODEL_OP_COUNT; i++) {
         model_op op = (model_op)i;
         int expert = op == MODEL_OP_MOE_GATE_UP || op == MODEL_OP_MOE_DOWN;
-        r->peak[i] = m->quant_experts_only && !expert ? g->fp16_flops : peak_w;
+        int at_w = !(m->quant_experts_only && !expert);
+        r->peak[i] = at_w ? peak_w : g->fp16_flops;
+        if (at_w && fp8) {
+            r->peak[i] *= k->eff_fp8;
+            r->fp8 = 1;
+        }
         r->repeats[i] = model_op_repeats_par(m, p, op);
         double d = gemm_dim(m, tp, op);
         r->shape[i] = d > 0 && k->gemm_dim_half > 0 ? (d + k->gemm_dim_half) / d : 1.0;

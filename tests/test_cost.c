@@ -468,6 +468,58 @@ START_TEST(test_roofline_ridge_loss)
 }
 END_TEST
 
+/* eff_fp8: FP8 weights on an FP8 GPU run their math at fp8_flops *
+ * eff_fp8.  llama-7b in FP8 on the h100-sxm, a 2048-token prefill: the
+ * linear layers' 2 * 2048 * 6,476,005,376 = 2.6526e13 FLOPs at 1979e12 *
+ * 0.9 * 0.7 = 1246.77e12 FLOP/s take 21.276 ms (19.149 ms at eff_fp8 1),
+ * attention's 1.0995e12 at 1979e12 * 0.9 * 0.5 takes 1.2347 ms.  The same
+ * model in BF16 runs at the FP16 peak and eff_fp8 changes none of its bits;
+ * only a run with FP8 math names eff_fp8 in its description. */
+START_TEST(test_roofline_eff_fp8)
+{
+    gpu_spec g = G("h100-sxm");
+    cost_batch b = {2048, 0, 2048LL * 2048, 1, 0, 0, 0};
+    model_op gemms[] = {MODEL_OP_QKV, MODEL_OP_O_PROJ, MODEL_OP_MLP_GATE_UP, MODEL_OP_MLP_DOWN};
+    kvs_err err;
+    for (int fp8 = 0; fp8 < 2; fp8++) {
+        model_spec m = M("llama-7b");
+        if (fp8)
+            ck_assert_int_eq(model_set_weight_dtype(&m, MODEL_DTYPE_FP8, &err), KVS_OK);
+        double step[2];
+        for (int e = 0; e < 2; e++) {
+            cost_roofline_consts k;
+            cost_roofline_consts_default(&k);
+            ck_assert_double_eq(k.eff_fp8, 0.9);
+            if (e)
+                k.eff_fp8 = 1.0;
+            cost_model c;
+            ck_assert_int_eq(cost_roofline_create_with(&m, &g, 1, &k, &c, &err), KVS_OK);
+            double cs[MODEL_OP_COUNT], ms[MODEL_OP_COUNT], lin = 0;
+            cost_roofline_breakdown(&c, &b, cs, ms);
+            for (int i = 0; i < 4; i++)
+                lin += cs[gemms[i]];
+            double rate = fp8 ? 1979e12 * (e ? 1.0 : 0.9) : 989e12;
+            ck_assert_double_eq_tol(lin, 2.0 * 2048 * 6476005376.0 / (rate * 0.7), 1e-9);
+            ck_assert_double_eq_tol(cs[MODEL_OP_ATTN_PREFILL],
+                                    2.0 * 32 * 128 * 2048.0 * 2048.0 * 32 / (rate * 0.5), 1e-9);
+            if (fp8 && !e) {
+                ck_assert_double_eq_tol(lin, 21.276e-3, 1e-6);
+                ck_assert_double_eq_tol(cs[MODEL_OP_ATTN_PREFILL], 1.2347e-3, 1e-7);
+            }
+            step[e] = cost_step_s(&c, &b);
+            char d[512];
+            cost_model_describe(&c, d, sizeof d);
+            ck_assert_msg((strstr(d, " eff_fp8=") != NULL) == fp8, "%s", d);
+            cost_model_free(&c);
+        }
+        if (fp8)
+            ck_assert(step[0] > step[1]);
+        else
+            ck_assert(step[0] == step[1]);
+    }
+}
+END_TEST
+
 /* c declines a cost_run for batches like b, and the run still prices b
  * reading kv tokens as cost_step_s does. */
 static void check_declined(const cost_model *c, const cost_batch *b, int64_t kv)
@@ -592,6 +644,7 @@ int main(void)
     tcase_add_test(t, test_roofline_pcie_allreduce);
     tcase_add_test(t, test_roofline_kv_reread);
     tcase_add_test(t, test_roofline_ridge_loss);
+    tcase_add_test(t, test_roofline_eff_fp8);
     tcase_add_test(t, test_cost_run_matches_step);
     tcase_add_test(t, test_cost_run_prepare_reuses);
     suite_add_tcase(s, t);

@@ -52,6 +52,12 @@ START_TEST(test_parse_and_origins)
     ck_assert_str_eq(err.msg, "--cost: kv_reread: 2 fraction is out of range [0, 1]");
     ck_assert_int_eq(cost_roofline_consts_parse("ridge_loss=-0.1", &k, o, &err), KVS_EINVAL);
     ck_assert_str_eq(err.msg, "--cost: ridge_loss: -0.1 fraction is out of range [0, 1]");
+    /* eff_fp8: an efficiency (0, 1], 0.9 by default */
+    ck_assert(d.eff_fp8 == 0.9);
+    ck_assert_int_eq(cost_roofline_consts_parse("eff_fp8=1", &k, o, &err), KVS_OK);
+    ck_assert(k.eff_fp8 == 1.0);
+    ck_assert_int_eq(cost_roofline_consts_parse("eff_fp8=1.2", &k, o, &err), KVS_EINVAL);
+    ck_assert_str_eq(err.msg, "--cost: eff_fp8: 1.2 fraction is out of range (0, 1]");
 }
 END_TEST
 
