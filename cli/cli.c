@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Every error line goes through here: flag values and stored text echoed
  * in it have their control characters (newlines, escape sequences) made
@@ -116,6 +117,13 @@ int cli_open_db(const char *cmd, const char *path, store **st)
                              "its runs with it; name a file", path);
     }
     store_set_wait(*st, store_wait_limit(*st), wait_note, (void *)cmd);
+    return 0;
+}
+
+int cli_require_db(const char *cmd, const char *path)
+{
+    if (access(path, F_OK) != 0)
+        return cli_fail(cmd, "--db %s: no such database", path);
     return 0;
 }
 

@@ -95,6 +95,11 @@ int cli_split_own_flags(const char *cmd, int argc, char **argv, const cli_own_fl
 typedef struct store store;
 int cli_open_db(const char *cmd, const char *path, store **st);
 
+/* A command that reads runs already stored: "--db PATH: no such database"
+ * (printed, CLI_EXIT_ERR) when the file is not there, so that no empty
+ * database is created by asking; 0 if it is. */
+int cli_require_db(const char *cmd, const char *path);
+
 /* True if argv holds -h or --help (before any "--"). */
 int cli_wants_help(int argc, char **argv);
 

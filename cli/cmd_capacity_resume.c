@@ -5,7 +5,6 @@
  * running again (cmd_capacity_search.c runs the probes). */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../base/str.h"
 #include "../store/store.h"
@@ -127,8 +126,8 @@ int capacity_search_resume(const char *cmd, search_args *a, search_ctx *c, store
     run_opts_defaults(&given);
     if (run_opts_parse_argv(cmd, &given, a->nrest, a->rest))
         return CLI_EXIT_ERR;
-    if (access(given.db, F_OK) != 0)
-        return cli_fail(cmd, "--db: %s does not exist", given.db);
+    if (cli_require_db(cmd, given.db))
+        return CLI_EXIT_ERR;
     if (cli_open_db(cmd, given.db, st))
         return CLI_EXIT_ERR;
     search_args sa;

@@ -8,7 +8,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../base/str.h"
 #include "../store/store.h"
@@ -171,8 +170,8 @@ static int setup_resume(const char *cmd, compare_args *a, run_opts *base, store 
         return CLI_EXIT_ERR;
     db = given.db;
     quiet = given.quiet;
-    if (access(db, F_OK) != 0)
-        return cli_fail(cmd, "--db: %s does not exist", db);
+    if (cli_require_db(cmd, db))
+        return CLI_EXIT_ERR;
     if (cli_open_db(cmd, db, st))
         return CLI_EXIT_ERR;
     snprintf(where, sizeof where, "compare %lld", (long long)a->resume_id);

@@ -200,8 +200,8 @@ int cmd_export(int argc, char **argv)
     int64_t id;
     if (cli_parse_i64(cmd, "RUN_ID", id_text, 1, INT64_MAX, &id))
         return CLI_EXIT_ERR;
-    if (access(db, F_OK) != 0)
-        return cli_fail(cmd, "--db %s: no such database", db);
+    if (cli_require_db(cmd, db))
+        return CLI_EXIT_ERR;
     kvs_err err;
     store *st = NULL;
     if (store_open(db, &st, &err))

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -164,8 +163,8 @@ static int setup_resume(const char *cmd, int nrest, char **rest, sweep_cli *cli,
     store_sweep_info info = {{0}, NULL, NULL, 0};
     if (resume_args(cmd, nrest, rest, cli))
         return CLI_EXIT_ERR;
-    if (access(cli->db, F_OK) != 0)
-        return cli_fail(cmd, "--db: %s does not exist", cli->db);
+    if (cli_require_db(cmd, cli->db))
+        return CLI_EXIT_ERR;
     if (cli_open_db(cmd, cli->db, st))
         return CLI_EXIT_ERR;
     if (store_sweep_get(*st, cli->resume_id, &info, &err))

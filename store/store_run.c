@@ -510,6 +510,27 @@ out:
 
 /* ------------------------------------------------------ class_metrics */
 
+/* The columns a class_metrics and a replica_metrics row share, ?1..?17:
+ * run_id, the group's key (priority or replica), its request counts and
+ * the p50/p90/p99/mean of TTFT, TPOT and E2E.  SQLITE_OK or a failing
+ * bind's code ORed in. */
+static int bind_group_head(sqlite3_stmt *st, int64_t run_id, int64_t key, int64_t n_requests,
+                           int64_t n_finished, int64_t n_rejected, const run_dist *const d[3])
+{
+    int b = sqlite3_bind_int64(st, 1, run_id);
+    b |= sqlite3_bind_int64(st, 2, key);
+    b |= sqlite3_bind_int64(st, 3, n_requests);
+    b |= sqlite3_bind_int64(st, 4, n_finished);
+    b |= sqlite3_bind_int64(st, 5, n_rejected);
+    for (int j = 0; j < 3; j++) {
+        b |= bind_nan_null(st, 6 + 4 * j, d[j]->p50);
+        b |= bind_nan_null(st, 7 + 4 * j, d[j]->p90);
+        b |= bind_nan_null(st, 8 + 4 * j, d[j]->p99);
+        b |= bind_nan_null(st, 9 + 4 * j, d[j]->mean);
+    }
+    return b;
+}
+
 /* One row per priority class (run_result.classes). */
 static int write_classes(store *s, int64_t run_id, const run_result *res, kvs_err *err)
 {
@@ -525,18 +546,9 @@ static int write_classes(store *s, int64_t run_id, const run_result *res, kvs_er
         return store_fail(s, err, "preparing class_metrics insert");
     for (int k = 0; k < res->n_classes; k++) {
         const run_class *c = &res->classes[k];
-        const run_dist *d[3] = {&c->ttft, &c->tpot, &c->e2e};
-        int b = sqlite3_bind_int64(st, 1, run_id);
-        b |= sqlite3_bind_int64(st, 2, c->priority);
-        b |= sqlite3_bind_int64(st, 3, c->n_requests);
-        b |= sqlite3_bind_int64(st, 4, c->n_finished);
-        b |= sqlite3_bind_int64(st, 5, c->n_rejected);
-        for (int j = 0; j < 3; j++) {
-            b |= bind_nan_null(st, 6 + 4 * j, d[j]->p50);
-            b |= bind_nan_null(st, 7 + 4 * j, d[j]->p90);
-            b |= bind_nan_null(st, 8 + 4 * j, d[j]->p99);
-            b |= bind_nan_null(st, 9 + 4 * j, d[j]->mean);
-        }
+        const run_dist *const d[3] = {&c->ttft, &c->tpot, &c->e2e};
+        int b = bind_group_head(st, run_id, c->priority, c->n_requests, c->n_finished,
+                                c->n_rejected, d);
         b |= bind_nan_null(st, 18, c->slo_attainment);
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE ||
             sqlite3_reset(st) != SQLITE_OK) {
@@ -567,18 +579,9 @@ static int write_replicas(store *s, int64_t run_id, const run_result *res, kvs_e
         return store_fail(s, err, "preparing replica_metrics insert");
     for (int64_t k = 0; k < res->n_replicas; k++) {
         const run_summary *m = &res->replicas[k].sum;
-        const run_dist *d[3] = {&m->ttft, &m->tpot, &m->e2e};
-        int b = sqlite3_bind_int64(st, 1, run_id);
-        b |= sqlite3_bind_int64(st, 2, res->replicas[k].replica);
-        b |= sqlite3_bind_int64(st, 3, m->n_requests);
-        b |= sqlite3_bind_int64(st, 4, m->n_finished);
-        b |= sqlite3_bind_int64(st, 5, m->n_rejected);
-        for (int j = 0; j < 3; j++) {
-            b |= bind_nan_null(st, 6 + 4 * j, d[j]->p50);
-            b |= bind_nan_null(st, 7 + 4 * j, d[j]->p90);
-            b |= bind_nan_null(st, 8 + 4 * j, d[j]->p99);
-            b |= bind_nan_null(st, 9 + 4 * j, d[j]->mean);
-        }
+        const run_dist *const d[3] = {&m->ttft, &m->tpot, &m->e2e};
+        int b = bind_group_head(st, run_id, res->replicas[k].replica, m->n_requests,
+                                m->n_finished, m->n_rejected, d);
         b |= bind_nan_null(st, 18, m->throughput_tok_s);
         b |= bind_nan_null(st, 19, m->throughput_req_s);
         b |= sqlite3_bind_int64(st, 20, m->preemptions);
