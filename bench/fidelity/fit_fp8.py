@@ -77,12 +77,7 @@ def main(args):
             for name in TABLES:
                 errs = []
                 for r, argv in plans[name]:
-                    j, msg = run.run_kvsim(kvsim, with_eff_fp8(argv, v), db, tmp, made)
-                    if j is None:
-                        print(f"fit_fp8.py: {r['id']}: kvsim failed: {msg}", file=sys.stderr)
-                        return 2
-                    sim = run.METRICS[r["metric"]][1](j, r)
-                    errs.append((sim - float(r["value"])) / float(r["value"]) * 100.0)
+                    errs.append(run.row_figure(kvsim, with_eff_fp8(argv, v), r, db, tmp, made)[1])
                 cells.append(f"{statistics.median(abs(e) for e in errs):4.1f} "
                              f"({statistics.median(errs):+.1f})" if errs else "no rows")
             print(f"{v:.2f}     " + "   ".join(cells))
@@ -90,4 +85,7 @@ def main(args):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except run.KvsimFailed as e:
+        sys.exit(print(f"fit_fp8.py: {e}", file=sys.stderr) or 2)

@@ -50,12 +50,7 @@ def main(args):
                 for r in table["rows"]:
                     argv, _ = run.plan_row(r, table, m)
                     argv = argv + ["--cost", f"roofline:eff_gemm={eff:.2f},ridge_loss={ridge:.2f}"]
-                    j, msg = run.run_kvsim(kvsim, argv, db, tmp, {})
-                    if j is None:
-                        print(f"fit_ridge.py: {r['id']}: kvsim failed: {msg}", file=sys.stderr)
-                        return 2
-                    sim = run.METRICS[r["metric"]][1](j, r)
-                    errs.append((sim - float(r["value"])) / float(r["value"]) * 100.0)
+                    errs.append(run.row_figure(kvsim, argv, r, db, tmp)[1])
                 mean_abs = statistics.mean(abs(e) for e in errs)
                 line.append(f"{mean_abs:4.1f}")
                 if best is None or mean_abs < best[0] - 1e-9:
@@ -68,4 +63,7 @@ def main(args):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except run.KvsimFailed as e:
+        sys.exit(print(f"fit_ridge.py: {e}", file=sys.stderr) or 2)

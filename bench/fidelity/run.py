@@ -365,6 +365,21 @@ def run_kvsim(kvsim, argv, db, tmp, made):
         return None, "kvsim printed no JSON"
 
 
+class KvsimFailed(Exception):
+    """kvsim exited non-zero, or printed no JSON, for a row."""
+
+
+def row_figure(kvsim, argv, row, db, tmp, made=None):
+    """kvsim's figure for `row` run with argv, and its signed error in %
+    against the row's published value; KvsimFailed names the row."""
+    j, msg = run_kvsim(kvsim, argv, db, tmp, {} if made is None else made)
+    if j is None:
+        raise KvsimFailed(f"{row['id']}: kvsim failed: {msg}")
+    sim = METRICS[row["metric"]][1](j, row)
+    real = float(row["value"])
+    return sim, (sim - real) / real * 100.0
+
+
 def fmt(v):
     if v >= 1000:
         return f"{v:.0f}"
