@@ -106,6 +106,14 @@ void cost_run_prepare(cost_run *r, const cost_model *c, const cost_batch *b)
     cost_run_init(r, c, b);
 }
 
+const cost_run *cost_run_get(cost_run_cache *cc, const cost_model *c, const cost_batch *b)
+{
+    uint64_t h = (uint64_t)b->n_decode + 7u * (uint64_t)b->n_prefill;
+    cost_run *r = &cc->slot[h % COST_RUN_CACHE];
+    cost_run_prepare(r, c, b);
+    return r;
+}
+
 void cost_model_describe(const cost_model *c, char *buf, size_t n)
 {
     if (!buf || !n)

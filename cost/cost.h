@@ -229,6 +229,21 @@ void cost_run_init(cost_run *r, const cost_model *c, const cost_batch *b);
  * another of the same width reuses its terms.  Cost: O(1) then. */
 void cost_run_prepare(cost_run *r, const cost_model *c, const cost_batch *b);
 
+/* Prepared runs of a few batch shapes, one per slot (chosen by the batch's
+ * sequence counts mod COST_RUN_CACHE), each the last shape prepared there:
+ * leaps whose widths come and go reuse their terms instead of preparing
+ * them again.  Zero it before its first use; nothing to free.  About 16 KiB. */
+#define COST_RUN_CACHE 32
+typedef struct cost_run_cache {
+    cost_run slot[COST_RUN_CACHE];
+} cost_run_cache;
+
+/* The run for batches like b (b's kv_read ignored), prepared in b's slot
+ * if that slot held another shape or model.  The pointer stays valid until
+ * the next cost_run_get on cc.  Cost: O(1) on a hit, else one
+ * cost_run_init. */
+const cost_run *cost_run_get(cost_run_cache *cc, const cost_model *c, const cost_batch *b);
+
 /* Seconds of r's batch reading kv tokens of KV: cost_step_s's answer.
  * Cost: O(terms after the first kv term), a handful. */
 static inline double cost_run_s(const cost_run *r, int64_t kv)

@@ -399,8 +399,8 @@ static double v0_leap(sched *s, double t, int64_t ev)
     sched_step *st = &s->step;
     const int watch = s->lpm && s->wq.n > 0; /* lpm: an eviction may change W's head */
     assert(s->lz_on && st->leapt && st->n_preempted == 0 && s->swq.n == 0);
-    cost_run *run = &s->lz_run; /* the leap's batches differ in kv_read alone */
-    cost_run_prepare(run, s->cost, &st->batch);
+    /* the leap's batches differ in kv_read alone */
+    const cost_run *run = cost_run_get(&s->lz_runs, s->cost, &st->batch);
     while (s->lz_j < s->lz_first && s->free_blocks >= s->n_run &&
            !(watch && s->ctr.prefix_evictions != ev) && leap_may_form(s, t)) {
         s->lz_fin = s->lz_j; /* the step ending at t, as sched_finish_continuous */
@@ -564,8 +564,8 @@ static int plan_once(sched *s, double now, double *t_end)
         no_cache_batch(s, &s->step.batch);
     double d;
     if (s->step.leapt) { /* a lazy same-set step: priced as its leap's (v0_leap) */
-        cost_run_prepare(&s->lz_run, s->cost, &s->step.batch);
-        d = cost_run_s(&s->lz_run, s->step.batch.kv_read);
+        d = cost_run_s(cost_run_get(&s->lz_runs, s->cost, &s->step.batch),
+                       s->step.batch.kv_read);
     } else {
         d = cost_step_s(s->cost, &s->step.batch);
     }

@@ -240,8 +240,8 @@ struct sched {
     int64_t lz_first;             /* steps from the base to the first finish (min left) */
     int64_t lz_sum;               /* sum of ctx over the entries at the base, tokens */
     int64_t *lz_cnt;              /* [block_size] entries by room at the base */
-    cost_run lz_run;              /* a V0 leap's step cost, kept for the next leap
-                                     of the same width (cost_run_prepare) */
+    cost_run_cache lz_runs;       /* V0 leaps' step costs by width, kept for the
+                                     next leap of a width seen before (cost_run_get) */
     int last_token;               /* 0: the step in flight, a prefill or a
                                      fast-path decode, makes nobody's last
                                      token; 1: it may (continuous.c; lazy

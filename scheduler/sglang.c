@@ -532,8 +532,7 @@ static void record(sched *s, sgl_batch *b, int limit)
     }
     st->kind = b->kind == SGL_BATCH_DECODE ? SCHED_STEP_DECODE : SCHED_STEP_PREFILL;
     if (b->kind == SGL_BATCH_DECODE) { /* the same terms while R's width stays */
-        cost_run_prepare(&v->crun, s->cost, cb);
-        st->dur_s = cost_run_s(&v->crun, cb->kv_read);
+        st->dur_s = cost_run_s(cost_run_get(&v->cruns, s->cost, cb), cb->kv_read);
     } else {
         st->dur_s = cost_step_s(s->cost, cb);
     }

@@ -77,8 +77,8 @@ struct sched_sgl {
     sgl_batch *inflight;   /* the step running, or NULL */
     sgl_batch *pending;    /* overlap: the step decided to run next, or NULL */
     int64_t cap;           /* batch capacity: min(n, M) + 1 */
-    cost_run crun;         /* decode steps' cost terms, kept while R's width stays
-                              (cost_run_prepare; bit for bit cost_step_s) */
+    cost_run_cache cruns;  /* decode steps' cost terms by R's width (cost_run_get;
+                              bit for bit cost_step_s) */
     int32_t *scratch;      /* [cap] retraction ranking, lpm order */
     /* prefix identities (section 6.1) */
     const int64_t *seg_off; /* [n + 1] borrowed, or NULL: no shared tokens */

@@ -884,7 +884,7 @@ static void decode_record_init(sched *s, int64_t n)
  * time t, priced by run (its batch's), held back by `limit` (the step record v1_plan makes for
  * such a step; its members are not listed: with a leap sink it says so,
  * leapt = 1); returns its duration. */
-static double emit_decode(sched *s, cost_run *run, int64_t kv, double t, int32_t limit)
+static double emit_decode(sched *s, const cost_run *run, int64_t kv, double t, int32_t limit)
 {
     sched_v1 *v = s->v1;
     sched_step *st = &s->step;
@@ -970,7 +970,6 @@ static double v1_leap(sched *s, double t)
     v->lk_step = 2; /* the step to plan, numbered from step 1 */
     v->lk_emitted = 0;
     decode_record_init(s, n);
-    cost_run_prepare(&v->lk_run, s->cost, &s->step.batch);
     return leap_steps(s, t);
 }
 
@@ -994,6 +993,8 @@ static double leap_steps(sched *s, double t)
     int admitted = 0, short_of_blocks = 0;
     int32_t lim = SCHED_LIMIT_NONE_WAITING; /* the limit of the step being planned */
     const double hz = s->arr_cur ? s->arr_other_s : s->horizon;
+    /* S's decode batch (decode_record_init): the steps differ in kv_read alone */
+    const cost_run *run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
     for (; step <= jstar && t < hz; step++) {
         int64_t nt, nr = 0;
         const int32_t *take = group_of(v, (bs - (step - 1) % bs) % bs, &nt);
@@ -1035,7 +1036,7 @@ static double leap_steps(sched *s, double t)
         } else {
             lim = SCHED_LIMIT_NONE_WAITING;
         }
-        t += emit_decode(s, &v->lk_run, kv + n * (step - 1), t, lim);
+        t += emit_decode(s, run, kv + n * (step - 1), t, lim);
     }
     s->ctr.leap_steps += step - step0 + admitted;
     v->lk_emitted += step - step0;
@@ -1203,8 +1204,7 @@ static double emit_step(sched *s, double now)
     double d;
     if (cb->n_prefill == 0 && v->lk_start) { /* priced as a leap's, whose terms a leap
                                                  that follows reuses */
-        cost_run_prepare(&v->lk_run, s->cost, cb);
-        d = cost_run_s(&v->lk_run, cb->kv_read);
+        d = cost_run_s(cost_run_get(&v->lk_runs, s->cost, cb), cb->kv_read);
     } else {
         d = cost_step_s(s->cost, cb);
     }

@@ -373,7 +373,8 @@ struct sched_v1 {
     int64_t lk_jstar;          /* its last step (someone's last token), numbered from 1 */
     int64_t lk_kv;             /* KV its step 1 read, tokens */
     int64_t lk_step;           /* the next step to plan, numbered from 1 */
-    cost_run lk_run;           /* its steps' cost (their batches differ in kv_read) */
+    cost_run_cache lk_runs;    /* its steps' cost (their batches differ in kv_read),
+                                  by width: leaps of a width seen before reuse it */
     /* same-set steps (emit_step): with a leap sink, a step of decodes of
      * every running request right after another one, R unchanged, is sunk
      * leapt (s->lk_*, as V0's; sched_same_set_flush) */

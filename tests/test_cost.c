@@ -626,6 +626,42 @@ START_TEST(test_cost_run_prepare_reuses)
 }
 END_TEST
 
+/* cost_run_get: a run per width slot.  Widths 1..80 in a scrambled order,
+ * twice, over two models: every run it returns prices each kv_read bit for
+ * bit as cost_step_s does (a slot that held width w, the other model, or
+ * w +- 32 was prepared again), asking twice in a row for one shape
+ * returns the same run, and a decode batch's slot is its width mod 32. */
+START_TEST(test_cost_run_get_cache)
+{
+    cost_model a = roof("llama-7b", "a100-80g", 1), b = roof("llama-2-70b", "h100-sxm", 4);
+    cost_run_cache *cc = calloc(1, sizeof *cc);
+    ck_assert_ptr_nonnull(cc);
+    int hits = 0;
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 160; i++) {
+            const cost_model *c = (i / 80 + round) % 2 ? &b : &a;
+            int64_t n = 1 + (i * 37) % 80; /* 1..80, scrambled */
+            cost_batch bt = {n, 0, 0, 0, n, 0, 0};
+            const cost_run *r = cost_run_get(cc, c, &bt);
+            const cost_run *again = cost_run_get(cc, c, &bt);
+            ck_assert_ptr_eq(r, again);
+            ck_assert(r->c == c && r->b.n_decode == n);
+            hits += r == &cc->slot[n % COST_RUN_CACHE];
+            for (int64_t kv = 100; kv < 50000; kv += 7919) {
+                bt.kv_read = kv * n;
+                double want = cost_step_s(c, &bt), got = cost_run_s(r, bt.kv_read);
+                ck_assert_msg(memcmp(&want, &got, sizeof want) == 0,
+                              "round %d n %lld: %.17g vs %.17g", round, (long long)n, got, want);
+            }
+        }
+    }
+    ck_assert_int_eq(hits, 320); /* a decode batch's slot is its width mod 32 */
+    free(cc);
+    cost_model_free(&a);
+    cost_model_free(&b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cost");
@@ -647,6 +683,7 @@ int main(void)
     tcase_add_test(t, test_roofline_eff_fp8);
     tcase_add_test(t, test_cost_run_matches_step);
     tcase_add_test(t, test_cost_run_prepare_reuses);
+    tcase_add_test(t, test_cost_run_get_cache);
     suite_add_tcase(s, t);
     return tu_run_suites(&s, 1);
 }
