@@ -338,119 +338,144 @@ static char *read_stdin(void)
     return buf;
 }
 
-int cmd_query(int argc, char **argv)
-{
-    const char *dbpath = "kvsim.db", *sql_arg = NULL;
-    int csv = 0, header = 1, status = CLI_EXIT_OK;
-    store_query_limits lim = {30.0, 1000000, INT64_C(1024) << 20};
-    store_query *q = NULL;
-    sqlite3_stmt **stmts = NULL;
-    size_t n_stmts = 0, cap_stmts = 0;
-    int printed = 0;
-    char *sql_buf = NULL;
-    kvs_err err;
+/* What `kvsim query`'s flags asked for. */
+typedef struct query_args {
+    const char *db;          /* --db */
+    const char *sql;         /* the SQL, "-" for stdin */
+    int csv, header;         /* --csv; --header / --no-header */
+    store_query_limits lim;  /* --timeout, --max-rows, --max-mem-mib */
+} query_args;
 
-    if (cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return CLI_EXIT_OK;
-    }
+/* Parse argv into *o; a bad flag is printed, with its exit status
+ * returned; 0 when the arguments are good. */
+static int parse_args(int argc, char **argv, query_args *o)
+{
+    *o = (query_args){"kvsim.db", NULL, 0, 1, {30.0, 1000000, INT64_C(1024) << 20}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--db")) {
             if (i + 1 >= argc || !*argv[i + 1])
                 return cli_fail("query", "--db: missing file name");
-            dbpath = argv[++i];
+            o->db = argv[++i];
         } else if (!strcmp(a, "--csv")) {
-            csv = 1;
+            o->csv = 1;
         } else if (!strcmp(a, "--header")) {
-            header = 1;
+            o->header = 1;
         } else if (!strcmp(a, "--no-header")) {
-            header = 0;
+            o->header = 0;
         } else if (!strcmp(a, "--timeout") || !strcmp(a, "--max-rows") ||
                    !strcmp(a, "--max-mem-mib")) {
             if (i + 1 >= argc)
                 return cli_fail("query", "%s: missing value", a);
             const char *v = argv[++i];
             int64_t mib;
-            int bad = !strcmp(a, "--timeout")    ? cli_parse_f64("query", a, v, 0, 1e6, &lim.timeout_s)
-                      : !strcmp(a, "--max-rows") ? cli_parse_i64("query", a, v, 0, INT64_MAX,
-                                                                 &lim.max_rows)
-                                                 : cli_parse_i64("query", a, v, 1, INT64_C(1) << 24,
-                                                                 &mib);
+            int bad = !strcmp(a, "--timeout")
+                          ? cli_parse_f64("query", a, v, 0, 1e6, &o->lim.timeout_s)
+                      : !strcmp(a, "--max-rows")
+                          ? cli_parse_i64("query", a, v, 0, INT64_MAX, &o->lim.max_rows)
+                          : cli_parse_i64("query", a, v, 1, INT64_C(1) << 24, &mib);
             if (bad)
                 return bad;
             if (!strcmp(a, "--max-mem-mib"))
-                lim.max_heap_bytes = mib << 20;
-        } else if (!strcmp(a, "--") && i + 1 < argc && !sql_arg) {
-            sql_arg = argv[++i];
+                o->lim.max_heap_bytes = mib << 20;
+        } else if (!strcmp(a, "--") && i + 1 < argc && !o->sql) {
+            o->sql = argv[++i];
             if (i + 1 < argc)
                 return cli_fail("query", "unexpected argument '%s' (quote the SQL as one argument)",
                                 argv[i + 1]);
         } else if (a[0] == '-' && a[1]) {
             return cli_fail("query", "unknown option '%s' (see kvsim query --help)", a);
-        } else if (sql_arg) {
+        } else if (o->sql) {
             return cli_fail("query", "unexpected argument '%s' (quote the SQL as one argument)", a);
         } else {
-            sql_arg = a;
+            o->sql = a;
         }
     }
-    if (!sql_arg)
+    if (!o->sql)
         return cli_fail("query", "missing SQL (see kvsim query --help)");
-    if (!strcmp(sql_arg, "-")) {
-        if (!(sql_buf = read_stdin()))
-            return cli_fail("query", "stdin: could not read the SQL");
-        sql_arg = sql_buf;
-    }
+    return 0;
+}
 
-    if (store_query_open(dbpath, &lim, &q, &err) != KVS_OK) {
-        status = cli_fail("query", "%s", err.msg);
-        goto out;
-    }
-    /* Prepare every statement before running any: a script with one
-     * refused statement runs none of them. */
-    const char *tail = sql_arg;
-    while (tail && *tail) {
+/* Prepare every statement of sql before running any, so that a script with
+ * one refused statement runs none of them: *stmts[*n] (the caller
+ * finalizes and frees them, also after an error).  Prints its error; the
+ * exit status or 0. */
+static int prepare_all(store_query *q, const char *sql, sqlite3_stmt ***stmts, size_t *n)
+{
+    size_t cap = 0;
+    kvs_err err;
+    for (const char *tail = sql; tail && *tail;) {
         sqlite3_stmt *st = NULL;
-        if (store_query_prepare(q, &tail, &st, &err) != KVS_OK) {
-            status = cli_fail("query", "%s", err.msg);
-            goto out;
-        }
+        if (store_query_prepare(q, &tail, &st, &err) != KVS_OK)
+            return cli_fail("query", "%s", err.msg);
         if (!st)
             continue; /* whitespace or a comment */
-        if (n_stmts == cap_stmts) {
-            size_t cap = cap_stmts ? 2 * cap_stmts : 8;
-            sqlite3_stmt **ns = realloc(stmts, cap * sizeof *ns);
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 8;
+            sqlite3_stmt **ns = realloc(*stmts, cap * sizeof *ns);
             if (!ns) {
                 sqlite3_finalize(st);
-                status = cli_fail("query", "out of memory");
-                goto out;
+                return cli_fail("query", "out of memory");
             }
-            stmts = ns;
-            cap_stmts = cap;
+            *stmts = ns;
         }
-        stmts[n_stmts++] = st;
+        (*stmts)[(*n)++] = st;
     }
-    for (size_t k = 0; k < n_stmts; k++) {
+    return 0;
+}
+
+/* Run the prepared statements in order, printing each one's rows (a table,
+ * or CSV) to stdout.  Prints its error; the exit status or 0. */
+static int run_all(store_query *q, sqlite3_stmt **stmts, size_t n, const query_args *o)
+{
+    int printed = 0;
+    kvs_err err;
+    for (size_t k = 0; k < n; k++) {
         sqlite3_stmt *st = stmts[k];
         int rc;
         if (sqlite3_column_count(st) == 0) {
             while ((rc = store_query_step(q, st, &err)) == 1) {
             }
         } else {
-            if (printed++ && !csv)
+            if (printed++ && !o->csv)
                 fputc('\n', stdout);
-            rc = csv ? print_csv(stdout, q, st, header, &err)
-                     : print_table(stdout, q, st, header, &err);
+            rc = o->csv ? print_csv(stdout, q, st, o->header, &err)
+                        : print_table(stdout, q, st, o->header, &err);
         }
         if (rc != 0) {
             fflush(stdout);
-            status = cli_fail("query", "%s", err.msg);
-            goto out;
+            return cli_fail("query", "%s", err.msg);
         }
     }
     if (fflush(stdout) != 0 || ferror(stdout))
-        status = cli_fail("query", "stdout: write error");
-out:
+        return cli_fail("query", "stdout: write error");
+    return 0;
+}
+
+int cmd_query(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    query_args o;
+    int status = parse_args(argc, argv, &o);
+    if (status)
+        return status;
+    char *sql_buf = NULL;
+    if (!strcmp(o.sql, "-")) {
+        if (!(sql_buf = read_stdin()))
+            return cli_fail("query", "stdin: could not read the SQL");
+        o.sql = sql_buf;
+    }
+    store_query *q = NULL;
+    sqlite3_stmt **stmts = NULL;
+    size_t n_stmts = 0;
+    kvs_err err;
+    if (store_query_open(o.db, &o.lim, &q, &err) != KVS_OK)
+        status = cli_fail("query", "%s", err.msg);
+    else if (!(status = prepare_all(q, o.sql, &stmts, &n_stmts)))
+        status = run_all(q, stmts, n_stmts, &o);
     for (size_t k = 0; k < n_stmts; k++)
         sqlite3_finalize(stmts[k]);
     free(stmts);

@@ -86,9 +86,10 @@ static void print_limits(FILE *f, const run_summary *s)
     fprintf(f, "%s\n", sep[0] == ',' ? ")" : "");
 }
 
-void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res, int64_t run_id)
+/* The summary's head: the run, its model and GPU, the trace, the engine
+ * profile with its effective settings, and the KV cache. */
+static void print_head(FILE *f, const run_config *c, int64_t run_id)
 {
-    const run_summary *s = &res->sum;
     const sched_config *k = &c->sched;
     fprintf(f, "kvsim run %lld: %s on %s (tp %lld", (long long)run_id, c->model, c->gpu,
             (long long)c->tp);
@@ -131,6 +132,12 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
         fprintf(f, "                   (cp %lld: a block spans %lld tokens of context, %lld on "
                    "each of the cp GPU groups)\n",
                 (long long)c->cp, (long long)(c->cp * k->block_size), (long long)k->block_size);
+}
+
+/* Requests finished and rejected (by reason), then the latency
+ * distributions and the throughput. */
+static void print_requests(FILE *f, const run_config *c, const run_summary *s)
+{
     fprintf(f, "  requests         %lld: %lld finished, %lld rejected", (long long)s->n_requests,
             (long long)s->n_finished, (long long)s->n_rejected);
     /* by reason, unless a run stored before the reasons were (they sum to 0) */
@@ -146,7 +153,7 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
     fputc('\n', f);
     print_dist(f, "TTFT (s)", &s->ttft);
     print_dist(f, "TPOT (s/token)", &s->tpot);
-    if (k->batching == SCHED_BATCHING_STATIC)
+    if (c->sched.batching == SCHED_BATCHING_STATIC)
         fprintf(f, "                   (static batching: TPOT and E2E include the wait for the "
                    "batch's longest member; ITL does not)\n");
     print_dist(f, "ITL (s)", &s->itl);
@@ -157,6 +164,14 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
     else
         fprintf(f, "  throughput       %.1f output tokens/s, %.3f requests/s\n",
                 s->throughput_tok_s, s->throughput_req_s);
+}
+
+/* The engine's side: KV use, preemptions, steps and what limited them,
+ * chunks, the prefix cache, the SLO and the priority classes. */
+static void print_engine(FILE *f, const run_config *c, const run_result *res)
+{
+    const run_summary *s = &res->sum;
+    const sched_config *k = &c->sched;
     fprintf(f, "  KV use           peak %lld of %lld blocks (%.1f%%), mean %.1f\n",
             (long long)s->peak_kv_blocks, (long long)s->total_kv_blocks,
             s->total_kv_blocks ? 100.0 * (double)s->peak_kv_blocks / (double)s->total_kv_blocks : 0.0,
@@ -182,15 +197,22 @@ void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res,
     if (!isnan(s->slo_attainment))
         fprintf(f, "  SLO              attainment %.2f%%, goodput %.3f requests/s\n",
                 100.0 * s->slo_attainment, s->goodput_req_s);
-    for (int k = 0; k < res->n_classes; k++) {
-        const run_class *c = &res->classes[k];
+    for (int i = 0; i < res->n_classes; i++) {
+        const run_class *cl = &res->classes[i];
         char name[48];
-        snprintf(name, sizeof name, "priority %d", c->priority);
+        snprintf(name, sizeof name, "priority %d", cl->priority);
         fprintf(f, "  %-16s %lld requests (%lld finished): TTFT p50 %.4f p99 %.4f, "
                    "E2E p50 %.4f p99 %.4f s\n",
-                name, (long long)c->n_requests, (long long)c->n_finished, c->ttft.p50,
-                c->ttft.p99, c->e2e.p50, c->e2e.p99);
+                name, (long long)cl->n_requests, (long long)cl->n_finished, cl->ttft.p50,
+                cl->ttft.p99, cl->e2e.p50, cl->e2e.p99);
     }
+}
+
+void run_opts_print_summary(FILE *f, const run_config *c, const run_result *res, int64_t run_id)
+{
+    print_head(f, c, run_id);
+    print_requests(f, c, &res->sum);
+    print_engine(f, c, res);
     print_replicas(f, c, res);
     fprintf(f, "  simulated in     %.3f s wall\n", res->wall_s);
     fprintf(f, "run_id %lld\n", (long long)run_id);
