@@ -169,6 +169,51 @@ static int on_object(jl *L, int64_t line, json_object *o, kvs_err *err)
     return KVS_OK;
 }
 
+/* Line `line` of L's file, buf[len] (no NUL, trailing space cut, not
+ * empty): parsed as one JSON object, nothing after it, then taken by
+ * on_object.  Errors name the file and line.  O(len). */
+static int parse_line(jl *L, json_tokener *tok, const char *buf, size_t len, int64_t line,
+                      kvs_err *err)
+{
+    const char *path = L->path;
+    if (len > (size_t)INT32_MAX)
+        return kvs_errf(err, KVS_EINVAL, "%s:%lld: line longer than 2 GiB", path,
+                        (long long)line);
+    /* json-c spends ~100 bytes per array element: a line with more commas
+     * than a valid line's ids (input_length <= TRACE_MAX_TOKENS) is refused
+     * before it is parsed, which bounds the parse to about 200 MB, whatever
+     * the line's length */
+    int64_t commas = 0;
+    for (const char *c = buf; (c = memchr(c, ',', len - (size_t)(c - buf))); c++)
+        commas++;
+    if (commas > MOONCAKE_MAX_IDS + 8)
+        return kvs_errf(err, KVS_EINVAL, "%s:%lld: %lld comma-separated values on one line; a "
+                        "request has at most %lld hash_ids (input_length <= %lld tokens)", path,
+                        (long long)line, (long long)commas + 1, (long long)MOONCAKE_MAX_IDS,
+                        (long long)TRACE_MAX_TOKENS);
+    json_tokener_reset(tok);
+    json_object *o = json_tokener_parse_ex(tok, buf, (int)len);
+    enum json_tokener_error je = json_tokener_get_error(tok);
+    if (!o && je == json_tokener_success) /* json-c's allocation failed */
+        return kvs_errf(err, KVS_ENOMEM, "%s:%lld: out of memory parsing a line of %zu bytes",
+                        path, (long long)line, len);
+    int st = KVS_OK;
+    if (!o || je != json_tokener_success) {
+        st = kvs_errf(err, KVS_EINVAL, "%s:%lld: not valid JSON: %s", path, (long long)line,
+                      je == json_tokener_continue ? "the line ends inside a value"
+                                                  : json_tokener_error_desc(je));
+    } else {
+        size_t end = json_tokener_get_parse_end(tok);
+        while (end < len && isspace((unsigned char)buf[end]))
+            end++;
+        st = end < len ? kvs_errf(err, KVS_EINVAL, "%s:%lld: text after the JSON value", path,
+                                  (long long)line)
+                       : on_object(L, line, o, err);
+    }
+    json_object_put(o);
+    return st;
+}
+
 int trace_load_jsonl(const char *path, trace *out, kvs_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -217,52 +262,7 @@ int trace_load_jsonl(const char *path, trace *out, kvs_err *err)
                           "per line)", path, (long long)line);
             goto done;
         }
-        if (len > (size_t)INT32_MAX) {
-            st = kvs_errf(err, KVS_EINVAL, "%s:%lld: line longer than 2 GiB", path,
-                          (long long)line);
-            goto done;
-        }
-        /* json-c spends ~100 bytes per array element: a line with more
-         * commas than a valid line's ids (input_length <= TRACE_MAX_TOKENS)
-         * is refused before it is parsed, which bounds the parse to about
-         * 200 MB, whatever the line's length */
-        int64_t commas = 0;
-        for (const char *c = buf; (c = memchr(c, ',', len - (size_t)(c - buf))); c++)
-            commas++;
-        if (commas > MOONCAKE_MAX_IDS + 8) {
-            st = kvs_errf(err, KVS_EINVAL, "%s:%lld: %lld comma-separated values on one line; a request has at "
-                          "most %lld hash_ids (input_length <= %lld tokens)", path,
-                          (long long)line, (long long)commas + 1, (long long)MOONCAKE_MAX_IDS,
-                          (long long)TRACE_MAX_TOKENS);
-            goto done;
-        }
-        json_tokener_reset(tok);
-        json_object *o = json_tokener_parse_ex(tok, buf, (int)len);
-        enum json_tokener_error je = json_tokener_get_error(tok);
-        if (!o && je == json_tokener_success) { /* json-c's allocation failed */
-            st = kvs_errf(err, KVS_ENOMEM, "%s:%lld: out of memory parsing a line of %zu bytes",
-                          path, (long long)line, len);
-            goto done;
-        }
-        if (!o || je != json_tokener_success) {
-            st = kvs_errf(err, KVS_EINVAL, "%s:%lld: not valid JSON: %s", path, (long long)line,
-                          je == json_tokener_continue ? "the line ends inside a value"
-                                                      : json_tokener_error_desc(je));
-            json_object_put(o);
-            goto done;
-        }
-        size_t end = json_tokener_get_parse_end(tok);
-        while (end < len && isspace((unsigned char)buf[end]))
-            end++;
-        if (end < len) {
-            st = kvs_errf(err, KVS_EINVAL, "%s:%lld: text after the JSON value", path,
-                          (long long)line);
-            json_object_put(o);
-            goto done;
-        }
-        st = on_object(&L, line, o, err);
-        json_object_put(o);
-        if (st)
+        if ((st = parse_line(&L, tok, buf, len, line, err)))
             goto done;
     }
     if (ferror(f)) {
