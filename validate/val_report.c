@@ -133,6 +133,76 @@ static void e2e_table(FILE *f, jreader *j, const char *sec, const char *title)
     }
 }
 
+/* The replayed steps and their step-time error table, by kind and batch
+ * size, then the request latencies (e2e_table). */
+static void print_steps(FILE *f, jreader *j, const char *sampling)
+{
+    double ms = jd(j, "$.max_steps");
+    fprintf(f, "steps: %.0f of %.0f replayed (%s, --start %.0f, --max-steps %.0f%s; steps "
+               "%.0f..%.0f), repeats %.0f, warmup %.0f",
+            jd(j, "$.steps_replayed"), jd(j, "$.steps_in_run"), sampling, jd(j, "$.start"),
+            ms, ms == 0 ? " = all" : "", jd(j, "$.first_step"), jd(j, "$.last_step"),
+            jd(j, "$.repeats"), jd(j, "$.warmup"));
+    double ex = jd(j, "$.steps_excluded");
+    if (ex > 0)
+        fprintf(f, "; %.0f steps without a measurement left out", ex);
+    fprintf(f, "\n\nstep time error = (predicted - measured) / measured\n");
+    fprintf(f, "  %-14s %6s %8s %8s %8s %8s | %8s %8s %8s %8s %8s\n", "steps", "n",
+            "mean", "p50", "p90", "p99", "|mean|", "|p50|", "|p90|", "|p99|", "MAPE%");
+    group_row(f, j, "all", "$.step_error.all");
+    static const char *const kinds[] = {"prefill", "decode", "mixed"};
+    for (int k = 0; k < 3; k++) {
+        char p[64], label[32];
+        snprintf(p, sizeof p, "$.step_error.by_kind.%s", kinds[k]);
+        snprintf(label, sizeof label, "%s", kinds[k]);
+        group_row(f, j, label, p);
+    }
+    static const char *const bins[] = {"1", "2-8", "9-32", "33-128", ">128"};
+    for (int k = 0; k < 5; k++) {
+        char p[64], label[32];
+        snprintf(p, sizeof p, "$.step_error.by_batch.\"%s\"", bins[k]);
+        snprintf(label, sizeof label, "batch %s", bins[k]);
+        group_row(f, j, label, p);
+    }
+    fprintf(f, "  mean absolute error %.6g s per step; total predicted %.6g s, measured %.6g s\n",
+            jd(j, "$.step_error.all.mae_s"), jd(j, "$.step_error.all.predicted_total_s"),
+            jd(j, "$.step_error.all.measured_total_s"));
+    e2e_table(f, j, "all", "all requests (unreplayed steps at predicted times)");
+    e2e_table(f, j, "covered", "requests whose every step was replayed");
+}
+
+/* The checks: KV memory at the peak, block tables, KV contents. */
+static void print_checks(FILE *f, jreader *j)
+{
+    char note[512], kvnote[256];
+    js(j, "$.memory.note", note, sizeof note);
+    double bm = jd(j, "$.memory.bytes_match");
+    fprintf(f, "\nKV memory at the peak: device %.0f blocks x %.0f B = %.0f B; simulator %.0f "
+               "blocks x %.0f B = %.0f B: %s%s%s\n",
+            jd(j, "$.memory.peak_blocks_replay"), jd(j, "$.memory.block_bytes_device"),
+            jd(j, "$.memory.kv_bytes_device"), jd(j, "$.memory.peak_blocks_sim"),
+            jd(j, "$.memory.block_bytes_sim"), jd(j, "$.memory.kv_bytes_sim"),
+            bm == 1 ? "match" : "MISMATCH", note[0] ? " - " : "", note);
+    double sm = jd(j, "$.checks.schedule_mismatch_steps");
+    fprintf(f, "block tables: derived count equals steps.kv_blocks_used in %.0f of %.0f steps",
+            jd(j, "$.checks.schedule_steps") - sm, jd(j, "$.checks.schedule_steps"));
+    if (sm > 0)
+        fprintf(f, " (first mismatch at step %.0f)", jd(j, "$.checks.schedule_first_mismatch"));
+    fprintf(f, "\n");
+    double kr = jd(j, "$.checks.kv_requests"), ks = jd(j, "$.checks.kv_stale_requests");
+    js(j, "$.checks.kv_note", kvnote, sizeof kvnote);
+    if (isnan(kr))
+        fprintf(f, "KV contents: not checked (%s)\n", kvnote);
+    else if (kr == 0)
+        fprintf(f, "KV contents: no request held fully replayed KV at the end (%.0f held KV "
+                   "computed only in part)\n", isnan(ks) ? 0.0 : ks);
+    else
+        fprintf(f, "KV contents vs a from-scratch prefill: %.0f requests checked (%.0f skipped: "
+                   "KV computed only in part), max NMSE %.3g (bound %.0e): %s\n",
+                kr, isnan(ks) ? 0.0 : ks, jd(j, "$.checks.kv_max_nmse"),
+                jd(j, "$.checks.kv_nmse_bound"), jd(j, "$.checks.kv_ok") == 1 ? "ok" : "FAILED");
+}
+
 int val_report_print(FILE *f, sqlite3 *db, int64_t validation_id, kvs_err *err)
 {
     sqlite3_stmt *row = NULL;
@@ -162,7 +232,6 @@ int val_report_print(FILE *f, sqlite3 *db, int64_t validation_id, kvs_err *err)
     }
     j.json = (const char *)sqlite3_column_text(row, 6);
     char dev_name[256], storage[16], model[256], predictor[16], cost[256], sampling[16];
-    char note[512], kvnote[256];
     js(&j, "$.device_name", dev_name, sizeof dev_name);
     js(&j, "$.storage", storage, sizeof storage);
     js(&j, "$.model", model, sizeof model);
@@ -181,65 +250,8 @@ int val_report_print(FILE *f, sqlite3 *db, int64_t validation_id, kvs_err *err)
         fprintf(f, "predictions: the run's step times (cost %s, profile %.0f)\n", cost, pid);
     else
         fprintf(f, "predictions: the run's step times (cost %s)\n", cost);
-    double ms = jd(&j, "$.max_steps");
-    fprintf(f, "steps: %.0f of %.0f replayed (%s, --start %.0f, --max-steps %.0f%s; steps "
-               "%.0f..%.0f), repeats %.0f, warmup %.0f",
-            jd(&j, "$.steps_replayed"), jd(&j, "$.steps_in_run"), sampling, jd(&j, "$.start"),
-            ms, ms == 0 ? " = all" : "", jd(&j, "$.first_step"), jd(&j, "$.last_step"),
-            jd(&j, "$.repeats"), jd(&j, "$.warmup"));
-    double ex = jd(&j, "$.steps_excluded");
-    if (ex > 0)
-        fprintf(f, "; %.0f steps without a measurement left out", ex);
-    fprintf(f, "\n\nstep time error = (predicted - measured) / measured\n");
-    fprintf(f, "  %-14s %6s %8s %8s %8s %8s | %8s %8s %8s %8s %8s\n", "steps", "n",
-            "mean", "p50", "p90", "p99", "|mean|", "|p50|", "|p90|", "|p99|", "MAPE%");
-    group_row(f, &j, "all", "$.step_error.all");
-    static const char *const kinds[] = {"prefill", "decode", "mixed"};
-    for (int k = 0; k < 3; k++) {
-        char p[64], label[32];
-        snprintf(p, sizeof p, "$.step_error.by_kind.%s", kinds[k]);
-        snprintf(label, sizeof label, "%s", kinds[k]);
-        group_row(f, &j, label, p);
-    }
-    static const char *const bins[] = {"1", "2-8", "9-32", "33-128", ">128"};
-    for (int k = 0; k < 5; k++) {
-        char p[64], label[32];
-        snprintf(p, sizeof p, "$.step_error.by_batch.\"%s\"", bins[k]);
-        snprintf(label, sizeof label, "batch %s", bins[k]);
-        group_row(f, &j, label, p);
-    }
-    fprintf(f, "  mean absolute error %.6g s per step; total predicted %.6g s, measured %.6g s\n",
-            jd(&j, "$.step_error.all.mae_s"), jd(&j, "$.step_error.all.predicted_total_s"),
-            jd(&j, "$.step_error.all.measured_total_s"));
-    e2e_table(f, &j, "all", "all requests (unreplayed steps at predicted times)");
-    e2e_table(f, &j, "covered", "requests whose every step was replayed");
-
-    js(&j, "$.memory.note", note, sizeof note);
-    double bm = jd(&j, "$.memory.bytes_match");
-    fprintf(f, "\nKV memory at the peak: device %.0f blocks x %.0f B = %.0f B; simulator %.0f "
-               "blocks x %.0f B = %.0f B: %s%s%s\n",
-            jd(&j, "$.memory.peak_blocks_replay"), jd(&j, "$.memory.block_bytes_device"),
-            jd(&j, "$.memory.kv_bytes_device"), jd(&j, "$.memory.peak_blocks_sim"),
-            jd(&j, "$.memory.block_bytes_sim"), jd(&j, "$.memory.kv_bytes_sim"),
-            bm == 1 ? "match" : "MISMATCH", note[0] ? " - " : "", note);
-    double sm = jd(&j, "$.checks.schedule_mismatch_steps");
-    fprintf(f, "block tables: derived count equals steps.kv_blocks_used in %.0f of %.0f steps",
-            jd(&j, "$.checks.schedule_steps") - sm, jd(&j, "$.checks.schedule_steps"));
-    if (sm > 0)
-        fprintf(f, " (first mismatch at step %.0f)", jd(&j, "$.checks.schedule_first_mismatch"));
-    fprintf(f, "\n");
-    double kr = jd(&j, "$.checks.kv_requests"), ks = jd(&j, "$.checks.kv_stale_requests");
-    js(&j, "$.checks.kv_note", kvnote, sizeof kvnote);
-    if (isnan(kr))
-        fprintf(f, "KV contents: not checked (%s)\n", kvnote);
-    else if (kr == 0)
-        fprintf(f, "KV contents: no request held fully replayed KV at the end (%.0f held KV "
-                   "computed only in part)\n", isnan(ks) ? 0.0 : ks);
-    else
-        fprintf(f, "KV contents vs a from-scratch prefill: %.0f requests checked (%.0f skipped: "
-                   "KV computed only in part), max NMSE %.3g (bound %.0e): %s\n",
-                kr, isnan(ks) ? 0.0 : ks, jd(&j, "$.checks.kv_max_nmse"),
-                jd(&j, "$.checks.kv_nmse_bound"), jd(&j, "$.checks.kv_ok") == 1 ? "ok" : "FAILED");
+    print_steps(f, &j, sampling);
+    print_checks(f, &j);
     if (j.rc != SQLITE_OK && j.rc != SQLITE_DONE)
         rc = kvs_errf(err, KVS_EDB, "%s: reading validation %lld: %s", path ? path : "",
                       (long long)validation_id, sqlite3_errmsg(db));
