@@ -412,53 +412,11 @@ static int read_quant(const hf_ctx *c, json_object *root, model_spec *m)
                     c->file, method);
 }
 
-static int read_shape(const hf_ctx *c, json_object *root, const hf_arch *a, model_spec *m)
+/* What the family adds to the common shape: biases, norms, MLA (DeepSeek),
+ * OPT's plain MLP and learned positions.  Errors name the file and key. */
+static int read_family(const hf_ctx *c, hf_family fam, model_spec *m)
 {
     int rc;
-    const hf_family fam = a->family;
-    const int opt = fam == HF_OPT;
-    snprintf(m->arch, sizeof m->arch, "%s", a->type);
-    if ((rc = get_int(c, "hidden_size", -1, 65536, &m->hidden)) ||
-        (rc = get_int(c, "num_hidden_layers", -1, 1024, &m->layers)) ||
-        (rc = get_int(c, "num_attention_heads", -1, 1024, &m->heads)) ||
-        (rc = get_int(c, "num_key_value_heads", m->heads, 1024, &m->kv_heads)) ||
-        (rc = get_int(c, opt ? "ffn_dim" : "intermediate_size", -1, 1048576,
-                      &m->intermediate)) ||
-        (rc = get_int(c, "vocab_size", -1, 4194304, &m->vocab)) ||
-        (rc = get_int(c, "max_position_embeddings", -1, 16777216, &m->max_ctx)))
-        return rc;
-    if (m->kv_heads > m->heads || m->heads % m->kv_heads)
-        return kvs_errf(c->err, KVS_EINVAL,
-                        "%s: %snum_key_value_heads: %lld does not divide num_attention_heads %lld",
-                        c->file, c->prefix, (long long)m->kv_heads, (long long)m->heads);
-    if (get(c, "head_dim")) {
-        if ((rc = get_int(c, "head_dim", -1, 1024, &m->head_dim)))
-            return rc;
-    } else {
-        if (m->hidden % m->heads)
-            return kvs_errf(c->err, KVS_EINVAL,
-                            "%s: %shead_dim: missing, and num_attention_heads %lld does not "
-                            "divide hidden_size %lld",
-                            c->file, c->prefix, (long long)m->heads, (long long)m->hidden);
-        m->head_dim = m->hidden / m->heads;
-        if (m->head_dim > 1024)
-            return kvs_errf(c->err, KVS_EINVAL, "%s: %shead_dim: %lld exceeds 1024", c->file,
-                            c->prefix, (long long)m->head_dim);
-    }
-    if ((rc = read_dtype(c, root, &m->dtype_bytes)))
-        return rc;
-    int tied_default = fam == HF_GEMMA2 || fam == HF_GEMMA3 || opt;
-    json_object *tv = NULL;
-    /* Gemma-3 keeps tie_word_embeddings at the top level, the rest nested */
-    hf_ctx top = *c;
-    top.prefix = "";
-    top.obj = root;
-    const hf_ctx *tc = get(c, "tie_word_embeddings") || !json_object_object_get_ex(
-                                                            root, "tie_word_embeddings", &tv)
-                           ? c
-                           : &top;
-    if ((rc = get_bool(tc, "tie_word_embeddings", tied_default, &m->tied_embeddings)))
-        return rc;
     switch (fam) {
     case HF_LLAMA:
         if ((rc = get_bool(c, "attention_bias", 0, &m->attn_bias)) ||
@@ -508,6 +466,58 @@ static int read_shape(const hf_ctx *c, json_object *root, const hf_arch *a, mode
         m->mlp_bias = 1;
         break;
     }
+    return KVS_OK;
+}
+
+static int read_shape(const hf_ctx *c, json_object *root, const hf_arch *a, model_spec *m)
+{
+    int rc;
+    const hf_family fam = a->family;
+    const int opt = fam == HF_OPT;
+    snprintf(m->arch, sizeof m->arch, "%s", a->type);
+    if ((rc = get_int(c, "hidden_size", -1, 65536, &m->hidden)) ||
+        (rc = get_int(c, "num_hidden_layers", -1, 1024, &m->layers)) ||
+        (rc = get_int(c, "num_attention_heads", -1, 1024, &m->heads)) ||
+        (rc = get_int(c, "num_key_value_heads", m->heads, 1024, &m->kv_heads)) ||
+        (rc = get_int(c, opt ? "ffn_dim" : "intermediate_size", -1, 1048576,
+                      &m->intermediate)) ||
+        (rc = get_int(c, "vocab_size", -1, 4194304, &m->vocab)) ||
+        (rc = get_int(c, "max_position_embeddings", -1, 16777216, &m->max_ctx)))
+        return rc;
+    if (m->kv_heads > m->heads || m->heads % m->kv_heads)
+        return kvs_errf(c->err, KVS_EINVAL,
+                        "%s: %snum_key_value_heads: %lld does not divide num_attention_heads %lld",
+                        c->file, c->prefix, (long long)m->kv_heads, (long long)m->heads);
+    if (get(c, "head_dim")) {
+        if ((rc = get_int(c, "head_dim", -1, 1024, &m->head_dim)))
+            return rc;
+    } else {
+        if (m->hidden % m->heads)
+            return kvs_errf(c->err, KVS_EINVAL,
+                            "%s: %shead_dim: missing, and num_attention_heads %lld does not "
+                            "divide hidden_size %lld",
+                            c->file, c->prefix, (long long)m->heads, (long long)m->hidden);
+        m->head_dim = m->hidden / m->heads;
+        if (m->head_dim > 1024)
+            return kvs_errf(c->err, KVS_EINVAL, "%s: %shead_dim: %lld exceeds 1024", c->file,
+                            c->prefix, (long long)m->head_dim);
+    }
+    if ((rc = read_dtype(c, root, &m->dtype_bytes)))
+        return rc;
+    int tied_default = fam == HF_GEMMA2 || fam == HF_GEMMA3 || opt;
+    json_object *tv = NULL;
+    /* Gemma-3 keeps tie_word_embeddings at the top level, the rest nested */
+    hf_ctx top = *c;
+    top.prefix = "";
+    top.obj = root;
+    const hf_ctx *tc = get(c, "tie_word_embeddings") || !json_object_object_get_ex(
+                                                            root, "tie_word_embeddings", &tv)
+                           ? c
+                           : &top;
+    if ((rc = get_bool(tc, "tie_word_embeddings", tied_default, &m->tied_embeddings)))
+        return rc;
+    if ((rc = read_family(c, fam, m)))
+        return rc;
     if ((rc = read_rope(c, m)) || (rc = read_window(c, fam, m)))
         return rc;
     if (fam == HF_LLAMA || fam == HF_QWEN3_MOE || fam == HF_DEEPSEEK || fam == HF_GPT_OSS)
