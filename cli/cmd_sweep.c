@@ -199,19 +199,12 @@ static void drain(int res_fd, worker *ws, int nw, const sweep_plan *p, int64_t *
         handle_msg(&m, ws, nw, p, next, pr);
 }
 
-static int run_forked(const char *cmd, const sweep_plan *p, int jobs, sweep_progress *pr)
+/* Fork nw workers, each with its command pipe, all writing results to
+ * res_fd's pipe, and hand each its first point.  A failed pipe or fork is
+ * printed and stops the spawning (the workers already running go on). */
+static void spawn_workers(const char *cmd, const sweep_plan *p, worker *ws, int nw,
+                          const int res_pipe[2], int64_t *next, sweep_progress *pr)
 {
-    int nw = jobs < p->n_todo ? jobs : (int)p->n_todo;
-    worker *ws = calloc((size_t)(nw > 0 ? nw : 1), sizeof *ws);
-    int res_pipe[2];
-    int64_t next = 0;
-    int killed = 0;
-    if (!ws)
-        return cli_fail(cmd, "out of memory"), 1;
-    if (pipe(res_pipe)) {
-        free(ws);
-        return cli_fail(cmd, "pipe: %s", strerror(errno)), 1;
-    }
     fflush(stdout);
     fflush(stderr);
     for (int i = 0; i < nw; i++) {
@@ -242,37 +235,92 @@ static int run_forked(const char *cmd, const sweep_plan *p, int jobs, sweep_prog
         close(cp[0]);
         ws[i].pid = pid;
         ws[i].cmd_fd = cp[1];
-        dispatch(&ws[i], p, &next);
+        dispatch(&ws[i], p, next);
         if (ws[i].point >= 0)
             pr->running++;
     }
+}
+
+/* An interrupt: the first closes the idle workers' pipes (they exit; the
+ * running points finish), the second kills every worker.  *warned and
+ * *killed remember which was done. */
+static void on_stop(const char *cmd, worker *ws, int nw, sweep_progress *pr, int *warned,
+                    int *killed)
+{
+    if (cli_stop_requested() && !*warned) {
+        *warned = 1;
+        if (pr->on)
+            fputc('\n', stderr);
+        if (isatty(STDERR_FILENO)) /* for the person at the terminal only */
+            fprintf(stderr, "kvsim %s: stopping: waiting for %d running points "
+                            "(interrupt again to kill them)\n",
+                    cmd, pr->running);
+        for (int i = 0; i < nw; i++)
+            if (ws[i].point < 0 && ws[i].cmd_fd >= 0) {
+                close(ws[i].cmd_fd);
+                ws[i].cmd_fd = -1;
+            }
+    }
+    if (cli_stop_requested() > 1 && !*killed) {
+        *killed = 1;
+        for (int i = 0; i < nw; i++)
+            if (ws[i].pid > 0)
+                kill(ws[i].pid, SIGKILL);
+    }
+}
+
+/* Reap the workers that exited; one that died with a point in flight
+ * loses that point (its transaction, if any, was rolled back).  Returns
+ * how many were reaped. */
+static int reap_workers(const char *cmd, int res_fd, worker *ws, int nw, const sweep_plan *p,
+                        int64_t *next, sweep_progress *pr, int killed)
+{
+    int status, reaped = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        drain(res_fd, ws, nw, p, next, pr);
+        for (int i = 0; i < nw; i++) {
+            if (ws[i].pid != pid)
+                continue;
+            ws[i].pid = 0;
+            reaped++;
+            if (ws[i].cmd_fd >= 0)
+                close(ws[i].cmd_fd);
+            ws[i].cmd_fd = -1;
+            if (ws[i].point >= 0) {
+                if (!killed)
+                    cli_fail(cmd, "worker %d died running point %lld", (int)pid,
+                             (long long)ws[i].point);
+                pr->failed++;
+                pr->running--;
+                ws[i].point = -1;
+            }
+        }
+    }
+    return reaped;
+}
+
+static int run_forked(const char *cmd, const sweep_plan *p, int jobs, sweep_progress *pr)
+{
+    int nw = jobs < p->n_todo ? jobs : (int)p->n_todo;
+    worker *ws = calloc((size_t)(nw > 0 ? nw : 1), sizeof *ws);
+    int res_pipe[2];
+    int64_t next = 0;
+    int killed = 0, warned = 0;
+    if (!ws)
+        return cli_fail(cmd, "out of memory"), 1;
+    if (pipe(res_pipe)) {
+        free(ws);
+        return cli_fail(cmd, "pipe: %s", strerror(errno)), 1;
+    }
+    spawn_workers(cmd, p, ws, nw, res_pipe, &next, pr);
     close(res_pipe[1]);
     int alive = 0;
     for (int i = 0; i < nw; i++)
         alive += ws[i].pid > 0;
-    int warned = 0;
     while (alive > 0) {
         sweep_progress_draw(pr);
-        if (cli_stop_requested() && !warned) {
-            warned = 1;
-            if (pr->on)
-                fputc('\n', stderr);
-            if (isatty(STDERR_FILENO)) /* for the person at the terminal only */
-                fprintf(stderr, "kvsim %s: stopping: waiting for %d running points "
-                                "(interrupt again to kill them)\n",
-                        cmd, pr->running);
-            for (int i = 0; i < nw; i++)
-                if (ws[i].point < 0 && ws[i].cmd_fd >= 0) {
-                    close(ws[i].cmd_fd);
-                    ws[i].cmd_fd = -1;
-                }
-        }
-        if (cli_stop_requested() > 1 && !killed) {
-            killed = 1;
-            for (int i = 0; i < nw; i++)
-                if (ws[i].pid > 0)
-                    kill(ws[i].pid, SIGKILL);
-        }
+        on_stop(cmd, ws, nw, pr, &warned, &killed);
         struct pollfd pf = {res_pipe[0], POLLIN, 0};
         int pr_rc = poll(&pf, 1, 250);
         if (pr_rc > 0 && (pf.revents & POLLIN)) {
@@ -280,30 +328,7 @@ static int run_forked(const char *cmd, const sweep_plan *p, int jobs, sweep_prog
             if (read_full(res_pipe[0], &m, sizeof m) == 0)
                 handle_msg(&m, ws, nw, p, &next, pr);
         }
-        /* reap exited workers; one that died with a point in flight loses
-         * that point (its transaction, if any, was rolled back) */
-        int status;
-        pid_t pid;
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-            drain(res_pipe[0], ws, nw, p, &next, pr);
-            for (int i = 0; i < nw; i++) {
-                if (ws[i].pid != pid)
-                    continue;
-                ws[i].pid = 0;
-                alive--;
-                if (ws[i].cmd_fd >= 0)
-                    close(ws[i].cmd_fd);
-                ws[i].cmd_fd = -1;
-                if (ws[i].point >= 0) {
-                    if (!killed)
-                        cli_fail(cmd, "worker %d died running point %lld", (int)pid,
-                                 (long long)ws[i].point);
-                    pr->failed++;
-                    pr->running--;
-                    ws[i].point = -1;
-                }
-            }
-        }
+        alive -= reap_workers(cmd, res_pipe[0], ws, nw, p, &next, pr, killed);
     }
     close(res_pipe[0]);
     sweep_progress_end(pr);
