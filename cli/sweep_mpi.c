@@ -120,6 +120,86 @@ static void send_point(const run_packed *r)
     free(buf);
 }
 
+/* Rank 0 sets the sweep up (sweep_setup: flags, store, the points to do)
+ * and broadcasts it; every other rank rebuilds the same plan from its
+ * texts.  0, or the exit status every rank returns (rank 0 printed why). */
+static int share_plan(const char *cmd, int argc, char **argv, int rank, sweep_cli *cli,
+                      sweep_plan *p, store **st)
+{
+    int64_t hdr[3] = {0, 0, 0}; /* ok, sweep_id, n_todo */
+    if (rank == 0) {
+        int rc = sweep_setup(cmd, argc, argv, cli, p, st);
+        hdr[0] = rc == 0;
+        hdr[1] = p->sweep_id;
+        hdr[2] = p->n_todo;
+        MPI_Bcast(hdr, 3, MPI_INT64_T, 0, MPI_COMM_WORLD);
+        if (rc)
+            return rc;
+    } else {
+        MPI_Bcast(hdr, 3, MPI_INT64_T, 0, MPI_COMM_WORLD);
+        if (!hdr[0])
+            return CLI_EXIT_ERR;
+    }
+    char *base_args = rank == 0 ? p->base_args : NULL;
+    char *grid_text = rank == 0 ? p->grid_text : NULL;
+    if (bcast_str(&base_args, rank) || bcast_str(&grid_text, rank)) {
+        fprintf(stderr, "kvsim sweep: rank %d: out of memory\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_ERR);
+    }
+    if (rank != 0) {
+        char where[64];
+        snprintf(where, sizeof where, "sweep %lld", (long long)hdr[1]);
+        if (sweep_plan_from_texts(cmd, base_args, grid_text, where, p) ||
+            !(p->todo = malloc((size_t)(hdr[2] > 0 ? hdr[2] : 1) * sizeof *p->todo))) {
+            fprintf(stderr, "kvsim sweep: rank %d could not rebuild the sweep\n", rank);
+            MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_ERR);
+        }
+        free(base_args);
+        free(grid_text);
+        p->sweep_id = hdr[1];
+        p->n_todo = hdr[2];
+    }
+    if (p->n_todo > 0)
+        MPI_Bcast(p->todo, (int)p->n_todo, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    return 0;
+}
+
+/* The points round-robin over the ranks: each simulates its own, rank 0
+ * receives the others' results and stores every point in order.  Rounds
+ * stop when any rank was interrupted; returns 1 then. */
+static int run_points(const char *cmd, const sweep_plan *p, int rank, int size, store *st,
+                      store *cost_st, sweep_progress *pr)
+{
+    int interrupted = 0;
+    for (int64_t k = 0; k < p->n_todo; k++) {
+        int owner = (int)(k % size);
+        if (owner == 0) { /* a new round: does any rank want to stop? */
+            int mine = cli_stop_requested() > 0;
+            MPI_Allreduce(&mine, &interrupted, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            if (interrupted)
+                break;
+        }
+        run_packed r;
+        if (rank == owner)
+            sweep_point_simulate(p, p->todo[k], cost_st, &r);
+        if (rank == 0) {
+            if (owner != 0)
+                recv_point(owner, p->todo[k], &r);
+            int64_t run_id = 0;
+            if (sweep_point_store(cmd, p, st, &r, &run_id))
+                pr->failed++;
+            else
+                pr->done++;
+            sweep_progress_draw(pr);
+        } else if (rank == owner) {
+            send_point(&r);
+        }
+        if (rank == owner || rank == 0)
+            run_packed_free(&r);
+    }
+    return interrupted;
+}
+
 int sweep_mpi_main(const char *cmd, int argc, char **argv)
 {
     int rank = 0, size = 1;
@@ -130,47 +210,12 @@ int sweep_mpi_main(const char *cmd, int argc, char **argv)
     sweep_cli cli;
     sweep_plan p;
     store *st = NULL;
-    int64_t hdr[3] = {0, 0, 0}; /* ok, sweep_id, n_todo */
     memset(&p, 0, sizeof p);
-    if (rank == 0) {
-        int rc = sweep_setup(cmd, argc, argv, &cli, &p, &st);
-        hdr[0] = rc == 0;
-        hdr[1] = p.sweep_id;
-        hdr[2] = p.n_todo;
-        MPI_Bcast(hdr, 3, MPI_INT64_T, 0, MPI_COMM_WORLD);
-        if (rc) {
-            MPI_Finalize();
-            return rc;
-        }
-    } else {
-        MPI_Bcast(hdr, 3, MPI_INT64_T, 0, MPI_COMM_WORLD);
-        if (!hdr[0]) {
-            MPI_Finalize();
-            return CLI_EXIT_ERR;
-        }
+    int rc = share_plan(cmd, argc, argv, rank, &cli, &p, &st);
+    if (rc) {
+        MPI_Finalize();
+        return rc;
     }
-    char *base_args = rank == 0 ? p.base_args : NULL;
-    char *grid_text = rank == 0 ? p.grid_text : NULL;
-    if (bcast_str(&base_args, rank) || bcast_str(&grid_text, rank)) {
-        fprintf(stderr, "kvsim sweep: rank %d: out of memory\n", rank);
-        MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_ERR);
-    }
-    if (rank != 0) {
-        char where[64];
-        snprintf(where, sizeof where, "sweep %lld", (long long)hdr[1]);
-        if (sweep_plan_from_texts(cmd, base_args, grid_text, where, &p) ||
-            !(p.todo = malloc((size_t)(hdr[2] > 0 ? hdr[2] : 1) * sizeof *p.todo))) {
-            fprintf(stderr, "kvsim sweep: rank %d could not rebuild the sweep\n", rank);
-            MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_ERR);
-        }
-        free(base_args);
-        free(grid_text);
-        p.sweep_id = hdr[1];
-        p.n_todo = hdr[2];
-    }
-    if (p.n_todo > 0)
-        MPI_Bcast(p.todo, (int)p.n_todo, MPI_INT64_T, 0, MPI_COMM_WORLD);
-
     /* calibrated cost profiles are read from the database on every rank */
     store *cost_st = st;
     if (rank != 0 && !strncmp(p.base.cfg.cost, "calibrated", 10)) {
@@ -183,37 +228,10 @@ int sweep_mpi_main(const char *cmd, int argc, char **argv)
     sweep_progress_init(&pr, rank == 0 && (cli.progress == 1 || (cli.progress < 0 && !cli.quiet &&
                                                                  isatty(STDERR_FILENO))),
                         p.n_todo);
-    int interrupted = 0;
     cli_stop_install(0);
-    for (int64_t k = 0; k < p.n_todo; k++) {
-        int owner = (int)(k % size);
-        if (owner == 0) { /* a new round: does any rank want to stop? */
-            int mine = cli_stop_requested() > 0;
-            MPI_Allreduce(&mine, &interrupted, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-            if (interrupted)
-                break;
-        }
-        run_packed r;
-        if (rank == owner)
-            sweep_point_simulate(&p, p.todo[k], cost_st, &r);
-        if (rank == 0) {
-            if (owner != 0)
-                recv_point(owner, p.todo[k], &r);
-            int64_t run_id = 0;
-            if (sweep_point_store(cmd, &p, st, &r, &run_id))
-                pr.failed++;
-            else
-                pr.done++;
-            sweep_progress_draw(&pr);
-        } else if (rank == owner) {
-            send_point(&r);
-        }
-        if (rank == owner || rank == 0)
-            run_packed_free(&r);
-    }
+    int interrupted = run_points(cmd, &p, rank, size, st, cost_st, &pr);
     sweep_progress_end(&pr);
     cli_stop_restore();
-    int rc = 0;
     if (rank == 0)
         rc = sweep_finish(cmd, &cli, &p, st, interrupted);
     else if (cost_st)
