@@ -116,152 +116,206 @@ static void add_gemm(double M, double K, double N, double b, double wb, double *
     *y += y1;
 }
 
+/* The per-GPU widths and counts an op's cost is written in (notation of
+ * docs/cost-models.md, section 4): T tokens, Tp prefill tokens, R
+ * sequences, H hidden, D head_dim, hq query heads, q / k query and K (= V)
+ * widths, I intermediate, Vg vocabulary share, b activation bytes, ring the
+ * all-reduce's (tp - 1) / tp; weight and KV element bytes; MLA widths;
+ * expert widths; and this cp rank's attention work (sliding windows cap
+ * it). */
+typedef struct op_dims {
+    int64_t tp, ep, cp;
+    double T, Tp, R, H, D, hq, q, k, I, Vg, b, ring;
+    double wb, wb_dense, kvb;   /* weight bytes, non-expert weight bytes, KV bytes */
+    int mla, swa;               /* MLA attention; a sliding-window op */
+    double kl, rope, qk, vd, ql, out_w;
+    double Im, rows, gu;        /* expert width, expert rows, gate|up width in I */
+    double kv_read, prefill_sq; /* this cp rank's, window-capped */
+} op_dims;
+
+static void op_dims_init(const model_spec *m, const model_par *p, model_op op,
+                         const model_op_counts *c, op_dims *d)
+{
+    const int64_t tp = p->tp < 1 ? 1 : p->tp;
+    d->tp = tp;
+    d->ep = p->ep < 1 ? 1 : p->ep;
+    d->cp = p->cp < 1 ? 1 : p->cp;
+    d->T = (double)c->tokens;
+    d->Tp = c->tokens > c->n_decode ? (double)(c->tokens - c->n_decode) : 0.0;
+    d->R = (double)(c->n_prefill + c->n_decode);
+    d->H = (double)m->hidden;
+    d->D = (double)m->head_dim;
+    d->hq = (double)(m->heads / tp);
+    d->q = d->hq * d->D;
+    d->k = (double)model_kv_heads_per_gpu(m, tp) * d->D;
+    d->I = (double)(m->intermediate / tp);
+    d->Vg = (double)((m->vocab + tp - 1) / tp);
+    d->b = (double)m->dtype_bytes;
+    d->ring = (double)(tp - 1) / (double)tp;
+    d->wb = model_weight_elem_bytes(m);
+    d->wb_dense = m->quant_experts_only ? d->b : d->wb;
+    d->kvb = m->kv_bits ? (double)m->kv_bits / 8.0 : d->b;
+    d->mla = m->attn_type == MODEL_ATTN_MLA;
+    d->kl = (double)m->kv_lora_rank;
+    d->rope = (double)m->qk_rope_head_dim;
+    d->qk = (double)(m->qk_nope_head_dim + m->qk_rope_head_dim);
+    d->vd = (double)m->v_head_dim;
+    d->ql = (double)m->q_lora_rank;
+    d->out_w = d->mla ? d->hq * d->vd : d->q;
+    d->Im = (double)(m->moe_intermediate / tp);
+    d->rows = d->T * (double)(m->experts_per_tok + m->shared_experts);
+    d->gu = m->mlp_plain ? 1.0 : 2.0;
+    d->kv_read = (double)c->kv_read;
+    d->prefill_sq = (double)c->prefill_sq;
+    if (d->cp > 1) {
+        d->kv_read /= (double)d->cp;
+        d->prefill_sq /= (double)d->cp;
+    }
+    d->swa = op == MODEL_OP_ATTN_PREFILL_SWA || op == MODEL_OP_ATTN_DECODE_SWA;
+    if (d->swa) {
+        const double W = (double)m->window;
+        d->kv_read = fmin((double)c->kv_read, (double)c->n_decode * W) / (double)d->cp;
+        d->prefill_sq = fmin((double)c->prefill_sq, 2.0 * W * d->Tp) / (double)d->cp;
+    }
+}
+
+/* Attention of a prefill (decode = 0) or decode op: MLA over its latent,
+ * plain attention with the KV at the activations' bytes (the LLaMA
+ * expressions, kept as they were), or a KV of other bytes, a window or a
+ * cp share. */
+static void attn_cost(const model_op_counts *c, const op_dims *d, int decode, double *f,
+                      double *y)
+{
+    const double hq = d->hq, D = d->D, q = d->q, k = d->k, b = d->b, kvb = d->kvb;
+    const int plain = kvb == b && !d->swa && d->cp == 1;
+    if (!decode) {
+        if (d->mla) {
+            *f = hq * (d->qk + d->vd) * d->prefill_sq;
+            *y = d->Tp * hq * (2.0 * d->qk + 2.0 * d->vd) * b;
+        } else if (plain) {
+            *f = 2.0 * hq * D * (double)c->prefill_sq;
+            *y = (2.0 * q + 2.0 * k) * d->Tp * b;
+        } else {
+            *f = 2.0 * hq * D * d->prefill_sq;
+            *y = 2.0 * q * d->Tp * b + 2.0 * k * d->Tp * kvb;
+        }
+    } else if (d->mla) {
+        *f = 2.0 * d->kv_read * hq * (2.0 * d->kl + d->rope);
+        *y = d->kv_read * (d->kl + d->rope) * kvb +
+             (double)c->n_decode * hq * (2.0 * d->kl + d->rope) * b;
+    } else if (plain) {
+        *f = 4.0 * (double)c->kv_read * hq * D;
+        *y = (2.0 * k * (double)c->kv_read + 2.0 * q * (double)c->n_decode) * b;
+    } else {
+        *f = 4.0 * d->kv_read * hq * D;
+        *y = 2.0 * k * d->kv_read * kvb + 2.0 * q * (double)c->n_decode * b;
+    }
+}
+
+/* Norms, rotary embedding, the KV-cache write and the SiLU product, per
+ * token (a MoE layer's product over the experts each token uses). */
+static void elementwise_cost(const model_spec *m, const op_dims *d, double *f, double *y)
+{
+    const double T = d->T, H = d->H;
+    double Ie = d->I, kc = d->k, qr = d->q + d->k;
+    if (m->experts > 0 && m->layers > 0)
+        Ie = ((double)model_dense_mlp_layers(m) * d->I +
+              (double)model_moe_layers(m) * (double)(m->experts_per_tok + m->shared_experts) *
+                  d->Im) /
+             (double)m->layers;
+    if (d->mla) {
+        kc = (d->kl + d->rope) / 2.0;  /* one latent written per token */
+        qr = d->hq * d->rope + d->rope; /* rotary parts only */
+    }
+    double norm_el = 2.0 * 4.0 * T * H;   /* 2 fused add+norms, 4 moves */
+    double rope_el = 2.0 * T * qr;        /* read and write Q and K */
+    double cache_el = 4.0 * T * kc;       /* read K,V; write the cache */
+    double silu_el = (d->gu + 1.0) * T * Ie; /* read gate|up, write product */
+    *f = 4.0 * 2.0 * T * H + 3.0 * T * qr + 4.0 * T * Ie;
+    *y = (norm_el + rope_el + cache_el + silu_el) * d->b;
+}
+
+/* A MoE layer's gate|up or down GEMMs: the experts this GPU reads are its
+ * share of those the ep copies' tokens touch, plus the shared ones. */
+static void moe_cost(const model_spec *m, const op_dims *d, model_op op, double *f, double *y)
+{
+    double touched = model_moe_expected_experts((double)m->experts, (double)m->experts_per_tok,
+                                                d->T * (double)d->ep) /
+                         (double)d->ep +
+                     (double)m->shared_experts;
+    double in = op == MODEL_OP_MOE_GATE_UP ? d->H : d->Im;
+    double outw = op == MODEL_OP_MOE_GATE_UP ? d->gu * d->Im : d->H;
+    *f = 2.0 * d->rows * in * outw;
+    *y = touched * in * outw * d->wb + d->rows * (in + outw) * d->b;
+}
+
 void model_op_cost_par(const model_spec *m, const model_par *p, model_op op,
                        const model_op_counts *c, double *flops, double *bytes)
 {
-    const int64_t tp = p->tp < 1 ? 1 : p->tp;
-    const int64_t ep = p->ep < 1 ? 1 : p->ep, cp = p->cp < 1 ? 1 : p->cp;
-    const double T = (double)c->tokens;
-    const double Tp = c->tokens > c->n_decode ? (double)(c->tokens - c->n_decode) : 0.0;
-    const double R = (double)(c->n_prefill + c->n_decode);
-    const double H = (double)m->hidden, D = (double)m->head_dim;
-    const double hq = (double)(m->heads / tp);            /* query heads per GPU */
-    const double q = hq * D;                               /* query width per GPU */
-    const double k = (double)model_kv_heads_per_gpu(m, tp) * D; /* K (= V) width */
-    const double I = (double)(m->intermediate / tp);
-    const double Vg = (double)((m->vocab + tp - 1) / tp);
-    const double b = (double)m->dtype_bytes;
-    const double ring = (double)(tp - 1) / (double)tp;
-    /* 2026 figures: weight, KV element bytes; MLA widths; expert widths */
-    const double wb = model_weight_elem_bytes(m);
-    const double wb_dense = m->quant_experts_only ? b : wb; /* non-expert weights */
-    const double kvb = m->kv_bits ? (double)m->kv_bits / 8.0 : b;
-    const int mla = m->attn_type == MODEL_ATTN_MLA;
-    const double kl = (double)m->kv_lora_rank, rope = (double)m->qk_rope_head_dim;
-    const double qk = (double)(m->qk_nope_head_dim + m->qk_rope_head_dim);
-    const double vd = (double)m->v_head_dim, ql = (double)m->q_lora_rank;
-    const double out_w = mla ? hq * vd : q; /* attention output width per GPU */
-    const double Im = (double)(m->moe_intermediate / tp);
-    const double rows = T * (double)(m->experts_per_tok + m->shared_experts);
-    const double gu = m->mlp_plain ? 1.0 : 2.0; /* gate|up width in units of I */
-    /* attention work this cp rank does: 1/cp of the KV */
-    double kv_read = (double)c->kv_read, prefill_sq = (double)c->prefill_sq;
-    if (cp > 1) {
-        kv_read /= (double)cp;
-        prefill_sq /= (double)cp;
-    }
-    const int swa = op == MODEL_OP_ATTN_PREFILL_SWA || op == MODEL_OP_ATTN_DECODE_SWA;
-    if (swa) {
-        const double W = (double)m->window;
-        kv_read = fmin((double)c->kv_read, (double)c->n_decode * W) / (double)cp;
-        prefill_sq = fmin((double)c->prefill_sq, 2.0 * W * Tp) / (double)cp;
-    }
+    op_dims d;
+    op_dims_init(m, p, op, c, &d);
+    const double T = d.T, H = d.H, b = d.b;
     double f = 0, y = 0;
-
     switch (op) {
     case MODEL_OP_EMBED:
         y = 2.0 * T * H * b;
         break;
     case MODEL_OP_QKV:
-        if (mla) {
+        if (d.mla) {
             /* q_a|kv_a (held whole), then q_b and kv_b split by heads; no
              * q LoRA: q straight from the hidden state */
-            add_gemm(T, H, ql + kl + rope, b, wb_dense, &f, &y);
-            add_gemm(T, ql > 0 ? ql : H, hq * qk, b, wb_dense, &f, &y);
-            add_gemm(T, kl, hq * ((double)m->qk_nope_head_dim + vd), b, wb_dense, &f, &y);
+            add_gemm(T, H, d.ql + d.kl + d.rope, b, d.wb_dense, &f, &y);
+            add_gemm(T, d.ql > 0 ? d.ql : H, d.hq * d.qk, b, d.wb_dense, &f, &y);
+            add_gemm(T, d.kl, d.hq * ((double)m->qk_nope_head_dim + d.vd), b, d.wb_dense, &f,
+                     &y);
         } else {
-            gemm_w(T, H, q + 2.0 * k, b, wb_dense, &f, &y);
+            gemm_w(T, H, d.q + 2.0 * d.k, b, d.wb_dense, &f, &y);
         }
         break;
     case MODEL_OP_ATTN_PREFILL:
     case MODEL_OP_ATTN_PREFILL_SWA:
-        if (mla) {
-            f = hq * (qk + vd) * prefill_sq;
-            y = Tp * hq * (2.0 * qk + 2.0 * vd) * b;
-        } else if (kvb == b && !swa && cp == 1) {
-            f = 2.0 * hq * D * (double)c->prefill_sq;
-            y = (2.0 * q + 2.0 * k) * Tp * b;
-        } else {
-            f = 2.0 * hq * D * prefill_sq;
-            y = 2.0 * q * Tp * b + 2.0 * k * Tp * kvb;
-        }
+        attn_cost(c, &d, 0, &f, &y);
         break;
     case MODEL_OP_ATTN_DECODE:
     case MODEL_OP_ATTN_DECODE_SWA:
-        if (mla) {
-            f = 2.0 * kv_read * hq * (2.0 * kl + rope);
-            y = kv_read * (kl + rope) * kvb + (double)c->n_decode * hq * (2.0 * kl + rope) * b;
-        } else if (kvb == b && !swa && cp == 1) {
-            f = 4.0 * (double)c->kv_read * hq * D;
-            y = (2.0 * k * (double)c->kv_read + 2.0 * q * (double)c->n_decode) * b;
-        } else {
-            f = 4.0 * kv_read * hq * D;
-            y = 2.0 * k * kv_read * kvb + 2.0 * q * (double)c->n_decode * b;
-        }
+        attn_cost(c, &d, 1, &f, &y);
         break;
     case MODEL_OP_O_PROJ:
-        gemm_w(T, out_w, H, b, wb_dense, &f, &y);
+        gemm_w(T, d.out_w, H, b, d.wb_dense, &f, &y);
         break;
     case MODEL_OP_MLP_GATE_UP:
-        gemm_w(T, H, gu * I, b, wb_dense, &f, &y);
+        gemm_w(T, H, d.gu * d.I, b, d.wb_dense, &f, &y);
         break;
     case MODEL_OP_MLP_DOWN:
-        gemm_w(T, I, H, b, wb_dense, &f, &y);
+        gemm_w(T, d.I, H, b, d.wb_dense, &f, &y);
         break;
-    case MODEL_OP_ELEMENTWISE: {
-        double Ie = I, kc = k, qr = q + k;
-        if (m->experts > 0 && m->layers > 0)
-            Ie = ((double)model_dense_mlp_layers(m) * I +
-                  (double)model_moe_layers(m) *
-                      (double)(m->experts_per_tok + m->shared_experts) * Im) /
-                 (double)m->layers;
-        if (mla) {
-            kc = (kl + rope) / 2.0; /* one latent written per token */
-            qr = hq * rope + rope;  /* rotary parts only */
-        }
-        double norm_el = 2.0 * 4.0 * T * H;     /* 2 fused add+norms, 4 moves */
-        double rope_el = 2.0 * T * qr;          /* read and write Q and K */
-        double cache_el = 4.0 * T * kc;         /* read K,V; write the cache */
-        double silu_el = (gu + 1.0) * T * Ie;   /* read gate|up, write product */
-        f = 4.0 * 2.0 * T * H + 3.0 * T * qr + 4.0 * T * Ie;
-        y = (norm_el + rope_el + cache_el + silu_el) * b;
+    case MODEL_OP_ELEMENTWISE:
+        elementwise_cost(m, &d, &f, &y);
         break;
-    }
     case MODEL_OP_LM_HEAD:
-        gemm(R, H, Vg, b, &f, &y);
+        gemm(d.R, H, d.Vg, b, &f, &y);
         f += 4.0 * T * H;
         y += 2.0 * T * H * b;
         break;
     case MODEL_OP_ALLREDUCE:
-        y = tp > 1 ? 2.0 * ring * T * H * b : 0.0;
+        y = d.tp > 1 ? 2.0 * d.ring * T * H * b : 0.0;
         break;
     case MODEL_OP_LOGITS_GATHER:
-        y = tp > 1 ? ring * R * (double)m->vocab * b : 0.0;
+        y = d.tp > 1 ? d.ring * d.R * (double)m->vocab * b : 0.0;
         break;
     case MODEL_OP_MOE_ROUTER:
         gemm(T, H, (double)m->experts, b, &f, &y);
         break;
     case MODEL_OP_MOE_GATE_UP:
-    case MODEL_OP_MOE_DOWN: {
-        /* experts this GPU reads: its share of those the ep copies' tokens
-         * touch, plus the shared ones */
-        double touched = model_moe_expected_experts((double)m->experts,
-                                                    (double)m->experts_per_tok,
-                                                    T * (double)ep) /
-                             (double)ep +
-                         (double)m->shared_experts;
-        double in = op == MODEL_OP_MOE_GATE_UP ? H : Im;
-        double outw = op == MODEL_OP_MOE_GATE_UP ? gu * Im : H;
-        f = 2.0 * rows * in * outw;
-        y = touched * in * outw * wb + rows * (in + outw) * b;
+    case MODEL_OP_MOE_DOWN:
+        moe_cost(m, &d, op, &f, &y);
         break;
-    }
     case MODEL_OP_ALLTOALL:
-        y = ep > 1 ? (double)(ep - 1) / (double)ep * T * (double)m->experts_per_tok * H * b
-                   : 0.0;
+        y = d.ep > 1 ? (double)(d.ep - 1) / (double)d.ep * T * (double)m->experts_per_tok * H * b
+                     : 0.0;
         break;
     case MODEL_OP_CP_EXCHANGE:
-        y = cp > 1 ? 2.0 * (double)(cp - 1) / (double)cp * T * (out_w + hq) * 4.0 : 0.0;
+        y = d.cp > 1 ? 2.0 * (double)(d.cp - 1) / (double)d.cp * T * (d.out_w + d.hq) * 4.0 : 0.0;
         break;
     default:
         break;
