@@ -187,15 +187,22 @@ static void targets(const char *kvsim, const trace *tr, const char *engine, cons
     rm_db(db);
 }
 
-int main(int argc, char **argv)
+/* The benchmark's flags. */
+typedef struct bench_args {
+    long long n;            /* requests */
+    double rate;            /* req/s */
+    const char *db;         /* the store's file (a /tmp one by default) */
+    const char *lengths;    /* the lengths file */
+    const char *engine;     /* the engine profile */
+    const char *sizes;      /* --targets' growth sizes */
+    int rep, want_targets, record_steps;
+} bench_args;
+
+/* Parse argv into *a: 0, or the exit status (usage printed). */
+static int parse_args(int argc, char **argv, bench_args *a)
 {
-    long long n = 1000000;
-    double rate = 6.0;
-    const char *db = NULL;
-    const char *lengths = "traces/lengths_sharegpt_8k_llama2tok.csv";
-    const char *engine = "vllm-v1";
-    const char *sizes = "100000,1000000";
-    int rep = 1, want_targets = 0, record_steps = 0;
+    *a = (bench_args){1000000, 6.0, NULL, "traces/lengths_sharegpt_8k_llama2tok.csv", "vllm-v1",
+                      "100000,1000000", 1, 0, 0};
     static const struct option opts[] = {{"requests", required_argument, 0, 'n'},
                                          {"rate", required_argument, 0, 'r'},
                                          {"db", required_argument, 0, 'd'},
@@ -210,15 +217,15 @@ int main(int argc, char **argv)
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
-        case 'n': n = atoll(optarg); break;
-        case 'r': rate = atof(optarg); break;
-        case 'd': db = optarg; break;
-        case 'l': lengths = optarg; break;
-        case 'e': engine = optarg; break;
-        case 'R': rep = atoi(optarg); break;
-        case 'T': want_targets = 1; break;
-        case 'S': sizes = optarg; break;
-        case 'k': record_steps = 1; break;
+        case 'n': a->n = atoll(optarg); break;
+        case 'r': a->rate = atof(optarg); break;
+        case 'd': a->db = optarg; break;
+        case 'l': a->lengths = optarg; break;
+        case 'e': a->engine = optarg; break;
+        case 'R': a->rep = atoi(optarg); break;
+        case 'T': a->want_targets = 1; break;
+        case 'S': a->sizes = optarg; break;
+        case 'k': a->record_steps = 1; break;
         default:
             printf("usage: bench_sim [--requests N] [--rate R] [--db FILE] [--lengths FILE]\n"
                    "                 [--engine vllm-v1|vllm-v0|trtllm|sglang] [--repeat R] [--targets]\n"
@@ -226,30 +233,124 @@ int main(int argc, char **argv)
             return o == 'h' ? 0 : 2;
         }
     }
-    if (rep < 1 || rep > MAX_REP) {
+    if (a->rep < 1 || a->rep > MAX_REP) {
         fprintf(stderr, "bench_sim: --repeat: 1 to %d\n", MAX_REP);
         return 2;
     }
+    return -1; /* go on */
+}
+
+/* Phase 1: simulate without storing, a->rep times; prints the load and
+ * the times.  0 or 2 (the error printed). */
+static int phase_simulate(const bench_args *a, const run_config *cfg, const trace *tr,
+                          const cost_model *cost, double t_gen)
+{
+    run_result res;
+    kvs_err err;
+    const int rep = a->rep;
+    double w_sim[MAX_REP], c_sim[MAX_REP];
+    for (int i = 0; i < rep; i++) {
+        double t1 = wall(), c1 = cpu();
+        if (run_execute(cfg, tr, cost, &res, &err)) {
+            fprintf(stderr, "bench_sim: %s\n", err.msg);
+            return 2;
+        }
+        w_sim[i] = wall() - t1;
+        c_sim[i] = cpu() - c1;
+        if (i + 1 < rep)
+            run_result_free(&res);
+    }
+    double mib_sim = peak_mib();
+    printf("bench_sim: %lld requests, ShareGPT lengths, Poisson %.2f req/s, llama-7b on a100-80g, %s\n",
+           a->n, a->rate, a->engine);
+    printf("  load: %lld finished, %lld rejected, %lld steps, mean batch %.1f, "
+           "throughput %.0f tok/s, TTFT p50 %.3f s p99 %.3f s, %lld preemptions, %.1f%% of steps leapt\n",
+           (long long)res.sum.n_finished, (long long)res.sum.n_rejected,
+           (long long)res.sum.n_steps, res.sum.mean_batch, res.sum.throughput_tok_s,
+           res.sum.ttft.p50, res.sum.ttft.p99, (long long)res.sum.preemptions,
+           res.sum.n_steps > 0 ? 100.0 * (double)res.leap_steps / (double)res.sum.n_steps : 0.0);
+    run_result_free(&res);
+    double mn, md, cmn, cmd;
+    min_med(w_sim, rep, &mn, &md);
+    min_med(c_sim, rep, &cmn, &cmd);
+    printf("  (min / median of %d)\n", rep);
+    printf("  trace generation          %7.3f s\n", t_gen);
+    printf("  simulate (no rows stored) %7.3f / %7.3f s wall, %7.3f / %7.3f s CPU "
+           "= %.0f requests/s   peak RSS %.0f MiB\n",
+           mn, md, cmn, cmd, (double)a->n / mn, mib_sim);
+    return 0;
+}
+
+/* Phase 2: simulate and store every request row in a fresh file, a->rep
+ * times; prints the store's own time and the total.  0 or 2. */
+static int phase_store(const bench_args *a, const run_config *cfg, const trace *tr,
+                       const cost_model *cost, double t_gen)
+{
+    run_result res;
+    kvs_err err;
+    const int rep = a->rep;
+    double w_all[MAX_REP], w_store[MAX_REP], c_store[MAX_REP];
+    for (int i = 0; i < rep; i++) {
+        rm_db(a->db);
+        double t2 = wall();
+        store *st;
+        int64_t run_id;
+        if (run_execute(cfg, tr, cost, &res, &err) || store_open(a->db, &st, &err)) {
+            fprintf(stderr, "bench_sim: %s\n", err.msg);
+            return 2;
+        }
+        double t3 = wall(), c3 = cpu();
+        if (store_write_run(st, cfg, &res, &run_id, &err)) {
+            fprintf(stderr, "bench_sim: %s\n", err.msg);
+            return 2;
+        }
+        store_close(st); /* the WAL checkpoint counts as writing */
+        w_store[i] = wall() - t3;
+        c_store[i] = cpu() - c3;
+        w_all[i] = wall() - t2;
+        run_result_free(&res);
+    }
+    double amn, amd, mn, md, cmn, cmd;
+    min_med(w_all, rep, &amn, &amd);
+    min_med(w_store, rep, &mn, &md);
+    min_med(c_store, rep, &cmn, &cmd);
+    printf("  store rows alone          %7.3f / %7.3f s wall, %7.3f / %7.3f s CPU "
+           "= %.0f request rows/s%s\n",
+           mn, md, cmn, cmd, (double)a->n / mn, a->record_steps ? " (and the steps)" : "");
+    printf("  simulate + store rows     %7.3f / %7.3f s   = %.0f requests/s   peak RSS %.0f MiB\n",
+           amn, amd, (double)a->n / amn, peak_mib());
+    printf("  whole run incl. generation %6.3f s\n", t_gen + amn);
+    rm_db(a->db);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bench_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
     char dbbuf[256];
-    if (!db) {
+    if (!a.db) {
         snprintf(dbbuf, sizeof dbbuf, "/tmp/kvsim-bench-%d.db", (int)getpid());
-        db = dbbuf;
+        a.db = dbbuf;
     }
     kvs_err err;
     char spec[1000];
-    snprintf(spec, sizeof spec, "arrival=poisson,rate=%g,n=%lld,lengths=%s", rate, n, lengths);
+    snprintf(spec, sizeof spec, "arrival=poisson,rate=%g,n=%lld,lengths=%s", a.rate, a.n,
+             a.lengths);
     /* the run pipeline of kvsim run (job.h): flags by name, prepare, cost */
     job_opts jo;
     job_opts_init(&jo);
     const char *flags[][2] = {{"model", "llama-7b"}, {"gpu", "a100-80g"},
                               {"max-model-len", "8192"}, {"synthetic", spec}, {"seed", "1"},
-                              {"engine", engine}};
+                              {"engine", a.engine}};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (job_param_set(&jo, flags[i][0], flags[i][1], &err)) {
             fprintf(stderr, "bench_sim: %s\n", err.msg);
             return 2;
         }
-    if (record_steps && job_param_set(&jo, "record-steps", "true", &err)) {
+    if (a.record_steps && job_param_set(&jo, "record-steps", "true", &err)) {
         fprintf(stderr, "bench_sim: %s\n", err.msg);
         return 2;
     }
@@ -268,77 +369,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_sim: %s\n", err.msg);
         return 2;
     }
-
-    /* 1: simulate only */
-    run_result res;
-    double w_sim[MAX_REP], c_sim[MAX_REP], w_all[MAX_REP], w_store[MAX_REP], c_store[MAX_REP];
-    for (int i = 0; i < rep; i++) {
-        double t1 = wall(), c1 = cpu();
-        if (run_execute(&cfg, &tr, &cost, &res, &err)) {
-            fprintf(stderr, "bench_sim: %s\n", err.msg);
-            return 2;
-        }
-        w_sim[i] = wall() - t1;
-        c_sim[i] = cpu() - c1;
-        if (i + 1 < rep)
-            run_result_free(&res);
-    }
-    double mib_sim = peak_mib();
-    printf("bench_sim: %lld requests, ShareGPT lengths, Poisson %.2f req/s, llama-7b on a100-80g, %s\n",
-           n, rate, engine);
-    printf("  load: %lld finished, %lld rejected, %lld steps, mean batch %.1f, "
-           "throughput %.0f tok/s, TTFT p50 %.3f s p99 %.3f s, %lld preemptions, %.1f%% of steps leapt\n",
-           (long long)res.sum.n_finished, (long long)res.sum.n_rejected,
-           (long long)res.sum.n_steps, res.sum.mean_batch, res.sum.throughput_tok_s,
-           res.sum.ttft.p50, res.sum.ttft.p99, (long long)res.sum.preemptions,
-           res.sum.n_steps > 0 ? 100.0 * (double)res.leap_steps / (double)res.sum.n_steps : 0.0);
-    run_result_free(&res);
-    double mn, md, cmn, cmd;
-    min_med(w_sim, rep, &mn, &md);
-    min_med(c_sim, rep, &cmn, &cmd);
-    printf("  (min / median of %d)\n", rep);
-    printf("  trace generation          %7.3f s\n", t_gen);
-    printf("  simulate (no rows stored) %7.3f / %7.3f s wall, %7.3f / %7.3f s CPU "
-           "= %.0f requests/s   peak RSS %.0f MiB\n",
-           mn, md, cmn, cmd, (double)n / mn, mib_sim);
-
-    /* 2: simulate and store every request row */
-    for (int i = 0; i < rep; i++) {
-        rm_db(db);
-        double t2 = wall();
-        store *st;
-        int64_t run_id;
-        if (run_execute(&cfg, &tr, &cost, &res, &err) || store_open(db, &st, &err)) {
-            fprintf(stderr, "bench_sim: %s\n", err.msg);
-            return 2;
-        }
-        double t3 = wall(), c3 = cpu();
-        if (store_write_run(st, &cfg, &res, &run_id, &err)) {
-            fprintf(stderr, "bench_sim: %s\n", err.msg);
-            return 2;
-        }
-        store_close(st); /* the WAL checkpoint counts as writing */
-        w_store[i] = wall() - t3;
-        c_store[i] = cpu() - c3;
-        w_all[i] = wall() - t2;
-        run_result_free(&res);
-    }
-    double amn, amd;
-    min_med(w_all, rep, &amn, &amd);
-    min_med(w_store, rep, &mn, &md);
-    min_med(c_store, rep, &cmn, &cmd);
-    printf("  store rows alone          %7.3f / %7.3f s wall, %7.3f / %7.3f s CPU "
-           "= %.0f request rows/s%s\n",
-           mn, md, cmn, cmd, (double)n / mn, record_steps ? " (and the steps)" : "");
-    printf("  simulate + store rows     %7.3f / %7.3f s   = %.0f requests/s   peak RSS %.0f MiB\n",
-           amn, amd, (double)n / amn, peak_mib());
-    printf("  whole run incl. generation %6.3f s\n", t_gen + amn);
-    rm_db(db);
-    if (want_targets) {
+    if ((rc = phase_simulate(&a, &cfg, &tr, &cost, t_gen)) ||
+        (rc = phase_store(&a, &cfg, &tr, &cost, t_gen)))
+        return rc;
+    if (a.want_targets) {
         char self[4096], kvsim[4200];
         snprintf(self, sizeof self, "%s", argv[0]);
         snprintf(kvsim, sizeof kvsim, "%s/kvsim", dirname(self));
-        targets(kvsim, &tr, engine, db, rep, sizes, lengths, rate);
+        targets(kvsim, &tr, a.engine, a.db, a.rep, a.sizes, a.lengths, a.rate);
     }
     cost_model_free(&cost);
     trace_free(&tr);
