@@ -12,7 +12,7 @@
  * step.  A step costs O(|S| + blocks taken or hit + preemptions * |R|);
  * a priority arrival or preemption O(|W|) for its sorted place.  Given a
  * horizon (sched_set_horizon), runs of forced decode steps are planned in
- * one call at O(1 + blocks taken) per step (v1_leap).  A model with
+ * one call at O(1 + blocks taken) per step (v1_leap.c).  A model with
  * sliding-window layers pages by vLLM's KV cache groups (rule 2.9): the
  * table holds the first full group, the other groups' pages a row each per
  * slot, window pages going back as the window slides; leaps are off. */
@@ -350,7 +350,7 @@ static int64_t pages_peak(const sched_v1 *v, int64_t po)
     return v->gf * nb + v->gw * wb;
 }
 
-static void v1_arrive(sched *s, int64_t id)
+void v1_arrive(sched *s, int64_t id)
 {
     const trace_req *r = &s->reqs[id];
     const sched_config *c = &s->cfg;
@@ -808,7 +808,7 @@ static int admit_ready(sched *s, int64_t *b)
 
 /* Rule 4.5 (with D4's remote requests: the ready ones first, and a
  * pending one starts its load where the walk reaches it). */
-static void waiting_walk(sched *s, int64_t *b)
+void v1_waiting_walk(sched *s, int64_t *b)
 {
     sched_v1 *v = s->v1;
     const int chunked = s->cfg.chunked_prefill;
@@ -865,267 +865,11 @@ static void waiting_walk(sched *s, int64_t *b)
         s->step.limit = SCHED_LIMIT_TOKEN_BUDGET;
 }
 
-/* ------------------------------------------------------------- leaps */
-/* The step record of a leap's decode steps of n members, but for what
- * changes from step to step (emit_decode fills that in); s->step is then
- * left alone until the leap ends, but for its limit (the waiting walk). */
-static void decode_record_init(sched *s, int64_t n)
-{
-    sched_step *st = &s->step;
-    memset(st, 0, sizeof *st);
-    s->n_members = 0;
-    st->batch.tokens = n;
-    st->batch.n_decode = n;
-    st->kind = SCHED_STEP_DECODE;
-    st->leapt = s->leap_fn != NULL;
-}
-
-/* Emit a decode step (decode_record_init's n members) reading kv tokens at
- * time t, priced by run (its batch's), held back by `limit` (the step record v1_plan makes for
- * such a step; its members are not listed: with a leap sink it says so,
- * leapt = 1); returns its duration. */
-static double emit_decode(sched *s, const cost_run *run, int64_t kv, double t, int32_t limit)
-{
-    sched_v1 *v = s->v1;
-    sched_step *st = &s->step;
-    assert(st->batch.n_prefill == 0 && st->n_preempted == 0 && s->n_members == 0);
-    st->batch.kv_read = kv;
-    st->limit = limit;
-    double d = cost_run_s(run, kv); /* = cost_step_s(s->cost, &st->batch) */
-    st->dur_s = d;
-    st->index = s->ctr.steps++;
-    st->start_s = t;
-    st->kv_blocks_used = v->N - v->pool.F;
-    st->n_waiting = v1_n_waiting(v);
-    st->n_running = v->nrun;
-    if (s->sink)
-        s->sink(s->sink_ctx, st, s->members, 0);
-    return d;
-}
-
-/* Requests of S whose stored tokens before step 1 were = r mod bs. */
-static const int32_t *group_of(const sched_v1 *v, int64_t r, int64_t *len)
-{
-    int64_t lo = r > 0 ? v->lk_start[r - 1] : 0;
-    *len = v->lk_start[r] - lo;
-    return v->lk_ids + lo;
-}
-
-static void waiting_walk(sched *s, int64_t *b);
-static double emit_step(sched *s, double now);
-
-/* The arrivals due by t (a leap's step about to start at t), each through
- * the arrival rule, in order (sched_set_arrivals).  They touch W and their
- * own state only, none of R's lazy state.  O(1 + arrivals). */
-static void take_arrivals(sched *s, double t)
-{
-    for (int64_t id; (id = sched_arrival_due(s, t)) >= 0;) {
-        sched_arrival_taken(s, id);
-        v1_arrive(s, id);
-    }
-}
-
-/* Step 1 (just emitted, ending at t) is all decodes of every running
- * request and preempted nobody.  Each next step's running walk is then
- * forced until a request finishes (at step j* = min(O - g), which is still
- * leapt to) or a step's new blocks would exceed F (a preemption): every
- * request stores one token per step, so request r takes a block at the
- * steps where its stored tokens reach a multiple of bs and registers one a
- * step later, and per step only the requests of one residue group (mod bs)
- * touch the pool, in R's order as the running walk would.  The waiting walk
- * runs for real each step (its lookup of a blocked head is kept, see
- * find_hits); if it admits someone, that step is completed as a normal one
- * and the leap ends.  Arrivals end it too: every step leapt to starts
- * before s->horizon.  g and C of R advance lazily and are written once at
- * the end.  Returns the end of the last step planned; S then describes that
- * step.  Cost: O(|S| + bs) plus O(1 + blocks taken + the waiting walk) per
- * step. */
-static double leap_steps(sched *s, double t);
-
-static double v1_leap(sched *s, double t)
-{
-    sched_same_set_flush(s); /* the leap's steps go to the same leap sink */
-    s->v1->sa_armed = 0;
-    sched_v1 *v = s->v1;
-    const int64_t n = v->ns, bs = v->bs;
-    int64_t jstar = INT64_MAX, kv = 0;
-    memset(v->lk_start, 0, (size_t)(bs + 1) * sizeof *v->lk_start);
-    for (int64_t k = 0; k < n; k++) {
-        const v1_sched_ent *e = &v->S_[k];
-        int64_t rem = (int64_t)v->rq[e->id].O - v->rq[e->id].g;
-        if (rem < jstar)
-            jstar = rem;
-        kv += e->c + 1;
-        v->lk_start[e->c % bs + 1]++;
-    }
-    if (jstar <= 1)
-        return t;
-    for (int64_t r = 1; r <= bs; r++)
-        v->lk_start[r] += v->lk_start[r - 1];
-    for (int64_t k = 0; k < n; k++) /* stable: lk_start[r] ends as group r's end */
-        v->lk_ids[v->lk_start[v->S_[k].c % bs]++] = v->S_[k].id;
-    v->lk_n = n;
-    v->lk_jstar = jstar;
-    v->lk_kv = kv;
-    v->lk_step = 2; /* the step to plan, numbered from step 1 */
-    v->lk_emitted = 0;
-    decode_record_init(s, n);
-    return leap_steps(s, t);
-}
-
-/* The leap's steps from lk_step on (v1_leap), the first starting at t:
- * planned while they start before the horizon, up to lk_jstar, while the
- * free blocks cover the step's new ones and the waiting walk admits
- * nobody.  S's entries and g, C of R stay as at step 1 (lazy) until the
- * leap ends, and are then written once: S describes the last step planned
- * (v1_finish stores its tokens).  When the horizon alone stops it the leap
- * is paused instead: nothing is written, v1_finish of its last step does
- * nothing, and the next plan goes on with it (leap_resume), or writes it
- * out (leap_write_paused).  Returns the end of the last step planned (t if
- * none).  Cost: O(1 + blocks taken + the waiting walk) per step, plus
- * O(|S|) when the leap ends. */
-static double leap_steps(sched *s, double t)
-{
-    sched_v1 *v = s->v1;
-    const int64_t n = v->lk_n, bs = v->bs, jstar = v->lk_jstar, kv = v->lk_kv;
-    const int64_t step0 = v->lk_step;
-    int64_t step = step0;
-    int admitted = 0, short_of_blocks = 0;
-    int32_t lim = SCHED_LIMIT_NONE_WAITING; /* the limit of the step being planned */
-    const double hz = s->arr_cur ? s->arr_other_s : s->horizon;
-    /* S's decode batch (decode_record_init): the steps differ in kv_read alone */
-    const cost_run *run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
-    for (; step <= jstar && t < hz; step++) {
-        int64_t nt, nr = 0;
-        const int32_t *take = group_of(v, (bs - (step - 1) % bs) % bs, &nt);
-        const int32_t *regs = v->pfx ? group_of(v, (bs - step % bs) % bs, &nr) : NULL;
-        if (nt > v->pool.F) {
-            short_of_blocks = 1;
-            break;
-        }
-        for (int64_t k = 0; k < nt; k++) {
-            int32_t id = take[k];
-            table_of(v, id)[v->rq[id].held++] = v1_pool_take(&v->pool);
-        }
-        for (int64_t k = 0; k < nr; k++) {
-            int32_t id = regs[k];
-            const int32_t blk = table_of(v, id)[v->rq[id].reg];
-            /* a decode's full block lies past the prompt's ids: private */
-            assert(!v->seg_off || v->rq[id].reg >= v->seg_len[id] / bs);
-            v1_pool_register_private(&v->pool, blk);
-            v->rq[id].reg++;
-        }
-        take_arrivals(s, t); /* the arrivals before this step (sched_set_arrivals) */
-        /* the waiting walk, and the limit it leaves, as v1_plan's */
-        int64_t b = v->B - n;
-        v->walk_t = t;
-        if (v->wn > 0 || v->pd.nready > 0) {
-            if (b <= 0)
-                lim = SCHED_LIMIT_TOKEN_BUDGET;
-            else if (v->nrun >= s->cfg.max_seqs)
-                lim = SCHED_LIMIT_MAX_SEQS;
-            else {
-                s->step.limit = SCHED_LIMIT_NONE_WAITING;
-                waiting_walk(s, &b); /* reads and changes nothing of R's lazy state */
-                lim = s->step.limit;
-                if (v->ns > n) {
-                    admitted = 1;
-                    break;
-                }
-            }
-        } else {
-            lim = SCHED_LIMIT_NONE_WAITING;
-        }
-        t += emit_decode(s, run, kv + n * (step - 1), t, lim);
-    }
-    s->ctr.leap_steps += step - step0 + admitted;
-    v->lk_emitted += step - step0;
-    v->lk_step = step;
-    if (step == step0 && !admitted && step0 > 2) {
-        v->lk_paused = 1; /* a resume that planned nothing: leap_resume writes it out */
-        return t;
-    }
-    if (!admitted && !short_of_blocks && step <= jstar && !v->pd.keep && step > 2) {
-        v->lk_paused = 1; /* the horizon alone: go on in the next plan */
-        return t;
-    }
-    v->lk_paused = 0;
-    if (s->leap_fn && v->lk_emitted > 0) /* the steps emitted; lk_ids is the leap's set */
-        s->leap_fn(s->sink_ctx, v->lk_ids, n, v->lk_emitted);
-    v->lk_emitted = 0;
-    const int64_t L = step - 2 + admitted; /* steps after step 1 */
-    for (int64_t k = 0; k < n && L > 0; k++) {
-        v1_sched_ent *e = &v->S_[k];
-        e->c += L;
-        v->rq[e->id].C = e->c;
-        v->rq[e->id].g += L;
-    }
-    if (admitted) { /* this step is a normal one from here */
-        memset(&s->step, 0, sizeof s->step);
-        s->step.limit = lim;
-        s->n_members = 0;
-        t += emit_step(s, t);
-    }
-    return t;
-}
-
-/* End a paused leap where it stopped: its steps told to the leap sink, and
- * R's state written as v1_finish of its last step (lk_step - 1) would have
- * left it.  A no-op when no leap is paused.  O(|S|). */
-static void leap_write_paused(sched *s)
-{
-    sched_v1 *v = s->v1;
-    if (!v->lk_paused)
-        return;
-    v->lk_paused = 0;
-    if (s->leap_fn && v->lk_emitted > 0)
-        s->leap_fn(s->sink_ctx, v->lk_ids, v->lk_n, v->lk_emitted);
-    v->lk_emitted = 0;
-    const int64_t done = v->lk_step - 1; /* steps whose tokens are stored */
-    for (int64_t k = 0; k < v->lk_n; k++) {
-        const v1_sched_ent *e = &v->S_[k];
-        v->rq[e->id].C = e->c + done;
-        v->rq[e->id].g += done;
-        v->rq[e->id].sq = 0;
-    }
-}
-
-/* The paused leap goes on at now, as the step-by-step engine would plan:
- * R is the leap's set, all decoding, and the state is what its last step
- * left; W may have gained arrivals, which the steps' waiting walk sees.
- * 1 with *t_end set if it planned a step; 0 if it planned none (the
- * horizon, or too few free blocks), and then the leap is written out and
- * the plan goes on as usual.  O(1) plus leap_steps. */
-static int leap_resume(sched *s, double now, double *t_end)
-{
-    sched_v1 *v = s->v1;
-    assert(v->lk_paused && v->ns == 0 && v->nrun == v->lk_n);
-    if (!(now < (s->arr_cur ? s->arr_other_s : s->horizon))) {
-        leap_write_paused(s);
-        return 0;
-    }
-    v->lk_paused = 0;
-    v->ns = v->lk_n; /* S is the leap's set again, as at its step 1 */
-    decode_record_init(s, v->lk_n);
-    const int64_t step0 = v->lk_step;
-    double t = leap_steps(s, now);
-    if (v->lk_step == step0 && v->ns == v->lk_n) { /* nothing planned */
-        assert(v->lk_paused);
-        v->ns = 0;
-        leap_write_paused(s);
-        return 0;
-    }
-    s->ctr.leap_resumes++;
-    v->sa_armed = 0;
-    *t_end = t;
-    return 1;
-}
-
 static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
 {
     (void)more_arrivals;
     sched_v1 *v = s->v1;
-    if (v->lk_paused && leap_resume(s, now, t_end))
+    if (v->lk_paused && v1_leap_resume(s, now, t_end))
         return SCHED_PLAN_STEP;
     int32_t carry = 0; /* preemptions of iterations that scheduled nothing */
     for (;;) {
@@ -1139,7 +883,7 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
         v->walk_t = now;
         int preempted = running_walk(s, &b);
         if (!preempted)
-            waiting_walk(s, &b);
+            v1_waiting_walk(s, &b);
         else if (v->wn > 0)
             s->step.limit = SCHED_LIMIT_KV;
         if (v->pd.oom) {
@@ -1160,7 +904,7 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
         }
         carry = s->step.n_preempted; /* 4.6: no time passes, iterate again */
     }
-    *t_end = now + emit_step(s, now);
+    *t_end = now + v1_emit_step(s, now);
     const sched_step *st = &s->step;
     if (v->lk_start && (!s->want_members || s->leap_fn) && st->n_preempted == 0 &&
         st->batch.n_prefill == 0 &&
@@ -1172,7 +916,7 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
 /* Rule 6.1: the step's features and members from S, its cost, and the step
  * record to the sink (s->step zeroed but for n_preempted).  Returns its
  * duration. */
-static double emit_step(sched *s, double now)
+double v1_emit_step(sched *s, double now)
 {
     sched_v1 *v = s->v1;
     cost_batch *cb = &s->step.batch;

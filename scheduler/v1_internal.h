@@ -451,6 +451,21 @@ static inline int64_t window_skip(const sched_v1 *v, int64_t c, int64_t want)
     return lo < want ? lo : want;
 }
 
+/* v1.c, for the leaps: the arrival rule (3.1) for request id; the waiting
+ * walk of a step with *b tokens of budget left (4.5), which reads and
+ * changes nothing of R's lazy state; a normal step's record, emitted at
+ * now, returning its duration. */
+void v1_arrive(sched *s, int64_t id);
+void v1_waiting_walk(sched *s, int64_t *b);
+double v1_emit_step(sched *s, double now);
+
+/* v1_leap.c: a leap after step 1 (just emitted, ending at t: every running
+ * request decoded, nobody preempted); the end of its last step planned.
+ * v1_leap_resume goes on with a paused leap at now: 1 with *t_end set if it
+ * planned a step, 0 if none (the leap is then written out). */
+double v1_leap(sched *s, double t);
+int v1_leap_resume(sched *s, double now, double *t_end);
+
 /* v1_audit.c: sched_audit's recount under V1. */
 int v1_audit(const sched *s, char *why, size_t n);
 
