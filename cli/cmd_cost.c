@@ -6,16 +6,18 @@
 #include <string.h>
 
 #include "../cost/cost.h"
+#include "../job/job.h"
 #include "cli.h"
 
 #define CMD "cost"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: kvsim cost show [--cost roofline[:KEY=VALUE,...]]\n\n"
+    fprintf(f, "usage: kvsim cost show [--engine NAME] [--cost roofline[:KEY=VALUE,...]]\n\n"
                "Print the roofline cost model's constants as a run would use them: value,\n"
-               "unit, where the value came from (default, --cost, or FILE:LINE of a\n"
-               "constants file given as file=PATH) and the source of the default.\n"
+               "unit, where the value came from (default, the engine profile, --cost, or\n"
+               "FILE:LINE of a constants file given as file=PATH) and the source of the\n"
+               "default.  A profile's constants come first, --cost's win over them.\n"
                "Keys:");
     for (size_t i = 0, col = 5; i < cost_roofline_const_count(); i++) {
         const char *n = cost_roofline_const_at(i)->name;
@@ -27,6 +29,8 @@ static void usage(FILE *f)
     }
     fprintf(f, "\n(times also as _ms or _us).  docs/cost-models.md explains each one.\n\n"
                "options:\n"
+               "  --engine NAME the engine profile whose constants a run starts from\n"
+               "                (vllm-v1, vllm-v0, trtllm, sglang; default vllm-v1)\n"
                "  --cost SPEC   roofline, or roofline:KEY=VALUE,... (default roofline)\n"
                "  -h, --help    print this help\n");
 }
@@ -39,15 +43,23 @@ int cmd_cost(int argc, char **argv)
     }
     if (strcmp(argv[1], "show"))
         return cli_fail(CMD, "unknown subcommand '%s' (kvsim cost show)", argv[1]);
-    const char *spec = "roofline";
+    const char *spec = "roofline", *engine = "vllm-v1";
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--cost") && i + 1 < argc)
             spec = argv[++i];
         else if (!strncmp(argv[i], "--cost=", 7))
             spec = argv[i] + 7;
+        else if (!strcmp(argv[i], "--engine") && i + 1 < argc)
+            engine = argv[++i];
+        else if (!strncmp(argv[i], "--engine=", 9))
+            engine = argv[i] + 9;
         else
             return cli_fail(CMD, "unknown argument '%s' (see kvsim cost --help)", argv[i]);
     }
+    const job_engine *prof = job_engine_named(engine);
+    if (!prof)
+        return cli_fail(CMD, "--engine: unknown value '%s' (vllm-v1, vllm-v0, trtllm, sglang)",
+                        engine);
     const char *params = "";
     if (!strncmp(spec, "roofline:", 9))
         params = spec + 9;
@@ -60,13 +72,16 @@ int cmd_cost(int argc, char **argv)
         return cli_fail(CMD, "out of memory");
     cost_roofline_origins_default(origin);
     kvs_err err;
-    if (cost_roofline_consts_parse(params, &k, origin, &err) != KVS_OK) {
+    char where[64];
+    snprintf(where, sizeof where, "engine %s", prof->name);
+    if ((prof->cost && cost_roofline_consts_parse_as(prof->cost, where, &k, origin, &err)) ||
+        cost_roofline_consts_parse(params, &k, origin, &err) != KVS_OK) {
         free(origin);
         return cli_fail(CMD, "%s", err.msg);
     }
     char text[8192];
     cost_roofline_consts_show(&k, origin, text, sizeof text);
-    printf("%-18s %-10s %-9s %-22s %s\n%s", "constant", "value", "unit", "from", "source of the default",
+    printf("%-21s %-10s %-9s %-22s %s\n%s", "constant", "value", "unit", "from", "source of the default",
            text);
     free(origin);
     return CLI_EXIT_OK;

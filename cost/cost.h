@@ -157,6 +157,10 @@ void cost_roofline_origins_default(cost_const_origin origin[COST_MAX_CONSTS]);
  * Cost: O(keys x constants). */
 int cost_roofline_consts_parse(const char *params, cost_roofline_consts *k,
                                cost_const_origin origin[COST_MAX_CONSTS], kvs_err *err);
+/* The same, the values' origin and the errors' prefix `where` (e.g.
+ * "engine trtllm") instead of "--cost". */
+int cost_roofline_consts_parse_as(const char *params, const char *where, cost_roofline_consts *k,
+                                  cost_const_origin origin[COST_MAX_CONSTS], kvs_err *err);
 /* A constants file: key = value lines, '#' comments, the keys above;
  * errors name FILE:LINE. */
 int cost_roofline_consts_read(const char *path, cost_roofline_consts *k,

@@ -158,27 +158,34 @@ int cost_roofline_consts_read(const char *path, cost_roofline_consts *k,
     return rc;
 }
 
-int cost_roofline_consts_parse(const char *params, cost_roofline_consts *k,
-                               cost_const_origin origin[COST_MAX_CONSTS], kvs_err *err)
+int cost_roofline_consts_parse_as(const char *params, const char *where, cost_roofline_consts *k,
+                                  cost_const_origin origin[COST_MAX_CONSTS], kvs_err *err)
 {
     char buf[1024];
     if (strlen(params) >= sizeof buf)
-        return kvs_errf(err, KVS_EINVAL, "--cost: roofline parameters longer than %zu characters",
-                        sizeof buf - 1);
+        return kvs_errf(err, KVS_EINVAL, "%s: roofline parameters longer than %zu characters",
+                        where, sizeof buf - 1);
     strcpy(buf, params);
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(tok, '=');
         if (!eq)
-            return kvs_errf(err, KVS_EINVAL, "--cost: roofline: '%s' is not key=value", str_trim(tok));
+            return kvs_errf(err, KVS_EINVAL, "%s: roofline: '%s' is not key=value", where,
+                            str_trim(tok));
         *eq = 0;
         char *key = str_trim(tok), *val = str_trim(eq + 1);
         int rc = !strcmp(key, "file") ? cost_roofline_consts_read(val, k, origin, err)
-                                      : set_one(key, val, "--cost", k, origin, err);
+                                      : set_one(key, val, where, k, origin, err);
         if (rc)
             return rc;
     }
     return KVS_OK;
+}
+
+int cost_roofline_consts_parse(const char *params, cost_roofline_consts *k,
+                               cost_const_origin origin[COST_MAX_CONSTS], kvs_err *err)
+{
+    return cost_roofline_consts_parse_as(params, "--cost", k, origin, err);
 }
 
 size_t cost_roofline_consts_show(const cost_roofline_consts *k,
@@ -192,7 +199,7 @@ size_t cost_roofline_consts_show(const cost_roofline_consts *k,
         const cost_const_info *c = &consts[i];
         double v = *(const double *)((const char *)k + c->off);
         int n = snprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0,
-                         "%-18s %-10g %-9s %-22s %s\n", c->name, v, c->unit,
+                         "%-21s %-10g %-9s %-22s %s\n", c->name, v, c->unit,
                          origin ? origin[i] : "default", c->source);
         if (n > 0)
             len += (size_t)n;

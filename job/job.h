@@ -128,6 +128,10 @@ int job_param_given(const job_opts *o, const char *name);
  *            that is not an A100, else 2048 and 256; with chunked prefill
  *            off the budget is max-model-len.
  *   vllm-v0  vLLM's V0 engine as docs/semantics.md, with its defaults.
+ *   trtllm   TensorRT-LLM's in-flight batching (docs/engine-trtllm.md), with
+ *            its capacity rule and its own roofline constants.
+ *   sglang   SGLang's scheduler (docs/semantics-sglang.md), with its pool
+ *            rule and defaults.
  * Every flag given overrides the profile; a flag the profile lacks
  * (--watermark, --swap-gib under vllm-v1; --segment-tokens under vllm-v0)
  * is an error naming the flag and the profile. */
@@ -138,7 +142,13 @@ typedef struct job_engine {
     /* Required: fill the defaults o's flags left open for model m on GPU g
      * (before run_config_resolve); refuse flags the profile lacks. */
     int (*apply)(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_err *err);
+    /* Optional: the roofline constants the profile puts before the user's
+     * --cost ones ("key=value,..."; those given win), or NULL for none. */
+    const char *cost;
 } job_engine;
+
+/* The profile named `name`, or NULL.  O(profiles). */
+const job_engine *job_engine_named(const char *name);
 
 size_t job_engine_count(void);
 const job_engine *job_engine_at(size_t i);            /* NULL past the end */

@@ -137,7 +137,7 @@ static int trt_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_er
     if (!job_param_given(o, "max-seqs"))
         s->max_seqs = 2048;
     o->cfg.kv_rule = MODEL_KV_RULE_TRTLLM;
-    return profile_cost(o, TRT_COST, err);
+    return profile_cost(o, job_engine_of(SCHED_ENGINE_TRTLLM)->cost, err);
 }
 
 /* SGLang v0.5.18's defaults (docs/semantics-sglang.md, section 11), from
@@ -230,17 +230,18 @@ static int sgl_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_er
 static const job_engine engines[] = {
     {"vllm-v1", SCHED_ENGINE_VLLM_V1,
      "vLLM V1 scheduler (v0.11.0): one token budget, chunked prefill and prefix caching on",
-     v1_apply},
+     v1_apply, NULL},
     {"vllm-v0", SCHED_ENGINE_VLLM_V0,
-     "vLLM V0 engine: prefill-first steps, watermark, swap or recompute preemption", v0_apply},
+     "vLLM V0 engine: prefill-first steps, watermark, swap or recompute preemption", v0_apply,
+     NULL},
     {"trtllm", SCHED_ENGINE_TRTLLM,
      "TensorRT-LLM in-flight batching: context chunks beside generation, guaranteed no evict "
      "(--alloc reserved-oracle) or max utilization (--alloc paged)",
-     trt_apply},
+     trt_apply, TRT_COST},
     {"sglang", SCHED_ENGINE_SGLANG,
      "SGLang scheduler (v0.5.18): prefill-first steps, radix cache, new-token-ratio admission, "
      "retraction, overlap scheduler",
-     sgl_apply},
+     sgl_apply, NULL},
 };
 
 #define N_ENGINES (sizeof engines / sizeof engines[0])
@@ -252,6 +253,14 @@ const job_engine *job_engine_of(sched_engine e)
 {
     for (size_t i = 0; i < N_ENGINES; i++)
         if (engines[i].engine == e)
+            return &engines[i];
+    return NULL;
+}
+
+const job_engine *job_engine_named(const char *name)
+{
+    for (size_t i = 0; i < N_ENGINES; i++)
+        if (!strcmp(engines[i].name, name))
             return &engines[i];
     return NULL;
 }

@@ -148,6 +148,17 @@ printf '%s\n' "$out" | grep -Eq '^eff_attn +0\.5 +fraction +default ' && ok || b
 out=$("$KVSIM" cost show --cost roofline:warp=9 2>&1); rc=$?
 [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && [[ "$out" == *"unknown roofline constant 'warp'"* ]] &&
   ok || bad "cost show bad key: rc $rc $out"
+# an engine profile's constants come before --cost's: trtllm sets ridge_loss
+# 0.25 and eff_gemm 0.8 (job/job_engine.c), --cost's eff_gemm wins
+out=$("$KVSIM" cost show --engine trtllm --cost roofline:eff_gemm=0.75 2>&1)
+printf '%s\n' "$out" | grep -Eq '^ridge_loss +0\.25 +fraction +engine trtllm ' && ok || bad "cost show --engine: $out"
+printf '%s\n' "$out" | grep -Eq '^eff_gemm +0\.75 +fraction +--cost ' && ok || bad "cost show --engine, --cost wins: $out"
+printf '%s\n' "$out" | grep -Eq '^eff_hbm +0\.8 +fraction +default ' && ok || bad "cost show --engine, default: $out"
+out=$("$KVSIM" cost show --engine vllm-v1 2>&1)
+printf '%s\n' "$out" | grep -Eq '^ridge_loss +0 +fraction +default ' && ok || bad "cost show vllm-v1: $out"
+out=$("$KVSIM" cost show --engine vllm-v2 2>&1); rc=$?
+[ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && [[ "$out" == *"--engine: unknown value 'vllm-v2'"* ]] &&
+  ok || bad "cost show bad engine: rc $rc $out"
 # flags are matched in full: getopt would take --rate-sc for --rate-scale
 # (--rate itself is a flag of its own now: a rate in req/s)
 expect_err abbreviated "'--rate-sc': flags are not abbreviated (did you mean --rate-scale?)" --rate-sc 6

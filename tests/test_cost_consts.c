@@ -84,7 +84,7 @@ START_TEST(test_constants_file)
     char text[4096];
     cost_roofline_consts_show(&k, o, text, sizeof text);
     ck_assert_ptr_nonnull(strstr(text, want));
-    ck_assert_ptr_nonnull(strstr(text, "eff_gemm           0.55"));
+    ck_assert_ptr_nonnull(strstr(text, "eff_gemm              0.55"));
     char *bad = tu_write_file(dir, "bad.consts", "eff_gemm = 0.6\nwarp_speed = 9\n");
     ck_assert_int_eq(cost_roofline_consts_read(bad, &k, o, &err), KVS_EINVAL);
     snprintf(want, sizeof want, "%s:2: unknown roofline constant 'warp_speed'", bad);
