@@ -953,12 +953,7 @@ double v1_emit_step(sched *s, double now)
         d = cost_step_s(s->cost, cb);
     }
     sched_step *st = &s->step;
-    st->dur_s = d;
-    st->index = s->ctr.steps++;
-    st->start_s = now;
-    st->kv_blocks_used = v->N - v->pool.F;
-    st->n_waiting = v1_n_waiting(v);
-    st->n_running = v->nrun;
+    v1_step_stamp(s, d, now);
     v->active = 1;
     /* all decodes of R: each made a token at the end of the last step, if
      * that one was all decodes of the same R (docs/semantics.md 7) */

@@ -451,6 +451,20 @@ static inline int64_t window_skip(const sched_v1 *v, int64_t c, int64_t want)
     return lo < want ? lo : want;
 }
 
+/* Stamp s->step as a step of d seconds starting at t: its index, the
+ * blocks in use and the queue lengths it leaves.  O(1). */
+static inline void v1_step_stamp(sched *s, double d, double t)
+{
+    const sched_v1 *v = s->v1;
+    sched_step *st = &s->step;
+    st->dur_s = d;
+    st->index = s->ctr.steps++;
+    st->start_s = t;
+    st->kv_blocks_used = v->N - v->pool.F;
+    st->n_waiting = v1_n_waiting(v);
+    st->n_running = v->nrun;
+}
+
 /* v1.c, for the leaps: the arrival rule (3.1) for request id; the waiting
  * walk of a step with *b tokens of budget left (4.5), which reads and
  * changes nothing of R's lazy state; a normal step's record, emitted at

@@ -31,18 +31,12 @@ static void decode_record_init(sched *s, int64_t n)
  * leapt = 1); returns its duration. */
 static double emit_decode(sched *s, const cost_run *run, int64_t kv, double t, int32_t limit)
 {
-    sched_v1 *v = s->v1;
     sched_step *st = &s->step;
     assert(st->batch.n_prefill == 0 && st->n_preempted == 0 && s->n_members == 0);
     st->batch.kv_read = kv;
     st->limit = limit;
     double d = cost_run_s(run, kv); /* = cost_step_s(s->cost, &st->batch) */
-    st->dur_s = d;
-    st->index = s->ctr.steps++;
-    st->start_s = t;
-    st->kv_blocks_used = v->N - v->pool.F;
-    st->n_waiting = v1_n_waiting(v);
-    st->n_running = v->nrun;
+    v1_step_stamp(s, d, t);
     if (s->sink)
         s->sink(s->sink_ctx, st, s->members, 0);
     return d;
