@@ -146,7 +146,8 @@ static const job_param params[] = {
      "per-request front-end cost in ms (tokenize, detokenize," IND
      "HTTP), added to TTFT and E2E (default 0)", JOB_VARY_ALL},
     {"cost", P_COST, JOB_PARAM_STR, 0, 0, "engine", "MODEL",
-     "roofline | affine:c0,c1,c2,c3 | calibrated[:ID] (default roofline)", JOB_VARY_ALL},
+     "roofline | affine:c0,c1,c2,c3 | calibrated[:ID] (default roofline);" IND
+     "roofline:KEY=VALUE,... sets constants (kvsim cost show)", JOB_VARY_ALL},
     {"force-profile", P_FORCE, JOB_PARAM_SWITCH, 0, 0, "engine", NULL,
      "use a calibrated profile measured on another GPU/model", JOB_VARY_VARIANT},
     {"replicas", P_REPLICAS, JOB_PARAM_I64, 1, 4096, "cluster", "N",
