@@ -181,6 +181,14 @@ int kvsim_flag_at(int64_t i, kvsim_flag *out);
 char *kvsim_models_json(void);
 char *kvsim_gpus_json(void);
 
+/* The roofline constants a run of engine profile `engine` ("vllm-v1",
+ * "vllm-v0", "trtllm", "sglang") with --cost `cost` ("roofline" or
+ * "roofline:KEY=VALUE,...") uses, as `kvsim cost show --engine E --cost C`
+ * prints them: a JSON array of {"name", "value", "unit", "from",
+ * "source"} objects; malloc'd, the caller frees.  NULL with err set (one
+ * line naming the flag) on bad input or out of memory.  Cost: O(constants). */
+char *kvsim_cost_constants_json(const char *engine, const char *cost, char err[1024]);
+
 /* ------------------------------------------------------------ compare */
 
 /* The default variants of `kvsim compare` for r's workload as lines

@@ -121,6 +121,46 @@ char *kvsim_gpus_json(void)
     return b.s;
 }
 
+char *kvsim_cost_constants_json(const char *engine, const char *cost, char err[1024])
+{
+    cost_roofline_consts k;
+    cost_const_origin *origin = malloc(COST_MAX_CONSTS * sizeof *origin);
+    kvs_err e;
+    if (!origin) {
+        snprintf(err, 1024, "out of memory");
+        return NULL;
+    }
+    if (job_cost_constants(engine ? engine : "vllm-v1", cost ? cost : "roofline", &k, origin,
+                           &e)) {
+        snprintf(err, 1024, "%s", e.msg);
+        free(origin);
+        return NULL;
+    }
+    str_buf b = {0};
+    str_buf_printf(&b, "[");
+    for (size_t i = 0; i < cost_roofline_const_count(); i++) {
+        const cost_const_info *c = cost_roofline_const_at(i);
+        double v = *(const double *)((const char *)&k + c->off);
+        str_buf_printf(&b, "%s{\"name\": ", i ? ",\n " : "");
+        str_buf_json(&b, c->name);
+        str_buf_printf(&b, ", \"value\": %.17g, \"unit\": ", v);
+        str_buf_json(&b, c->unit);
+        str_buf_printf(&b, ", \"from\": ");
+        str_buf_json(&b, origin[i]);
+        str_buf_printf(&b, ", \"source\": ");
+        str_buf_json(&b, c->source);
+        str_buf_printf(&b, "}");
+    }
+    str_buf_printf(&b, "]");
+    free(origin);
+    if (b.oom) {
+        free(b.s);
+        snprintf(err, 1024, "out of memory");
+        return NULL;
+    }
+    return b.s;
+}
+
 /* ------------------------------------------------------------ datasets */
 
 int kvsim_trace_import(const char *format, const char *in, const char *out, const char *opts,

@@ -56,26 +56,12 @@ int cmd_cost(int argc, char **argv)
         else
             return cli_fail(CMD, "unknown argument '%s' (see kvsim cost --help)", argv[i]);
     }
-    const job_engine *prof = job_engine_named(engine);
-    if (!prof)
-        return cli_fail(CMD, "--engine: unknown value '%s' (vllm-v1, vllm-v0, trtllm, sglang)",
-                        engine);
-    const char *params = "";
-    if (!strncmp(spec, "roofline:", 9))
-        params = spec + 9;
-    else if (strcmp(spec, "roofline"))
-        return cli_fail(CMD, "--cost: '%s': only the roofline model has constants to show", spec);
     cost_roofline_consts k;
-    cost_roofline_consts_default(&k);
     cost_const_origin *origin = malloc(COST_MAX_CONSTS * sizeof *origin);
     if (!origin)
         return cli_fail(CMD, "out of memory");
-    cost_roofline_origins_default(origin);
     kvs_err err;
-    char where[64];
-    snprintf(where, sizeof where, "engine %s", prof->name);
-    if ((prof->cost && cost_roofline_consts_parse_as(prof->cost, where, &k, origin, &err)) ||
-        cost_roofline_consts_parse(params, &k, origin, &err) != KVS_OK) {
+    if (job_cost_constants(engine, spec, &k, origin, &err) != KVS_OK) {
         free(origin);
         return cli_fail(CMD, "%s", err.msg);
     }

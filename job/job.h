@@ -201,6 +201,15 @@ int job_cost_select(run_config *cfg, const model_spec *m, const gpu_spec *g, sto
 int job_cost_select_decode(const run_config *cfg, const model_spec *m, const gpu_spec *g,
                            cost_model *out, kvs_err *err);
 
+/* The roofline constants a run of engine profile `engine` with --cost
+ * `spec` uses ("roofline" or "roofline:KEY=VALUE,..."): the defaults, then
+ * the profile's own (job_engine.cost; origin "engine NAME"), then spec's
+ * (origin "--cost", or FILE:LINE of a constants file), into *k and
+ * origin[].  An unknown engine, another cost model or a bad constant is
+ * KVS_EINVAL with one line naming the flag.  Cost: O(constants). */
+int job_cost_constants(const char *engine, const char *spec, cost_roofline_consts *k,
+                       cost_const_origin origin[COST_MAX_CONSTS], kvs_err *err);
+
 /* Select o's cost models (the decode pool's too under --pd-tp; cost_st
  * answers --cost calibrated, may be NULL) and simulate tr, prepared by
  * job_prepare for model m on GPU g, into *res (run_execute_pools, with

@@ -2,6 +2,7 @@
  * calibrated profiles that live in the store (store/store_calib.h). */
 #include "job.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "../store/store_calib.h"
@@ -40,4 +41,25 @@ int job_cost_select_decode(const run_config *cfg, const model_spec *m, const gpu
     if (rc)
         return kvs_errf(err, rc, "--pd-tp: the decode pool's cost model: %s", e.msg);
     return KVS_OK;
+}
+
+int job_cost_constants(const char *engine, const char *spec, cost_roofline_consts *k,
+                       cost_const_origin origin[COST_MAX_CONSTS], kvs_err *err)
+{
+    const job_engine *prof = job_engine_named(engine);
+    if (!prof)
+        return kvs_errf(err, KVS_EINVAL,
+                        "--engine: unknown value '%s' (vllm-v1, vllm-v0, trtllm, sglang)", engine);
+    const char *params = "";
+    if (!strncmp(spec, "roofline:", 9))
+        params = spec + 9;
+    else if (strcmp(spec, "roofline"))
+        return kvs_errf(err, KVS_EINVAL,
+                        "--cost: '%s': only the roofline model has constants to show", spec);
+    cost_roofline_consts_default(k);
+    cost_roofline_origins_default(origin);
+    char where[64];
+    snprintf(where, sizeof where, "engine %s", prof->name);
+    int rc = prof->cost ? cost_roofline_consts_parse_as(prof->cost, where, k, origin, err) : KVS_OK;
+    return rc ? rc : cost_roofline_consts_parse(params, k, origin, err);
 }

@@ -212,6 +212,25 @@ except kvsim.Error as e:
 print("models", len(kvsim.models()), "gpus", len(kvsim.gpus()))
 check("llama-2-7b" in kvsim.models().index and "h100-sxm" in kvsim.gpus().index,
       "models()/gpus() lack the built-ins")
+# the constants `kvsim cost show --engine trtllm --cost ...` prints: the
+# profile's ridge_loss 0.25, --cost's eff_gemm winning, eff_fp8's default
+k = kvsim.cost_constants("trtllm", "roofline:eff_gemm=0.75")
+check(k.loc["ridge_loss", "value"] == 0.25 and k.loc["ridge_loss", "from"] == "engine trtllm",
+      f"cost_constants ridge_loss: {k.loc['ridge_loss'].to_dict()}")
+check(k.loc["eff_gemm", "value"] == 0.75 and k.loc["eff_gemm", "from"] == "--cost",
+      f"cost_constants eff_gemm: {k.loc['eff_gemm'].to_dict()}")
+check(k.loc["eff_fp8", "value"] == 0.9 and k.loc["eff_fp8", "from"] == "default",
+      f"cost_constants eff_fp8: {k.loc['eff_fp8'].to_dict()}")
+try:
+    kvsim.cost_constants("vllm-v2")
+    check(False, "cost_constants accepted an unknown engine")
+except kvsim.Error as e:
+    check("--engine: unknown value 'vllm-v2'" in str(e), f"cost_constants error: {e}")
+try:
+    kvsim.cost_constants(cost="roofline:eff_fp8=2")
+    check(False, "cost_constants accepted eff_fp8=2")
+except kvsim.Error as e:
+    check("eff_fp8" in str(e), f"cost_constants range error: {e}")
 print("python checks failed:", fails)
 PY
 rc=$?

@@ -34,7 +34,8 @@ from . import _lib
 from ._lib import lib as _clib  # noqa: F401  (loaded once)
 
 __all__ = ["Error", "Run", "Batch", "Database", "run", "compare", "sweep", "capacity",
-           "models", "gpus", "flags", "open", "memory", "import_trace", "trace_formats", "__version__"]
+           "models", "gpus", "cost_constants", "flags", "open", "memory", "import_trace",
+           "trace_formats", "__version__"]
 
 __version__: str = _lib.version().decode()
 
@@ -574,6 +575,20 @@ def models() -> pd.DataFrame:
 def gpus() -> pd.DataFrame:
     """The built-in GPUs (as `kvsim gpus`): memory, bandwidths, peaks."""
     return pd.DataFrame(json.loads(_lib.take_string(_lib.gpus_json()))).set_index("name")
+
+
+def cost_constants(engine: str = "vllm-v1", cost: str = "roofline") -> pd.DataFrame:
+    """The roofline constants a run of engine profile `engine` with
+    cost=`cost` ("roofline" or "roofline:KEY=VALUE,...") uses, as `kvsim
+    cost show --engine E --cost C`: value, unit, where each came from
+    (default, "engine NAME", --cost, FILE:LINE) and the source of its
+    default, indexed by name.  Raises kvsim.Error on an unknown engine or
+    constant, or a value out of range."""
+    err = C.create_string_buffer(_lib.ERRBUF)
+    p = _lib.cost_constants_json(engine.encode(), cost.encode(), err)
+    if not p:
+        raise Error(err.value.decode("utf-8", "replace"))
+    return pd.DataFrame(json.loads(_lib.take_string(p))).set_index("name")
 
 
 # ------------------------------------------------------------------ datasets
