@@ -166,7 +166,7 @@ int cost_roofline_consts_parse_as(const char *params, const char *where, cost_ro
 int cost_roofline_consts_read(const char *path, cost_roofline_consts *k,
                               cost_const_origin origin[COST_MAX_CONSTS], kvs_err *err);
 /* One line per constant: name, value, unit, origin, source; into buf[cap]
- * like snprintf. */
+ * like snprintf.  Times under a second show in ms or us. */
 size_t cost_roofline_consts_show(const cost_roofline_consts *k,
                                  const cost_const_origin origin[COST_MAX_CONSTS], char *buf,
                                  size_t cap);

@@ -198,8 +198,13 @@ size_t cost_roofline_consts_show(const cost_roofline_consts *k,
     for (size_t i = 0; i < N_CONSTS; i++) {
         const cost_const_info *c = &consts[i];
         double v = *(const double *)((const char *)k + c->off);
+        const char *unit = c->unit;
+        if (!strcmp(unit, "s") && v > 0 && v < 1e-3) /* times in the unit people use */
+            v *= 1e6, unit = "us";
+        else if (!strcmp(unit, "s") && v > 0 && v < 1)
+            v *= 1e3, unit = "ms";
         int n = snprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0,
-                         "%-21s %-10g %-9s %-22s %s\n", c->name, v, c->unit,
+                         "%-21s %-10g %-9s %-22s %s\n", c->name, v, unit,
                          origin ? origin[i] : "default", c->source);
         if (n > 0)
             len += (size_t)n;

@@ -85,6 +85,10 @@ START_TEST(test_constants_file)
     cost_roofline_consts_show(&k, o, text, sizeof text);
     ck_assert_ptr_nonnull(strstr(text, want));
     ck_assert_ptr_nonnull(strstr(text, "eff_gemm              0.55"));
+    /* times show in the unit people read them in: 1.5e-3 s as 1.5 ms,
+     * the default 10 us all-reduce latency as 10 us */
+    ck_assert_ptr_nonnull(strstr(text, "step_overhead_s       1.5        ms "));
+    ck_assert_ptr_nonnull(strstr(text, "collective_lat_s      10         us "));
     char *bad = tu_write_file(dir, "bad.consts", "eff_gemm = 0.6\nwarp_speed = 9\n");
     ck_assert_int_eq(cost_roofline_consts_read(bad, &k, o, &err), KVS_EINVAL);
     snprintf(want, sizeof want, "%s:2: unknown roofline constant 'warp_speed'", bad);
