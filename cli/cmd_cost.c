@@ -53,6 +53,8 @@ int cmd_cost(int argc, char **argv)
             engine = argv[++i];
         else if (!strncmp(argv[i], "--engine=", 9))
             engine = argv[i] + 9;
+        else if (!strcmp(argv[i], "--engine") || !strcmp(argv[i], "--cost"))
+            return cli_fail(CMD, "%s: missing value", argv[i]);
         else
             return cli_fail(CMD, "unknown argument '%s' (see kvsim cost --help)", argv[i]);
     }
