@@ -142,13 +142,10 @@ typedef struct job_engine {
     /* Required: fill the defaults o's flags left open for model m on GPU g
      * (before run_config_resolve); refuse flags the profile lacks. */
     int (*apply)(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_err *err);
-    /* Optional: the roofline constants the profile puts before the user's
+    /* Optional: the roofline constants job_engine_apply puts, after apply, before the user's
      * --cost ones ("key=value,..."; those given win), or NULL for none. */
     const char *cost;
 } job_engine;
-
-/* The profile named `name`, or NULL.  O(profiles). */
-const job_engine *job_engine_named(const char *name);
 
 size_t job_engine_count(void);
 const job_engine *job_engine_at(size_t i);            /* NULL past the end */

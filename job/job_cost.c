@@ -2,6 +2,7 @@
  * calibrated profiles that live in the store (store/store_calib.h). */
 #include "job.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,10 +47,13 @@ int job_cost_select_decode(const run_config *cfg, const model_spec *m, const gpu
 int job_cost_constants(const char *engine, const char *spec, cost_roofline_consts *k,
                        cost_const_origin origin[COST_MAX_CONSTS], kvs_err *err)
 {
-    const job_engine *prof = job_engine_named(engine);
-    if (!prof)
-        return kvs_errf(err, KVS_EINVAL,
-                        "--engine: unknown value '%s' (vllm-v1, vllm-v0, trtllm, sglang)", engine);
+    job_opts o; /* --engine parsed as `kvsim run` parses it: the same names and message */
+    job_opts_init(&o);
+    int rc = job_param_set(&o, "engine", engine, err);
+    if (rc)
+        return rc;
+    const job_engine *prof = job_engine_of(o.cfg.sched.engine);
+    assert(prof);
     const char *params = "";
     if (!strncmp(spec, "roofline:", 9))
         params = spec + 9;
@@ -60,6 +64,6 @@ int job_cost_constants(const char *engine, const char *spec, cost_roofline_const
     cost_roofline_origins_default(origin);
     char where[64];
     snprintf(where, sizeof where, "engine %s", prof->name);
-    int rc = prof->cost ? cost_roofline_consts_parse_as(prof->cost, where, k, origin, err) : KVS_OK;
+    rc = prof->cost ? cost_roofline_consts_parse_as(prof->cost, where, k, origin, err) : KVS_OK;
     return rc ? rc : cost_roofline_consts_parse(params, k, origin, err);
 }

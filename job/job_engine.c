@@ -137,7 +137,7 @@ static int trt_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_er
     if (!job_param_given(o, "max-seqs"))
         s->max_seqs = 2048;
     o->cfg.kv_rule = MODEL_KV_RULE_TRTLLM;
-    return profile_cost(o, job_engine_of(SCHED_ENGINE_TRTLLM)->cost, err);
+    return KVS_OK;
 }
 
 /* SGLang v0.5.18's defaults (docs/semantics-sglang.md, section 11), from
@@ -257,18 +257,11 @@ const job_engine *job_engine_of(sched_engine e)
     return NULL;
 }
 
-const job_engine *job_engine_named(const char *name)
-{
-    for (size_t i = 0; i < N_ENGINES; i++)
-        if (!strcmp(engines[i].name, name))
-            return &engines[i];
-    return NULL;
-}
-
 int job_engine_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_err *err)
 {
     const job_engine *e = job_engine_of(o->cfg.sched.engine);
     if (!e)
         return kvs_errf(err, KVS_EINVAL, "--engine: unknown engine %d", (int)o->cfg.sched.engine);
-    return e->apply(o, m, g, err);
+    int rc = e->apply(o, m, g, err);
+    return rc || !e->cost ? rc : profile_cost(o, e->cost, err);
 }
