@@ -38,11 +38,17 @@ int64_t model_cuda_total_bytes(const gpu_spec *g)
     return rt > 2 * keep ? rt - keep : rt;
 }
 
-int64_t model_nontorch_bytes(int64_t tp)
+/* base GiB on one GPU plus peer GiB for each further TP peer, in bytes. */
+static int64_t per_tp_bytes(double base_gib, double peer_gib, int64_t tp)
 {
     if (tp < 1)
         tp = 1;
-    return (int64_t)((nontorch_base_gib + nontorch_peer_gib * (double)(tp - 1)) * GIB_D);
+    return (int64_t)((base_gib + peer_gib * (double)(tp - 1)) * GIB_D);
+}
+
+int64_t model_nontorch_bytes(int64_t tp)
+{
+    return per_tp_bytes(nontorch_base_gib, nontorch_peer_gib, tp);
 }
 
 const char *model_kv_rule_name(model_kv_rule r)
@@ -132,11 +138,8 @@ int model_fit_check_rule(const model_spec *m, const gpu_spec *g, const model_par
         return rc;
     model_fit f = *out;
     const int64_t total = model_cuda_total_bytes(g);
-    f.nontorch_bytes = model_nontorch_bytes(p->tp);
     if (rule == MODEL_KV_RULE_SGLANG) { /* f * (memory free before the weights) - weights */
-        int64_t tp = p->tp > 1 ? p->tp : 1;
-        f.nontorch_bytes =
-            (int64_t)((sglang_context_gib + sglang_peer_gib * (double)(tp - 1)) * GIB_D);
+        f.nontorch_bytes = per_tp_bytes(sglang_context_gib, sglang_peer_gib, p->tp);
         f.activation_bytes = 0;
         f.usable_bytes = (int64_t)(frac * (double)(total - f.nontorch_bytes));
         f.fits = f.weight_bytes < f.usable_bytes;
@@ -145,6 +148,7 @@ int model_fit_check_rule(const model_spec *m, const gpu_spec *g, const model_par
         *out = f;
         return KVS_OK;
     }
+    f.nontorch_bytes = model_nontorch_bytes(p->tp);
     /* every term < 2^62 (weights are capped by model.h's limits) */
     const double need = (double)f.weight_bytes + (double)f.activation_bytes +
                         (double)f.nontorch_bytes;
