@@ -140,7 +140,7 @@ char *kvsim_cost_constants_json(const char *engine, const char *cost, char err[1
     str_buf_printf(&b, "[");
     for (size_t i = 0; i < cost_roofline_const_count(); i++) {
         const cost_const_info *c = cost_roofline_const_at(i);
-        double v = *(const double *)((const char *)&k + c->off);
+        double v = cost_roofline_const_value(&k, c);
         str_buf_printf(&b, "%s{\"name\": ", i ? ",\n " : "");
         str_buf_json(&b, c->name);
         str_buf_printf(&b, ", \"value\": %.17g, \"unit\": ", v);

@@ -10,6 +10,7 @@
 #include "cli.h"
 
 #define CMD "cost"
+#define DEFAULT_ENGINE "vllm-v1" /* kvsim run's default profile (job_opts_init) */
 
 static void usage(FILE *f)
 {
@@ -30,9 +31,12 @@ static void usage(FILE *f)
     fprintf(f, "\n(times also as _ms or _us).  docs/cost-models.md explains each one.\n\n"
                "options:\n"
                "  --engine NAME the engine profile whose constants a run starts from\n"
-               "                (vllm-v1, vllm-v0, trtllm, sglang; default vllm-v1)\n"
+               "                (");
+    for (size_t i = 0; i < job_engine_count(); i++)
+        fprintf(f, "%s%s", i ? ", " : "", job_engine_at(i)->name);
+    fprintf(f, "; default %s)\n"
                "  --cost SPEC   roofline, or roofline:KEY=VALUE,... (default roofline)\n"
-               "  -h, --help    print this help\n");
+               "  -h, --help    print this help\n", DEFAULT_ENGINE);
 }
 
 int cmd_cost(int argc, char **argv)
@@ -43,7 +47,7 @@ int cmd_cost(int argc, char **argv)
     }
     if (strcmp(argv[1], "show"))
         return cli_fail(CMD, "unknown subcommand '%s' (kvsim cost show)", argv[1]);
-    const char *spec = "roofline", *engine = "vllm-v1";
+    const char *spec = "roofline", *engine = DEFAULT_ENGINE;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--cost") && i + 1 < argc)
             spec = argv[++i];

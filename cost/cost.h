@@ -147,6 +147,8 @@ typedef char cost_const_origin[1100]; /* "default", "--cost", "FILE:LINE" */
 
 size_t cost_roofline_const_count(void);
 const cost_const_info *cost_roofline_const_at(size_t i); /* NULL past the end */
+/* The value of constant c in k (c from cost_roofline_const_at).  O(1). */
+double cost_roofline_const_value(const cost_roofline_consts *k, const cost_const_info *c);
 /* Every origin "default". */
 void cost_roofline_origins_default(cost_const_origin origin[COST_MAX_CONSTS]);
 /* Apply "key=value,..." to k, left to right; the key "file=PATH" reads a

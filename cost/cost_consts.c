@@ -56,6 +56,11 @@ static double *slot(cost_roofline_consts *k, const cost_const_info *c)
     return (double *)((char *)k + c->off);
 }
 
+double cost_roofline_const_value(const cost_roofline_consts *k, const cost_const_info *c)
+{
+    return *(const double *)((const char *)k + c->off);
+}
+
 void cost_roofline_origins_default(cost_const_origin origin[COST_MAX_CONSTS])
 {
     for (size_t i = 0; i < N_CONSTS; i++)
@@ -197,7 +202,7 @@ size_t cost_roofline_consts_show(const cost_roofline_consts *k,
         buf[0] = 0;
     for (size_t i = 0; i < N_CONSTS; i++) {
         const cost_const_info *c = &consts[i];
-        double v = *(const double *)((const char *)k + c->off);
+        double v = cost_roofline_const_value(k, c);
         const char *unit = c->unit;
         if (!strcmp(unit, "s") && v > 0 && v < 1e-3) /* times in the unit people use */
             v *= 1e6, unit = "us";
