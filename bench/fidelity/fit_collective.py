@@ -54,7 +54,4 @@ def main(args):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except run.KvsimFailed as e:
-        sys.exit(print(f"fit_collective.py: {e}", file=sys.stderr) or 2)
+    run.fit_script_main(main, "fit_collective.py")

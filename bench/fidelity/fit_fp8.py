@@ -85,7 +85,4 @@ def main(args):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except run.KvsimFailed as e:
-        sys.exit(print(f"fit_fp8.py: {e}", file=sys.stderr) or 2)
+    run.fit_script_main(main, "fit_fp8.py")

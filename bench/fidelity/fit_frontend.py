@@ -65,7 +65,4 @@ def main(args):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except run.KvsimFailed as e:
-        sys.exit(print(f"fit_frontend.py: {e}", file=sys.stderr) or 2)
+    run.fit_script_main(main, "fit_frontend.py")

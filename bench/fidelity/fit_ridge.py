@@ -63,7 +63,4 @@ def main(args):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except run.KvsimFailed as e:
-        sys.exit(print(f"fit_ridge.py: {e}", file=sys.stderr) or 2)
+    run.fit_script_main(main, "fit_ridge.py")

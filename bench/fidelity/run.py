@@ -380,6 +380,16 @@ def row_figure(kvsim, argv, row, db, tmp, made=None):
     return sim, (sim - real) / real * 100.0
 
 
+def fit_script_main(main, script):
+    """Run a fit script's main(argv) and exit with its status; a row kvsim
+    failed on ends it with one line naming the script and the row, exit 2."""
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KvsimFailed as e:
+        print(f"{script}: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
 def fmt(v):
     if v >= 1000:
         return f"{v:.0f}"
