@@ -30,6 +30,14 @@ r=$(sqlite3 "$T/a.db" "select engine, alloc, block_size, chunked_prefill, prefix
 grep -q "trtllm: in-flight batching, max utilization" "$T/out2.txt" && ok ||
   bad "--alloc paged is max utilization: $(head -3 "$T/out2.txt")"
 
+# the profile's roofline constants (job_engine.cost, put by job_engine_apply)
+# reach the run's cost model, and --cost's own win over them
+"$KVSIM" run --engine trtllm "${R[@]}" --cost roofline:eff_gemm=0.75 --db "$T/k.db" \
+  > /dev/null 2>&1 && ok || bad "trtllm run with --cost failed"
+d=$(sqlite3 "$T/k.db" "select cost_desc from runs")
+[[ "$d" == *" eff_gemm=0.75 eff_attn=0.6 "* && "$d" == *" kernel_lat_s=3e-06 "* &&
+   "$d" == *" ridge_loss=0.25" ]] && ok || bad "trtllm cost constants: $d"
+
 # flags the profile lacks: one line, exit 2, nothing stored
 for f in "--prefix-caching" "--watermark 0.1" "--policy priority" "--swap-gib 2" \
          "--batching static"; do
