@@ -56,6 +56,7 @@ int cmd_run(int argc, char **argv)
         return CLI_EXIT_ERR;
     int64_t run_id = 0;
     run_result res = {0};
+    o.stream_rows = 1; /* one run: its rows go in while it simulates (job_stream.h) */
     const char *after = getenv("KVSIM_PROGRESS_AFTER_S");
     progress pr = {after ? atof(after) : 2.0, 0, 0.0};
     if (!o.quiet && isatty(STDERR_FILENO)) {

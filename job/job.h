@@ -47,6 +47,10 @@ typedef struct job_opts {
     int force_profile;   /* --force-profile: 1 = accept a profile of another GPU/model */
     char result_json[1024]; /* --result-json: vllm-bench-style result file, "" = none */
     int result_json_detail; /* --result-json-detail: 1 = per-request lists in it */
+    int stream_rows;     /* not a flag: 1 = job_execute stages the request rows from a
+                            second thread while it simulates (job_stream.h; one
+                            engine).  `kvsim run` sets it; sweeps, which keep every
+                            core busy already, do not */
     run_progress_fn progress; /* not a flag: hears job_execute's run (NULL: silent) */
     void *progress_ctx;
     unsigned char given[JOB_MAX_PARAMS]; /* [param index] 1 = set by name (flag,

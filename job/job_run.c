@@ -5,6 +5,7 @@
 
 #include "../sim/cluster.h"
 #include "../store/store_spool.h"
+#include "job_stream.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,8 +232,10 @@ int job_prepare(job_opts *o, model_spec *m, gpu_spec *g, trace *tr, kvs_err *err
     return KVS_OK;
 }
 
-int job_simulate(job_opts *o, const model_spec *m, const gpu_spec *g, const trace *tr,
-                 store *cost_st, run_result *res, int *ran, kvs_err *err)
+/* job_simulate, and with js non-NULL the run's rows staged for cost_st
+ * while it simulates (job_stream.h) when the run is one engine. */
+static int simulate(job_opts *o, const model_spec *m, const gpu_spec *g, const trace *tr,
+                    store *cost_st, job_stream *js, run_result *res, int *ran, kvs_err *err)
 {
     cost_model cost = {0}, dcost = {0};
     kvs_err e;
@@ -245,14 +248,23 @@ int job_simulate(job_opts *o, const model_spec *m, const gpu_spec *g, const trac
         goto done;
     }
     *ran = 1;
-    rc = run_execute_pools(&o->cfg, tr, &cost, dcost.vt ? &dcost : NULL, o->progress,
-                           o->progress_ctx, res, err);
+    const int one_engine = o->cfg.replicas <= 1 && !o->cfg.pd[0];
+    const run_row_sink *rows =
+        js && one_engine && job_stream_start(js, cost_st, tr) ? &js->sink : NULL;
+    rc = run_execute_rows(&o->cfg, tr, &cost, dcost.vt ? &dcost : NULL, o->progress,
+                          o->progress_ctx, rows, res, err);
 done:
     if (cost.vt)
         cost_model_free(&cost);
     if (dcost.vt)
         cost_model_free(&dcost);
     return rc;
+}
+
+int job_simulate(job_opts *o, const model_spec *m, const gpu_spec *g, const trace *tr,
+                 store *cost_st, run_result *res, int *ran, kvs_err *err)
+{
+    return simulate(o, m, g, tr, cost_st, NULL, res, ran, err);
 }
 
 int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kvs_err *err)
@@ -267,7 +279,9 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kv
         return rc;
     run_result res = {0};
     kvs_err e;
-    if ((rc = job_simulate(o, &m, &g, &tr, st, &res, &ran, &e))) {
+    job_stream js = {0};
+    if ((rc = simulate(o, &m, &g, &tr, st, o->stream_rows ? &js : NULL, &res, &ran, &e))) {
+        job_stream_end(&js);
         kvs_err e2;
         int64_t failed_id = 0;
         if (ran && store_save_failed_run(st, &o->cfg, &tr, e.msg, res.started_at, res.wall_s,
@@ -277,7 +291,7 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kv
             kvs_errf(err, rc, "%s", e.msg);
         goto done;
     }
-    if ((rc = store_save_run(st, &o->cfg, &res, run_id, &e))) {
+    if ((rc = job_stream_save(&js, st, &o->cfg, &res, run_id, &res.rows_streamed, &e))) {
         kvs_errf(err, rc, "--db: %s", e.msg);
         goto done;
     }

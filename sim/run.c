@@ -177,7 +177,57 @@ typedef struct run_sink {
     run_progress_fn progress; /* may be NULL */
     void *progress_ctx;
     double t0_wall;       /* wall clock at the start, s */
+    const run_row_sink *rows; /* may be NULL: rows handed out as they are done */
+    run_live *live;       /* what rows->ready hands out */
+    int64_t rows_done;    /* requests [0, rows_done) are done */
+    int64_t rows_told;    /* the k of the latest rows->ready call */
 } run_sink;
+
+struct run_live {
+    const sched_req_result *reqs; /* [n] the engine's results, borrowed */
+    const run_itl *itl;           /* the gaps tracker, borrowed */
+    double frontend_s;            /* front-end cost added to first token and finish, s */
+};
+
+void run_live_row(const run_live *live, int64_t i, sched_req_result *r, double *max_itl_s)
+{
+    *r = live->reqs[i];
+    if (live->frontend_s != 0.0) { /* as run_frontend_apply */
+        if (!isnan(r->first_token_s))
+            r->first_token_s += live->frontend_s;
+        if (!isnan(r->finish_s))
+            r->finish_s += live->frontend_s;
+    }
+    *max_itl_s = live->itl->req[i].max_s; /* as run_itl_finish */
+}
+
+/* Rows handed out every this many newly done requests (and at the end). */
+#define RUN_ROWS_CHUNK 2048
+
+/* At a step that is not leapt: the requests done so far, told to the row
+ * sink in chunks.  O(1) amortized per request. */
+static void rows_advance(run_sink *k)
+{
+    const sched_req_result *r = k->live->reqs;
+    int64_t i = k->rows_done;
+    while (i < k->tr->n &&
+           (r[i].status == SCHED_REQ_FINISHED || r[i].status == SCHED_REQ_REJECTED))
+        i++;
+    k->rows_done = i;
+    if (i - k->rows_told >= RUN_ROWS_CHUNK || (i == k->tr->n && i > k->rows_told)) {
+        k->rows->ready(k->rows->ctx, k->live, i);
+        k->rows_told = i;
+    }
+}
+
+/* The row sink's stop, once. */
+static void rows_stop(run_sink *k)
+{
+    if (k->rows) {
+        k->rows->stop(k->rows->ctx);
+        k->rows = NULL;
+    }
+}
 
 static double now_wall(void)
 {
@@ -197,6 +247,8 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
         k->progress(k->progress_ctx, t_end, k->itl.n_done, k->tr->n, now_wall() - k->t0_wall);
     if (st->leapt)
         run_itl_leapt_step(&k->itl, 0, st);
+    else if (k->rows) /* every earlier token is counted: no leap is open */
+        rows_advance(k);
     run_itl_members(&k->itl, 0, m, nm, t_end);
     if (!k->keep || k->failed)
         return;
@@ -247,6 +299,13 @@ int run_execute_pools(const run_config *cfg, const trace *tr, const cost_model *
                       const cost_model *decode_cost, run_progress_fn fn, void *ctx,
                       run_result *out, kvs_err *err)
 {
+    return run_execute_rows(cfg, tr, cost, decode_cost, fn, ctx, NULL, out, err);
+}
+
+int run_execute_rows(const run_config *cfg, const trace *tr, const cost_model *cost,
+                     const cost_model *decode_cost, run_progress_fn fn, void *ctx,
+                     const run_row_sink *rows, run_result *out, kvs_err *err)
+{
     if (cfg->replicas > 1 || cfg->pd[0])
         return cluster_execute(cfg, tr, cost, decode_cost ? decode_cost : cost, out, err);
     memset(out, 0, sizeof *out);
@@ -275,12 +334,16 @@ int run_execute_pools(const run_config *cfg, const trace *tr, const cost_model *
     sink.t0_wall = t0;
     if ((rc = run_itl_init(&sink.itl, tr, 1, err)))
         goto fail;
+    run_live live = {sched_results(s), &sink.itl, cfg->frontend_ms * 1e-3};
+    sink.live = &live;
+    sink.rows = rows;
     /* every member, decodes included: the ITL needs each token's request */
     sched_set_step_sink(s, on_step, &sink, 1);
     if (!cfg->record_steps) /* recorded steps list every member: no leaps */
         sched_set_leap_sink(s, on_leap);
     double end_s = 0.0;
     rc = engine_run(s, tr, &end_s, err);
+    rows_stop(&sink); /* before the results change hands or shift */
     if (rc)
         goto fail;
     if (sink.failed) {
@@ -337,6 +400,7 @@ int run_execute_pools(const run_config *cfg, const trace *tr, const cost_model *
     out->wall_s = now_wall() - t0;
     return KVS_OK;
 fail:
+    rows_stop(&sink);
     sched_free(s);
     run_sink_free(&sink);
     run_result_free(out);

@@ -180,6 +180,8 @@ typedef struct run_result {
     int64_t leap_steps;          /* steps the engine leapt (docs/semantics-v1.md 9);
                                     a diagnostic, not stored */
     int64_t leap_resumes;        /* plans that resumed a paused leap; the same */
+    int64_t rows_streamed;       /* request rows stored while the run simulated
+                                    (job_stream.h), requests; a diagnostic, not stored */
 } run_result;
 
 /* Fill a config with defaults (llama-3-8b, a100-80g, tp 1, block 16, ...). */
@@ -244,6 +246,36 @@ int run_execute_progress(const run_config *cfg, const trace *tr, const cost_mode
 int run_execute_pools(const run_config *cfg, const trace *tr, const cost_model *cost,
                       const cost_model *decode_cost, run_progress_fn fn, void *ctx,
                       run_result *out, kvs_err *err);
+
+/* Request rows handed out while a run goes, so that a second thread can
+ * store them (job/job_stream.c).  A request's row is done once the request
+ * is finished or rejected and every token it made has been counted: at
+ * the start of each step that is not leapt (a leap's tokens are counted
+ * when it ends, before any step that is not), the run finds the first k
+ * requests done, and when k has grown it calls ready(ctx, live, k) on the
+ * simulating thread.  Rows [0, k) then never change again until the run
+ * calls stop(ctx), once, when the engine is done and before it touches
+ * them (the front-end shift, handing the results over): stop must return
+ * only when no other thread reads `live` any more.  One engine only: a
+ * cluster run (replicas, --pd) calls neither. */
+typedef struct run_live run_live;
+typedef struct run_row_sink {
+    void (*ready)(void *ctx, const run_live *live, int64_t k);
+    void (*stop)(void *ctx);
+    void *ctx;
+} run_row_sink;
+
+/* Request i's row as run_result will hold it, from a live run (i < the k
+ * of the latest ready call): its result with the front end applied
+ * (run_frontend_apply) and its largest gap (run_result.max_itl_s[i]).
+ * Bit for bit the values the finished run stores.  O(1); reads only. */
+void run_live_row(const run_live *live, int64_t i, sched_req_result *r, double *max_itl_s);
+
+/* run_execute_pools whose rows are also handed out while it runs (rows
+ * may be NULL: then it is run_execute_pools). */
+int run_execute_rows(const run_config *cfg, const trace *tr, const cost_model *cost,
+                     const cost_model *decode_cost, run_progress_fn fn, void *ctx,
+                     const run_row_sink *rows, run_result *out, kvs_err *err);
 void run_result_free(run_result *r);
 
 /* Every request's inter-token gaps rebuilt from the recorded steps (a run

@@ -122,6 +122,37 @@ store_schema_how store_schema_opened(const store *s);
 int store_write_run(store *s, const run_config *cfg, const run_result *res,
                     int64_t *run_id, kvs_err *err);
 
+/* The run_id the next run will take (AUTOINCREMENT's next); another writer
+ * may take it first.  Cost: one read. */
+int store_next_run_id(store *s, int64_t *run_id, kvs_err *err);
+
+/* Request rows staged while the run simulates (job/job_stream.c): the
+ * simulation holds no lock on the database (docs/hardening.md), so the
+ * rows go into a private temporary database attached to the store's
+ * connection ("kvsim_stage", deleted when detached), keyed for the run id
+ * the run is expected to take, and the run's own write copies them in.
+ *   store_stage_open   attach it and make its request_rows as main's; the
+ *                      connection must be idle (no transaction).
+ *   store_stage_rows   stage the rows [lo, hi) of a live run (sim/run.h
+ *                      run_live_row), lo = those staged so far, checked as
+ *                      store_write_run checks them, in one transaction of
+ *                      the staging database alone.  While a thread stages,
+ *                      no other uses the store.
+ *   store_stage_count  how many are staged: requests [0, count).
+ *   store_stage_close  detach it (its file goes); NULL is a no-op.
+ * store_write_run_staged is store_write_run with the first count rows
+ * copied from the stage: record by record when the run took the expected
+ * id (SQLite's transfer optimisation, about 3x cheaper than inserting
+ * them), with the keys moved otherwise.  The stored rows are bit for bit
+ * those of store_write_run; g NULL is store_write_run. */
+typedef struct store_stage store_stage;
+int store_stage_open(store *s, const trace *tr, store_stage **out, kvs_err *err);
+int store_stage_rows(store_stage *g, const run_live *live, int64_t lo, int64_t hi, kvs_err *err);
+int64_t store_stage_count(const store_stage *g);
+void store_stage_close(store_stage *g);
+int store_write_run_staged(store *s, const run_config *cfg, const run_result *res,
+                           const store_stage *g, int64_t *run_id, kvs_err *err);
+
 /* Record a run that failed after it started: a `runs` row with
  * status='failed' and the error text, and nothing else. */
 int store_write_failed_run(store *s, const run_config *cfg, const trace *tr,

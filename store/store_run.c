@@ -115,16 +115,17 @@ static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
 static int insert_run_row(store *s, const run_config *cfg, const trace *tr,
                           const run_summary *sum, const char *status,
                           const char *error, const char *started_at, double wall_s,
-                          int64_t *run_id, kvs_err *err)
+                          int64_t want_id, int64_t *run_id, kvs_err *err)
 {
     char sql[4096];
     size_t len = 0;
     size_t nf;
     const run_field *f = run_fields(&nf);
-    append(sql, sizeof sql, &len, "INSERT INTO runs(");
+    /* want_id > 0: that run_id (store_next_run_id's), else the next one */
+    append(sql, sizeof sql, &len, "INSERT INTO runs(%s", want_id > 0 ? "run_id," : "");
     for (size_t i = 0; i < nf; i++)
         append(sql, sizeof sql, &len, i ? ",%s" : "%s", f[i].name);
-    append(sql, sizeof sql, &len, ") VALUES(");
+    append(sql, sizeof sql, &len, ") VALUES(%s", want_id > 0 ? ":run_id," : "");
     for (size_t i = 0; i < nf; i++)
         append(sql, sizeof sql, &len, i ? ",:%s" : ":%s", f[i].name);
     append(sql, sizeof sql, &len, ")");
@@ -136,6 +137,8 @@ static int insert_run_row(store *s, const run_config *cfg, const trace *tr,
     int rc = KVS_OK;
     if (sqlite3_prepare_v2(store_db(s), sql, -1, &b.st, NULL) != SQLITE_OK)
         return store_fail(s, err, "preparing runs insert");
+    if (want_id > 0)
+        b_check(&b, sqlite3_bind_int64(b.st, b_index(&b, "run_id"), want_id), "run_id");
     b_text(&b, "status", status);
     b_text(&b, "error", error);
     b_text(&b, "started_at", started_at);
@@ -207,10 +210,10 @@ static const char *const req_col_names[REQ_COL_END] = {
 
 /* "INSERT INTO request_rows(key, ...) VALUES(?1, ...), ..." with `rows`
  * groups of parameters, from req_col_names. */
-static void requests_insert_sql(char *sql, size_t cap, int rows)
+static void requests_insert_sql(char *sql, size_t cap, int rows, const char *table)
 {
     size_t len = 0;
-    append(sql, cap, &len, "INSERT INTO request_rows(");
+    append(sql, cap, &len, "INSERT INTO %s(", table);
     for (int c = 1; c < REQ_COL_END; c++)
         append(sql, cap, &len, c > 1 ? ",%s" : "%s", req_col_names[c]);
     append(sql, cap, &len, ") VALUES");
@@ -222,37 +225,87 @@ static void requests_insert_sql(char *sql, size_t cap, int rows)
     }
 }
 
-/* The integrity the table no longer checks row by row, checked once per run
- * before any row is written: final statuses, positive lengths, ids that
- * fit the key.  O(n), no SQL. */
-static int check_requests(store *s, int64_t run_id, const run_result *res, kvs_err *err)
+/* One request row, as bound: from a finished run (row_of_result) or a
+ * live one (row_of_live). */
+typedef struct req_row {
+    const trace_req *tq;     /* the trace's request */
+    sched_req_result r;      /* its result */
+    int64_t replica;         /* engine that served it */
+    int64_t decode;          /* decode replica, -1 none */
+    double kv_transfer_s;    /* s, NAN none */
+    double max_itl_s;        /* s, NAN none */
+} req_row;
+
+/* Where rows come from: a finished run's result, or a live run. */
+typedef struct row_src {
+    const trace *tr;
+    const run_result *res;   /* or */
+    const run_live *live;
+} row_src;
+
+static void row_at(const row_src *src, int64_t i, req_row *w)
 {
-    const trace_req *tq = res->tr->reqs;
-    if (run_id <= 0 || run_id >= ((int64_t)1 << 30) || res->tr->n >= ((int64_t)1 << 32))
+    w->tq = &src->tr->reqs[i];
+    if (src->live) {
+        run_live_row(src->live, i, &w->r, &w->max_itl_s);
+        w->replica = 0;
+        w->decode = -1;
+        w->kv_transfer_s = NAN;
+        return;
+    }
+    const run_result *res = src->res;
+    w->r = res->reqs[i];
+    w->replica = res->replica ? res->replica[i] : 0;
+    w->decode = res->decode ? res->decode[i] : -1;
+    w->kv_transfer_s = res->kv_transfer_s ? res->kv_transfer_s[i] : NAN;
+    w->max_itl_s = res->max_itl_s ? res->max_itl_s[i] : NAN;
+}
+
+/* The integrity the table no longer checks row by row, checked once per
+ * run (or per streamed chunk) before its rows are written: final
+ * statuses, positive lengths, ids that fit the key.  O(hi - lo), no SQL. */
+static int check_requests_key(store *s, int64_t run_id, const trace *tr, kvs_err *err)
+{
+    if (run_id <= 0 || run_id >= ((int64_t)1 << 30) || tr->n >= ((int64_t)1 << 32))
         return kvs_errf(err, KVS_EINTERNAL, "%s: run %lld of %lld requests outside the row key",
-                        store_path(s), (long long)run_id, (long long)res->tr->n);
-    for (int64_t i = 0; i < res->tr->n; i++) {
-        int st = res->reqs[i].status;
+                        store_path(s), (long long)run_id, (long long)tr->n);
+    return KVS_OK;
+}
+
+static int check_requests(store *s, int64_t run_id, const row_src *src, int64_t lo, int64_t hi,
+                          kvs_err *err)
+{
+    int rc = check_requests_key(s, run_id, src->tr, err);
+    if (rc)
+        return rc;
+    for (int64_t i = lo; i < hi; i++) {
+        const trace_req *tq = &src->tr->reqs[i];
+        int st = src->live ? 0 : src->res->reqs[i].status;
+        if (src->live) {
+            req_row w;
+            row_at(src, i, &w);
+            st = w.r.status;
+        }
         if (st != SCHED_REQ_FINISHED && st != SCHED_REQ_REJECTED)
             return kvs_errf(err, KVS_EINTERNAL, "%s: request %lld: status %s is not final",
                             store_path(s), (long long)i, req_status_name(st));
-        if (tq[i].prompt_tokens < 1 || tq[i].output_tokens < 1)
+        if (tq->prompt_tokens < 1 || tq->output_tokens < 1)
             return kvs_errf(err, KVS_EINTERNAL,
                             "%s: request %lld: %lld prompt, %lld output tokens (need >= 1)",
-                            store_path(s), (long long)i, (long long)tq[i].prompt_tokens,
-                            (long long)tq[i].output_tokens);
+                            store_path(s), (long long)i, (long long)tq->prompt_tokens,
+                            (long long)tq->output_tokens);
     }
     return KVS_OK;
 }
 
-/* Bind request i's columns to the parameters of row group `g` of st;
+/* Bind row w (key `key`) to the parameters of row group `g` of st;
  * SQLITE_OK (0) or a failing bind's code ORed in. */
-static int bind_request(sqlite3_stmt *st, int g, int64_t base, const run_result *res, int64_t i)
+static int bind_request(sqlite3_stmt *st, int g, int64_t key, const req_row *w)
 {
-    const trace_req *tq = &res->tr->reqs[i];
-    const sched_req_result *r = &res->reqs[i];
+    const trace_req *tq = w->tq;
+    const sched_req_result *r = &w->r;
     const int o = g * (REQ_COL_END - 1);
-    int b = sqlite3_bind_int64(st, o + REQ_COL_KEY, base + i);
+    int b = sqlite3_bind_int64(st, o + REQ_COL_KEY, key);
     b |= sqlite3_bind_double(st, o + REQ_COL_ARRIVAL_S, tq->arrival_s);
     b |= sqlite3_bind_int64(st, o + REQ_COL_PROMPT_TOKENS, tq->prompt_tokens);
     b |= sqlite3_bind_int64(st, o + REQ_COL_OUTPUT_TOKENS, tq->output_tokens);
@@ -263,73 +316,221 @@ static int bind_request(sqlite3_stmt *st, int g, int64_t base, const run_result 
     b |= sqlite3_bind_int64(st, o + REQ_COL_PREEMPTIONS, r->preemptions);
     b |= sqlite3_bind_int64(st, o + REQ_COL_SWAPS, r->swaps);
     b |= bind_nan_null(st, o + REQ_COL_SWAPPED_S, r->swapped_s);
-    b |= sqlite3_bind_int64(st, o + REQ_COL_REPLICA, res->replica ? res->replica[i] : 0);
-    if (res->decode && res->decode[i] >= 0)
-        b |= sqlite3_bind_int64(st, o + REQ_COL_DECODE_REPLICA, res->decode[i]);
+    b |= sqlite3_bind_int64(st, o + REQ_COL_REPLICA, w->replica);
+    if (w->decode >= 0)
+        b |= sqlite3_bind_int64(st, o + REQ_COL_DECODE_REPLICA, w->decode);
     else
         b |= sqlite3_bind_null(st, o + REQ_COL_DECODE_REPLICA);
-    b |= bind_nan_null(st, o + REQ_COL_KV_TRANSFER_S,
-                       res->kv_transfer_s ? res->kv_transfer_s[i] : NAN);
-    b |= bind_nan_null(st, o + REQ_COL_MAX_ITL_S, res->max_itl_s ? res->max_itl_s[i] : NAN);
+    b |= bind_nan_null(st, o + REQ_COL_KV_TRANSFER_S, w->kv_transfer_s);
+    b |= bind_nan_null(st, o + REQ_COL_MAX_ITL_S, w->max_itl_s);
     const char *why = sched_reject_reason_name(r->reject_reason);
     b |= why ? sqlite3_bind_text(st, o + REQ_COL_REJECT_REASON, why, -1, SQLITE_STATIC)
              : sqlite3_bind_null(st, o + REQ_COL_REJECT_REASON);
     return b;
 }
 
+/* Prepared request-row inserts of one run into one table: REQ_BATCH
+ * rows per statement while that many are left, then one by one. */
+typedef struct rows_ins {
+    store *s;
+    sqlite3_stmt *one, *batch;
+    int64_t run_id;          /* keys are run_id * 2^32 + req_id */
+} rows_ins;
+
 /* Requests [i, i + rows) through st (a statement of `rows` row groups):
  * bind, step, reset.  KVS_OK, or KVS_EDB naming request i. */
-static int insert_requests(store *s, sqlite3_stmt *st, int rows, int64_t base,
-                           const run_result *res, int64_t i, kvs_err *err)
+static int insert_requests(rows_ins *w, sqlite3_stmt *st, int rows, const row_src *src,
+                           int64_t i, kvs_err *err)
 {
     int b = SQLITE_OK;
-    for (int g = 0; g < rows; g++)
-        b |= bind_request(st, g, base, res, i + g);
+    for (int g = 0; g < rows; g++) {
+        req_row row;
+        row_at(src, i + g, &row);
+        b |= bind_request(st, g, (w->run_id << 32) + i + g, &row);
+    }
     /* SQLITE_OK is 0, so any failing bind leaves b non-zero. */
     if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
         char what[80];
         snprintf(what, sizeof what, rows > 1 ? "writing requests %lld to %lld" :
                  "writing request %lld", (long long)i, (long long)(i + rows - 1));
-        int rc = store_fail(s, err, what);
+        int rc = store_fail(w->s, err, what);
         sqlite3_reset(st);
         return rc;
     }
     return sqlite3_reset(st) == SQLITE_OK ? KVS_OK
-                                          : store_fail(s, err, "resetting requests insert");
+                                          : store_fail(w->s, err, "resetting requests insert");
 }
 
-/* Prepared statements bound positionally: REQ_BATCH rows per step while
- * that many are left, then one by one.  Keys ascend, so every row is an
- * append at the end of the table's B-tree.  Cost: O(n). */
-static int write_requests(store *s, int64_t run_id, const run_result *res, kvs_err *err)
+static void rows_close(rows_ins *w)
+{
+    sqlite3_finalize(w->batch);
+    sqlite3_finalize(w->one);
+    w->one = w->batch = NULL;
+}
+
+/* Prepare the inserts into `table` for run run_id. */
+static int rows_open(rows_ins *w, store *s, int64_t run_id, const char *table, kvs_err *err)
 {
     /* on the stack, not static: several threads may write runs at once */
     char sql_one[512], sql_batch[512 + REQ_BATCH * 128];
     sqlite3 *db = store_db(s);
-    sqlite3_stmt *one = NULL, *batch = NULL;
-    int rc = check_requests(s, run_id, res, err);
-    if (rc)
+    *w = (rows_ins){s, NULL, NULL, run_id};
+    requests_insert_sql(sql_one, sizeof sql_one, 1, table);
+    requests_insert_sql(sql_batch, sizeof sql_batch, REQ_BATCH, table);
+    if (sqlite3_prepare_v2(db, sql_one, -1, &w->one, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, sql_batch, -1, &w->batch, NULL) != SQLITE_OK) {
+        int rc = store_fail(s, err, "preparing requests insert");
+        rows_close(w);
         return rc;
-    const int64_t n = res->tr->n, base = run_id << 32;
-    requests_insert_sql(sql_one, sizeof sql_one, 1);
-    if (sqlite3_prepare_v2(db, sql_one, -1, &one, NULL) != SQLITE_OK)
-        return store_fail(s, err, "preparing requests insert");
-    int64_t i = 0;
-    if (n >= REQ_BATCH) {
-        requests_insert_sql(sql_batch, sizeof sql_batch, REQ_BATCH);
-        if (sqlite3_prepare_v2(db, sql_batch, -1, &batch, NULL) != SQLITE_OK) {
-            rc = store_fail(s, err, "preparing requests insert");
-            goto out;
-        }
-        for (; i + REQ_BATCH <= n && !rc; i += REQ_BATCH)
-            rc = insert_requests(s, batch, REQ_BATCH, base, res, i, err);
     }
-    for (; i < n && !rc; i++)
-        rc = insert_requests(s, one, 1, base, res, i, err);
-out:
-    sqlite3_finalize(batch);
-    sqlite3_finalize(one);
+    return KVS_OK;
+}
+
+/* Rows [lo, hi) from src (checked by the caller).  Keys ascend, so every
+ * row is an append at the end of the table's B-tree.  Cost: O(hi - lo). */
+static int rows_write(rows_ins *w, const row_src *src, int64_t lo, int64_t hi, kvs_err *err)
+{
+    int rc = KVS_OK;
+    int64_t i = lo;
+    for (; i + REQ_BATCH <= hi && !rc; i += REQ_BATCH)
+        rc = insert_requests(w, w->batch, REQ_BATCH, src, i, err);
+    for (; i < hi && !rc; i++)
+        rc = insert_requests(w, w->one, 1, src, i, err);
     return rc;
+}
+
+/* Requests [from, n) of a finished run. */
+static int write_requests(store *s, int64_t run_id, const run_result *res, int64_t from,
+                          kvs_err *err)
+{
+    rows_ins w;
+    row_src src = {res->tr, res, NULL};
+    int rc = check_requests(s, run_id, &src, from, res->tr->n, err);
+    if (rc || (rc = rows_open(&w, s, run_id, "request_rows", err)))
+        return rc;
+    rc = rows_write(&w, &src, from, res->tr->n, err);
+    rows_close(&w);
+    return rc;
+}
+
+/* ----------------------------------------------------- staged rows */
+
+/* The staging database's name on the store's connection. */
+#define STAGE "kvsim_stage"
+
+struct store_stage {
+    store *s;
+    rows_ins ins;            /* into STAGE.request_rows, keyed for run_id */
+    const trace *tr;
+    int64_t run_id;          /* the id the run is expected to take */
+    int64_t staged;          /* requests [0, staged) are in the stage */
+};
+
+static int stage_exec(store *s, const char *sql, const char *what, kvs_err *err)
+{
+    return sqlite3_exec(store_db(s), sql, NULL, NULL, NULL) == SQLITE_OK
+               ? KVS_OK : store_fail(s, err, what);
+}
+
+int store_stage_open(store *s, const trace *tr, store_stage **out, kvs_err *err)
+{
+    sqlite3 *db = store_db(s);
+    sqlite3_stmt *q = NULL;
+    *out = NULL;
+    if (!sqlite3_get_autocommit(db))
+        return kvs_errf(err, KVS_EINTERNAL, "%s: staging inside a transaction", store_path(s));
+    store_stage *g = calloc(1, sizeof *g);
+    if (!g)
+        return kvs_errf(err, KVS_ENOMEM, "%s: out of memory", store_path(s));
+    g->s = s;
+    g->tr = tr;
+    int rc = stage_exec(s, "ATTACH '' AS " STAGE, "attaching the staging database", err);
+    if (rc) {
+        free(g);
+        return rc;
+    }
+    /* the table as main has it, to the byte: INSERT ... SELECT * then
+     * copies its records as they are (SQLite's transfer optimisation) */
+    if ((rc = stage_exec(s, "PRAGMA " STAGE ".journal_mode = OFF; PRAGMA " STAGE
+                            ".synchronous = OFF", "setting up the staging database", err)))
+        goto fail;
+    if (sqlite3_prepare_v2(db, "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND "
+                               "name = 'request_rows'", -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_step(q) != SQLITE_ROW || !sqlite3_column_text(q, 0)) {
+        rc = store_fail(s, err, "reading request_rows' definition");
+        goto fail;
+    }
+    const char *def = (const char *)sqlite3_column_text(q, 0);
+    if (strncmp(def, "CREATE TABLE request_rows(", 26) != 0) {
+        rc = kvs_errf(err, KVS_EDB, "%s: request_rows has an unexpected definition",
+                      store_path(s));
+        goto fail;
+    }
+    char *sql = sqlite3_mprintf("CREATE TABLE " STAGE ".request_rows(%s", def + 26);
+    rc = sql ? stage_exec(s, sql, "creating the staging table", err)
+             : kvs_errf(err, KVS_ENOMEM, "%s: out of memory", store_path(s));
+    sqlite3_free(sql);
+    if (rc || (rc = store_next_run_id(s, &g->run_id, err)) ||
+        (rc = rows_open(&g->ins, s, g->run_id, STAGE ".request_rows", err)))
+        goto fail;
+    sqlite3_finalize(q);
+    *out = g;
+    return KVS_OK;
+fail:
+    sqlite3_finalize(q);
+    store_stage_close(g);
+    return rc;
+}
+
+int store_stage_rows(store_stage *g, const run_live *live, int64_t lo, int64_t hi, kvs_err *err)
+{
+    row_src src = {g->tr, NULL, live};
+    int rc;
+    if (lo != g->staged)
+        return kvs_errf(err, KVS_EINTERNAL, "%s: staging rows from %lld, %lld staged",
+                        store_path(g->s), (long long)lo, (long long)g->staged);
+    if ((rc = check_requests(g->s, g->run_id, &src, lo, hi, err)) ||
+        (rc = stage_exec(g->s, "BEGIN", "staging request rows", err)))
+        return rc;
+    if ((rc = rows_write(&g->ins, &src, lo, hi, err)) ||
+        (rc = stage_exec(g->s, "COMMIT", "staging request rows", err))) {
+        store_rollback(g->s);
+        return rc;
+    }
+    g->staged = hi;
+    return KVS_OK;
+}
+
+int64_t store_stage_count(const store_stage *g) { return g ? g->staged : 0; }
+
+void store_stage_close(store_stage *g)
+{
+    if (!g)
+        return;
+    rows_close(&g->ins);
+    /* deletes the temporary file; fails only inside a transaction */
+    (void)sqlite3_exec(store_db(g->s), "DETACH " STAGE, NULL, NULL, NULL);
+    free(g);
+}
+
+/* Copy the staged rows into main.request_rows for run id: their records as
+ * they are when id is the one they were keyed for, else with the key moved
+ * to id's.  Cost: O(staged) record copies. */
+static int stage_copy(store *s, const store_stage *g, int64_t id, kvs_err *err)
+{
+    if (g->staged == 0)
+        return KVS_OK;
+    if (id == g->run_id)
+        return stage_exec(s, "INSERT INTO main.request_rows SELECT * FROM " STAGE
+                             ".request_rows", "copying the staged request rows", err);
+    char sql[1024];
+    size_t len = 0;
+    append(sql, sizeof sql, &len, "INSERT INTO main.request_rows SELECT key + %lld",
+           (long long)((id - g->run_id) * ((int64_t)1 << 32)));
+    for (int c = REQ_COL_KEY + 1; c < REQ_COL_END; c++)
+        append(sql, sizeof sql, &len, ",%s", req_col_names[c]);
+    append(sql, sizeof sql, &len, " FROM " STAGE ".request_rows");
+    return stage_exec(s, sql, "copying the staged request rows", err);
 }
 
 /* ------------------------------------------------------------- steps */
@@ -604,34 +805,87 @@ static int write_replicas(store *s, int64_t run_id, const run_result *res, kvs_e
 
 /* ------------------------------------------------------------ public */
 
+/* The run's rows below its `runs` row (run_id's), request rows from
+ * `from` on, inside the caller's transaction. */
+static int write_run_body(store *s, const run_config *cfg, const run_result *res, int64_t id,
+                          int64_t from, kvs_err *err)
+{
+    int rc;
+    if ((rc = write_requests(s, id, res, from, err)))
+        return rc;
+    if (res->n_classes > 0 && (rc = write_classes(s, id, res, err)))
+        return rc;
+    if (cfg->record_steps && res->steps && (rc = write_steps(s, id, res, err)))
+        return rc;
+    if (res->n_replicas > 0 && (rc = write_replicas(s, id, res, err)))
+        return rc;
+    return KVS_OK;
+}
+
+static int check_result(store *s, const run_result *res, kvs_err *err)
+{
+    if (!res->tr || (res->tr->n > 0 && (!res->tr->reqs || !res->reqs)))
+        return kvs_errf(err, KVS_EINVAL, "%s: run result without its trace or requests",
+                        store_path(s));
+    return KVS_OK;
+}
+
 int store_write_run(store *s, const run_config *cfg, const run_result *res,
                     int64_t *run_id, kvs_err *err)
 {
     int64_t id = 0;
     int rc;
-    if (!res->tr || (res->tr->n > 0 && (!res->tr->reqs || !res->reqs)))
-        return kvs_errf(err, KVS_EINVAL, "%s: run result without its trace or requests",
-                        store_path(s));
+    if ((rc = check_result(s, res, err)) || (rc = store_begin(s, err)))
+        return rc;
+    if ((rc = insert_run_row(s, cfg, res->tr, &res->sum, "finished", NULL, res->started_at,
+                             res->wall_s, 0, &id, err)) ||
+        (rc = write_run_body(s, cfg, res, id, 0, err)) || (rc = store_commit(s, err))) {
+        store_rollback(s);
+        return rc;
+    }
+    *run_id = id;
+    return KVS_OK;
+}
+
+int store_next_run_id(store *s, int64_t *run_id, kvs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    /* AUTOINCREMENT's next id: above the largest ever taken and every row */
+    const char *sql = "SELECT max(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0),"
+                      " COALESCE((SELECT max(run_id) FROM runs), 0)) + 1";
+    if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) != SQLITE_OK)
+        return store_fail(s, err, "reading the next run id");
+    int rc = KVS_OK;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        *run_id = sqlite3_column_int64(st, 0);
+    else
+        rc = store_fail(s, err, "reading the next run id");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_write_run_staged(store *s, const run_config *cfg, const run_result *res,
+                          const store_stage *g, int64_t *run_id, kvs_err *err)
+{
+    int64_t id = 0;
+    int rc;
+    if (!g || g->s != s) /* (a spool file is written whole) */
+        return store_write_run(s, cfg, res, run_id, err);
+    if ((rc = check_result(s, res, err)))
+        return rc;
+    if (g->tr != res->tr || g->staged > res->tr->n)
+        return kvs_errf(err, KVS_EINTERNAL, "%s: staged rows of another run", store_path(s));
     if ((rc = store_begin(s, err)))
         return rc;
     if ((rc = insert_run_row(s, cfg, res->tr, &res->sum, "finished", NULL, res->started_at,
-                             res->wall_s, &id, err)))
-        goto fail;
-    if ((rc = write_requests(s, id, res, err)))
-        goto fail;
-    if (res->n_classes > 0 && (rc = write_classes(s, id, res, err)))
-        goto fail;
-    if (cfg->record_steps && res->steps && (rc = write_steps(s, id, res, err)))
-        goto fail;
-    if (res->n_replicas > 0 && (rc = write_replicas(s, id, res, err)))
-        goto fail;
-    if ((rc = store_commit(s, err)))
-        goto fail;
+                             res->wall_s, 0, &id, err)) ||
+        (rc = check_requests_key(s, id, res->tr, err)) || (rc = stage_copy(s, g, id, err)) ||
+        (rc = write_run_body(s, cfg, res, id, g->staged, err)) || (rc = store_commit(s, err))) {
+        store_rollback(s);
+        return rc;
+    }
     *run_id = id;
     return KVS_OK;
-fail:
-    store_rollback(s);
-    return rc;
 }
 
 int store_write_failed_run(store *s, const run_config *cfg, const trace *tr,
@@ -643,7 +897,7 @@ int store_write_failed_run(store *s, const run_config *cfg, const trace *tr,
     if ((rc = store_begin(s, err)))
         return rc;
     if ((rc = insert_run_row(s, cfg, tr, NULL, "failed", error ? error : "unknown error",
-                             started_at, wall_s, &id, err)))
+                             started_at, wall_s, 0, &id, err)))
         goto fail;
     if ((rc = store_commit(s, err)))
         goto fail;

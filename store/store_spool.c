@@ -66,6 +66,7 @@ typedef struct spool_job {
     const char *error, *started_at;
     double wall_s;
     const spool_calib *calib;      /* non-NULL: a calibration, not a run */
+    const store_stage *stage;      /* the run's staged request rows, or NULL */
 } spool_job;
 
 static int job_write(store *s, const spool_job *j, int64_t *id, kvs_err *err)
@@ -75,7 +76,7 @@ static int job_write(store *s, const spool_job *j, int64_t *id, kvs_err *err)
                                          j->calib->params_json, j->calib->fit_error_json, id,
                                          j->calib->profile_id, err);
     if (j->res)
-        return store_write_run(s, j->cfg, j->res, id, err);
+        return store_write_run_staged(s, j->cfg, j->res, j->stage, id, err);
     return store_write_failed_run(s, j->cfg, j->tr, j->error, j->started_at, j->wall_s, id,
                                   err);
 }
@@ -262,7 +263,13 @@ static int save(store *s, const spool_job *j, int64_t *run_id, kvs_err *err)
 int store_save_run(store *s, const run_config *cfg, const run_result *res, int64_t *run_id,
                    kvs_err *err)
 {
-    spool_job j = {cfg, res, res ? res->tr : NULL, NULL, NULL, 0, NULL};
+    return store_save_run_staged(s, cfg, res, NULL, run_id, err);
+}
+
+int store_save_run_staged(store *s, const run_config *cfg, const run_result *res,
+                          const store_stage *stage, int64_t *run_id, kvs_err *err)
+{
+    spool_job j = {cfg, res, res ? res->tr : NULL, NULL, NULL, 0, NULL, stage};
     if (!res)
         return kvs_errf(err, KVS_EINVAL, "%s: no run result to store", store_path(s));
     return save(s, &j, run_id, err);
@@ -271,7 +278,7 @@ int store_save_run(store *s, const run_config *cfg, const run_result *res, int64
 int store_save_failed_run(store *s, const run_config *cfg, const trace *tr, const char *error,
                           const char *started_at, double wall_s, int64_t *run_id, kvs_err *err)
 {
-    spool_job j = {cfg, NULL, tr, error, started_at, wall_s, NULL};
+    spool_job j = {cfg, NULL, tr, error, started_at, wall_s, NULL, NULL};
     return save(s, &j, run_id, err);
 }
 
@@ -280,7 +287,7 @@ int store_save_calib(store *s, const store_calib_meta *meta, const store_calib_m
                      int64_t *calib_id, int64_t *profile_id, kvs_err *err)
 {
     spool_calib c = {meta, m, n, params_json, fit_error_json, profile_id};
-    spool_job j = {NULL, NULL, NULL, NULL, NULL, 0, &c};
+    spool_job j = {NULL, NULL, NULL, NULL, NULL, 0, &c, NULL};
     int rc = save(s, &j, calib_id, err);
     if (rc) /* spooled (the spool file's own ids are not this database's) or failed */
         *calib_id = *profile_id = 0;

@@ -43,6 +43,12 @@
 int store_save_run(store *s, const run_config *cfg, const run_result *res, int64_t *run_id,
                    kvs_err *err);
 
+/* store_save_run with request rows staged while the run simulated
+ * (store.h, store_write_run_staged); a run spooled is written whole from
+ * res.  stage NULL: store_save_run. */
+int store_save_run_staged(store *s, const run_config *cfg, const run_result *res,
+                          const store_stage *stage, int64_t *run_id, kvs_err *err);
+
 /* The same for store_write_failed_run. */
 int store_save_failed_run(store *s, const run_config *cfg, const trace *tr, const char *error,
                           const char *started_at, double wall_s, int64_t *run_id,
