@@ -533,8 +533,17 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
      * answer is known; a blocked waiting head asks at every step */
     if (!v->xtab && need > v->pool.F)
         return 0;
-    for (int64_t k = 0; k < m; k++)
-        need += v1_pool_count(&v->pool, hits[k]) == 0;
+    if (v->xtab) {
+        for (int64_t k = 0; k < m; k++)
+            need += v1_pool_count(&v->pool, hits[k]) == 0;
+    } else if (need + m > v->pool.F) {
+        /* the hits that are free count too; only whether they make need
+         * exceed F matters, so stop when they do (a blocked head after a
+         * preemption holds hundreds of hits and asks at every step) and
+         * skip the count when even all of them could not */
+        for (int64_t k = 0; k < m && need <= v->pool.F; k++)
+            need += v1_pool_count(&v->pool, hits[k]) == 0;
+    }
     if (v->xtab) {
         int64_t lo;
         if (v->rq[id].slot >= 0) {
