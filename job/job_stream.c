@@ -6,8 +6,9 @@
 
 #include "../store/store_spool.h"
 
-/* The writer: stages the rows made ready, in order, until stopped or a
- * write fails. */
+/* The writer: stages the rows made ready, in order, until stopped with
+ * every row made ready staged (so that what is staged depends on the run
+ * alone, not on how the threads were scheduled), or until a write fails. */
 static void *writer_main(void *arg)
 {
     job_stream *js = arg;
@@ -19,11 +20,15 @@ static void *writer_main(void *arg)
         const run_live *live = js->live;
         const int stop = js->stop;
         pthread_mutex_unlock(&js->mu);
-        if (stop)
-            return NULL;
-        kvs_err e;
         /* only this thread changes the stage's count while it runs */
-        if (store_stage_rows(js->stage, live, store_stage_count(js->stage), hi, &e)) {
+        const int64_t lo = store_stage_count(js->stage);
+        if (hi == lo) {
+            if (stop)
+                return NULL;
+            continue;
+        }
+        kvs_err e;
+        if (store_stage_rows(js->stage, live, lo, hi, &e)) {
             pthread_mutex_lock(&js->mu);
             js->failed = 1;
             pthread_mutex_unlock(&js->mu);
@@ -43,7 +48,8 @@ static void on_ready(void *ctx, const run_live *live, int64_t k)
     pthread_mutex_unlock(&js->mu);
 }
 
-/* run_row_sink.stop: the writer ends before the run touches its rows. */
+/* run_row_sink.stop: the writer stages what is ready and ends, before the
+ * run touches its rows. */
 static void on_stop(void *ctx)
 {
     job_stream *js = ctx;

@@ -6,7 +6,10 @@
  * the store's connection (store.h, store_stage_*), which the simulating
  * thread does not touch until the run ends.  While the engine runs, the
  * run layer says which requests are done (sim/run.h run_row_sink) and the
- * thread stages their rows, one transaction per batch of done requests.
+ * thread stages their rows, one transaction per batch of done requests;
+ * when the engine is done it stages what is left of those batches and
+ * ends (the rows staged depend on the run alone, not on the threads'
+ * timing).
  * job_stream_save stores the run as store_save_run does (one short
  * transaction, the same waiting and spooling), copying the staged rows in
  * and inserting only the rest.  The stored rows are bit for bit those of

@@ -363,6 +363,8 @@ int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end)
 
 void sched_set_horizon(sched *s, double t) { s->horizon = t; }
 
+void sched_set_leap_past_finish(sched *s, int on) { s->leap_past_finish = on != 0; }
+
 void sched_set_horizon_pair(sched *s, double near, double far)
 {
     assert(near <= far);

@@ -255,6 +255,15 @@ int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end);
  * the sink wants decode members (--record-steps).  Cost: O(1). */
 void sched_set_horizon(sched *s, double t);
 
+/* Whether a V1 leap may go on past a step in which requests finish (they
+ * finish inside the plan, at that step's end, as the step-by-step engine
+ * would finish them, and the leap goes on without them).  Off by default:
+ * a cluster's router reads each replica's load at its step ends
+ * (sim/cluster.c), so there a finish must end the plan; a single engine
+ * (sim/engine.c) turns it on.  The results are the same either way.
+ * Cost: O(1). */
+void sched_set_leap_past_finish(sched *s, int on);
+
 /* As sched_set_horizon(s, far), but a request rejected during the plan
  * brings the horizon back to near (<= far) from then on: a cluster's
  * router may know that no arrival before `far` can come to this engine
@@ -337,6 +346,8 @@ typedef struct sched_counters {
     int64_t leap_steps;          /* steps planned inside leaps (sched_set_horizon) */
     int64_t leap_resumes;        /* plans that went on with a leap the horizon had
                                     paused (V1 and V0) */
+    int64_t leap_finishes;       /* V1 leaps that went on past a step in which
+                                    requests finished (sched_set_leap_past_finish) */
 } sched_counters;
 void sched_get_counters(const sched *s, sched_counters *out);
 /* What a router reads, without the rest: *resolved = n_finished +

@@ -256,6 +256,8 @@ struct sched {
     const int32_t *arr_next;      /* [n] the request arriving after each, -1 none;
                                      NULL: id + 1 */
     double arr_other_s;           /* s: no other external event before this time */
+    int leap_past_finish;         /* sched_set_leap_past_finish: 1 = a V1 leap may
+                                     go on past its finishes (one engine) */
     char errmsg[256];             /* set when a plan fails */
 };
 

@@ -403,7 +403,7 @@ static v1_key group_key(const sched_v1 *v, int32_t id, int64_t j, int64_t k)
 
 /* Drop every block of id, last to first (rule 2.8), then each other
  * group's pages, last to first, and its slot. */
-static void free_blocks(sched_v1 *v, int32_t id)
+void v1_free_blocks(sched_v1 *v, int32_t id)
 {
     if (v->rq[id].slot >= 0) {
         v1_pool_release_rev(&v->pool, table_of(v, id), v->rq[id].held);
@@ -678,7 +678,7 @@ static void preempt_at(sched *s, int64_t idx, int64_t *budget)
                     v1_pool_publish(&v->pool, x[j], group_key(v, id, j, k));
         }
     }
-    free_blocks(v, id);
+    v1_free_blocks(v, id);
     v->rq[id].C = 0;
     s->res[id].preemptions++;
     s->step.n_preempted++;
@@ -1015,7 +1015,7 @@ static void v1_finish(sched *s, double t)
             s->state[id] = SCHED_REQ_FINISHED;
             s->ctr.n_finished++;
             if (!v->pd.keep || v1_pd_keep(v, id)) /* kept: sched_keep_finished */
-                free_blocks(v, id);
+                v1_free_blocks(v, id);
             if (!any) { /* R changes; its last tokens may have come in a stretch */
                 sched_same_set_flush(s);
                 v->sa_armed = 0;

@@ -472,6 +472,9 @@ static inline void v1_step_stamp(sched *s, double d, double t)
 void v1_arrive(sched *s, int64_t id);
 void v1_waiting_walk(sched *s, int64_t *b);
 double v1_emit_step(sched *s, double now);
+/* Drop every block id holds, last to first (rule 2.8), and its table
+ * slot: a finish's or a preemption's release.  O(blocks). */
+void v1_free_blocks(sched_v1 *v, int32_t id);
 
 /* v1_leap.c: a leap after step 1 (just emitted, ending at t: every running
  * request decoded, nobody preempted); the end of its last step planned.

@@ -79,28 +79,39 @@ static void take_arrivals(sched *s, double t)
  * step. */
 static double leap_steps(sched *s, double t);
 
+/* S's first n entries into their residue groups (lk_start, lk_ids), R's
+ * order kept within each; their smallest O - g into *jstar and the KV their
+ * step 1 read into *kv.  O(n + bs). */
+static void leap_group(sched_v1 *v, int64_t n, int64_t *jstar, int64_t *kv)
+{
+    const int64_t bs = v->bs;
+    *jstar = INT64_MAX;
+    *kv = 0;
+    memset(v->lk_start, 0, (size_t)(bs + 1) * sizeof *v->lk_start);
+    for (int64_t k = 0; k < n; k++) {
+        const v1_sched_ent *e = &v->S_[k];
+        int64_t rem = (int64_t)v->rq[e->id].O - v->rq[e->id].g;
+        if (rem < *jstar)
+            *jstar = rem;
+        *kv += e->c + 1;
+        v->lk_start[e->c % bs + 1]++;
+    }
+    for (int64_t r = 1; r <= bs; r++)
+        v->lk_start[r] += v->lk_start[r - 1];
+    for (int64_t k = 0; k < n; k++) /* stable: lk_start[r] ends as group r's end */
+        v->lk_ids[v->lk_start[v->S_[k].c % bs]++] = v->S_[k].id;
+}
+
 double v1_leap(sched *s, double t)
 {
     sched_same_set_flush(s); /* the leap's steps go to the same leap sink */
     s->v1->sa_armed = 0;
     sched_v1 *v = s->v1;
-    const int64_t n = v->ns, bs = v->bs;
-    int64_t jstar = INT64_MAX, kv = 0;
-    memset(v->lk_start, 0, (size_t)(bs + 1) * sizeof *v->lk_start);
-    for (int64_t k = 0; k < n; k++) {
-        const v1_sched_ent *e = &v->S_[k];
-        int64_t rem = (int64_t)v->rq[e->id].O - v->rq[e->id].g;
-        if (rem < jstar)
-            jstar = rem;
-        kv += e->c + 1;
-        v->lk_start[e->c % bs + 1]++;
-    }
+    const int64_t n = v->ns;
+    int64_t jstar, kv;
+    leap_group(v, n, &jstar, &kv);
     if (jstar <= 1)
         return t;
-    for (int64_t r = 1; r <= bs; r++)
-        v->lk_start[r] += v->lk_start[r - 1];
-    for (int64_t k = 0; k < n; k++) /* stable: lk_start[r] ends as group r's end */
-        v->lk_ids[v->lk_start[v->S_[k].c % bs]++] = v->S_[k].id;
     v->lk_n = n;
     v->lk_jstar = jstar;
     v->lk_kv = kv;
@@ -108,6 +119,69 @@ double v1_leap(sched *s, double t)
     v->lk_emitted = 0;
     decode_record_init(s, n);
     return leap_steps(s, t);
+}
+
+/* Step j = lk_jstar of the leap has just been emitted, ending at t: the
+ * requests that made their last token in it finish now, as v1_finish
+ * would finish them after that step (in S's order: g = O, the finish time,
+ * their blocks freed last to first), and the leap goes on without them,
+ * as the step-by-step engine's next plans would (R is then all decodes
+ * of the others, none finishing at once).  Their tokens of steps 2..j are
+ * told to the leap sink first (the others' too: the sink's leap restarts
+ * empty).  The leap's set, groups, KV and last step are then the others'.
+ * 0 with nothing done when it cannot go on: everyone finishes, the engine
+ * is a cluster's (sched_set_leap_past_finish), or a prefill replica keeps
+ * finished requests' blocks (v1_pd).  O(n + bs +
+ * blocks freed). */
+static int leap_finish(sched *s, double t)
+{
+    sched_v1 *v = s->v1;
+    const int64_t n = v->lk_n, j = v->lk_jstar;
+    if (v->pd.keep || !s->leap_past_finish)
+        return 0;
+    int64_t left = 0;
+    for (int64_t k = 0; k < n; k++) {
+        const int32_t id = v->S_[k].id;
+        left += (int64_t)v->rq[id].O - v->rq[id].g > j;
+    }
+    if (left == 0)
+        return 0;
+    if (s->leap_fn && v->lk_emitted > 0)
+        s->leap_fn(s->sink_ctx, v->lk_ids, n, v->lk_emitted);
+    v->lk_emitted = 0;
+    int64_t out = 0;
+    for (int64_t k = 0; k < n; k++) {
+        const v1_sched_ent e = v->S_[k];
+        struct v1_req *rq = &v->rq[e.id];
+        assert((int64_t)rq->O - rq->g >= j);
+        if ((int64_t)rq->O - rq->g > j) {
+            v->S_[out++] = e;
+            continue;
+        }
+        rq->sq = 0;
+        rq->C = (int32_t)(e.c + j);
+        rq->g = rq->O;
+        s->res[e.id].finish_s = t;
+        s->res[e.id].status = SCHED_REQ_FINISHED;
+        s->state[e.id] = SCHED_REQ_FINISHED;
+        s->ctr.n_finished++;
+        v1_free_blocks(v, e.id);
+    }
+    assert(out == left && v->nrun == n);
+    int64_t r = 0;
+    for (int64_t i = 0; i < v->nrun; i++) /* R is S's set, in the same order */
+        if (v->rq[v->run[i]].g < v->rq[v->run[i]].O)
+            v->run[r++] = v->run[i];
+    v->nrun = r;
+    v->ns = out;
+    int64_t jstar, kv;
+    leap_group(v, out, &jstar, &kv);
+    assert(jstar > j);
+    v->lk_n = out;
+    v->lk_jstar = jstar;
+    v->lk_kv = kv;
+    s->ctr.leap_finishes++;
+    return 1;
 }
 
 /* The leap's steps from lk_step on (v1_leap), the first starting at t:
@@ -124,15 +198,27 @@ double v1_leap(sched *s, double t)
 static double leap_steps(sched *s, double t)
 {
     sched_v1 *v = s->v1;
-    const int64_t n = v->lk_n, bs = v->bs, jstar = v->lk_jstar, kv = v->lk_kv;
+    const int64_t bs = v->bs;
+    int64_t n = v->lk_n, jstar = v->lk_jstar, kv = v->lk_kv;
     const int64_t step0 = v->lk_step;
-    int64_t step = step0;
+    int64_t step = step0, told = step0; /* steps from `told` on: not yet in lk_emitted */
     int admitted = 0, short_of_blocks = 0;
     int32_t lim = SCHED_LIMIT_NONE_WAITING; /* the limit of the step being planned */
     const double hz = s->arr_cur ? s->arr_other_s : s->horizon;
     /* S's decode batch (decode_record_init): the steps differ in kv_read alone */
     const cost_run *run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
-    for (; step <= jstar && t < hz; step++) {
+    for (; t < hz; step++) {
+        if (step > jstar) { /* step jstar ended at t: its last tokens finish */
+            v->lk_emitted += step - told;
+            told = step;
+            if (!leap_finish(s, t))
+                break;
+            n = v->lk_n;
+            jstar = v->lk_jstar;
+            kv = v->lk_kv;
+            decode_record_init(s, n);
+            run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
+        }
         int64_t nt, nr = 0;
         const int32_t *take = group_of(v, (bs - (step - 1) % bs) % bs, &nt);
         const int32_t *regs = v->pfx ? group_of(v, (bs - step % bs) % bs, &nr) : NULL;
@@ -176,7 +262,7 @@ static double leap_steps(sched *s, double t)
         t += emit_decode(s, run, kv + n * (step - 1), t, lim);
     }
     s->ctr.leap_steps += step - step0 + admitted;
-    v->lk_emitted += step - step0;
+    v->lk_emitted += step - told;
     v->lk_step = step;
     if (step == step0 && !admitted && step0 > 2) {
         v->lk_paused = 1; /* a resume that planned nothing: leap_resume writes it out */
