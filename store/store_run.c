@@ -1,8 +1,8 @@
 /* store_run.c — writing runs: the `runs` row (config, provenance, summary),
- * one `requests` row per request and the optional `steps` rows, all in one
- * transaction, so that a failure leaves no trace of the run.  NaN doubles
- * and empty strings are stored as NULL.  The column meanings are in
- * docs/schema.md.
+ * the request rows (store_rows.c), the optional `steps` rows and the class
+ * and replica metrics, all in one transaction, so that a failure leaves no
+ * trace of the run.  NaN doubles and empty strings are stored as NULL.  The
+ * column meanings are in docs/schema.md.
  */
 #include "store.h"
 
@@ -14,17 +14,10 @@
 #include <string.h>
 
 #include "../sim/run_fields.h"
+#include "store_rows.h"
 
 /* Bytes per packed sched_member in steps.members (see docs/schema.md). */
 #define MEMBER_BYTES 24
-
-/* sched_req_status by name, for messages. */
-static const char *req_status_name(int32_t v)
-{
-    static const char *const names[] = {"pending", "waiting", "running",
-                                        "swapped", "finished", "rejected"};
-    return v >= 0 && v < 6 ? names[v] : "invalid";
-}
 
 /* "PATH: what: sqlite message" as KVS_EDB; an I/O failure also names the
  * system error ("disk I/O error (File too large)"). */
@@ -92,24 +85,6 @@ static void b_value(binder *b, const char *name, const run_value *v)
     }
 }
 
-/* printf onto buf[*len..cap); once the text no longer fits, *len ends up
- * >= cap and further calls do nothing. */
-static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-{
-    if (*len >= cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(buf + *len, cap - *len, fmt, ap);
-    va_end(ap);
-    *len = k < 0 ? cap : *len + (size_t)k;
-}
-
 /* Insert the `runs` row inside the caller's transaction; summary NULL leaves
  * the summary columns NULL.  Cost: one statement. */
 static int insert_run_row(store *s, const run_config *cfg, const trace *tr,
@@ -122,13 +97,13 @@ static int insert_run_row(store *s, const run_config *cfg, const trace *tr,
     size_t nf;
     const run_field *f = run_fields(&nf);
     /* want_id > 0: that run_id (store_next_run_id's), else the next one */
-    append(sql, sizeof sql, &len, "INSERT INTO runs(%s", want_id > 0 ? "run_id," : "");
+    store_sql_append(sql, sizeof sql, &len, "INSERT INTO runs(%s", want_id > 0 ? "run_id," : "");
     for (size_t i = 0; i < nf; i++)
-        append(sql, sizeof sql, &len, i ? ",%s" : "%s", f[i].name);
-    append(sql, sizeof sql, &len, ") VALUES(%s", want_id > 0 ? ":run_id," : "");
+        store_sql_append(sql, sizeof sql, &len, i ? ",%s" : "%s", f[i].name);
+    store_sql_append(sql, sizeof sql, &len, ") VALUES(%s", want_id > 0 ? ":run_id," : "");
     for (size_t i = 0; i < nf; i++)
-        append(sql, sizeof sql, &len, i ? ",:%s" : ":%s", f[i].name);
-    append(sql, sizeof sql, &len, ")");
+        store_sql_append(sql, sizeof sql, &len, i ? ",:%s" : ":%s", f[i].name);
+    store_sql_append(sql, sizeof sql, &len, ")");
     if (len >= sizeof sql)
         return kvs_errf(err, KVS_EINTERNAL, "store: runs INSERT longer than %zu bytes",
                         sizeof sql);
@@ -164,373 +139,6 @@ static int insert_run_row(store *s, const run_config *cfg, const trace *tr,
 out:
     sqlite3_finalize(b.st);
     return rc;
-}
-
-/* ---------------------------------------------------------- requests */
-
-/* Bind a REAL, or NULL for NaN ("none"). */
-static int bind_nan_null(sqlite3_stmt *st, int i, double v)
-{
-    return isnan(v) ? sqlite3_bind_null(st, i) : sqlite3_bind_double(st, i, v);
-}
-
-
-/* The columns of request_rows (schema version 9), in the order bound: one
- * place, so a new column is one line here, one bind in write_requests and
- * one column in schema.c's request_rows (and its view and trigger). */
-enum req_col {
-    REQ_COL_KEY = 1, /* run_id * 2^32 + req_id */
-    REQ_COL_ARRIVAL_S,
-    REQ_COL_PROMPT_TOKENS,
-    REQ_COL_OUTPUT_TOKENS,
-    REQ_COL_PRIORITY,
-    REQ_COL_STATUS_CODE, /* 0 finished, 1 rejected */
-    REQ_COL_FIRST_TOKEN_S,
-    REQ_COL_FINISH_S,
-    REQ_COL_PREEMPTIONS,
-    REQ_COL_SWAPS,
-    REQ_COL_SWAPPED_S,
-    REQ_COL_REPLICA,
-    REQ_COL_DECODE_REPLICA,
-    REQ_COL_KV_TRANSFER_S,
-    REQ_COL_MAX_ITL_S,
-    REQ_COL_REJECT_REASON, /* NULL or a name, as sched_reject_reason_name */
-    REQ_COL_END
-};
-
-static const char *const req_col_names[REQ_COL_END] = {
-    NULL, "key", "arrival_s", "prompt_tokens", "output_tokens", "priority", "status_code",
-    "first_token_s", "finish_s", "preemptions", "swaps", "swapped_s", "replica",
-    "decode_replica", "kv_transfer_s", "max_itl_s", "reject_reason"};
-
-/* Rows per INSERT in the bulk statement: one sqlite3_step (and reset) per
- * REQ_BATCH rows instead of per row; the last n % REQ_BATCH rows go one by
- * one.  16 * 64 parameters stay under SQLite's 32766. */
-#define REQ_BATCH 64
-
-/* "INSERT INTO request_rows(key, ...) VALUES(?1, ...), ..." with `rows`
- * groups of parameters, from req_col_names. */
-static void requests_insert_sql(char *sql, size_t cap, int rows, const char *table)
-{
-    size_t len = 0;
-    append(sql, cap, &len, "INSERT INTO %s(", table);
-    for (int c = 1; c < REQ_COL_END; c++)
-        append(sql, cap, &len, c > 1 ? ",%s" : "%s", req_col_names[c]);
-    append(sql, cap, &len, ") VALUES");
-    for (int r = 0; r < rows; r++) {
-        append(sql, cap, &len, r ? ",(" : "(");
-        for (int c = 1; c < REQ_COL_END; c++)
-            append(sql, cap, &len, c > 1 ? ",?%d" : "?%d", r * (REQ_COL_END - 1) + c);
-        append(sql, cap, &len, ")");
-    }
-}
-
-/* One request row, as bound: from a finished run (row_of_result) or a
- * live one (row_of_live). */
-typedef struct req_row {
-    const trace_req *tq;     /* the trace's request */
-    sched_req_result r;      /* its result */
-    int64_t replica;         /* engine that served it */
-    int64_t decode;          /* decode replica, -1 none */
-    double kv_transfer_s;    /* s, NAN none */
-    double max_itl_s;        /* s, NAN none */
-} req_row;
-
-/* Where rows come from: a finished run's result, or a live run. */
-typedef struct row_src {
-    const trace *tr;
-    const run_result *res;   /* or */
-    const run_live *live;
-} row_src;
-
-static void row_at(const row_src *src, int64_t i, req_row *w)
-{
-    w->tq = &src->tr->reqs[i];
-    if (src->live) {
-        run_live_row(src->live, i, &w->r, &w->max_itl_s);
-        w->replica = 0;
-        w->decode = -1;
-        w->kv_transfer_s = NAN;
-        return;
-    }
-    const run_result *res = src->res;
-    w->r = res->reqs[i];
-    w->replica = res->replica ? res->replica[i] : 0;
-    w->decode = res->decode ? res->decode[i] : -1;
-    w->kv_transfer_s = res->kv_transfer_s ? res->kv_transfer_s[i] : NAN;
-    w->max_itl_s = res->max_itl_s ? res->max_itl_s[i] : NAN;
-}
-
-/* The integrity the table no longer checks row by row, checked once per
- * run (or per streamed chunk) before its rows are written: final
- * statuses, positive lengths, ids that fit the key.  O(hi - lo), no SQL. */
-static int check_requests_key(store *s, int64_t run_id, const trace *tr, kvs_err *err)
-{
-    if (run_id <= 0 || run_id >= ((int64_t)1 << 30) || tr->n >= ((int64_t)1 << 32))
-        return kvs_errf(err, KVS_EINTERNAL, "%s: run %lld of %lld requests outside the row key",
-                        store_path(s), (long long)run_id, (long long)tr->n);
-    return KVS_OK;
-}
-
-static int check_requests(store *s, int64_t run_id, const row_src *src, int64_t lo, int64_t hi,
-                          kvs_err *err)
-{
-    int rc = check_requests_key(s, run_id, src->tr, err);
-    if (rc)
-        return rc;
-    for (int64_t i = lo; i < hi; i++) {
-        const trace_req *tq = &src->tr->reqs[i];
-        int st = src->live ? 0 : src->res->reqs[i].status;
-        if (src->live) {
-            req_row w;
-            row_at(src, i, &w);
-            st = w.r.status;
-        }
-        if (st != SCHED_REQ_FINISHED && st != SCHED_REQ_REJECTED)
-            return kvs_errf(err, KVS_EINTERNAL, "%s: request %lld: status %s is not final",
-                            store_path(s), (long long)i, req_status_name(st));
-        if (tq->prompt_tokens < 1 || tq->output_tokens < 1)
-            return kvs_errf(err, KVS_EINTERNAL,
-                            "%s: request %lld: %lld prompt, %lld output tokens (need >= 1)",
-                            store_path(s), (long long)i, (long long)tq->prompt_tokens,
-                            (long long)tq->output_tokens);
-    }
-    return KVS_OK;
-}
-
-/* Bind row w (key `key`) to the parameters of row group `g` of st;
- * SQLITE_OK (0) or a failing bind's code ORed in. */
-static int bind_request(sqlite3_stmt *st, int g, int64_t key, const req_row *w)
-{
-    const trace_req *tq = w->tq;
-    const sched_req_result *r = &w->r;
-    const int o = g * (REQ_COL_END - 1);
-    int b = sqlite3_bind_int64(st, o + REQ_COL_KEY, key);
-    b |= sqlite3_bind_double(st, o + REQ_COL_ARRIVAL_S, tq->arrival_s);
-    b |= sqlite3_bind_int64(st, o + REQ_COL_PROMPT_TOKENS, tq->prompt_tokens);
-    b |= sqlite3_bind_int64(st, o + REQ_COL_OUTPUT_TOKENS, tq->output_tokens);
-    b |= sqlite3_bind_int64(st, o + REQ_COL_PRIORITY, tq->priority);
-    b |= sqlite3_bind_int(st, o + REQ_COL_STATUS_CODE, r->status == SCHED_REQ_FINISHED ? 0 : 1);
-    b |= bind_nan_null(st, o + REQ_COL_FIRST_TOKEN_S, r->first_token_s);
-    b |= bind_nan_null(st, o + REQ_COL_FINISH_S, r->finish_s);
-    b |= sqlite3_bind_int64(st, o + REQ_COL_PREEMPTIONS, r->preemptions);
-    b |= sqlite3_bind_int64(st, o + REQ_COL_SWAPS, r->swaps);
-    b |= bind_nan_null(st, o + REQ_COL_SWAPPED_S, r->swapped_s);
-    b |= sqlite3_bind_int64(st, o + REQ_COL_REPLICA, w->replica);
-    if (w->decode >= 0)
-        b |= sqlite3_bind_int64(st, o + REQ_COL_DECODE_REPLICA, w->decode);
-    else
-        b |= sqlite3_bind_null(st, o + REQ_COL_DECODE_REPLICA);
-    b |= bind_nan_null(st, o + REQ_COL_KV_TRANSFER_S, w->kv_transfer_s);
-    b |= bind_nan_null(st, o + REQ_COL_MAX_ITL_S, w->max_itl_s);
-    const char *why = sched_reject_reason_name(r->reject_reason);
-    b |= why ? sqlite3_bind_text(st, o + REQ_COL_REJECT_REASON, why, -1, SQLITE_STATIC)
-             : sqlite3_bind_null(st, o + REQ_COL_REJECT_REASON);
-    return b;
-}
-
-/* Prepared request-row inserts of one run into one table: REQ_BATCH
- * rows per statement while that many are left, then one by one. */
-typedef struct rows_ins {
-    store *s;
-    sqlite3_stmt *one, *batch;
-    int64_t run_id;          /* keys are run_id * 2^32 + req_id */
-} rows_ins;
-
-/* Requests [i, i + rows) through st (a statement of `rows` row groups):
- * bind, step, reset.  KVS_OK, or KVS_EDB naming request i. */
-static int insert_requests(rows_ins *w, sqlite3_stmt *st, int rows, const row_src *src,
-                           int64_t i, kvs_err *err)
-{
-    int b = SQLITE_OK;
-    for (int g = 0; g < rows; g++) {
-        req_row row;
-        row_at(src, i + g, &row);
-        b |= bind_request(st, g, (w->run_id << 32) + i + g, &row);
-    }
-    /* SQLITE_OK is 0, so any failing bind leaves b non-zero. */
-    if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE) {
-        char what[80];
-        snprintf(what, sizeof what, rows > 1 ? "writing requests %lld to %lld" :
-                 "writing request %lld", (long long)i, (long long)(i + rows - 1));
-        int rc = store_fail(w->s, err, what);
-        sqlite3_reset(st);
-        return rc;
-    }
-    return sqlite3_reset(st) == SQLITE_OK ? KVS_OK
-                                          : store_fail(w->s, err, "resetting requests insert");
-}
-
-static void rows_close(rows_ins *w)
-{
-    sqlite3_finalize(w->batch);
-    sqlite3_finalize(w->one);
-    w->one = w->batch = NULL;
-}
-
-/* Prepare the inserts into `table` for run run_id. */
-static int rows_open(rows_ins *w, store *s, int64_t run_id, const char *table, kvs_err *err)
-{
-    /* on the stack, not static: several threads may write runs at once */
-    char sql_one[512], sql_batch[512 + REQ_BATCH * 128];
-    sqlite3 *db = store_db(s);
-    *w = (rows_ins){s, NULL, NULL, run_id};
-    requests_insert_sql(sql_one, sizeof sql_one, 1, table);
-    requests_insert_sql(sql_batch, sizeof sql_batch, REQ_BATCH, table);
-    if (sqlite3_prepare_v2(db, sql_one, -1, &w->one, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, sql_batch, -1, &w->batch, NULL) != SQLITE_OK) {
-        int rc = store_fail(s, err, "preparing requests insert");
-        rows_close(w);
-        return rc;
-    }
-    return KVS_OK;
-}
-
-/* Rows [lo, hi) from src (checked by the caller).  Keys ascend, so every
- * row is an append at the end of the table's B-tree.  Cost: O(hi - lo). */
-static int rows_write(rows_ins *w, const row_src *src, int64_t lo, int64_t hi, kvs_err *err)
-{
-    int rc = KVS_OK;
-    int64_t i = lo;
-    for (; i + REQ_BATCH <= hi && !rc; i += REQ_BATCH)
-        rc = insert_requests(w, w->batch, REQ_BATCH, src, i, err);
-    for (; i < hi && !rc; i++)
-        rc = insert_requests(w, w->one, 1, src, i, err);
-    return rc;
-}
-
-/* Requests [from, n) of a finished run. */
-static int write_requests(store *s, int64_t run_id, const run_result *res, int64_t from,
-                          kvs_err *err)
-{
-    rows_ins w;
-    row_src src = {res->tr, res, NULL};
-    int rc = check_requests(s, run_id, &src, from, res->tr->n, err);
-    if (rc || (rc = rows_open(&w, s, run_id, "request_rows", err)))
-        return rc;
-    rc = rows_write(&w, &src, from, res->tr->n, err);
-    rows_close(&w);
-    return rc;
-}
-
-/* ----------------------------------------------------- staged rows */
-
-/* The staging database's name on the store's connection. */
-#define STAGE "kvsim_stage"
-
-struct store_stage {
-    store *s;
-    rows_ins ins;            /* into STAGE.request_rows, keyed for run_id */
-    const trace *tr;
-    int64_t run_id;          /* the id the run is expected to take */
-    int64_t staged;          /* requests [0, staged) are in the stage */
-};
-
-static int stage_exec(store *s, const char *sql, const char *what, kvs_err *err)
-{
-    return sqlite3_exec(store_db(s), sql, NULL, NULL, NULL) == SQLITE_OK
-               ? KVS_OK : store_fail(s, err, what);
-}
-
-int store_stage_open(store *s, const trace *tr, store_stage **out, kvs_err *err)
-{
-    sqlite3 *db = store_db(s);
-    sqlite3_stmt *q = NULL;
-    *out = NULL;
-    if (!sqlite3_get_autocommit(db))
-        return kvs_errf(err, KVS_EINTERNAL, "%s: staging inside a transaction", store_path(s));
-    store_stage *g = calloc(1, sizeof *g);
-    if (!g)
-        return kvs_errf(err, KVS_ENOMEM, "%s: out of memory", store_path(s));
-    g->s = s;
-    g->tr = tr;
-    int rc = stage_exec(s, "ATTACH '' AS " STAGE, "attaching the staging database", err);
-    if (rc) {
-        free(g);
-        return rc;
-    }
-    /* the table as main has it, to the byte: INSERT ... SELECT * then
-     * copies its records as they are (SQLite's transfer optimisation) */
-    if ((rc = stage_exec(s, "PRAGMA " STAGE ".journal_mode = OFF; PRAGMA " STAGE
-                            ".synchronous = OFF", "setting up the staging database", err)))
-        goto fail;
-    if (sqlite3_prepare_v2(db, "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND "
-                               "name = 'request_rows'", -1, &q, NULL) != SQLITE_OK ||
-        sqlite3_step(q) != SQLITE_ROW || !sqlite3_column_text(q, 0)) {
-        rc = store_fail(s, err, "reading request_rows' definition");
-        goto fail;
-    }
-    const char *def = (const char *)sqlite3_column_text(q, 0);
-    if (strncmp(def, "CREATE TABLE request_rows(", 26) != 0) {
-        rc = kvs_errf(err, KVS_EDB, "%s: request_rows has an unexpected definition",
-                      store_path(s));
-        goto fail;
-    }
-    char *sql = sqlite3_mprintf("CREATE TABLE " STAGE ".request_rows(%s", def + 26);
-    rc = sql ? stage_exec(s, sql, "creating the staging table", err)
-             : kvs_errf(err, KVS_ENOMEM, "%s: out of memory", store_path(s));
-    sqlite3_free(sql);
-    if (rc || (rc = store_next_run_id(s, &g->run_id, err)) ||
-        (rc = rows_open(&g->ins, s, g->run_id, STAGE ".request_rows", err)))
-        goto fail;
-    sqlite3_finalize(q);
-    *out = g;
-    return KVS_OK;
-fail:
-    sqlite3_finalize(q);
-    store_stage_close(g);
-    return rc;
-}
-
-int store_stage_rows(store_stage *g, const run_live *live, int64_t lo, int64_t hi, kvs_err *err)
-{
-    row_src src = {g->tr, NULL, live};
-    int rc;
-    if (lo != g->staged)
-        return kvs_errf(err, KVS_EINTERNAL, "%s: staging rows from %lld, %lld staged",
-                        store_path(g->s), (long long)lo, (long long)g->staged);
-    if ((rc = check_requests(g->s, g->run_id, &src, lo, hi, err)) ||
-        (rc = stage_exec(g->s, "BEGIN", "staging request rows", err)))
-        return rc;
-    if ((rc = rows_write(&g->ins, &src, lo, hi, err)) ||
-        (rc = stage_exec(g->s, "COMMIT", "staging request rows", err))) {
-        store_rollback(g->s);
-        return rc;
-    }
-    g->staged = hi;
-    return KVS_OK;
-}
-
-int64_t store_stage_count(const store_stage *g) { return g ? g->staged : 0; }
-
-void store_stage_close(store_stage *g)
-{
-    if (!g)
-        return;
-    rows_close(&g->ins);
-    /* deletes the temporary file; fails only inside a transaction */
-    (void)sqlite3_exec(store_db(g->s), "DETACH " STAGE, NULL, NULL, NULL);
-    free(g);
-}
-
-/* Copy the staged rows into main.request_rows for run id: their records as
- * they are when id is the one they were keyed for, else with the key moved
- * to id's.  Cost: O(staged) record copies. */
-static int stage_copy(store *s, const store_stage *g, int64_t id, kvs_err *err)
-{
-    if (g->staged == 0)
-        return KVS_OK;
-    if (id == g->run_id)
-        return stage_exec(s, "INSERT INTO main.request_rows SELECT * FROM " STAGE
-                             ".request_rows", "copying the staged request rows", err);
-    char sql[1024];
-    size_t len = 0;
-    append(sql, sizeof sql, &len, "INSERT INTO main.request_rows SELECT key + %lld",
-           (long long)((id - g->run_id) * ((int64_t)1 << 32)));
-    for (int c = REQ_COL_KEY + 1; c < REQ_COL_END; c++)
-        append(sql, sizeof sql, &len, ",%s", req_col_names[c]);
-    append(sql, sizeof sql, &len, " FROM " STAGE ".request_rows");
-    return stage_exec(s, sql, "copying the staged request rows", err);
 }
 
 /* ------------------------------------------------------------- steps */
@@ -599,15 +207,16 @@ static int check_steps(store *s, const run_result *res, kvs_err *err)
 static void steps_insert_sql(char *sql, size_t cap, int rows)
 {
     size_t len = 0;
-    append(sql, cap, &len, "INSERT INTO step_rows(key, start_s, dur_s, kind_code, n_prefill, "
-                           "n_decode, tokens, kv_read, prefill_sq, kv_blocks_used, n_waiting, "
-                           "n_running, n_preempted, swap_out_blocks, swap_in_blocks, members, "
-                           "replica) VALUES");
+    store_sql_append(sql, cap, &len,
+                     "INSERT INTO step_rows(key, start_s, dur_s, kind_code, n_prefill, "
+                     "n_decode, tokens, kv_read, prefill_sq, kv_blocks_used, n_waiting, "
+                     "n_running, n_preempted, swap_out_blocks, swap_in_blocks, members, "
+                     "replica) VALUES");
     for (int r = 0; r < rows; r++) {
-        append(sql, cap, &len, r ? ",(" : "(");
+        store_sql_append(sql, cap, &len, r ? ",(" : "(");
         for (int c = 1; c <= STEP_COLS; c++)
-            append(sql, cap, &len, c > 1 ? ",?%d" : "?%d", r * STEP_COLS + c);
-        append(sql, cap, &len, ")");
+            store_sql_append(sql, cap, &len, c > 1 ? ",?%d" : "?%d", r * STEP_COLS + c);
+        store_sql_append(sql, cap, &len, ")");
     }
 }
 
@@ -724,10 +333,10 @@ static int bind_group_head(sqlite3_stmt *st, int64_t run_id, int64_t key, int64_
     b |= sqlite3_bind_int64(st, 4, n_finished);
     b |= sqlite3_bind_int64(st, 5, n_rejected);
     for (int j = 0; j < 3; j++) {
-        b |= bind_nan_null(st, 6 + 4 * j, d[j]->p50);
-        b |= bind_nan_null(st, 7 + 4 * j, d[j]->p90);
-        b |= bind_nan_null(st, 8 + 4 * j, d[j]->p99);
-        b |= bind_nan_null(st, 9 + 4 * j, d[j]->mean);
+        b |= store_bind_nan_null(st, 6 + 4 * j, d[j]->p50);
+        b |= store_bind_nan_null(st, 7 + 4 * j, d[j]->p90);
+        b |= store_bind_nan_null(st, 8 + 4 * j, d[j]->p99);
+        b |= store_bind_nan_null(st, 9 + 4 * j, d[j]->mean);
     }
     return b;
 }
@@ -750,7 +359,7 @@ static int write_classes(store *s, int64_t run_id, const run_result *res, kvs_er
         const run_dist *const d[3] = {&c->ttft, &c->tpot, &c->e2e};
         int b = bind_group_head(st, run_id, c->priority, c->n_requests, c->n_finished,
                                 c->n_rejected, d);
-        b |= bind_nan_null(st, 18, c->slo_attainment);
+        b |= store_bind_nan_null(st, 18, c->slo_attainment);
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE ||
             sqlite3_reset(st) != SQLITE_OK) {
             rc = store_fail(s, err, "writing class_metrics");
@@ -783,16 +392,16 @@ static int write_replicas(store *s, int64_t run_id, const run_result *res, kvs_e
         const run_dist *const d[3] = {&m->ttft, &m->tpot, &m->e2e};
         int b = bind_group_head(st, run_id, res->replicas[k].replica, m->n_requests,
                                 m->n_finished, m->n_rejected, d);
-        b |= bind_nan_null(st, 18, m->throughput_tok_s);
-        b |= bind_nan_null(st, 19, m->throughput_req_s);
+        b |= store_bind_nan_null(st, 18, m->throughput_tok_s);
+        b |= store_bind_nan_null(st, 19, m->throughput_req_s);
         b |= sqlite3_bind_int64(st, 20, m->preemptions);
         b |= sqlite3_bind_int64(st, 21, m->peak_kv_blocks);
-        b |= bind_nan_null(st, 22, m->mean_kv_blocks);
-        b |= bind_nan_null(st, 23, m->mean_batch);
+        b |= store_bind_nan_null(st, 22, m->mean_kv_blocks);
+        b |= store_bind_nan_null(st, 23, m->mean_batch);
         b |= sqlite3_bind_int64(st, 24, m->n_steps);
-        b |= bind_nan_null(st, 25, m->makespan_s);
-        b |= bind_nan_null(st, 26, m->prefix_hit_rate);
-        b |= bind_nan_null(st, 27, m->slo_attainment);
+        b |= store_bind_nan_null(st, 25, m->makespan_s);
+        b |= store_bind_nan_null(st, 26, m->prefix_hit_rate);
+        b |= store_bind_nan_null(st, 27, m->slo_attainment);
         if (b != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE ||
             sqlite3_reset(st) != SQLITE_OK) {
             rc = store_fail(s, err, "writing replica_metrics");
@@ -811,7 +420,7 @@ static int write_run_body(store *s, const run_config *cfg, const run_result *res
                           int64_t from, kvs_err *err)
 {
     int rc;
-    if ((rc = write_requests(s, id, res, from, err)))
+    if ((rc = store_rows_write(s, id, res, from, err)))
         return rc;
     if (res->n_classes > 0 && (rc = write_classes(s, id, res, err)))
         return rc;
@@ -851,8 +460,8 @@ int store_next_run_id(store *s, int64_t *run_id, kvs_err *err)
 {
     sqlite3_stmt *st = NULL;
     /* AUTOINCREMENT's next id: above the largest ever taken and every row */
-    const char *sql = "SELECT max(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'runs'), 0),"
-                      " COALESCE((SELECT max(run_id) FROM runs), 0)) + 1";
+    const char *sql = "SELECT max(COALESCE((SELECT seq FROM sqlite_sequence "
+                      "WHERE name = 'runs'), 0), COALESCE((SELECT max(run_id) FROM runs), 0)) + 1";
     if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) != SQLITE_OK)
         return store_fail(s, err, "reading the next run id");
     int rc = KVS_OK;
@@ -869,18 +478,17 @@ int store_write_run_staged(store *s, const run_config *cfg, const run_result *re
 {
     int64_t id = 0;
     int rc;
-    if (!g || g->s != s) /* (a spool file is written whole) */
+    if (!g || !store_rows_stage_of(g, s)) /* (a spool file is written whole) */
         return store_write_run(s, cfg, res, run_id, err);
     if ((rc = check_result(s, res, err)))
         return rc;
-    if (g->tr != res->tr || g->staged > res->tr->n)
-        return kvs_errf(err, KVS_EINTERNAL, "%s: staged rows of another run", store_path(s));
-    if ((rc = store_begin(s, err)))
+    if ((rc = store_rows_stage_check(s, g, res, err)) || (rc = store_begin(s, err)))
         return rc;
     if ((rc = insert_run_row(s, cfg, res->tr, &res->sum, "finished", NULL, res->started_at,
                              res->wall_s, 0, &id, err)) ||
-        (rc = check_requests_key(s, id, res->tr, err)) || (rc = stage_copy(s, g, id, err)) ||
-        (rc = write_run_body(s, cfg, res, id, g->staged, err)) || (rc = store_commit(s, err))) {
+        (rc = store_rows_from_stage(s, g, id, err)) ||
+        (rc = write_run_body(s, cfg, res, id, store_stage_count(g), err)) ||
+        (rc = store_commit(s, err))) {
         store_rollback(s);
         return rc;
     }
