@@ -248,9 +248,10 @@ static int simulate(job_opts *o, const model_spec *m, const gpu_spec *g, const t
         goto done;
     }
     *ran = 1;
-    const int one_engine = o->cfg.replicas <= 1 && !o->cfg.pd[0];
-    const run_row_sink *rows =
-        js && one_engine && job_stream_start(js, cost_st, tr) ? &js->sink : NULL;
+    const run_row_sink *rows = js && !run_config_clustered(&o->cfg) &&
+                                       job_stream_start(js, cost_st, tr)
+                                   ? &js->sink
+                                   : NULL;
     rc = run_execute_rows(&o->cfg, tr, &cost, dcost.vt ? &dcost : NULL, o->progress,
                           o->progress_ctx, rows, res, err);
 done:

@@ -403,7 +403,7 @@ static v1_key group_key(const sched_v1 *v, int32_t id, int64_t j, int64_t k)
 
 /* Drop every block of id, last to first (rule 2.8), then each other
  * group's pages, last to first, and its slot. */
-void v1_free_blocks(sched_v1 *v, int32_t id)
+static void free_blocks(sched_v1 *v, int32_t id)
 {
     if (v->rq[id].slot >= 0) {
         v1_pool_release_rev(&v->pool, table_of(v, id), v->rq[id].held);
@@ -533,10 +533,7 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
      * answer is known; a blocked waiting head asks at every step */
     if (!v->xtab && need > v->pool.F)
         return 0;
-    if (v->xtab) {
-        for (int64_t k = 0; k < m; k++)
-            need += v1_pool_count(&v->pool, hits[k]) == 0;
-    } else if (need + m > v->pool.F) {
+    if (!v->xtab && need + m > v->pool.F) {
         /* the hits that are free count too; only whether they make need
          * exceed F matters, so stop when they do (a blocked head after a
          * preemption holds hundreds of hits and asks at every step) and
@@ -545,6 +542,8 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
             need += v1_pool_count(&v->pool, hits[k]) == 0;
     }
     if (v->xtab) {
+        for (int64_t k = 0; k < m; k++)
+            need += v1_pool_count(&v->pool, hits[k]) == 0;
         int64_t lo;
         if (v->rq[id].slot >= 0) {
             window_trim(v, id, c, want);
@@ -678,7 +677,7 @@ static void preempt_at(sched *s, int64_t idx, int64_t *budget)
                     v1_pool_publish(&v->pool, x[j], group_key(v, id, j, k));
         }
     }
-    v1_free_blocks(v, id);
+    free_blocks(v, id);
     v->rq[id].C = 0;
     s->res[id].preemptions++;
     s->step.n_preempted++;
@@ -1010,12 +1009,7 @@ static void v1_finish(sched *s, double t)
         if (++rq->g == 1)
             s->res[id].first_token_s = t;
         if (rq->g == rq->O) {
-            s->res[id].finish_s = t;
-            s->res[id].status = SCHED_REQ_FINISHED;
-            s->state[id] = SCHED_REQ_FINISHED;
-            s->ctr.n_finished++;
-            if (!v->pd.keep || v1_pd_keep(v, id)) /* kept: sched_keep_finished */
-                v1_free_blocks(v, id);
+            v1_req_finished(s, id, t);
             if (!any) { /* R changes; its last tokens may have come in a stretch */
                 sched_same_set_flush(s);
                 v->sa_armed = 0;
@@ -1025,13 +1019,29 @@ static void v1_finish(sched *s, double t)
     }
     v->ns = 0;
     v->active = 0;
-    if (any) {
-        int64_t out = 0;
-        for (int64_t i = 0; i < v->nrun; i++) /* finished: g = O (its line is hot) */
-            if (v->rq[v->run[i]].g < v->rq[v->run[i]].O)
-                v->run[out++] = v->run[i];
-        v->nrun = out;
-    }
+    if (any)
+        v1_run_drop_finished(v);
+}
+
+void v1_req_finished(sched *s, int32_t id, double t)
+{
+    sched_v1 *v = s->v1;
+    assert(v->rq[id].g == v->rq[id].O);
+    s->res[id].finish_s = t;
+    s->res[id].status = SCHED_REQ_FINISHED;
+    s->state[id] = SCHED_REQ_FINISHED;
+    s->ctr.n_finished++;
+    if (!v->pd.keep || v1_pd_keep(v, id)) /* kept: sched_keep_finished */
+        free_blocks(v, id);
+}
+
+void v1_run_drop_finished(sched_v1 *v)
+{
+    int64_t out = 0;
+    for (int64_t i = 0; i < v->nrun; i++) /* finished: g = O (its line is hot) */
+        if (v->rq[v->run[i]].g < v->rq[v->run[i]].O)
+            v->run[out++] = v->run[i];
+    v->nrun = out;
 }
 
 static int64_t v1_used_blocks(const sched *s) { return s->v1->N - s->v1->pool.F; }

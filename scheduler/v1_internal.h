@@ -472,9 +472,12 @@ static inline void v1_step_stamp(sched *s, double d, double t)
 void v1_arrive(sched *s, int64_t id);
 void v1_waiting_walk(sched *s, int64_t *b);
 double v1_emit_step(sched *s, double now);
-/* Drop every block id holds, last to first (rule 2.8), and its table
- * slot: a finish's or a preemption's release.  O(blocks). */
-void v1_free_blocks(sched_v1 *v, int32_t id);
+/* Rule 4.7's finish of id, whose last token a step ending at t made
+ * (g = O): its finish time and state, and its blocks freed (or kept, on a
+ * prefill replica: v1_pd).  O(its blocks). */
+void v1_req_finished(sched *s, int32_t id, double t);
+/* R without its finished requests (g = O), in order.  O(|R|). */
+void v1_run_drop_finished(sched_v1 *v);
 
 /* v1_leap.c: a leap after step 1 (just emitted, ending at t: every running
  * request decoded, nobody preempted); the end of its last step planned.

@@ -161,18 +161,10 @@ static int leap_finish(sched *s, double t)
         rq->sq = 0;
         rq->C = (int32_t)(e.c + j);
         rq->g = rq->O;
-        s->res[e.id].finish_s = t;
-        s->res[e.id].status = SCHED_REQ_FINISHED;
-        s->state[e.id] = SCHED_REQ_FINISHED;
-        s->ctr.n_finished++;
-        v1_free_blocks(v, e.id);
+        v1_req_finished(s, e.id, t);
     }
     assert(out == left && v->nrun == n);
-    int64_t r = 0;
-    for (int64_t i = 0; i < v->nrun; i++) /* R is S's set, in the same order */
-        if (v->rq[v->run[i]].g < v->rq[v->run[i]].O)
-            v->run[r++] = v->run[i];
-    v->nrun = r;
+    v1_run_drop_finished(v); /* R is S's set, in the same order */
     v->ns = out;
     int64_t jstar, kv;
     leap_group(v, out, &jstar, &kv);

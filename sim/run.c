@@ -189,15 +189,21 @@ struct run_live {
     double frontend_s;            /* front-end cost added to first token and finish, s */
 };
 
+/* The front end's f seconds added to r's first token and finish (the
+ * ones it has): run_frontend_apply's rule, and run_live_row's. */
+static void frontend_shift(sched_req_result *r, double f)
+{
+    if (!isnan(r->first_token_s))
+        r->first_token_s += f;
+    if (!isnan(r->finish_s))
+        r->finish_s += f;
+}
+
 void run_live_row(const run_live *live, int64_t i, sched_req_result *r, double *max_itl_s)
 {
     *r = live->reqs[i];
-    if (live->frontend_s != 0.0) { /* as run_frontend_apply */
-        if (!isnan(r->first_token_s))
-            r->first_token_s += live->frontend_s;
-        if (!isnan(r->finish_s))
-            r->finish_s += live->frontend_s;
-    }
+    if (live->frontend_s != 0.0)
+        frontend_shift(r, live->frontend_s);
     *max_itl_s = live->itl->req[i].max_s; /* as run_itl_finish */
 }
 
@@ -264,6 +270,8 @@ static void on_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
     run_itl_leap_end(&k->itl, 0, ids, n, steps);
 }
 
+int run_config_clustered(const run_config *cfg) { return cfg->replicas > 1 || cfg->pd[0]; }
+
 void run_config_sched(const run_config *cfg, sched_config *out)
 {
     *out = cfg->sched;
@@ -306,7 +314,7 @@ int run_execute_rows(const run_config *cfg, const trace *tr, const cost_model *c
                      const cost_model *decode_cost, run_progress_fn fn, void *ctx,
                      const run_row_sink *rows, run_result *out, kvs_err *err)
 {
-    if (cfg->replicas > 1 || cfg->pd[0])
+    if (run_config_clustered(cfg))
         return cluster_execute(cfg, tr, cost, decode_cost ? decode_cost : cost, out, err);
     memset(out, 0, sizeof *out);
     out->tr = tr;
@@ -472,12 +480,8 @@ void run_frontend_apply(const run_config *cfg, sched_req_result *reqs, int64_t n
     if (cfg->frontend_ms == 0.0)
         return;
     double f = cfg->frontend_ms * 1e-3;
-    for (int64_t i = 0; i < n; i++) {
-        if (!isnan(reqs[i].first_token_s))
-            reqs[i].first_token_s += f;
-        if (!isnan(reqs[i].finish_s))
-            reqs[i].finish_s += f;
-    }
+    for (int64_t i = 0; i < n; i++)
+        frontend_shift(&reqs[i], f);
 }
 
 void run_result_free(run_result *r)

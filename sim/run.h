@@ -271,8 +271,12 @@ typedef struct run_row_sink {
  * Bit for bit the values the finished run stores.  O(1); reads only. */
 void run_live_row(const run_live *live, int64_t i, sched_req_result *r, double *max_itl_s);
 
+/* Whether cfg runs a cluster (replicas or --pd: sim/cluster.h) rather
+ * than one engine.  O(1). */
+int run_config_clustered(const run_config *cfg);
+
 /* run_execute_pools whose rows are also handed out while it runs (rows
- * may be NULL: then it is run_execute_pools). */
+ * may be NULL: then it is run_execute_pools; a cluster ignores them). */
 int run_execute_rows(const run_config *cfg, const trace *tr, const cost_model *cost,
                      const cost_model *decode_cost, run_progress_fn fn, void *ctx,
                      const run_row_sink *rows, run_result *out, kvs_err *err);

@@ -90,17 +90,16 @@ static void b_value(binder *b, const char *name, const run_value *v)
 static int insert_run_row(store *s, const run_config *cfg, const trace *tr,
                           const run_summary *sum, const char *status,
                           const char *error, const char *started_at, double wall_s,
-                          int64_t want_id, int64_t *run_id, kvs_err *err)
+                          int64_t *run_id, kvs_err *err)
 {
     char sql[4096];
     size_t len = 0;
     size_t nf;
     const run_field *f = run_fields(&nf);
-    /* want_id > 0: that run_id (store_next_run_id's), else the next one */
-    store_sql_append(sql, sizeof sql, &len, "INSERT INTO runs(%s", want_id > 0 ? "run_id," : "");
+    store_sql_append(sql, sizeof sql, &len, "INSERT INTO runs(");
     for (size_t i = 0; i < nf; i++)
         store_sql_append(sql, sizeof sql, &len, i ? ",%s" : "%s", f[i].name);
-    store_sql_append(sql, sizeof sql, &len, ") VALUES(%s", want_id > 0 ? ":run_id," : "");
+    store_sql_append(sql, sizeof sql, &len, ") VALUES(");
     for (size_t i = 0; i < nf; i++)
         store_sql_append(sql, sizeof sql, &len, i ? ",:%s" : ":%s", f[i].name);
     store_sql_append(sql, sizeof sql, &len, ")");
@@ -112,8 +111,6 @@ static int insert_run_row(store *s, const run_config *cfg, const trace *tr,
     int rc = KVS_OK;
     if (sqlite3_prepare_v2(store_db(s), sql, -1, &b.st, NULL) != SQLITE_OK)
         return store_fail(s, err, "preparing runs insert");
-    if (want_id > 0)
-        b_check(&b, sqlite3_bind_int64(b.st, b_index(&b, "run_id"), want_id), "run_id");
     b_text(&b, "status", status);
     b_text(&b, "error", error);
     b_text(&b, "started_at", started_at);
@@ -442,18 +439,7 @@ static int check_result(store *s, const run_result *res, kvs_err *err)
 int store_write_run(store *s, const run_config *cfg, const run_result *res,
                     int64_t *run_id, kvs_err *err)
 {
-    int64_t id = 0;
-    int rc;
-    if ((rc = check_result(s, res, err)) || (rc = store_begin(s, err)))
-        return rc;
-    if ((rc = insert_run_row(s, cfg, res->tr, &res->sum, "finished", NULL, res->started_at,
-                             res->wall_s, 0, &id, err)) ||
-        (rc = write_run_body(s, cfg, res, id, 0, err)) || (rc = store_commit(s, err))) {
-        store_rollback(s);
-        return rc;
-    }
-    *run_id = id;
-    return KVS_OK;
+    return store_write_run_staged(s, cfg, res, NULL, run_id, err);
 }
 
 int store_next_run_id(store *s, int64_t *run_id, kvs_err *err)
@@ -474,19 +460,18 @@ int store_next_run_id(store *s, int64_t *run_id, kvs_err *err)
 }
 
 int store_write_run_staged(store *s, const run_config *cfg, const run_result *res,
-                          const store_stage *g, int64_t *run_id, kvs_err *err)
+                           const store_stage *g, int64_t *run_id, kvs_err *err)
 {
     int64_t id = 0;
     int rc;
-    if (!g || !store_rows_stage_of(g, s)) /* (a spool file is written whole) */
-        return store_write_run(s, cfg, res, run_id, err);
-    if ((rc = check_result(s, res, err)))
-        return rc;
-    if ((rc = store_rows_stage_check(s, g, res, err)) || (rc = store_begin(s, err)))
+    if (g && !store_rows_stage_of(g, s))
+        g = NULL; /* a spool file is written whole */
+    if ((rc = check_result(s, res, err)) || (g && (rc = store_rows_stage_check(s, g, res, err))) ||
+        (rc = store_begin(s, err)))
         return rc;
     if ((rc = insert_run_row(s, cfg, res->tr, &res->sum, "finished", NULL, res->started_at,
-                             res->wall_s, 0, &id, err)) ||
-        (rc = store_rows_from_stage(s, g, id, err)) ||
+                             res->wall_s, &id, err)) ||
+        (g && (rc = store_rows_from_stage(s, g, id, err))) ||
         (rc = write_run_body(s, cfg, res, id, store_stage_count(g), err)) ||
         (rc = store_commit(s, err))) {
         store_rollback(s);
@@ -505,7 +490,7 @@ int store_write_failed_run(store *s, const run_config *cfg, const trace *tr,
     if ((rc = store_begin(s, err)))
         return rc;
     if ((rc = insert_run_row(s, cfg, tr, NULL, "failed", error ? error : "unknown error",
-                             started_at, wall_s, 0, &id, err)))
+                             started_at, wall_s, &id, err)))
         goto fail;
     if ((rc = store_commit(s, err)))
         goto fail;
