@@ -336,6 +336,10 @@ static int read_mla(const hf_ctx *c, model_spec *m)
         (rc = get_count(c, "q_lora_rank", 0, 65536, &m->q_lora_rank)))
         return rc;
     m->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
+    if (m->head_dim > 1024) /* the bound every head_dim keeps (read_shape) */
+        return kvs_errf(c->err, KVS_EINVAL,
+                        "%s: %sqk_nope_head_dim + qk_rope_head_dim: %lld exceeds 1024", c->file,
+                        c->prefix, (long long)m->head_dim);
     return KVS_OK;
 }
 

@@ -523,6 +523,12 @@ START_TEST(test_bad_input)
         "{\"architectures\": [\"DeepseekV3ForCausalLM\"], " BASE
         ", \"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64, \"v_head_dim\": 128}",
         ": qk_nope_head_dim: missing");
+    /* each half within 1024, their sum (the head width) not: a fuzz find */
+    bad("n2.json",
+        "{\"architectures\": [\"DeepseekV3ForCausalLM\"], " BASE
+        ", \"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64, \"qk_nope_head_dim\": 979,"
+        " \"v_head_dim\": 128}",
+        ": qk_nope_head_dim + qk_rope_head_dim: 1043 exceeds 1024");
     bad("o.json",
         "{\"architectures\": [\"LlamaForCausalLM\"], " BASE ", \"num_key_value_heads\": 5}",
         ": num_key_value_heads: 5 does not divide");
