@@ -348,6 +348,8 @@ typedef struct sched_counters {
                                     paused (V1 and V0) */
     int64_t leap_finishes;       /* V1 leaps that went on past a step in which
                                     requests finished (sched_set_leap_past_finish) */
+    int64_t leap_prefills;       /* V1 leaps whose step 1 held prefill chunks that
+                                    reached every known token (an admission's) */
 } sched_counters;
 void sched_get_counters(const sched *s, sched_counters *out);
 /* What a router reads, without the rest: *resolved = n_finished +

@@ -873,6 +873,16 @@ void v1_waiting_walk(sched *s, int64_t *b)
         s->step.limit = SCHED_LIMIT_TOKEN_BUDGET;
 }
 
+int v1_all_make_tokens(const sched_v1 *v)
+{
+    for (int64_t k = 0; k < v->ns; k++) {
+        const v1_sched_ent *e = &v->S_[k];
+        if (e->c + e->q != (int64_t)v->rq[e->id].P + v->rq[e->id].g)
+            return 0;
+    }
+    return 1;
+}
+
 static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
 {
     (void)more_arrivals;
@@ -915,8 +925,8 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
     *t_end = now + v1_emit_step(s, now);
     const sched_step *st = &s->step;
     if (v->lk_start && (!s->want_members || s->leap_fn) && st->n_preempted == 0 &&
-        st->batch.n_prefill == 0 &&
-        v->ns == v->nrun && *t_end < (s->arr_cur ? s->arr_other_s : s->horizon))
+        v->ns == v->nrun && v1_all_make_tokens(v) &&
+        *t_end < (s->arr_cur ? s->arr_other_s : s->horizon))
         *t_end = v1_leap(s, *t_end), v->sa_armed = 0;
     return SCHED_PLAN_STEP;
 }

@@ -478,9 +478,16 @@ double v1_emit_step(sched *s, double now);
 void v1_req_finished(sched *s, int32_t id, double t);
 /* R without its finished requests (g = O), in order.  O(|R|). */
 void v1_run_drop_finished(sched_v1 *v);
+/* 1 if every entry of S makes a token in its step: a decode, or a prefill
+ * chunk that reaches every known token (P + g: a newcomer's whole prompt,
+ * or a preempted request's recompute).  Every request of R then decodes
+ * in the next step, as after an all-decode step.  O(|S|). */
+int v1_all_make_tokens(const sched_v1 *v);
 
-/* v1_leap.c: a leap after step 1 (just emitted, ending at t: every running
- * request decoded, nobody preempted); the end of its last step planned.
+/* v1_leap.c: a leap after step 1 (just emitted, ending at t: S is R, every
+ * entry made a token (v1_all_make_tokens), nobody preempted); the end of
+ * its last step planned.  A leap that ends in a step admitting someone
+ * goes on as a new leap when that step is such a step 1 too.
  * v1_leap_resume goes on with a paused leap at now: 1 with *t_end set if it
  * planned a step, 0 if none (the leap is then written out). */
 double v1_leap(sched *s, double t);

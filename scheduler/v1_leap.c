@@ -1,7 +1,9 @@
 /* v1_leap.c — the V1 engine's leaps (docs/semantics-v1.md, section 9):
- * after a step that decoded every running request and preempted nobody,
- * the steps that follow are forced until a request finishes, a step is
- * short of blocks, the waiting walk admits someone or an arrival is due.
+ * after a step in which every running request made a token (a decode, or
+ * a prefill chunk reaching all its known tokens) and nobody was preempted,
+ * the steps that follow are forced until a step is short of blocks, the
+ * waiting walk admits someone (a new leap may start after that step), a
+ * request finishes in a cluster, or the horizon comes.
  * They are planned here in O(1 + blocks taken + the waiting walk) per
  * step, with R's g and C kept lazy and written once when the leap ends, or
  * paused at the horizon and resumed by the next plan.  The step-by-step
@@ -62,8 +64,9 @@ static void take_arrivals(sched *s, double t)
     }
 }
 
-/* Step 1 (just emitted, ending at t) is all decodes of every running
- * request and preempted nobody.  Each next step's running walk is then
+/* Step 1 (just emitted, ending at t) made a token for every running
+ * request and preempted nobody; its prefill chunks are written as decodes
+ * (prefills_as_decodes).  Each next step's running walk is then
  * forced until a request finishes (at step j* = min(O - g), which is still
  * leapt to) or a step's new blocks would exceed F (a preemption): every
  * request stores one token per step, so request r takes a block at the
@@ -72,12 +75,13 @@ static void take_arrivals(sched *s, double t)
  * touch the pool, in R's order as the running walk would.  The waiting walk
  * runs for real each step (its lookup of a blocked head is kept, see
  * find_hits); if it admits someone, that step is completed as a normal one
- * and the leap ends.  Arrivals end it too: every step leapt to starts
- * before s->horizon.  g and C of R advance lazily and are written once at
- * the end.  Returns the end of the last step planned; S then describes that
- * step.  Cost: O(|S| + bs) plus O(1 + blocks taken + the waiting walk) per
- * step. */
-static double leap_steps(sched *s, double t);
+ * and the leap ends, with *again = 1 when that step is a step 1 itself
+ * (v1_leap then starts the next leap after it).  Arrivals end it too: every
+ * step leapt to starts before s->horizon.  g and C of R advance lazily and
+ * are written once at the end.  Returns the end of the last step planned;
+ * S then describes that step.  Cost: O(|S| + bs) plus O(1 + blocks taken +
+ * the waiting walk) per step. */
+static double leap_steps(sched *s, double t, int *again);
 
 /* S's first n entries into their residue groups (lk_start, lk_ids), R's
  * order kept within each; their smallest O - g into *jstar and the KV their
@@ -102,11 +106,45 @@ static void leap_group(sched_v1 *v, int64_t n, int64_t *jstar, int64_t *kv)
         v->lk_ids[v->lk_start[v->S_[k].c % bs]++] = v->S_[k].id;
 }
 
-double v1_leap(sched *s, double t)
+/* Step 1 (just emitted, ending at t) made a token for every entry of S
+ * (v1_plan's all_make_tokens): its prefill chunks that reach P + g are
+ * written as the decodes they equal from step 2 on, a decode of token
+ * P + g whose context before step 1 was P + g - 1.  That is what the
+ * leap's groups, KV and lazy state read, and what v1_finish of step 1
+ * stores (C = P + g, one token); the blocks it holds and has registered
+ * after step 1 are a decode's too (ceil((P + g) / bs) and (P + g) / bs).
+ * A newcomer's first token is step 1's, at t.  O(|S|). */
+static void prefills_as_decodes(sched *s, double t)
+{
+    sched_v1 *v = s->v1;
+    if (s->step.batch.n_prefill > 0)
+        s->ctr.leap_prefills++;
+    for (int64_t k = 0; k < v->ns; k++) {
+        v1_sched_ent *e = &v->S_[k];
+        if (e->kind == SCHED_MEMBER_DECODE)
+            continue;
+        struct v1_req *rq = &v->rq[e->id];
+        assert(e->c + e->q == (int64_t)rq->P + rq->g);
+        if (rq->g == 0)
+            s->res[e->id].first_token_s = t;
+        e->c += e->q - 1;
+        e->q = 1;
+        e->kind = SCHED_MEMBER_DECODE;
+        rq->C = (int32_t)e->c;
+        rq->sq = 1;
+    }
+}
+
+/* One leap from step 1 (just emitted, ending at t); *again = 1 when it
+ * ended in a step that admitted someone and is itself a step 1 (every
+ * entry makes a token, nobody preempted, S = R) before the horizon. */
+static double leap_once(sched *s, double t, int *again)
 {
     sched_same_set_flush(s); /* the leap's steps go to the same leap sink */
     s->v1->sa_armed = 0;
     sched_v1 *v = s->v1;
+    *again = 0;
+    prefills_as_decodes(s, t);
     const int64_t n = v->ns;
     int64_t jstar, kv;
     leap_group(v, n, &jstar, &kv);
@@ -118,7 +156,15 @@ double v1_leap(sched *s, double t)
     v->lk_step = 2; /* the step to plan, numbered from step 1 */
     v->lk_emitted = 0;
     decode_record_init(s, n);
-    return leap_steps(s, t);
+    return leap_steps(s, t, again);
+}
+
+double v1_leap(sched *s, double t)
+{
+    int again = 1;
+    while (again)
+        t = leap_once(s, t, &again);
+    return t;
 }
 
 /* Step j = lk_jstar of the leap has just been emitted, ending at t: the
@@ -187,7 +233,7 @@ static int leap_finish(sched *s, double t)
  * out (leap_write_paused).  Returns the end of the last step planned (t if
  * none).  Cost: O(1 + blocks taken + the waiting walk) per step, plus
  * O(|S|) when the leap ends. */
-static double leap_steps(sched *s, double t)
+static double leap_steps(sched *s, double t, int *again)
 {
     sched_v1 *v = s->v1;
     const int64_t bs = v->bs;
@@ -280,6 +326,9 @@ static double leap_steps(sched *s, double t)
         s->step.limit = lim;
         s->n_members = 0;
         t += v1_emit_step(s, t);
+        /* a step 1 as v1_plan's: nobody was preempted and S is R */
+        *again = v->ns == v->nrun && v1_all_make_tokens(v) &&
+                 t < (s->arr_cur ? s->arr_other_s : s->horizon);
     }
     return t;
 }
@@ -323,8 +372,9 @@ int v1_leap_resume(sched *s, double now, double *t_end)
     v->ns = v->lk_n; /* S is the leap's set again, as at its step 1 */
     decode_record_init(s, v->lk_n);
     const int64_t step0 = v->lk_step;
-    double t = leap_steps(s, now);
-    if (v->lk_step == step0 && v->ns == v->lk_n) { /* nothing planned */
+    int again = 0;
+    double t = leap_steps(s, now, &again);
+    if (!again && v->lk_step == step0 && v->ns == v->lk_n) { /* nothing planned */
         assert(v->lk_paused);
         v->ns = 0;
         leap_write_paused(s);
@@ -332,7 +382,7 @@ int v1_leap_resume(sched *s, double now, double *t_end)
     }
     s->ctr.leap_resumes++;
     v->sa_armed = 0;
-    *t_end = t;
+    *t_end = again ? v1_leap(s, t) : t;
     return 1;
 }
 
