@@ -200,7 +200,8 @@ static int check_steps(store *s, const run_result *res, kvs_err *err)
 #define STEP_BATCH 64
 #define STEP_COLS 17
 
-/* "INSERT INTO step_rows(...) VALUES(?1, ...), ..." with `rows` groups. */
+/* "INSERT INTO step_rows(...) VALUES(?, ...), ..." with `rows` groups
+ * (anonymous parameters: numbered in order, see requests_insert_sql). */
 static void steps_insert_sql(char *sql, size_t cap, int rows)
 {
     size_t len = 0;
@@ -212,7 +213,7 @@ static void steps_insert_sql(char *sql, size_t cap, int rows)
     for (int r = 0; r < rows; r++) {
         store_sql_append(sql, cap, &len, r ? ",(" : "(");
         for (int c = 1; c <= STEP_COLS; c++)
-            store_sql_append(sql, cap, &len, c > 1 ? ",?%d" : "?%d", r * STEP_COLS + c);
+            store_sql_append(sql, cap, &len, c > 1 ? ",?" : "?");
         store_sql_append(sql, cap, &len, ")");
     }
 }
