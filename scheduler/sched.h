@@ -168,9 +168,10 @@ typedef struct sched_step {
     int32_t kind;         /* sched_step_kind */
     int32_t n_preempted;  /* requests preempted while forming this step */
     int32_t limit;        /* sched_step_limit */
-    int32_t leapt;        /* 1: a V1 leap's decode step, or a V0 decode step with
-                             the previous step's members (but those that
-                             finished), sunk without members
+    int32_t leapt;        /* 1: a V1 leap's step (its decodes not listed; a
+                             prompt chunk that makes no token is listed), or a
+                             V0 decode step with the previous step's members
+                             (but those that finished), sunk without members
                              (sched_set_leap_sink); else 0 */
     cost_batch batch;     /* what the cost model saw */
     int64_t kv_blocks_used; /* blocks held by all requests during the step */
@@ -300,9 +301,10 @@ void sched_finish_step(sched *s, double t);
 void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx, int want_members);
 
 /* The end of a leap (docs/semantics-v1.md 9): each of the n requests `ids`
- * made one token at the end of each of the `steps` decode steps just sunk
- * with leapt = 1 and no members listed, the first of them following a step
- * in which each of them made a token.  ctx is the step sink's. */
+ * made one token at the end of each of the `steps` steps just sunk with
+ * leapt = 1 and no decode members listed (a V1 step may list one prompt
+ * chunk that makes no token), the first of them following a step in which
+ * each of them made a token.  ctx is the step sink's. */
 typedef void (*sched_leap_fn)(void *ctx, const int32_t *ids, int64_t n, int64_t steps);
 
 /* Install a leap sink (NULL: none).  With one, the V1 engine leaps even
@@ -350,6 +352,8 @@ typedef struct sched_counters {
                                     requests finished (sched_set_leap_past_finish) */
     int64_t leap_prefills;       /* V1 leaps whose step 1 held prefill chunks that
                                     reached every known token (an admission's) */
+    int64_t leap_chunks;         /* V1 leapt steps that held a prompt chunk short
+                                    of the prompt's end (R's last request) */
 } sched_counters;
 void sched_get_counters(const sched *s, sched_counters *out);
 /* What a router reads, without the rest: *resolved = n_finished +

@@ -152,6 +152,7 @@ static int v1_init(sched *s, kvs_err *err)
     }
     /* leaps need a group per residue of bs; with more than one KV group a
      * step's pages also change as windows slide, so every step is planned */
+    v->lk_x = -1;
     if (v->bs <= V1_LEAP_MAX_BS && !v->xtab) {
         v->lk_start = malloc((size_t)(v->bs + 1) * sizeof *v->lk_start);
         v->lk_ids = malloc((size_t)v->slots * sizeof *v->lk_ids);
@@ -873,14 +874,11 @@ void v1_waiting_walk(sched *s, int64_t *b)
         s->step.limit = SCHED_LIMIT_TOKEN_BUDGET;
 }
 
-int v1_all_make_tokens(const sched_v1 *v)
+int v1_leap_ready(const sched_v1 *v) { return v->emit_ready; }
+
+int v1_alloc_running(sched_v1 *v, int32_t id, int64_t c, int64_t q)
 {
-    for (int64_t k = 0; k < v->ns; k++) {
-        const v1_sched_ent *e = &v->S_[k];
-        if (e->c + e->q != (int64_t)v->rq[e->id].P + v->rq[e->id].g)
-            return 0;
-    }
-    return 1;
+    return v1_alloc(v, id, c, q, NULL, 0, 0);
 }
 
 static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
@@ -925,8 +923,8 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
     *t_end = now + v1_emit_step(s, now);
     const sched_step *st = &s->step;
     if (v->lk_start && (!s->want_members || s->leap_fn) && st->n_preempted == 0 &&
-        v->ns == v->nrun && v1_all_make_tokens(v) &&
-        *t_end < (s->arr_cur ? s->arr_other_s : s->horizon))
+        v->ns == v->nrun && *t_end < (s->arr_cur ? s->arr_other_s : s->horizon) &&
+        v1_leap_ready(v))
         *t_end = v1_leap(s, *t_end), v->sa_armed = 0;
     return SCHED_PLAN_STEP;
 }
@@ -938,10 +936,13 @@ double v1_emit_step(sched *s, double now)
 {
     sched_v1 *v = s->v1;
     cost_batch *cb = &s->step.batch;
+    int ready = 1; /* v1_leap_ready */
     for (int64_t k = 0; k < v->ns; k++) {
         v1_sched_ent *e = &v->S_[k];
         const int64_t g = v->rq[e->id].g;
         const int64_t T = (int64_t)v->rq[e->id].P + g;
+        if (e->c + e->q != T && (k < v->ns - 1 || e->c + e->q > T))
+            ready = 0;
         if (g >= 1 && e->c == T - 1) {
             e->kind = SCHED_MEMBER_DECODE;
             cb->tokens += 1;
@@ -960,6 +961,7 @@ double v1_emit_step(sched *s, double now)
             sched_add_member(s, e->id, SCHED_MEMBER_PREFILL, e->q, e->c + e->q);
         }
     }
+    v->emit_ready = ready;
     s->step.kind = cb->n_prefill == 0   ? SCHED_STEP_DECODE
                    : cb->n_decode == 0 ? SCHED_STEP_PREFILL
                                        : SCHED_STEP_MIXED;

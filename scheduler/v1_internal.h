@@ -373,12 +373,16 @@ struct sched_v1 {
     int64_t lk_jstar;          /* its last step (someone's last token), numbered from 1 */
     int64_t lk_kv;             /* KV its step 1 read, tokens */
     int64_t lk_step;           /* the next step to plan, numbered from 1 */
+    int32_t lk_x;              /* R's last request when it is still chunking its
+                                  prompt (its entry is S_[lk_n], its last chunk;
+                                  eager, not lazy), or -1; such a leap never pauses */
     cost_run_cache lk_runs;    /* its steps' cost (their batches differ in kv_read),
                                   by width: leaps of a width seen before reuse it */
     /* same-set steps (emit_step): with a leap sink, a step of decodes of
      * every running request right after another one, R unchanged, is sunk
      * leapt (s->lk_*, as V0's; sched_same_set_flush) */
     int sa_armed;              /* 1: the last step emitted was all decodes of R */
+    int emit_ready;            /* v1_leap_ready of the last step emitted */
     int64_t sa_n;              /* |R| then */
     /* the step */
     v1_sched_ent *S_;          /* [slots] */
@@ -478,16 +482,24 @@ double v1_emit_step(sched *s, double now);
 void v1_req_finished(sched *s, int32_t id, double t);
 /* R without its finished requests (g = O), in order.  O(|R|). */
 void v1_run_drop_finished(sched_v1 *v);
-/* 1 if every entry of S makes a token in its step: a decode, or a prefill
- * chunk that reaches every known token (P + g: a newcomer's whole prompt,
- * or a preempted request's recompute).  Every request of R then decodes
- * in the next step, as after an all-decode step.  O(|S|). */
-int v1_all_make_tokens(const sched_v1 *v);
+/* 1 if, in the step just emitted, every entry of S but the last made a
+ * token (a decode, or a prefill chunk that reached every known token,
+ * P + g: a newcomer's whole prompt, or a preempted request's recompute),
+ * and the last did too or is a prefill chunk short of P + g.  With S = R
+ * the next step is then forced but for that chunking request's next
+ * chunk, which the leap plans as the running walk would (v1_leap.c).
+ * v1_emit_step notes it as it walks S: O(1). */
+int v1_leap_ready(const sched_v1 *v);
+/* alloc(id, c, q) of rule 2.7 for a running request's chunk of q tokens
+ * over c stored: 1, or 0 with nothing changed if the free queue is too
+ * short.  O(blocks taken). */
+int v1_alloc_running(sched_v1 *v, int32_t id, int64_t c, int64_t q);
 
-/* v1_leap.c: a leap after step 1 (just emitted, ending at t: S is R, every
- * entry made a token (v1_all_make_tokens), nobody preempted); the end of
- * its last step planned.  A leap that ends in a step admitting someone
- * goes on as a new leap when that step is such a step 1 too.
+/* v1_leap.c: a leap after step 1 (just emitted, ending at t: S is R,
+ * v1_leap_ready, nobody preempted); the end of its last step planned.  A
+ * leap that ends in a step planned the normal way (an admission, or the
+ * chunking request's last chunk) goes on as a new leap when that step is
+ * such a step 1 too.
  * v1_leap_resume goes on with a paused leap at now: 1 with *t_end set if it
  * planned a step, 0 if none (the leap is then written out). */
 double v1_leap(sched *s, double t);

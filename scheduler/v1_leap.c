@@ -1,9 +1,11 @@
 /* v1_leap.c — the V1 engine's leaps (docs/semantics-v1.md, section 9):
  * after a step in which every running request made a token (a decode, or
- * a prefill chunk reaching all its known tokens) and nobody was preempted,
- * the steps that follow are forced until a step is short of blocks, the
- * waiting walk admits someone (a new leap may start after that step), a
- * request finishes in a cluster, or the horizon comes.
+ * a prefill chunk reaching all its known tokens) but perhaps R's last,
+ * which is still chunking its prompt, and nobody was preempted, the steps
+ * that follow are forced until a step is short of blocks, the waiting walk
+ * admits someone or the chunking request's last chunk comes (a new leap
+ * may start after that step), a request finishes in a cluster, or the
+ * horizon comes.
  * They are planned here in O(1 + blocks taken + the waiting walk) per
  * step, with R's g and C kept lazy and written once when the leap ends, or
  * paused at the horizon and resumed by the next plan.  The step-by-step
@@ -44,6 +46,40 @@ static double emit_decode(sched *s, const cost_run *run, int64_t kv, double t, i
     return d;
 }
 
+/* Emit a step of the leap's decodes (as emit_decode's, reading kv tokens)
+ * and the chunk of q prompt tokens over c stored of its chunking request
+ * x (lk_x, S_[n]), which makes no token: priced by the whole batch as
+ * v1_emit_step prices it, x listed as the step's prefill member (leapt:
+ * the decodes are not).  Returns its duration; s->step is the decode
+ * record again after.  O(1). */
+static double emit_mixed(sched *s, int64_t kv, double t, int32_t limit, int32_t x, int64_t c,
+                         int64_t q)
+{
+    sched_step *st = &s->step;
+    const cost_batch dec = st->batch;
+    assert(dec.n_prefill == 0 && st->n_preempted == 0 && s->n_members == 0);
+    cost_batch *cb = &st->batch;
+    cb->kv_read = kv;
+    cb->tokens += q;
+    cb->prefill_sq += q * q;
+    cb->prefill_ctx += q * c;
+    cb->prefill_cached += c;
+    cb->n_prefill = 1;
+    s->ctr.prefill_chunks += s->cfg.chunked_prefill;
+    s->ctr.leap_chunks++;
+    st->kind = dec.n_decode > 0 ? SCHED_STEP_MIXED : SCHED_STEP_PREFILL;
+    st->limit = limit;
+    const double d = cost_step_s(s->cost, cb);
+    v1_step_stamp(s, d, t);
+    sched_add_member(s, x, SCHED_MEMBER_PREFILL, q, c + q);
+    if (s->sink)
+        s->sink(s->sink_ctx, st, s->members, s->n_members);
+    s->n_members = 0;
+    st->batch = dec;
+    st->kind = SCHED_STEP_DECODE;
+    return d;
+}
+
 /* Requests of S whose stored tokens before step 1 were = r mod bs. */
 static const int32_t *group_of(const sched_v1 *v, int64_t r, int64_t *len)
 {
@@ -65,8 +101,12 @@ static void take_arrivals(sched *s, double t)
 }
 
 /* Step 1 (just emitted, ending at t) made a token for every running
- * request and preempted nobody; its prefill chunks are written as decodes
- * (prefills_as_decodes).  Each next step's running walk is then
+ * request but perhaps R's last, x = lk_x, which is chunking its prompt,
+ * and preempted nobody; its prefill chunks that made a token are written
+ * as decodes (prefills_as_decodes).  Each step then gives x its next chunk
+ * after the decodes, as the running walk would (the same size, its blocks
+ * through the same alloc), its last chunk being planned as a normal step;
+ * x's state is kept eager.  Each next step's running walk is then
  * forced until a request finishes (at step j* = min(O - g), which is still
  * leapt to) or a step's new blocks would exceed F (a preemption): every
  * request stores one token per step, so request r takes a block at the
@@ -74,9 +114,11 @@ static void take_arrivals(sched *s, double t)
  * step later, and per step only the requests of one residue group (mod bs)
  * touch the pool, in R's order as the running walk would.  The waiting walk
  * runs for real each step (its lookup of a blocked head is kept, see
- * find_hits); if it admits someone, that step is completed as a normal one
- * and the leap ends, with *again = 1 when that step is a step 1 itself
- * (v1_leap then starts the next leap after it).  Arrivals end it too: every
+ * find_hits); if it admits someone (or x's last chunk comes), that step is
+ * completed as a normal one and the leap ends, with *again = 1 when that
+ * step is a step 1 itself (v1_leap then starts the next leap after it).
+ * A step whose blocks (x's included) exceed F, or that leaves x no budget,
+ * is not planned.  Arrivals end it too: every
  * step leapt to starts before s->horizon.  g and C of R advance lazily and
  * are written once at the end.  Returns the end of the last step planned;
  * S then describes that step.  Cost: O(|S| + bs) plus O(1 + blocks taken +
@@ -124,6 +166,10 @@ static void prefills_as_decodes(sched *s, double t)
         if (e->kind == SCHED_MEMBER_DECODE)
             continue;
         struct v1_req *rq = &v->rq[e->id];
+        if (e->c + e->q < (int64_t)rq->P + rq->g) { /* the chunking one: lk_x */
+            assert(k == v->ns - 1);
+            continue;
+        }
         assert(e->c + e->q == (int64_t)rq->P + rq->g);
         if (rq->g == 0)
             s->res[e->id].first_token_s = t;
@@ -136,8 +182,8 @@ static void prefills_as_decodes(sched *s, double t)
 }
 
 /* One leap from step 1 (just emitted, ending at t); *again = 1 when it
- * ended in a step that admitted someone and is itself a step 1 (every
- * entry makes a token, nobody preempted, S = R) before the horizon. */
+ * ended in a step planned the normal way that is itself a step 1
+ * (v1_leap_ready, nobody preempted, S = R) before the horizon. */
 static double leap_once(sched *s, double t, int *again)
 {
     sched_same_set_flush(s); /* the leap's steps go to the same leap sink */
@@ -145,10 +191,12 @@ static double leap_once(sched *s, double t, int *again)
     sched_v1 *v = s->v1;
     *again = 0;
     prefills_as_decodes(s, t);
-    const int64_t n = v->ns;
+    const v1_sched_ent *last = &v->S_[v->ns - 1];
+    v->lk_x = last->kind == SCHED_MEMBER_PREFILL ? last->id : -1; /* still chunking */
+    const int64_t n = v->ns - (v->lk_x >= 0);
     int64_t jstar, kv;
     leap_group(v, n, &jstar, &kv);
-    if (jstar <= 1)
+    if (jstar <= 1 || n == 0)
         return t;
     v->lk_n = n;
     v->lk_jstar = jstar;
@@ -209,9 +257,12 @@ static int leap_finish(sched *s, double t)
         rq->g = rq->O;
         v1_req_finished(s, e.id, t);
     }
-    assert(out == left && v->nrun == n);
+    const int hx = v->lk_x >= 0; /* the chunking request stays S's and R's last */
+    assert(out == left && v->nrun == n + hx);
+    if (hx)
+        v->S_[out] = v->S_[n];
     v1_run_drop_finished(v); /* R is S's set, in the same order */
-    v->ns = out;
+    v->ns = out + hx;
     int64_t jstar, kv;
     leap_group(v, out, &jstar, &kv);
     assert(jstar > j);
@@ -240,9 +291,10 @@ static double leap_steps(sched *s, double t, int *again)
     int64_t n = v->lk_n, jstar = v->lk_jstar, kv = v->lk_kv;
     const int64_t step0 = v->lk_step;
     int64_t step = step0, told = step0; /* steps from `told` on: not yet in lk_emitted */
-    int admitted = 0, short_of_blocks = 0;
+    int normal = 0, short_of_blocks = 0; /* normal: this step is completed as a normal one */
     int32_t lim = SCHED_LIMIT_NONE_WAITING; /* the limit of the step being planned */
     const double hz = s->arr_cur ? s->arr_other_s : s->horizon;
+    const int32_t x = v->lk_x; /* the chunking request, S_[n] (its last chunk), or -1 */
     /* S's decode batch (decode_record_init): the steps differ in kv_read alone */
     const cost_run *run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
     for (; t < hz; step++) {
@@ -257,11 +309,24 @@ static double leap_steps(sched *s, double t, int *again)
             decode_record_init(s, n);
             run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
         }
-        int64_t nt, nr = 0;
+        int64_t nt, nr = 0, cx = 0, qx = 0;
         const int32_t *take = group_of(v, (bs - (step - 1) % bs) % bs, &nt);
         const int32_t *regs = v->pfx ? group_of(v, (bs - step % bs) % bs, &nr) : NULL;
-        if (nt > v->pool.F) {
-            short_of_blocks = 1;
+        int64_t need = nt;
+        if (x >= 0) { /* the running walk reaches x last: its next chunk (rule 4.4) */
+            const v1_sched_ent *ex = &v->S_[n];
+            const struct v1_req *rx = &v->rq[x];
+            cx = ex->c + ex->q;
+            qx = (int64_t)rx->P + rx->g - cx;
+            assert(qx > 0);
+            if (v->thr > 0 && v->thr < qx)
+                qx = v->thr;
+            if (qx > v->B - n)
+                qx = v->B - n;
+            need += sched_ceil_div(cx + qx, bs) - rx->held;
+        }
+        if (need > v->pool.F || (x >= 0 && qx <= 0)) {
+            short_of_blocks = 1; /* or x gets no budget: S would not be R */
             break;
         }
         for (int64_t k = 0; k < nt; k++) {
@@ -276,9 +341,19 @@ static double leap_steps(sched *s, double t, int *again)
             v1_pool_register_private(&v->pool, blk);
             v->rq[id].reg++;
         }
+        if (x >= 0) { /* its last chunk is stored (v1_finish), this one scheduled */
+            v1_sched_ent *ex = &v->S_[n];
+            ex->c = cx;
+            ex->q = qx;
+            v->rq[x].C = (int32_t)cx;
+            v->rq[x].sq = (int32_t)qx;
+            const int ok = v1_alloc_running(v, x, cx, qx);
+            assert(ok);
+            (void)ok;
+        }
         take_arrivals(s, t); /* the arrivals before this step (sched_set_arrivals) */
         /* the waiting walk, and the limit it leaves, as v1_plan's */
-        int64_t b = v->B - n;
+        int64_t b = v->B - n - qx;
         v->walk_t = t;
         if (v->wn > 0 || v->pd.nready > 0) {
             if (b <= 0)
@@ -289,24 +364,32 @@ static double leap_steps(sched *s, double t, int *again)
                 s->step.limit = SCHED_LIMIT_NONE_WAITING;
                 v1_waiting_walk(s, &b); /* reads and changes nothing of R's lazy state */
                 lim = s->step.limit;
-                if (v->ns > n) {
-                    admitted = 1;
+                if (v->ns > n + (x >= 0)) {
+                    normal = 1; /* it admitted someone */
                     break;
                 }
             }
         } else {
             lim = SCHED_LIMIT_NONE_WAITING;
         }
-        t += emit_decode(s, run, kv + n * (step - 1), t, lim);
+        if (x >= 0 && cx + qx == (int64_t)v->rq[x].P + v->rq[x].g) {
+            normal = 1; /* x's last chunk: it makes a token */
+            break;
+        }
+        if (x >= 0)
+            t += emit_mixed(s, kv + n * (step - 1), t, lim, x, cx, qx);
+        else
+            t += emit_decode(s, run, kv + n * (step - 1), t, lim);
     }
-    s->ctr.leap_steps += step - step0 + admitted;
+    s->ctr.leap_steps += step - step0 + normal;
     v->lk_emitted += step - told;
     v->lk_step = step;
-    if (step == step0 && !admitted && step0 > 2) {
+    if (step == step0 && !normal && step0 > 2) {
+        assert(x < 0); /* a leap with a chunk does not pause */
         v->lk_paused = 1; /* a resume that planned nothing: leap_resume writes it out */
         return t;
     }
-    if (!admitted && !short_of_blocks && step <= jstar && !v->pd.keep && step > 2) {
+    if (!normal && !short_of_blocks && step <= jstar && !v->pd.keep && step > 2 && x < 0) {
         v->lk_paused = 1; /* the horizon alone: go on in the next plan */
         return t;
     }
@@ -314,20 +397,20 @@ static double leap_steps(sched *s, double t, int *again)
     if (s->leap_fn && v->lk_emitted > 0) /* the steps emitted; lk_ids is the leap's set */
         s->leap_fn(s->sink_ctx, v->lk_ids, n, v->lk_emitted);
     v->lk_emitted = 0;
-    const int64_t L = step - 2 + admitted; /* steps after step 1 */
+    const int64_t L = step - 2 + normal; /* steps after step 1 */
     for (int64_t k = 0; k < n && L > 0; k++) {
         v1_sched_ent *e = &v->S_[k];
         e->c += L;
         v->rq[e->id].C = e->c;
         v->rq[e->id].g += L;
     }
-    if (admitted) { /* this step is a normal one from here */
+    if (normal) { /* this step is a normal one from here */
         memset(&s->step, 0, sizeof s->step);
         s->step.limit = lim;
         s->n_members = 0;
         t += v1_emit_step(s, t);
         /* a step 1 as v1_plan's: nobody was preempted and S is R */
-        *again = v->ns == v->nrun && v1_all_make_tokens(v) &&
+        *again = v->ns == v->nrun && v1_leap_ready(v) &&
                  t < (s->arr_cur ? s->arr_other_s : s->horizon);
     }
     return t;
@@ -363,7 +446,7 @@ static void leap_write_paused(sched *s)
 int v1_leap_resume(sched *s, double now, double *t_end)
 {
     sched_v1 *v = s->v1;
-    assert(v->lk_paused && v->ns == 0 && v->nrun == v->lk_n);
+    assert(v->lk_paused && v->ns == 0 && v->nrun == v->lk_n && v->lk_x < 0);
     if (!(now < (s->arr_cur ? s->arr_other_s : s->horizon))) {
         leap_write_paused(s);
         return 0;

@@ -183,7 +183,8 @@ START_TEST(test_leaps_identical)
                                        &cost, &err), 0);
     /* leapt steps per class: [pfx][chunked][priority] */
     int64_t leapt[2][2][2] = {{{0}}};
-    int64_t preempted_runs = 0, leapt_v0 = 0, leap_finishes = 0, leap_prefills = 0;
+    int64_t preempted_runs = 0, leapt_v0 = 0, leap_finishes = 0, leap_prefills = 0,
+            leap_chunks = 0;
     /* 200 seeds: seed 192 (V0, one prefix id named with two segment lengths)
      * broke the prefix cache's closure until segment lengths joined the chain */
     for (uint64_t seed = 1; seed <= 200; seed++) {
@@ -215,8 +216,10 @@ START_TEST(test_leaps_identical)
         ca.leap_steps = 0;
         ca.leap_finishes = 0;
         ca.leap_prefills = 0;
+        ca.leap_chunks = 0;
         leap_finishes += a.ctr.leap_finishes;
         leap_prefills += a.ctr.leap_prefills;
+        leap_chunks += a.ctr.leap_chunks;
         ck_assert(memcmp(&ca, &b.ctr, sizeof ca) == 0);
         const sched_config *c = &cfg.sched;
         leapt[c->prefix_caching][c->chunked_prefill][c->policy == SCHED_POLICY_PRIORITY] +=
@@ -256,10 +259,13 @@ START_TEST(test_leaps_identical)
     ck_assert_msg(preempted_runs > 0, "no run both leapt and preempted");
     ck_assert_msg(leap_finishes > 10, "%lld V1 leaps went on past a finish: toothless",
                   (long long)leap_finishes);
-    printf("test_leaps: %lld leaps past a finish, %lld from a step with prefills\n",
-           (long long)leap_finishes, (long long)leap_prefills);
+    printf("test_leaps: %lld leaps past a finish, %lld from a step with prefills, %lld leapt "
+           "steps with a chunk\n", (long long)leap_finishes, (long long)leap_prefills,
+           (long long)leap_chunks);
     ck_assert_msg(leap_prefills > 100, "%lld V1 leaps began at a step with prefills: toothless",
                   (long long)leap_prefills);
+    ck_assert_msg(leap_chunks > 100, "%lld leapt V1 steps held a prompt chunk: toothless",
+                  (long long)leap_chunks);
     ck_assert_msg(leapt_v0 > 100, "V0 leapt %lld steps: toothless", (long long)leapt_v0);
     cost_model_free(&cost);
 }
