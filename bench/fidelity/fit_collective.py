@@ -30,10 +30,7 @@ GRID = [10.0 + 2.5 * i for i in range(13)]  # 10 .. 40 us
 
 
 def main(args):
-    kvsim = os.path.abspath(args[0] if args else "build/kvsim")
-    run.KVSIM_BIN[0] = kvsim
-    m = run.load_map()
-    table = run.load_table(os.path.join(run.DATA, run.COLLECTIVE_FIT_TABLE + ".csv"))
+    kvsim, m, table = run.fit_start(args, run.COLLECTIVE_FIT_TABLE)
     rows = [r for r in table["rows"] if run.collective_fit_row(table, r)]
     best = None
     with tempfile.TemporaryDirectory(prefix="kvsim-fit-collective-") as tmp:

@@ -56,9 +56,7 @@ def with_eff_fp8(argv, v):
 
 
 def main(args):
-    kvsim = os.path.abspath(args[0] if args else "build/kvsim")
-    run.KVSIM_BIN[0] = kvsim
-    m = run.load_map()
+    kvsim, m, _ = run.fit_start(args)
     plans = {}
     for name in TABLES:
         table = run.load_table(os.path.join(run.DATA, name + ".csv"))

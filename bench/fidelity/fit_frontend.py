@@ -32,23 +32,11 @@ def fit_rows(table):
 
 
 def without_frontend(argv):
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-            continue
-        if a == "--frontend-ms":
-            skip = True
-            continue
-        out.append(a)
-    return out + ["--frontend-ms", "0"]
+    return run.without_flag(argv, "--frontend-ms") + ["--frontend-ms", "0"]
 
 
 def main(args):
-    kvsim = os.path.abspath(args[0] if args else "build/kvsim")
-    run.KVSIM_BIN[0] = kvsim
-    m = run.load_map()
-    table = run.load_table(os.path.join(run.DATA, TABLE + ".csv"))
+    kvsim, m, table = run.fit_start(args, TABLE)
     gaps = []
     with tempfile.TemporaryDirectory(prefix="kvsim-fit-frontend-") as tmp:
         db = os.path.join(tmp, "fit.db")

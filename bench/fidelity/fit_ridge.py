@@ -36,10 +36,7 @@ RIDGES = [0.05 * i for i in range(11)]          # 0 .. 0.5
 
 
 def main(args):
-    kvsim = os.path.abspath(args[0] if args else "build/kvsim")
-    run.KVSIM_BIN[0] = kvsim
-    m = run.load_map()
-    table = run.load_table(os.path.join(run.DATA, FIT_TABLE + ".csv"))
+    kvsim, m, table = run.fit_start(args, FIT_TABLE)
     best = None
     with tempfile.TemporaryDirectory(prefix="kvsim-fit-ridge-") as tmp:
         db = os.path.join(tmp, "fit.db")

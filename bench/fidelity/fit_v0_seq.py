@@ -35,24 +35,8 @@ FIT_TABLE = "vllm_pr7117_throughput_fit"
 GRID_US = [5 * i for i in range(31)]  # 0 .. 150 us
 
 
-def without_cost(argv):
-    """argv without a --cost (the table's map.csv flags carry the fitted value)."""
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a == "--cost":
-            skip = True
-        else:
-            out.append(a)
-    return out
-
-
 def main(args):
-    kvsim = os.path.abspath(args[0] if args else "build/kvsim")
-    run.KVSIM_BIN[0] = kvsim
-    m = run.load_map()
-    table = run.load_table(os.path.join(run.DATA, FIT_TABLE + ".csv"))
+    kvsim, m, table = run.fit_start(args, FIT_TABLE)
     best = None
     with tempfile.TemporaryDirectory(prefix="kvsim-fit-v0-seq-") as tmp:
         db = os.path.join(tmp, "fit.db")
@@ -60,7 +44,7 @@ def main(args):
             errs = []
             for r in table["rows"]:
                 argv, _ = run.plan_row(r, table, m)
-                argv = without_cost(argv) + ["--cost", f"roofline:step_overhead_seq_us={us}"]
+                argv = run.without_flag(argv, "--cost") + ["--cost", f"roofline:step_overhead_seq_us={us}"]
                 errs.append(run.row_figure(kvsim, argv, r, db, tmp)[1])
             worst = max(abs(e) for e in errs)
             print(f"step_overhead_seq_us {us:3d}: " + " ".join(f"{e:+6.1f}%" for e in errs))

@@ -380,6 +380,30 @@ def row_figure(kvsim, argv, row, db, tmp, made=None):
     return sim, (sim - real) / real * 100.0
 
 
+def fit_start(args, table_name=None):
+    """A fit script's start: the kvsim binary (args[0] or build/kvsim, made
+    absolute and used by row_figure), map.csv, and the named data table
+    (None: no table)."""
+    kvsim = os.path.abspath(args[0] if args else "build/kvsim")
+    KVSIM_BIN[0] = kvsim
+    m = load_map()
+    table = load_table(os.path.join(DATA, table_name + ".csv")) if table_name else None
+    return kvsim, m, table
+
+
+def without_flag(argv, flag):
+    """argv without `flag` and the value after it, wherever they are."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == flag:
+            skip = True
+        else:
+            out.append(a)
+    return out
+
+
 def fit_script_main(main, script):
     """Run a fit script's main(argv) and exit with its status; a row kvsim
     failed on ends it with one line naming the script and the row, exit 2."""
