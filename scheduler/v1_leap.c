@@ -3,9 +3,10 @@
  * a prefill chunk reaching all its known tokens) but perhaps R's last,
  * which is still chunking its prompt, and nobody was preempted, the steps
  * that follow are forced until a step is short of blocks, the waiting walk
- * admits someone or the chunking request's last chunk comes (a new leap
- * may start after that step), a request finishes in a cluster, or the
- * horizon comes.
+ * admits someone (but a lone newcomer whose first chunk falls short of its
+ * prompt becomes the chunking one) or the chunking request's last chunk
+ * comes (a new leap may start after that step), a request finishes in a
+ * cluster, or the horizon comes.
  * They are planned here in O(1 + blocks taken + the waiting walk) per
  * step, with R's g and C kept lazy and written once when the leap ends, or
  * paused at the horizon and resumed by the next plan.  The step-by-step
@@ -114,7 +115,9 @@ static void take_arrivals(sched *s, double t)
  * step later, and per step only the requests of one residue group (mod bs)
  * touch the pool, in R's order as the running walk would.  The waiting walk
  * runs for real each step (its lookup of a blocked head is kept, see
- * find_hits); if it admits someone (or x's last chunk comes), that step is
+ * find_hits); if it admits one newcomer whose first chunk falls short of its
+ * prompt while there is no x, the newcomer becomes x and the leap goes on;
+ * if it admits anyone else (or x's last chunk comes), that step is
  * completed as a normal one and the leap ends, with *again = 1 when that
  * step is a step 1 itself (v1_leap then starts the next leap after it).
  * A step whose blocks (x's included) exceed F, or that leaves x no budget,
@@ -294,7 +297,7 @@ static double leap_steps(sched *s, double t, int *again)
     int normal = 0, short_of_blocks = 0; /* normal: this step is completed as a normal one */
     int32_t lim = SCHED_LIMIT_NONE_WAITING; /* the limit of the step being planned */
     const double hz = s->arr_cur ? s->arr_other_s : s->horizon;
-    const int32_t x = v->lk_x; /* the chunking request, S_[n] (its last chunk), or -1 */
+    int32_t x = v->lk_x; /* the chunking request, S_[n] (its last chunk), or -1 */
     /* S's decode batch (decode_record_init): the steps differ in kv_read alone */
     const cost_run *run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
     for (; t < hz; step++) {
@@ -364,7 +367,15 @@ static double leap_steps(sched *s, double t, int *again)
                 s->step.limit = SCHED_LIMIT_NONE_WAITING;
                 v1_waiting_walk(s, &b); /* reads and changes nothing of R's lazy state */
                 lim = s->step.limit;
-                if (v->ns > n + (x >= 0)) {
+                const v1_sched_ent *e = &v->S_[n];
+                if (x < 0 && v->ns == n + 1 &&
+                    e->c + e->q < (int64_t)v->rq[e->id].P + v->rq[e->id].g) {
+                    /* one newcomer whose first chunk falls short of its
+                     * prompt: the leap goes on with it as its chunking one */
+                    x = v->lk_x = e->id;
+                    cx = e->c;
+                    qx = e->q;
+                } else if (v->ns > n + (x >= 0)) {
                     normal = 1; /* it admitted someone */
                     break;
                 }
