@@ -704,7 +704,7 @@ static void schedule(sched_v1 *v, int32_t id, int64_t q, int64_t c)
 static int running_walk(sched *s, int64_t *b)
 {
     sched_v1 *v = s->v1;
-    const int64_t thr = v->thr, bs = v->bs;
+    const int64_t bs = v->bs;
     const int wnd = v->wnd != 0, pfx = v->pfx;
     int preempted = 0;
     int64_t i = 0, budget = *b; /* *b kept in a register; written back before
@@ -713,11 +713,7 @@ static int running_walk(sched *s, int64_t *b)
         const int32_t id = v->run[i];
         struct v1_req *rq = &v->rq[id];
         const int64_t C = rq->C;
-        int64_t q = (int64_t)rq->P + rq->g - C;
-        if (thr > 0 && thr < q)
-            q = thr;
-        if (q > budget)
-            q = budget;
+        const int64_t q = v1_chunk(v, id, C, budget);
         if (wnd) /* rule 2.9, every step */
             window_trim(v, id, C, rq->held);
         /* the common case: the tokens fit the blocks held and fill none
@@ -952,19 +948,11 @@ double v1_emit_step(sched *s, double now)
                 sched_add_member(s, e->id, SCHED_MEMBER_DECODE, 1, e->c + 1);
         } else {
             e->kind = SCHED_MEMBER_PREFILL;
-            cb->tokens += e->q;
-            cb->prefill_sq += e->q * e->q;
-            cb->prefill_ctx += e->q * e->c;
-            cb->prefill_cached += e->c;
-            cb->n_prefill++;
-            s->ctr.prefill_chunks += s->cfg.chunked_prefill;
-            sched_add_member(s, e->id, SCHED_MEMBER_PREFILL, e->q, e->c + e->q);
+            v1_batch_add_chunk(s, cb, e->id, e->q, e->c);
         }
     }
     v->emit_ready = ready;
-    s->step.kind = cb->n_prefill == 0   ? SCHED_STEP_DECODE
-                   : cb->n_decode == 0 ? SCHED_STEP_PREFILL
-                                       : SCHED_STEP_MIXED;
+    s->step.kind = v1_step_kind(cb);
     double d;
     if (cb->n_prefill == 0 && v->lk_start) { /* priced as a leap's, whose terms a leap
                                                  that follows reuses */

@@ -469,6 +469,39 @@ static inline void v1_step_stamp(sched *s, double d, double t)
     st->n_running = v->nrun;
 }
 
+/* Rule 4.4's chunk for running request id with C tokens stored and
+ * `budget` tokens of the step left: what is left of P + g, cut to the
+ * long-prefill threshold and the budget.  O(1). */
+static inline int64_t v1_chunk(const sched_v1 *v, int32_t id, int64_t C, int64_t budget)
+{
+    int64_t q = (int64_t)v->rq[id].P + v->rq[id].g - C;
+    if (v->thr > 0 && v->thr < q)
+        q = v->thr;
+    return q > budget ? budget : q;
+}
+
+/* A prefill chunk of q tokens over c stored, of request id, into the
+ * step's batch cb (rule 6.1's features), the prefill-chunk count and the
+ * step's members (prefill members are always listed).  O(1). */
+static inline void v1_batch_add_chunk(sched *s, cost_batch *cb, int32_t id, int64_t q, int64_t c)
+{
+    cb->tokens += q;
+    cb->prefill_sq += q * q;
+    cb->prefill_ctx += q * c;
+    cb->prefill_cached += c;
+    cb->n_prefill++;
+    s->ctr.prefill_chunks += s->cfg.chunked_prefill;
+    sched_add_member(s, id, SCHED_MEMBER_PREFILL, q, c + q);
+}
+
+/* The kind of a step whose batch is cb. */
+static inline int32_t v1_step_kind(const cost_batch *cb)
+{
+    return cb->n_prefill == 0   ? SCHED_STEP_DECODE
+           : cb->n_decode == 0 ? SCHED_STEP_PREFILL
+                               : SCHED_STEP_MIXED;
+}
+
 /* v1.c, for the leaps: the arrival rule (3.1) for request id; the waiting
  * walk of a step with *b tokens of budget left (4.5), which reads and
  * changes nothing of R's lazy state; a normal step's record, emitted at

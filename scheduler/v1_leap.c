@@ -61,18 +61,12 @@ static double emit_mixed(sched *s, int64_t kv, double t, int32_t limit, int32_t 
     assert(dec.n_prefill == 0 && st->n_preempted == 0 && s->n_members == 0);
     cost_batch *cb = &st->batch;
     cb->kv_read = kv;
-    cb->tokens += q;
-    cb->prefill_sq += q * q;
-    cb->prefill_ctx += q * c;
-    cb->prefill_cached += c;
-    cb->n_prefill = 1;
-    s->ctr.prefill_chunks += s->cfg.chunked_prefill;
+    v1_batch_add_chunk(s, cb, x, q, c);
     s->ctr.leap_chunks++;
-    st->kind = dec.n_decode > 0 ? SCHED_STEP_MIXED : SCHED_STEP_PREFILL;
+    st->kind = v1_step_kind(cb);
     st->limit = limit;
     const double d = cost_step_s(s->cost, cb);
     v1_step_stamp(s, d, t);
-    sched_add_member(s, x, SCHED_MEMBER_PREFILL, q, c + q);
     if (s->sink)
         s->sink(s->sink_ctx, st, s->members, s->n_members);
     s->n_members = 0;
@@ -162,8 +156,7 @@ static void leap_group(sched_v1 *v, int64_t n, int64_t *jstar, int64_t *kv)
 static void prefills_as_decodes(sched *s, double t)
 {
     sched_v1 *v = s->v1;
-    if (s->step.batch.n_prefill > 0)
-        s->ctr.leap_prefills++;
+    int converted = 0;
     for (int64_t k = 0; k < v->ns; k++) {
         v1_sched_ent *e = &v->S_[k];
         if (e->kind == SCHED_MEMBER_DECODE)
@@ -181,7 +174,9 @@ static void prefills_as_decodes(sched *s, double t)
         e->kind = SCHED_MEMBER_DECODE;
         rq->C = (int32_t)e->c;
         rq->sq = 1;
+        converted = 1;
     }
+    s->ctr.leap_prefills += converted;
 }
 
 /* One leap from step 1 (just emitted, ending at t); *again = 1 when it
@@ -318,15 +313,10 @@ static double leap_steps(sched *s, double t, int *again)
         int64_t need = nt;
         if (x >= 0) { /* the running walk reaches x last: its next chunk (rule 4.4) */
             const v1_sched_ent *ex = &v->S_[n];
-            const struct v1_req *rx = &v->rq[x];
             cx = ex->c + ex->q;
-            qx = (int64_t)rx->P + rx->g - cx;
-            assert(qx > 0);
-            if (v->thr > 0 && v->thr < qx)
-                qx = v->thr;
-            if (qx > v->B - n)
-                qx = v->B - n;
-            need += sched_ceil_div(cx + qx, bs) - rx->held;
+            assert(cx < (int64_t)v->rq[x].P + v->rq[x].g);
+            qx = v1_chunk(v, x, cx, v->B - n);
+            need += sched_ceil_div(cx + qx, bs) - v->rq[x].held;
         }
         if (need > v->pool.F || (x >= 0 && qx <= 0)) {
             short_of_blocks = 1; /* or x gets no budget: S would not be R */
