@@ -315,17 +315,6 @@ static void workload_free(workload *w)
 
 /* --------------------------------------------------------- the checks */
 
-static int64_t q_int(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
-                  sqlite3_errmsg(db));
-    ck_assert_msg(sqlite3_step(st) == SQLITE_ROW, "%s: %s", sql, sqlite3_errmsg(db));
-    int64_t v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
 /* With no fault armed: the database is sound and holds exactly `finished`
  * runs, each complete.  An empty file (schema never committed) counts as
  * zero runs. */
@@ -340,23 +329,23 @@ static void check_db(const char *path, int64_t finished, int64_t k)
     ck_assert_msg(!strcmp((const char *)sqlite3_column_text(st, 0), "ok"),
                   "fault %lld: integrity_check: %s", (long long)k, sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
-    if (q_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'runs'") == 0) {
+    if (tu_sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'runs'") == 0) {
         ck_assert_msg(finished == 0, "fault %lld: schema gone with %lld runs stored",
                       (long long)k, (long long)finished);
     } else {
-        ck_assert_msg(q_int(db, "SELECT count(*) FROM runs") == finished,
+        ck_assert_msg(tu_sql_int(db, "SELECT count(*) FROM runs") == finished,
                       "fault %lld: %lld runs, want %lld", (long long)k,
-                      (long long)q_int(db, "SELECT count(*) FROM runs"), (long long)finished);
-        ck_assert_msg(q_int(db, "SELECT count(*) FROM runs r WHERE status != 'finished' OR "
+                      (long long)tu_sql_int(db, "SELECT count(*) FROM runs"), (long long)finished);
+        ck_assert_msg(tu_sql_int(db, "SELECT count(*) FROM runs r WHERE status != 'finished' OR "
                                 "n_requests != (SELECT count(*) FROM requests q "
                                 "WHERE q.run_id = r.run_id) OR (record_steps = 1 AND "
                                 "n_steps != (SELECT count(*) FROM steps s "
                                 "WHERE s.run_id = r.run_id))") == 0,
                       "fault %lld: an incomplete run is visible", (long long)k);
         /* the row tables themselves: the views show only rows of a run */
-        ck_assert_int_eq(q_int(db, "SELECT count(*) FROM request_rows WHERE key >> 32 NOT IN "
+        ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM request_rows WHERE key >> 32 NOT IN "
                                    "(SELECT run_id FROM runs)"), 0);
-        ck_assert_int_eq(q_int(db, "SELECT count(*) FROM step_rows WHERE key >> 32 NOT IN "
+        ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM step_rows WHERE key >> 32 NOT IN "
                                    "(SELECT run_id FROM runs)"), 0);
     }
     ck_assert_int_eq(sqlite3_close(db), SQLITE_OK);

@@ -37,16 +37,6 @@ static store *open_db(const char *dir, const char *name)
     return st;
 }
 
-static int64_t count(store *st, const char *sql)
-{
-    sqlite3_stmt *q = NULL;
-    ck_assert_int_eq(sqlite3_prepare_v2(store_db(st), sql, -1, &q, NULL), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(q, 0);
-    sqlite3_finalize(q);
-    return v;
-}
-
 /* Run o into st; the run's id; res freed. */
 static int64_t run(job_opts *o, store *st, int64_t *streamed)
 {
@@ -83,14 +73,14 @@ static void same_rows(const char *engine, const char *frontend_ms)
     char sql[1600];
     snprintf(sql, sizeof sql, "ATTACH '%s/b.db' AS b", dir);
     ck_assert_int_eq(sqlite3_exec(store_db(a), sql, NULL, NULL, NULL), SQLITE_OK);
-    ck_assert_int_eq(count(a, "SELECT count(*) FROM main.requests"), 6000);
-    ck_assert_int_eq(count(a, "SELECT count(*) FROM b.request_rows"), 6000);
-    ck_assert_int_eq(count(a, "SELECT count(*) FROM (SELECT * FROM main.request_rows EXCEPT "
+    ck_assert_int_eq(tu_sql_int(store_db(a), "SELECT count(*) FROM main.requests"), 6000);
+    ck_assert_int_eq(tu_sql_int(store_db(a), "SELECT count(*) FROM b.request_rows"), 6000);
+    ck_assert_int_eq(tu_sql_int(store_db(a), "SELECT count(*) FROM (SELECT * FROM main.request_rows EXCEPT "
                               "SELECT * FROM b.request_rows)"), 0);
-    ck_assert_int_eq(count(a, "SELECT count(*) FROM (SELECT * FROM b.request_rows EXCEPT "
+    ck_assert_int_eq(tu_sql_int(store_db(a), "SELECT count(*) FROM (SELECT * FROM b.request_rows EXCEPT "
                               "SELECT * FROM main.request_rows)"), 0);
     /* the runs row is whole: its metrics read back */
-    ck_assert_int_eq(count(a, "SELECT count(*) FROM main.runs r JOIN b.runs s USING (run_id) "
+    ck_assert_int_eq(tu_sql_int(store_db(a), "SELECT count(*) FROM main.runs r JOIN b.runs s USING (run_id) "
                               "WHERE r.ttft_p99_s = s.ttft_p99_s AND r.n_finished = s.n_finished "
                               "AND r.n_steps = s.n_steps"), 1);
     store_close(a);
@@ -148,9 +138,9 @@ START_TEST(test_stream_no_lock_and_moved_id)
     ck_assert_int_eq(run(&o, st, &streamed), 2); /* the other run took 1 */
     ck_assert_int_eq(ow.id, 1);
     ck_assert_int_ge(streamed, 4096); /* keyed for run 1, moved to run 2 */
-    ck_assert_int_eq(count(st, "SELECT count(*) FROM requests WHERE run_id = 2"), 6000);
-    ck_assert_int_eq(count(st, "SELECT count(*) FROM request_rows"), 6000);
-    ck_assert_int_eq(count(st, "SELECT min(req_id) + max(req_id) FROM requests"), 5999);
+    ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM requests WHERE run_id = 2"), 6000);
+    ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM request_rows"), 6000);
+    ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT min(req_id) + max(req_id) FROM requests"), 5999);
     /* the same rows as the usual path's, shifted to run 2 */
     store *a = open_db(dir, "one.db");
     setup(&o, "vllm-v1", 0);
@@ -158,7 +148,7 @@ START_TEST(test_stream_no_lock_and_moved_id)
     char sql[1600];
     snprintf(sql, sizeof sql, "ATTACH '%s' AS b", path);
     ck_assert_int_eq(sqlite3_exec(store_db(a), sql, NULL, NULL, NULL), SQLITE_OK);
-    ck_assert_int_eq(count(a, "SELECT count(*) FROM (SELECT * FROM main.requests EXCEPT "
+    ck_assert_int_eq(tu_sql_int(store_db(a), "SELECT count(*) FROM (SELECT * FROM main.requests EXCEPT "
                               "SELECT 1, req_id, arrival_s, prompt_tokens, output_tokens, "
                               "priority, status, first_token_s, finish_s, preemptions, swaps, "
                               "swapped_s, replica, decode_replica, kv_transfer_s, max_itl_s, "
@@ -186,9 +176,9 @@ START_TEST(test_stream_write_fails)
     ck_assert_int_ne(job_execute(&o, st, &id, NULL, &err), KVS_OK);
     ck_assert_ptr_nonnull(strstr(err.msg, "row 5000 refused"));
     ck_assert_ptr_nonnull(strstr(err.msg, "fail.db"));
-    ck_assert_int_eq(count(st, "SELECT count(*) FROM runs"), 0);
-    ck_assert_int_eq(count(st, "SELECT count(*) FROM request_rows"), 0);
-    ck_assert_int_eq(count(st, "SELECT count(*) FROM pragma_database_list "
+    ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM runs"), 0);
+    ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM request_rows"), 0);
+    ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM pragma_database_list "
                                "WHERE name = 'kvsim_stage'"), 0);
     store_close(st);
 }
@@ -216,14 +206,14 @@ START_TEST(test_stream_end)
                      KVS_OK);
     ck_assert_int_ge(store_stage_count(js.stage), 4096); /* staged before the end */
     job_stream_end(&js);
-    ck_assert_int_eq(count(st, "SELECT count(*) FROM pragma_database_list "
+    ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM pragma_database_list "
                                "WHERE name = 'kvsim_stage'"), 0);
-    ck_assert_int_eq(count(st, "SELECT count(*) FROM request_rows"), 0);
-    ck_assert_int_eq(count(st, "SELECT count(*) FROM runs"), 0);
+    ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM request_rows"), 0);
+    ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM runs"), 0);
     int64_t id = 0;
     ck_assert_msg(store_write_run(st, &o.cfg, &res, &id, &err) == KVS_OK, "%s", err.msg);
     ck_assert_int_eq(id, 1);
-    ck_assert_int_eq(count(st, "SELECT count(*) FROM requests WHERE run_id = 1"), 6000);
+    ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM requests WHERE run_id = 1"), 6000);
     run_result_free(&res);
     cost_model_free(&cost);
     trace_free(&tr);

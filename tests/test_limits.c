@@ -73,13 +73,8 @@ static double q_dbl(const char *db_path, const char *sql)
 static int64_t q_int(const char *db_path, const char *sql)
 {
     sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
     ck_assert_int_eq(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
-                  sqlite3_errmsg(db));
-    ck_assert_msg(sqlite3_step(st) == SQLITE_ROW, "%s: no row", sql);
-    int64_t v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    int64_t v = tu_sql_int(db, sql);
     sqlite3_close(db);
     return v;
 }

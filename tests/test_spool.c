@@ -39,17 +39,6 @@ static void small_run(run_config *cfg, trace *tr, run_result *res, const char *s
     cost_model_free(&cost);
 }
 
-static int64_t q_int(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *q = NULL;
-    ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK, "%s: %s", sql,
-                  sqlite3_errmsg(db));
-    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(q, 0);
-    sqlite3_finalize(q);
-    return v;
-}
-
 static void raw_exec(sqlite3 *db, const char *sql)
 {
     char *msg = NULL;
@@ -152,13 +141,13 @@ START_TEST(test_locked_run_spooled_then_imported)
     ck_assert_int_eq(rid, 1);
     char sql[256];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM requests WHERE run_id = %lld", (long long)rid);
-    ck_assert_int_eq(q_int(db, sql), 40);
+    ck_assert_int_eq(tu_sql_int(db, sql), 40);
     snprintf(sql, sizeof sql, "SELECT count(*) FROM steps WHERE run_id = %lld", (long long)rid);
-    ck_assert_int_eq(q_int(db, sql), res.n_steps);
+    ck_assert_int_eq(tu_sql_int(db, sql), res.n_steps);
     snprintf(sql, sizeof sql, "SELECT run_id FROM sweep_points WHERE sweep_id = %lld AND "
              "point_index = 0", (long long)sweep);
-    ck_assert_int_eq(q_int(db, sql), rid);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM spool_imports"), 1);
+    ck_assert_int_eq(tu_sql_int(db, sql), rid);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM spool_imports"), 1);
 
     /* the same file again (a second importer, a kill before the unlink) */
     snprintf(cmd, sizeof cmd, "cp %s/copy.keep %s/$(sqlite3 -noheader %s "
@@ -169,7 +158,7 @@ START_TEST(test_locked_run_spooled_then_imported)
     ck_assert_int_eq(rep.imported, 0);
     ck_assert_int_eq(rep.duplicates, 1);
     ck_assert_int_eq(count_spool(dir), 0);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM runs"), 1);
 
     /* unlocked: store_save_run writes at once */
     ck_assert_int_eq(store_save_run(s, &cfg, &res, &id, &err), KVS_OK);
@@ -242,8 +231,8 @@ START_TEST(test_locked_group_rows_spooled)
     ck_assert_int_eq(prof, 0);
     sqlite3 *db = store_db(s);
     raw_exec(other, "ROLLBACK");
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 0);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sweep_point_params"), 0);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM runs"), 0);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM sweep_point_params"), 0);
 
     store_spool_report rep;
     ck_assert_msg(store_spool_import(s, &rep, &err) == KVS_OK, "%s", err.msg);
@@ -251,22 +240,22 @@ START_TEST(test_locked_group_rows_spooled)
     ck_assert_int_eq(rep.calibrations, 1);
     ck_assert_int_eq(rep.left, 0);
     /* calib- sorts before run-: the runs are 1 (probe) and 2 (variant) */
-    ck_assert_int_eq(q_int(db, "SELECT run_id FROM sweep_points WHERE point_index = 3"), 1);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sweep_point_params WHERE point_index = 3 "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT run_id FROM sweep_points WHERE point_index = 3"), 1);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM sweep_point_params WHERE point_index = 3 "
                                "AND ((param = 'policy' AND value = 'fcfs') OR "
                                "(param = 'rate' AND value = '2.5'))"),
                      2);
     store_search_point sp;
     ck_assert_int_eq(store_search_point_get(s, sweep, 3, "rate", &sp, &err), KVS_OK);
     ck_assert(sp.found && sp.run_id == 1 && !strcmp(sp.value, "2.5") && !strcmp(sp.policy, "fcfs"));
-    ck_assert_int_eq(q_int(db, "SELECT run_id FROM compare_runs WHERE variant_index = 1 AND "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT run_id FROM compare_runs WHERE variant_index = 1 AND "
                                "variant = 'static'"),
                      2);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM calibrations"), 1);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM kernel_measurements k JOIN calibrations c "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM calibrations"), 1);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM kernel_measurements k JOIN calibrations c "
                                "USING (calib_id) WHERE k.median_s IN (1e-3, 2e-5)"),
                      2);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM profiles p JOIN calibrations c USING "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM profiles p JOIN calibrations c USING "
                                "(calib_id) WHERE p.params_json = '{\"k\":1}'"),
                      1);
     /* unlocked: written at once, in one transaction */
@@ -309,21 +298,21 @@ START_TEST(test_upgrade_keys_never_reused)
     kvs_err err = {{0}};
     ck_assert_msg(store_open(path, &s, &err) == KVS_OK, "%s", err.msg);
     db = store_db(s);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 2);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM runs"), 2);
     /* both rows kept (version 9 moved them to request_rows); the orphan under
      * id 3 has no run, so the requests view, a join with runs, omits it */
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM request_rows"), 2);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests"), 1);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM request_rows WHERE key = (3 << 32) AND "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM request_rows"), 2);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM requests"), 1);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM request_rows WHERE key = (3 << 32) AND "
                                "status_code = 0"), 1);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'runs' AND "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'runs' AND "
                                "sql LIKE '%AUTOINCREMENT%'"), 1);
     /* the old compare is a complete group; the old sweep without its run, interrupted */
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM compares WHERE compare_id = 9 AND "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM compares WHERE compare_id = 9 AND "
                                "n_runs = 2 AND status = 'complete'"), 1);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sweeps WHERE sweep_id = 4 AND "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM sweeps WHERE sweep_id = 4 AND "
                                "status = 'interrupted'"), 1);
-    ck_assert_int_eq(q_int(db, "PRAGMA foreign_keys"), 1);
+    ck_assert_int_eq(tu_sql_int(db, "PRAGMA foreign_keys"), 1);
     run_config cfg;
     trace tr;
     run_result res;
@@ -331,11 +320,11 @@ START_TEST(test_upgrade_keys_never_reused)
     int64_t id = 0;
     ck_assert_msg(store_write_run(s, &cfg, &res, &id, &err) == KVS_OK, "%s", err.msg);
     ck_assert_int_eq(id, 4);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests WHERE run_id = 4"), 5);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM requests WHERE run_id = 4"), 5);
     raw_exec(db, "PRAGMA foreign_keys=OFF; DELETE FROM runs WHERE run_id = 4; "
                  "PRAGMA foreign_keys=ON");
     /* the trigger that replaced ON DELETE CASCADE fires with foreign keys off */
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM request_rows WHERE key >= (4 << 32)"), 0);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM request_rows WHERE key >= (4 << 32)"), 0);
     ck_assert_int_eq(store_write_run(s, &cfg, &res, &id, &err), KVS_OK);
     ck_assert_int_eq(id, 5);
     /* group ids: a new compare follows 9, a new sweep follows 4 */
@@ -407,9 +396,9 @@ START_TEST(test_upgrade_requests_view)
     char *after = q_str(db, REQUESTS_DUMP);
     ck_assert_str_eq(after, before);
     /* (2, 1): key 2 * 4294967296 + 1; rejected is code 1 */
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM request_rows WHERE key = 8589934593 "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM request_rows WHERE key = 8589934593 "
                                "AND status_code = 0"), 1);
-    ck_assert_int_eq(q_int(db, "SELECT status_code FROM request_rows WHERE key = 4294967297"), 1);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT status_code FROM request_rows WHERE key = 4294967297"), 1);
     /* one run's rows by key range, not a scan of request_rows */
     char plan[1024] = "";
     sqlite3_stmt *ep = NULL;
@@ -423,7 +412,7 @@ START_TEST(test_upgrade_requests_view)
     /* the view's insert trigger: a good row goes in, a bad status or run does not */
     raw_exec(db, "INSERT INTO requests(run_id, req_id, arrival_s, prompt_tokens, output_tokens, "
                  "priority, status, preemptions, swaps) VALUES (2, 2, 5.0, 1, 1, 0, 'rejected', 0, 0)");
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests WHERE run_id = 2 AND req_id = 2 "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM requests WHERE run_id = 2 AND req_id = 2 "
                                "AND status = 'rejected' AND replica = 0"), 1);
     ck_assert_int_ne(sqlite3_exec(db, "INSERT INTO requests(run_id, req_id, arrival_s, "
                                       "prompt_tokens, output_tokens, priority, status, "
@@ -434,8 +423,8 @@ START_TEST(test_upgrade_requests_view)
                                       "preemptions, swaps) VALUES (7, 0, 5, 1, 1, 0, 'finished', 0, 0)",
                                   NULL, NULL, NULL), SQLITE_OK);
     raw_exec(db, "DELETE FROM runs WHERE run_id = 1");
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM request_rows"), 3);
-    ck_assert_int_eq(q_int(db, "SELECT min(key >> 32) FROM request_rows"), 2);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM request_rows"), 3);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT min(key >> 32) FROM request_rows"), 2);
     free(before);
     free(after);
     store_close(s);
@@ -479,9 +468,9 @@ START_TEST(test_upgrade_steps_view)
     char *after = q_str(db, STEPS_DUMP);
     ck_assert_str_eq(after, before);
     /* (2, 0): key 2 * 4294967296 + 0, mixed is code 2; (1, 1): decode, 1 */
-    ck_assert_int_eq(q_int(db, "SELECT kind_code FROM step_rows WHERE key = 8589934592"), 2);
-    ck_assert_int_eq(q_int(db, "SELECT kind_code FROM step_rows WHERE key = 4294967297"), 1);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'steps' AND "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT kind_code FROM step_rows WHERE key = 8589934592"), 2);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT kind_code FROM step_rows WHERE key = 4294967297"), 1);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'steps' AND "
                                "type = 'view'"), 1);
     /* one run's steps by key range, not a scan of step_rows */
     char plan[1024] = "";
@@ -499,7 +488,7 @@ START_TEST(test_upgrade_steps_view)
                  "tokens, kv_read, prefill_sq, kv_blocks_used, n_waiting, n_running, "
                  "n_preempted, swap_out_blocks, swap_in_blocks, members) VALUES "
                  "(2, 1, 1.0, 0.5, 'decode', 0, 1, 1, 5, 0, 3, 0, 1, 0, 0, 0, x'')");
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM steps WHERE run_id = 2 AND step_id = 1 "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM steps WHERE run_id = 2 AND step_id = 1 "
                                "AND kind = 'decode' AND replica = 0"), 1);
     ck_assert_int_ne(sqlite3_exec(db, "INSERT INTO steps(run_id, step_id, start_s, dur_s, kind, "
                                       "n_prefill, n_decode, tokens, kv_read, prefill_sq, "
@@ -514,8 +503,8 @@ START_TEST(test_upgrade_steps_view)
                                       "(7, 0, 1, 1, 'decode', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, x'')",
                                   NULL, NULL, NULL), SQLITE_OK);
     raw_exec(db, "DELETE FROM runs WHERE run_id = 1");
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM step_rows"), 2);
-    ck_assert_int_eq(q_int(db, "SELECT min(key >> 32) FROM step_rows"), 2);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM step_rows"), 2);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT min(key >> 32) FROM step_rows"), 2);
     free(before);
     free(after);
     store_close(s);
@@ -543,7 +532,7 @@ START_TEST(test_group_status)
     char sql[200];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM compares WHERE status = 'running' AND pid = %d",
              (int)getpid());
-    ck_assert_int_eq(q_int(db, sql), 3);
+    ck_assert_int_eq(tu_sql_int(db, sql), 3);
     ck_assert_int_eq(store_group_finish(s, "compare", a, "complete", &err), KVS_OK);
     /* b belongs to a process that has exited */
     pid_t child = fork();
@@ -555,11 +544,11 @@ START_TEST(test_group_status)
     int64_t marked = 0;
     ck_assert_int_eq(store_groups_mark_stale(s, &marked, &err), KVS_OK);
     ck_assert_int_eq(marked, 1);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM compares WHERE compare_id = 1 AND "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM compares WHERE compare_id = 1 AND "
                                "status = 'complete'"), 1);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM compares WHERE compare_id = 2 AND "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM compares WHERE compare_id = 2 AND "
                                "status = 'interrupted'"), 1);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM compares WHERE compare_id = 3 AND "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM compares WHERE compare_id = 3 AND "
                                "status = 'running'"), 1);
     ck_assert_int_eq(store_group_finish(s, "compare", c, "done", &err), KVS_EINTERNAL);
     store_close(s);

@@ -70,17 +70,6 @@ static void q_eq(sqlite3 *db, const char *sql, const char *want)
     free(got);
 }
 
-static int64_t q_int(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
-                  sqlite3_errmsg(db));
-    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
 static double q_dbl(sqlite3 *db, const char *sql)
 {
     sqlite3_stmt *st = NULL;
@@ -241,7 +230,7 @@ START_TEST(test_schema_created)
          "sweep_params,sweep_runs");
     q_eq(db, "PRAGMA journal_mode", "wal");
     q_eq(db, "PRAGMA foreign_keys", "1");
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
                                "AND name IN ('runs_compare_id', 'runs_sweep_id')"),
                      2);
     ck_assert_ptr_nonnull(store_migration_sql(0));
@@ -259,17 +248,17 @@ START_TEST(test_reopen_idempotent)
     fixture f;
     fixture_init(&f);
     store *s = open_ok(path);
-    int64_t objects = q_int(store_db(s), "SELECT count(*) FROM sqlite_master");
+    int64_t objects = tu_sql_int(store_db(s), "SELECT count(*) FROM sqlite_master");
     write_ok(s, &f);
     store_close(s);
     for (int i = 0; i < 2; i++) {
         s = open_ok(path);
         sqlite3 *db = store_db(s);
-        ck_assert_int_eq(q_int(db, "SELECT count(*) FROM sqlite_master"), objects);
-        ck_assert_int_eq(q_int(db, "SELECT count(*) FROM meta"), 1);
+        ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM sqlite_master"), objects);
+        ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM meta"), 1);
         q_eq(db, "SELECT value FROM meta WHERE key = 'schema_version'", SCHEMA_NOW);
-        ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 1);
-        ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests"), 3);
+        ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM runs"), 1);
+        ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM requests"), 3);
         store_close(s);
     }
     free(path);
@@ -401,8 +390,8 @@ START_TEST(test_write_run_round_trip)
     f.cfg.record_steps = 0;
     id = write_ok(s, &f);
     ck_assert_int_eq(id, 2);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM steps WHERE run_id = 2"), 0);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests WHERE run_id = 2"), 3);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM steps WHERE run_id = 2"), 0);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM requests WHERE run_id = 2"), 3);
     store_close(s);
     free(path);
 }
@@ -419,8 +408,8 @@ START_TEST(test_write_empty_run)
     f.rr.n_members = 0;
     store *s = open_ok(path);
     write_ok(s, &f);
-    ck_assert_int_eq(q_int(store_db(s), "SELECT count(*) FROM requests"), 0);
-    ck_assert_int_eq(q_int(store_db(s), "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(tu_sql_int(store_db(s), "SELECT count(*) FROM requests"), 0);
+    ck_assert_int_eq(tu_sql_int(store_db(s), "SELECT count(*) FROM runs"), 1);
     store_close(s);
     free(path);
 }
@@ -447,8 +436,8 @@ START_TEST(test_write_failed_run)
     q_eq(db, "SELECT quote(n_requests) || quote(ttft_p50_s) || quote(throughput_tok_s) ||"
              " quote(n_steps) FROM runs",
          "NULLNULLNULLNULL");
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests"), 0);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM run_summary"), 0);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM requests"), 0);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM run_summary"), 0);
     /* Without a trace (failed before loading it). */
     ck_assert_int_eq(store_write_failed_run(s, &f.cfg, NULL, "trace.csv:3: bad row", "", 0,
                                             &id, &err),
@@ -482,9 +471,9 @@ START_TEST(test_failure_mid_write_leaves_nothing)
     ck_assert_int_eq(id, -7);
     assert_has(err.msg, path);
     assert_has(err.msg, "request 2: status running is not final");
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 1);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests"), 3);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM steps"), 2);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM requests"), 3);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM steps"), 2);
     ck_assert_int_eq(sqlite3_get_autocommit(db), 1); /* no transaction left open */
 
     /* Broken step offsets fail in the steps phase, after the requests. */
@@ -492,8 +481,8 @@ START_TEST(test_failure_mid_write_leaves_nothing)
     f.steps[1].member_off = 4; /* ends step 0 past n_members */
     ck_assert_int_eq(store_write_run(s, &f.cfg, &f.rr, &id, &err), KVS_EINTERNAL);
     ck_assert_str_eq(err.msg, "run result: step 0 members [0, 4) outside [0, 3)");
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 1);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests"), 3);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM requests"), 3);
 
     /* A step kind outside prefill/decode/mixed, which step_rows no longer
      * CHECKs, is refused once per run before any step row (schema 11); so
@@ -506,9 +495,9 @@ START_TEST(test_failure_mid_write_leaves_nothing)
     f.steps[1].step.index = (int64_t)1 << 32;
     ck_assert_int_eq(store_write_run(s, &f.cfg, &f.rr, &id, &err), KVS_EINTERNAL);
     assert_has(err.msg, "step id 4294967296 outside the row key");
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM runs"), 1);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM requests"), 3);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM step_rows"), 2);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM requests"), 3);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM step_rows"), 2);
     ck_assert_int_eq(sqlite3_get_autocommit(db), 1);
 
     f.steps[1].step.index = 1;
@@ -528,11 +517,11 @@ START_TEST(test_transaction_helpers)
     ck_assert_int_eq(store_begin(s, &err), KVS_OK);
     raw_exec(db, "INSERT INTO calibrations(device) VALUES('cpu')");
     store_rollback(s);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM calibrations"), 0);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM calibrations"), 0);
     ck_assert_int_eq(store_begin(s, &err), KVS_OK);
     raw_exec(db, "INSERT INTO calibrations(device) VALUES('cuda')");
     ck_assert_int_eq(store_commit(s, &err), KVS_OK);
-    ck_assert_int_eq(q_int(db, "SELECT count(*) FROM calibrations"), 1);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM calibrations"), 1);
     /* COMMIT without BEGIN is an error naming the path. */
     ck_assert_int_eq(store_commit(s, &err), KVS_EDB);
     assert_has(err.msg, path);
@@ -666,7 +655,7 @@ START_TEST(test_locked)
     snprintf(want, sizeof want, "%s: database is locked", path);
     ck_assert_str_eq(err.msg, want);
     raw_exec(other, "ROLLBACK");
-    ck_assert_int_eq(q_int(store_db(s), "SELECT count(*) FROM runs"), 0);
+    ck_assert_int_eq(tu_sql_int(store_db(s), "SELECT count(*) FROM runs"), 0);
     ck_assert_int_eq(write_ok(s, &f), 1);
     store_close(s);
     sqlite3_close(other);

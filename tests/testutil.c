@@ -154,16 +154,23 @@ void tu_token_times(const golden *g, double *tt, int maxo, int64_t *ntok)
     }
 }
 
+int64_t tu_sql_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(db));
+    ck_assert_msg(sqlite3_step(st) == SQLITE_ROW, "%s: no row (%s)", sql, sqlite3_errmsg(db));
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
 void tu_sql_expect(sqlite3 *db, const tu_sql_want *q, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        sqlite3_stmt *st;
-        ck_assert_msg(sqlite3_prepare_v2(db, q[i].sql, -1, &st, NULL) == SQLITE_OK, "%s: %s",
-                      q[i].sql, sqlite3_errmsg(db));
-        ck_assert_msg(sqlite3_step(st) == SQLITE_ROW, "%s: no row", q[i].sql);
-        ck_assert_msg(sqlite3_column_int64(st, 0) == q[i].want, "%s: %lld, want %lld",
-                      q[i].sql, (long long)sqlite3_column_int64(st, 0), (long long)q[i].want);
-        sqlite3_finalize(st);
+        const int64_t v = tu_sql_int(db, q[i].sql);
+        ck_assert_msg(v == q[i].want, "%s: %lld, want %lld", q[i].sql, (long long)v,
+                      (long long)q[i].want);
     }
 }
 

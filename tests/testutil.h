@@ -50,6 +50,9 @@ typedef struct tu_sql_want {
 /* Run every q[i] on db; a failing query or a value other than want fails
  * the test, naming the query. */
 void tu_sql_expect(sqlite3 *db, const tu_sql_want *q, size_t n);
+/* The first column of sql's first row on db, as an integer; a query that
+ * fails or returns no row fails the test, naming the query. */
+int64_t tu_sql_int(sqlite3 *db, const char *sql);
 
 /* A random trace for property tests: n requests, exponential gaps (mean
  * 0.05 s) with a fifth of them simultaneous, prompts in [1, pmax], outputs
