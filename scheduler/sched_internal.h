@@ -182,7 +182,7 @@ struct sched {
     int64_t *g;                   /* [n] tokens generated, for requests not running */
     int64_t *swap_ctx;            /* [n] stored tokens of a swapped request */
     double *swap_since;           /* [n] time of swap-out */
-    int32_t *state;               /* [n] sched_req_status */
+    uint8_t *state;               /* [n] sched_req_status (0..5: one byte) */
     sched *share;                 /* V0: the engine whose res, g, swap_ctx, swap_since
                                      and state these are (sched_init_shared), or NULL */
 

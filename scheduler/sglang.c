@@ -239,7 +239,7 @@ void sgl_set_state(sched *s, int32_t id, int st)
     static const int32_t map[] = {SCHED_REQ_PENDING, SCHED_REQ_WAITING, SCHED_REQ_RUNNING,
                                   SCHED_REQ_RUNNING, SCHED_REQ_FINISHED, SCHED_REQ_REJECTED};
     s->sgl->rq[id].st = (int8_t)st;
-    s->state[id] = map[st];
+    s->state[id] = (uint8_t)map[st];
     if (st != SGL_FINISHED && st != SGL_REJECTED)
         s->res[id].status = map[st];
 }

@@ -102,12 +102,10 @@ static int v1_init(sched *s, kvs_err *err)
     if (o) {
         s->res = s->share->res;
         v->rq = o->rq;
-        v->seg_len = o->seg_len;
         s->state = s->share->state;
     } else {
         s->res = malloc(nn * sizeof *s->res);
         v->rq = calloc(nn, sizeof *v->rq);
-        v->seg_len = calloc(nn, sizeof *v->seg_len);
         s->state = calloc(nn, sizeof *s->state);
     }
     /* the largest block table: ceil((P + O - 1) / bs) of any request that
@@ -125,7 +123,7 @@ static int v1_init(sched *s, kvs_err *err)
     v->slots = c->max_seqs < n ? c->max_seqs : n;
     if (v->slots < 1)
         v->slots = 1;
-    if (!s->res || !v->rq || !v->seg_len || !s->state || v->tcap > INT64_MAX / 4 / v->slots)
+    if (!s->res || !v->rq || !s->state || v->tcap > INT64_MAX / 4 / v->slots)
         goto nomem;
     v->run = malloc((size_t)v->slots * sizeof *v->run);
     v->tab = malloc((size_t)(v->slots * v->tcap) * sizeof *v->tab);
@@ -192,10 +190,11 @@ static void v1_free(sched *s)
     v1_pool_free(&v->pool);
     if (!s->share) {
         free(v->rq);
-        free(v->seg_len);
         free(v->wlo);
         free(v->ext);
     }
+    if (v->seg_len_owned)
+        free(v->seg_len);
     if (!v->chain_borrowed) {
         free(v->chain);
         free(v->seg_end);
@@ -231,11 +230,20 @@ static int v1_attach_prefixes(sched *s, const req_prefixes *px, kvs_err *err)
         return KVS_OK;
     const sched_v1 *o = s->share ? s->share->v1 : NULL;
     if (o && o->seg_off == px->off && o->chain) { /* the owner's ids and seg_len */
+        v->seg_len = o->seg_len;
         v->chain = o->chain;
         v->seg_end = o->seg_end;
         v->chain_borrowed = 1;
         v->seg_off = px->off;
         return KVS_OK;
+    }
+    if (o && o->seg_len) { /* shared requests: the owner's lengths, rewritten alike */
+        v->seg_len = o->seg_len;
+    } else {
+        v->seg_len = malloc((size_t)(s->n > 0 ? s->n : 1) * sizeof *v->seg_len);
+        if (!v->seg_len)
+            return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for prefix ids");
+        v->seg_len_owned = 1;
     }
     int64_t total = px->off[s->n];
     size_t nt = (size_t)(total > 0 ? total : 1);
@@ -536,11 +544,17 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
         return 0;
     if (!v->xtab && need + m > v->pool.F) {
         /* the hits that are free count too; only whether they make need
-         * exceed F matters, so stop when they do (a blocked head after a
-         * preemption holds hundreds of hits and asks at every step) and
-         * skip the count when even all of them could not */
-        for (int64_t k = 0; k < m && need <= v->pool.F; k++)
-            need += v1_pool_count(&v->pool, hits[k]) == 0;
+         * exceed F matters.  The watched lookup's are counted by the pool
+         * (wfree): a blocked head after a preemption holds hundreds of hits
+         * and asks at every step.  Others: stop when need exceeds F, and
+         * skip the count when even all of them could not. */
+        if (hits == v->pool.wh && m == v->pool.wm) {
+            assert(v->pool.wfree >= 0 && v->pool.wfree <= m);
+            need += v->pool.wfree;
+        } else {
+            for (int64_t k = 0; k < m && need <= v->pool.F; k++)
+                need += v1_pool_count(&v->pool, hits[k]) == 0;
+        }
     }
     if (v->xtab) {
         for (int64_t k = 0; k < m; k++)

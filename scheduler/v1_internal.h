@@ -40,6 +40,9 @@ typedef struct v1_key {
 #define V1_BLK_HAS_ID 2u /* carries an identity (registered) */
 #define V1_BLK_LAZY 4u   /* a private identity not yet in the table
                             (v1_pool_publish puts it there) */
+#define V1_BLK_WATCHED 0x80000000u /* in the watched lookup's answer (wh[0 .. wm));
+                                     the top bit: v1_pool_release_rev sums it
+                                     and V1_BLK_HAS_ID in one word */
 
 typedef struct v1_blk {
     int32_t ref;               /* reference count */
@@ -82,6 +85,9 @@ typedef struct v1_pool {
     v1_key watch_miss;         /* the first key not found */
     int watch_has_miss;        /* 0: the lookup stopped at its cap */
     int64_t wepoch;            /* the key not found entered M: look up again */
+    int64_t wfree;             /* blocks of wh[0 .. wm) with count 0 (in Q), kept by
+                                  hold, release and take through V1_BLK_WATCHED: a
+                                  blocked head's free hits without a pass over them */
 } v1_pool;
 
 int v1_pool_init(v1_pool *p, int64_t N, int with_cache);
@@ -94,6 +100,8 @@ static inline void v1_pool_watch_hit(v1_pool *p, int32_t b)
 {
     p->x[b].widx = (int32_t)(p->wm + 1);
     p->wh[p->wm++] = b;
+    p->blk[b].flags |= V1_BLK_WATCHED;
+    p->wfree += p->blk[b].ref == 0;
 }
 static inline void v1_pool_watch_miss(v1_pool *p, v1_key k)
 {
@@ -131,6 +139,8 @@ static inline void v1_pool_hold(v1_pool *p, int32_t b)
         p->F--;
         if (e->flags & V1_BLK_HAS_ID)
             p->cached--;
+        if (e->flags & V1_BLK_WATCHED)
+            p->wfree--;
     }
 }
 
@@ -171,37 +181,42 @@ static inline void v1_pool_register(v1_pool *p, int32_t b, v1_key k)
 void v1_pool_publish(v1_pool *p, int32_t b, v1_key k);
 
 /* v1_pool_release of t[n - 1], ..., t[0] (last to first), with the ring's
- * counters kept in registers.  The same result as n releases.  O(n)
- * amortized. */
+ * counters kept in registers.  The same result as n releases.  The ring
+ * is packed first if fewer than n slots are left (packing keeps Q's
+ * order, so packing early changes no answer; the ring has room for
+ * 2 (N + 1) blocks and Q holds at most N, so the loop never packs).
+ * O(n) amortized. */
 static inline void v1_pool_release_rev(v1_pool *p, const int32_t *t, int64_t n)
 {
+    if ((uint64_t)n > p->rmask + 1 - (p->rtail - p->rhead))
+        v1_pool_ring_pack_(p);
+    assert((uint64_t)n <= p->rmask + 1 - (p->rtail - p->rhead));
     uint64_t tail = p->rtail;
-    uint64_t room = p->rmask + 1 - (tail - p->rhead); /* free ring slots */
-    int64_t freed = 0, cached = 0;
+    const uint64_t mask = p->rmask;
+    int32_t *ring = p->ring;
+    v1_blk *blk = p->blk;
+    /* one sum of (flags & (HAS_ID | WATCHED)): HAS_ID (2) counts in bits
+     * 0-30 while 2n < 2^31, WATCHED (2^31) from bit 31 on */
+    assert(n < (INT64_C(1) << 30));
+    uint64_t ids = 0;
     for (int64_t j = n - 1; j >= 0; j--) {
         if (j >= 8) /* cold: last touched when taken */
-            v1_pool_prefetch(p, t[j - 8]);
+            __builtin_prefetch(&blk[t[j - 8]]);
         const int32_t b = t[j];
-        v1_blk *e = &p->blk[b];
+        v1_blk *e = &blk[b];
         if (--e->ref > 0)
             continue;
-        if (room == 0) {
-            p->rtail = tail;
-            v1_pool_ring_pack_(p);
-            tail = p->rtail;
-            room = p->rmask + 1 - (tail - p->rhead);
-        }
-        room--;
-        e->qpos = (int32_t)(tail & p->rmask);
-        p->ring[e->qpos] = b;
+        const uint32_t f = e->flags;
+        e->qpos = (int32_t)(tail & mask);
+        ring[tail & mask] = b;
         tail++;
-        e->flags |= V1_BLK_INQ;
-        freed++;
-        cached += (e->flags & V1_BLK_HAS_ID) != 0;
+        e->flags = f | V1_BLK_INQ;
+        ids += f & (V1_BLK_HAS_ID | V1_BLK_WATCHED);
     }
+    p->F += (int64_t)(tail - p->rtail);
     p->rtail = tail;
-    p->F += freed;
-    p->cached += cached;
+    p->cached += (int64_t)((ids & 0x7fffffffu) / V1_BLK_HAS_ID);
+    p->wfree += (int64_t)(ids >> 31);
 }
 
 /* Q's head leaves Q (F > 0), the ring read from *head on (holes
@@ -219,17 +234,21 @@ static inline int32_t v1_pool_pop_(v1_pool *p, const int32_t *ring, uint64_t mas
      * the tail names some block or 0, either a valid address) */
     __builtin_prefetch(&p->blk[ring[(*head + V1_POOL_AHEAD) & mask]]);
     v1_blk *e = &p->blk[b];
-    e->flags &= ~V1_BLK_INQ;
+    const uint32_t f = e->flags; /* read once, written once */
     e->ref = 1;
-    if (e->flags & V1_BLK_HAS_ID) {
-        (*evicted)++;
-        if (e->flags & V1_BLK_LAZY) { /* never entered in the table */
-            e->flags &= ~(V1_BLK_LAZY | V1_BLK_HAS_ID);
-            p->ids--;
-        } else {
-            p->rhead = *head;
-            v1_pool_unregister_(p, b); /* reads no ring counter */
-        }
+    if (!(f & V1_BLK_HAS_ID)) {
+        e->flags = f & ~V1_BLK_INQ;
+        return b;
+    }
+    (*evicted)++;
+    if (f & V1_BLK_LAZY) { /* never entered in the table */
+        e->flags = f & ~(V1_BLK_INQ | V1_BLK_LAZY | V1_BLK_HAS_ID);
+        p->ids--;
+    } else {
+        e->flags = f & ~V1_BLK_INQ;
+        p->wfree -= (f & V1_BLK_WATCHED) != 0; /* was free; leaves the answer (watch_drop) */
+        p->rhead = *head;
+        v1_pool_unregister_(p, b); /* reads no ring counter */
     }
     return b;
 }
@@ -336,7 +355,11 @@ struct sched_v1 {
         int32_t wprev, wnext;  /* W as a list, -1 none */
     } *rq;                     /* 40 bytes each: what a step reads of a
                                   request is on one line */
-    int64_t *seg_len;          /* L = min(P, k*S), tokens covered by ids */
+    int64_t *seg_len;          /* [n] L = min(P, k*S), tokens covered by ids; NULL
+                                  until prefix ids are attached (read only
+                                  where seg_off is set) */
+    int seg_len_owned;         /* 1: seg_len is this engine's to free (else the
+                                  sharing owner's, or NULL) */
     int64_t *seg_end;          /* [seg_off[n]] varying segments only (grid 0): tokens
                                   of the request's segments 0..k; NULL on a grid */
     const int64_t *seg_off;    /* [n + 1] borrowed, or NULL */

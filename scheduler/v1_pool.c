@@ -12,7 +12,7 @@
 
 #include "v1_internal.h"
 
-#include "../base/rng.h"
+
 
 /* Private identities of one request share a home run of this many
  * consecutive blocks (key_home). */
@@ -20,20 +20,30 @@
 
 /* A key's home slot (before the mask).  A private identity (request r,
  * block j) goes next to r's block j - 1 within runs of V1_POOL_RUN blocks,
- * the runs spread at random: a request publishes, looks up and (as Q hands
- * its blocks out in the order it freed them) loses its blocks in order of
- * j, which then touch 3 lines per run instead of one cold line per block.
- * Longer runs would merge into long probe sequences (measured with
- * cachegrind on bench_sim: one run per request cost 40% more instructions;
- * runs of 8, 2% more for 9% fewer L1 misses).  Shared identities are spread
- * at random.  The table's answers do not depend on where keys live. */
+ * the runs spread by a multiplicative hash of (r, j / V1_POOL_RUN): a
+ * request publishes, looks up and (as Q hands its blocks out in the order
+ * it freed them) loses its blocks in order of j, which then touch 3 lines
+ * per run instead of one cold line per block.  Longer runs would merge
+ * into long probe sequences (measured with cachegrind on bench_sim: one
+ * run per request cost 40% more instructions; runs of 8, 2% more for 9%
+ * fewer L1 misses).  A shared identity's a is already a chain hash
+ * (rng_mix64), so one multiply-and-fold spreads it.  The fold brings the
+ * product's well-mixed high bits down to the low bits the mask keeps.
+ * Six or seven instructions where two rng_mix64 took about 35 (the table
+ * is hashed some 200 times per request on bench_sim, every preemption
+ * publishing and every re-admission looking up its blocks).  The table's
+ * answers do not depend on where keys live. */
+#define V1_HASH_K1 0x9e3779b97f4a7c15ULL /* 2^64 / golden ratio, odd */
+#define V1_HASH_K2 0xc2b2ae3d27d4eb4fULL /* an odd 64-bit constant (xxHash's PRIME64_2) */
 static uint64_t key_home(v1_key k)
 {
     if (k.b & V1_PRIVATE) {
-        uint64_t j = k.b & ~V1_PRIVATE;
-        return rng_mix64(k.a ^ rng_mix64(j / V1_POOL_RUN)) + j % V1_POOL_RUN;
+        const uint64_t j = k.b & ~V1_PRIVATE;
+        const uint64_t x = k.a * V1_HASH_K1 + (j / V1_POOL_RUN) * V1_HASH_K2;
+        return (x ^ (x >> 29)) + j % V1_POOL_RUN;
     }
-    return rng_mix64(k.a ^ rng_mix64(k.b + 0x9e3779b97f4a7c15ULL));
+    const uint64_t x = k.a + k.b * V1_HASH_K1;
+    return x ^ (x >> 29);
 }
 static int key_eq(v1_key x, v1_key y) { return x.a == y.a && x.b == y.b; }
 
@@ -137,9 +147,12 @@ void v1_pool_ring_pack_(v1_pool *p)
 
 void v1_pool_watch_clear(v1_pool *p)
 {
-    for (int64_t k = 0; k < p->wm; k++)
+    for (int64_t k = 0; k < p->wm; k++) {
         p->x[p->wh[k]].widx = 0;
+        p->blk[p->wh[k]].flags &= ~V1_BLK_WATCHED;
+    }
     p->wm = 0;
+    p->wfree = 0;
     p->watch_has_miss = 0;
 }
 
@@ -148,13 +161,19 @@ static void watch_drop(v1_pool *p, int32_t b, int32_t nx)
 {
     int64_t k = p->x[b].widx - 1;
     p->x[b].widx = 0;
+    p->blk[b].flags &= ~V1_BLK_WATCHED; /* (v1_pool_pop_ took it out of wfree) */
     if (nx) { /* the lookup now finds nx at the same place */
         p->wh[k] = nx;
         p->x[nx].widx = (int32_t)(k + 1);
+        p->blk[nx].flags |= V1_BLK_WATCHED;
+        p->wfree += p->blk[nx].ref == 0;
         return;
     }
-    for (int64_t j = k + 1; j < p->wm; j++)
+    for (int64_t j = k + 1; j < p->wm; j++) {
         p->x[p->wh[j]].widx = 0;
+        p->blk[p->wh[j]].flags &= ~V1_BLK_WATCHED;
+        p->wfree -= p->blk[p->wh[j]].ref == 0;
+    }
     p->wm = k;
     p->watch_miss = p->x[b].key;
     p->watch_has_miss = 1;
@@ -255,6 +274,18 @@ int v1_pool_audit(const v1_pool *p, char *why, size_t n)
     }
     if (!p->x)
         return 0;
+    int64_t watched = 0, wfree = 0;
+    for (int64_t k = 0; k < p->wm; k++) {
+        const int32_t b = p->wh[k];
+        if (!(p->blk[b].flags & V1_BLK_WATCHED) || p->x[b].widx != k + 1)
+            POOL_FAIL("the watched lookup's block %d (index %lld) is not marked", b, (long long)k);
+        wfree += p->blk[b].ref == 0;
+    }
+    for (int64_t b = 1; b <= p->N; b++)
+        watched += (p->blk[b].flags & V1_BLK_WATCHED) != 0;
+    if (watched != p->wm || wfree != p->wfree)
+        POOL_FAIL("%lld blocks marked watched, %lld free, for %lld found and %lld free counted",
+                  (long long)watched, (long long)wfree, (long long)p->wm, (long long)p->wfree);
     if (cached != p->cached)
         POOL_FAIL("Q holds %lld cached blocks, counter %lld", (long long)cached,
                   (long long)p->cached);

@@ -10,8 +10,13 @@
  * identity; a take removes the block's entry).  Random operations on a
  * small pool (so that the ring packs often) must give the same blocks, the
  * same lookups and the same counters, and the pool's own audit must pass
- * after every operation. */
+ * after every operation.  A watched lookup (the engine's blocked waiting
+ * head: a few keys looked up in order, kept current by the pool as blocks
+ * leave M) must give, after every later operation, the model's lookup of
+ * the same keys up to its first miss, and the pool's count of its free
+ * blocks (wfree) the model's, until the missed key enters M (wepoch). */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +110,7 @@ static v1_key some_key(rng *g, int32_t b, int private_)
 START_TEST(test_pool_matches_model)
 {
     int64_t packs_seen = 0, takes = 0, evicted = 0, hits = 0, published = 0;
+    int64_t watched_checks = 0, watched_free = 0, watched_drops = 0;
     for (uint64_t seed = 1; seed <= 200; seed++) {
         rng g;
         rng_init(&g, seed);
@@ -115,6 +121,9 @@ START_TEST(test_pool_matches_model)
         model d = {0};
         for (int32_t b = 1; b <= NB; b++)
             d.q[d.nq++] = b;
+        v1_key wk[4]; /* the watched lookup's keys */
+        int wn = 0;
+        int64_t wepoch0 = 0, wm0 = 0;
         for (int op = 0; op < 1000; op++) {
             int32_t b = (int32_t)(1 + rng_below(&g, NB));
             uint64_t before_tail = p.rtail - p.rhead;
@@ -192,7 +201,32 @@ START_TEST(test_pool_matches_model)
                 packs_seen += p.rtail - p.rhead < before_tail;
                 break;
             }
+            case 11: /* a watched lookup of up to 4 keys, mostly listed ones */
+                if (rng_below(&g, 2))
+                    goto plain;
+                v1_pool_watch_clear(&p);
+                wn = (int)(1 + rng_below(&g, 4));
+                for (int i = 0; i < wn; i++) {
+                    int32_t y = (int32_t)(1 + rng_below(&g, NB));
+                    wk[i] = d.has_id[y] && !d.lazy[y] && rng_below(&g, 4) ? d.key[y]
+                                                                        : some_key(&g, y, 0);
+                    for (int j = 0; j < i; j++) /* distinct keys, as a request's blocks' */
+                        if (key_eq(wk[j], wk[i]))
+                            wn = i;
+                }
+                for (int i = 0; i < wn; i++) {
+                    int32_t y = v1_pool_lookup(&p, wk[i]);
+                    if (!y) {
+                        v1_pool_watch_miss(&p, wk[i]);
+                        break;
+                    }
+                    v1_pool_watch_hit(&p, y);
+                }
+                wepoch0 = p.wepoch;
+                wm0 = p.wm;
+                break;
             default: /* publish a private identity, or look one up */
+            plain:
                 if (d.lazy[b] && rng_below(&g, 2)) {
                     d.lazy[b] = 0;
                     m_list(&d, b);
@@ -211,6 +245,23 @@ START_TEST(test_pool_matches_model)
             EXPECT_EQ(p.cached, m_cached(&d), seed, op);
             EXPECT_EQ(p.evictions, d.evictions, seed, op);
             EXPECT_EQ(p.ids, d.ids, seed, op);
+            if (wn > 0 && p.wepoch == wepoch0) { /* the watched answer is current */
+                int i = 0;
+                int64_t nfree = 0;
+                for (; i < wn; i++) {
+                    int32_t y = m_lookup(&d, wk[i]);
+                    if (!y)
+                        break;
+                    EXPECT_EQ(p.wh[i], y, seed, op);
+                    nfree += d.ref[y] == 0;
+                }
+                EXPECT_EQ(p.wm, i, seed, op);
+                EXPECT_EQ(p.wfree, nfree, seed, op);
+                watched_checks++;
+                watched_free += nfree;
+                watched_drops += p.wm < wm0;
+                wm0 = p.wm;
+            }
             for (int32_t x = 1; x <= NB; x++) {
                 EXPECT_EQ(v1_pool_count(&p, x), d.ref[x], seed, op);
                 EXPECT_EQ(v1_pool_has_id(&p, x), d.has_id[x], seed, op);
@@ -223,6 +274,13 @@ START_TEST(test_pool_matches_model)
                   "packs %lld, hits %lld, evictions %lld, published %lld: toothless",
                   (long long)packs_seen, (long long)hits, (long long)evicted,
                   (long long)published);
+    ck_assert_msg(watched_checks > 100000 && watched_free > 3000 && watched_drops > 20,
+                  "watched lookup: %lld checks, %lld free blocks seen, %lld answers cut "
+                  "short by a take: toothless", (long long)watched_checks,
+                  (long long)watched_free, (long long)watched_drops);
+    printf("test_v1_pool: %lld watched-lookup checks, %lld free blocks counted, %lld cut "
+           "short by a take\n", (long long)watched_checks, (long long)watched_free,
+           (long long)watched_drops);
     (void)takes;
 }
 END_TEST
