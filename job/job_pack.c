@@ -5,14 +5,15 @@
 #include <string.h>
 
 #define PACK_MAGIC "KVSP"
-#define PACK_VERSION 2u /* 2: the replicas of a cluster run */
+#define PACK_VERSION 3u /* 2: the replicas of a cluster run; 3: swaps apart
+                           from the 24-byte request results */
 
 /* Struct sizes the buffer was made with; both ends must agree. */
 typedef struct pack_header {
     char magic[4];      /* "KVSP" */
     uint32_t version;   /* PACK_VERSION */
     uint32_t sz_config, sz_trace_req, sz_req_result, sz_summary, sz_step_rec,
-        sz_member, sz_replica; /* sizeof of each struct carried, bytes */
+        sz_member, sz_replica, sz_req_swap; /* sizeof of each struct carried, bytes */
 } pack_header;
 
 typedef struct writer {
@@ -55,6 +56,7 @@ static void header_fill(pack_header *h)
     h->sz_step_rec = sizeof(run_step_rec);
     h->sz_member = sizeof(sched_member);
     h->sz_replica = sizeof(run_replica);
+    h->sz_req_swap = sizeof(sched_req_swap);
 }
 
 int run_pack(const run_packed *p, unsigned char **buf, size_t *len, kvs_err *err)
@@ -79,6 +81,9 @@ int run_pack(const run_packed *p, unsigned char **buf, size_t *len, kvs_err *err
     int64_t nr = p->status == 0 && p->res.reqs ? n : 0;
     put_i64(&w, nr);
     put(&w, p->res.reqs, (size_t)nr * sizeof(sched_req_result));
+    int64_t nsw = nr && p->res.swaps ? n : 0; /* swaps: only a run that could swap */
+    put_i64(&w, nsw);
+    put(&w, p->res.swaps, (size_t)nsw * sizeof(sched_req_swap));
     put(&w, &p->res.sum, sizeof p->res.sum);
     put(&w, p->res.started_at, sizeof p->res.started_at);
     put(&w, &p->res.wall_s, sizeof p->res.wall_s);
@@ -173,6 +178,11 @@ int run_unpack(const unsigned char *buf, size_t len, run_packed *out, kvs_err *e
     if (get(&r, &nr, sizeof nr) || (nr != 0 && nr != n))
         goto truncated;
     if ((g = get_array(&r, nr, sizeof(sched_req_result), (void **)&out->res.reqs)) == -2)
+        goto oom;
+    int64_t nsw;
+    if (g || get(&r, &nsw, sizeof nsw) || (nsw != 0 && nsw != nr))
+        goto truncated;
+    if ((g = get_array(&r, nsw, sizeof(sched_req_swap), (void **)&out->res.swaps)) == -2)
         goto oom;
     if (g || get(&r, &out->res.sum, sizeof out->res.sum) ||
         get(&r, out->res.started_at, sizeof out->res.started_at) ||

@@ -52,7 +52,7 @@ void sched_preempt_at(sched *s, int64_t idx, double now, int force_recompute)
         s->swap_since[e.id] = now;
         s->state[e.id] = SCHED_REQ_SWAPPED;
         s->res[e.id].status = SCHED_REQ_SWAPPED;
-        s->res[e.id].swaps++;
+        s->swp[e.id].swaps++;
         s->step.swap_out_blocks += host;
         s->ctr.preempt_swap++;
         sched_waitq_push(&s->swq, e.id);
@@ -209,7 +209,7 @@ static void swap_in(sched *s, double now)
             /* Could not come back even into an empty cache. */
             sched_waitq_pop(&s->swq);
             s->swap_used -= nb;
-            s->res[id].swapped_s += now - s->swap_since[id];
+            s->swp[id].swapped_s += now - s->swap_since[id];
             sched_reject(s, id, SCHED_REJECT_KV_CAPACITY);
             continue;
         }
@@ -218,7 +218,7 @@ static void swap_in(sched *s, double now)
         sched_waitq_pop(&s->swq);
         s->swap_used -= nb;
         s->free_blocks -= nb + extra;
-        s->res[id].swapped_s += now - s->swap_since[id];
+        s->swp[id].swapped_s += now - s->swap_since[id];
         s->state[id] = SCHED_REQ_RUNNING;
         s->res[id].status = SCHED_REQ_RUNNING;
         s->step.swap_in_blocks += nb;

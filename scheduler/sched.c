@@ -176,7 +176,8 @@ int sched_init_shared(sched **out, const sched_config *cfg, const trace_req *req
     s->horizon = -INFINITY;
     s->horizon_near = INFINITY;
     if (owner && (s->eng == &sched_engine_v0 || s->eng == &sched_engine_v1) &&
-        owner->eng == s->eng && !owner->share && owner->reqs == reqs && owner->n == n)
+        owner->eng == s->eng && !owner->share && owner->reqs == reqs && owner->n == n &&
+        owner->cfg.preemption == cfg->preemption) /* (whether there is swap state) */
         s->share = owner;
     if ((rc = s->eng->init(s, err))) {
         sched_free(s);
@@ -197,16 +198,22 @@ static int v0_alloc_requests(sched *s, size_t nn)
         s->g = s->share->g;
         s->swap_ctx = s->share->swap_ctx;
         s->swap_since = s->share->swap_since;
+        s->swp = s->share->swp;
         s->state = s->share->state;
         return 0;
     }
     s->res = malloc(nn * sizeof *s->res);
     s->g = calloc(nn, sizeof *s->g);
-    s->swap_ctx = calloc(nn, sizeof *s->swap_ctx);
-    s->swap_since = calloc(nn, sizeof *s->swap_since);
     s->state = calloc(nn, sizeof *s->state);
-    if (!s->res || !s->g || !s->swap_ctx || !s->swap_since || !s->state)
+    if (!s->res || !s->g || !s->state)
         return -1;
+    if (s->cfg.preemption == SCHED_PREEMPT_SWAP) { /* swap state only where it can swap */
+        s->swap_ctx = calloc(nn, sizeof *s->swap_ctx);
+        s->swap_since = calloc(nn, sizeof *s->swap_since);
+        s->swp = calloc(nn, sizeof *s->swp);
+        if (!s->swap_ctx || !s->swap_since || !s->swp)
+            return -1;
+    }
     sched_results_reset(s->res, s->n);
     return 0;
 }
@@ -262,6 +269,7 @@ static void v0_free(sched *s)
         free(s->g);
         free(s->swap_ctx);
         free(s->swap_since);
+        free(s->swp);
         free(s->state);
     }
     free(s->run);
@@ -407,6 +415,16 @@ sched_req_result *sched_take_results(sched *s)
     sched_req_result *r = s->res;
     s->res = NULL;
     return r;
+}
+
+const sched_req_swap *sched_swaps(const sched *s) { return s->swp; }
+
+sched_req_swap *sched_take_swaps(sched *s)
+{
+    assert(!s->share); /* the owner frees a shared array */
+    sched_req_swap *w = s->swp;
+    s->swp = NULL;
+    return w;
 }
 
 const char *sched_error(const sched *s) { return s->errmsg; }

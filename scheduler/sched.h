@@ -131,16 +131,23 @@ typedef enum sched_reject_reason {
 /* "context", "token-budget", "kv-capacity"; NULL for NONE. */
 const char *sched_reject_reason_name(int v);
 
-/* Outcome of one request. */
+/* Outcome of one request: 24 bytes, one per request of the trace (a
+ * million-request run holds a million).  What only swap preemption makes
+ * is apart, in sched_req_swap. */
 typedef struct sched_req_result {
-    int32_t status;        /* sched_req_status: FINISHED or REJECTED at end */
-    int32_t preemptions;   /* recompute + swap preemptions */
-    int32_t swaps;         /* swap-outs among them */
-    int32_t reject_reason; /* sched_reject_reason: NONE unless REJECTED */
     double first_token_s;  /* end of the step that made g 0->1; NAN if none */
     double finish_s;       /* end of the step that made g == O; NAN if none */
-    double swapped_s;      /* total seconds spent swapped out */
+    int32_t preemptions;   /* recompute + swap preemptions */
+    uint8_t status;        /* sched_req_status: FINISHED or REJECTED at end */
+    uint8_t reject_reason; /* sched_reject_reason: NONE unless REJECTED */
 } sched_req_result;
+
+/* A request's swaps (V0 with --preemption swap only; every other engine
+ * and mode has none, and its results no array of these). */
+typedef struct sched_req_swap {
+    double swapped_s;      /* total seconds spent swapped out */
+    int32_t swaps;         /* swap-outs (counted in preemptions too) */
+} sched_req_swap;
 
 typedef enum sched_step_kind {
     SCHED_STEP_PREFILL = 0,  /* only prefills (and swap-ins) */
@@ -327,6 +334,12 @@ const sched_req_result *sched_results(const sched *s);
  * NULL afterwards.  Call once the run is over: it saves a copy of n
  * results.  Cost: O(1). */
 sched_req_result *sched_take_results(sched *s);
+
+/* The swaps, indexed by request id, or NULL when the engine cannot swap
+ * (then every request's are 0 and 0 s); valid until sched_free.  The take
+ * hands the array over as sched_take_results does.  Cost: O(1). */
+const sched_req_swap *sched_swaps(const sched *s);
+sched_req_swap *sched_take_swaps(sched *s);
 
 /* Live counters for invariant checks and metrics. */
 typedef struct sched_counters {

@@ -180,11 +180,13 @@ struct sched {
 
     sched_req_result *res;        /* [n] */
     int64_t *g;                   /* [n] tokens generated, for requests not running */
-    int64_t *swap_ctx;            /* [n] stored tokens of a swapped request */
+    int64_t *swap_ctx;            /* [n] stored tokens of a swapped request; NULL
+                                     unless swap preemption (so are the two below) */
     double *swap_since;           /* [n] time of swap-out */
+    sched_req_swap *swp;          /* [n] the swaps so far (sched_swaps) */
     uint8_t *state;               /* [n] sched_req_status (0..5: one byte) */
-    sched *share;                 /* V0: the engine whose res, g, swap_ctx, swap_since
-                                     and state these are (sched_init_shared), or NULL */
+    sched *share;                 /* V0: the engine whose res, g, swap_ctx, swap_since,
+                                     swp and state these are (sched_init_shared), or NULL */
 
     sched_waitq wq;               /* W */
     sched_waitq swq;              /* swapped requests, policy order */

@@ -185,6 +185,7 @@ typedef struct run_sink {
 
 struct run_live {
     const sched_req_result *reqs; /* [n] the engine's results, borrowed */
+    const sched_req_swap *swaps;  /* [n] the engine's swaps, borrowed, or NULL */
     const run_itl *itl;           /* the gaps tracker, borrowed */
     double frontend_s;            /* front-end cost added to first token and finish, s */
 };
@@ -205,6 +206,11 @@ void run_live_row(const run_live *live, int64_t i, sched_req_result *r, double *
     if (live->frontend_s != 0.0)
         frontend_shift(r, live->frontend_s);
     *max_itl_s = live->itl->req[i].max_s; /* as run_itl_finish */
+}
+
+sched_req_swap run_live_swap(const run_live *live, int64_t i)
+{
+    return live->swaps ? live->swaps[i] : (sched_req_swap){0.0, 0};
 }
 
 /* Rows handed out every this many newly done requests (and at the end). */
@@ -342,7 +348,7 @@ int run_execute_rows(const run_config *cfg, const trace *tr, const cost_model *c
     sink.t0_wall = t0;
     if ((rc = run_itl_init(&sink.itl, tr, 1, err)))
         goto fail;
-    run_live live = {sched_results(s), &sink.itl, cfg->frontend_ms * 1e-3};
+    run_live live = {sched_results(s), sched_swaps(s), &sink.itl, cfg->frontend_ms * 1e-3};
     sink.live = &live;
     sink.rows = rows;
     /* every member, decodes included: the ITL needs each token's request */
@@ -363,6 +369,7 @@ int run_execute_rows(const run_config *cfg, const trace *tr, const cost_model *c
      * before the metrics allocate theirs: peak memory is the larger of the
      * two phases, not their sum */
     out->reqs = sched_take_results(s);
+    out->swaps = sched_take_swaps(s);
     run_frontend_apply(cfg, out->reqs, tr->n);
     sched_counters c;
     sched_get_counters(s, &c);
@@ -487,6 +494,7 @@ void run_frontend_apply(const run_config *cfg, sched_req_result *reqs, int64_t n
 void run_result_free(run_result *r)
 {
     free(r->reqs);
+    free(r->swaps);
     free(r->max_itl_s);
     r->max_itl_s = NULL;
     free(r->steps);
@@ -504,6 +512,7 @@ void run_result_free(run_result *r)
     r->classes = NULL;
     r->n_classes = 0;
     r->reqs = NULL;
+    r->swaps = NULL;
     r->steps = NULL;
     r->members = NULL;
     r->n_steps = r->n_members = 0;

@@ -147,6 +147,8 @@ typedef struct run_replica {
 typedef struct run_result {
     const trace *tr;             /* borrowed: the requests simulated */
     sched_req_result *reqs;      /* [tr->n], owned */
+    sched_req_swap *swaps;       /* [tr->n], owned; NULL when the engine cannot swap
+                                    (every request's swaps are then 0 and 0 s) */
     double *max_itl_s;           /* [tr->n], owned: each request's largest gap
                                     between consecutive tokens, s; NAN with
                                     fewer than two tokens */
@@ -270,6 +272,10 @@ typedef struct run_row_sink {
  * (run_frontend_apply) and its largest gap (run_result.max_itl_s[i]).
  * Bit for bit the values the finished run stores.  O(1); reads only. */
 void run_live_row(const run_live *live, int64_t i, sched_req_result *r, double *max_itl_s);
+
+/* Request i's swaps in a live run ({0 s, 0} when the engine cannot swap).
+ * O(1); reads only. */
+sched_req_swap run_live_swap(const run_live *live, int64_t i);
 
 /* Whether cfg runs a cluster (replicas or --pd: sim/cluster.h) rather
  * than one engine.  O(1). */

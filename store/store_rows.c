@@ -80,6 +80,7 @@ static void requests_insert_sql(char *sql, size_t cap, int rows, const char *tab
 typedef struct req_row {
     const trace_req *tq;     /* the trace's request */
     sched_req_result r;      /* its result */
+    sched_req_swap swap;     /* its swaps ({0 s, 0} without swap preemption) */
     int64_t replica;         /* engine that served it */
     int64_t decode;          /* decode replica, -1 none */
     double kv_transfer_s;    /* s, NAN none */
@@ -98,6 +99,7 @@ static void row_at(const row_src *src, int64_t i, req_row *w)
     w->tq = &src->tr->reqs[i];
     if (src->live) {
         run_live_row(src->live, i, &w->r, &w->max_itl_s);
+        w->swap = run_live_swap(src->live, i);
         w->replica = 0;
         w->decode = -1;
         w->kv_transfer_s = NAN;
@@ -105,6 +107,7 @@ static void row_at(const row_src *src, int64_t i, req_row *w)
     }
     const run_result *res = src->res;
     w->r = res->reqs[i];
+    w->swap = res->swaps ? res->swaps[i] : (sched_req_swap){0.0, 0};
     w->replica = res->replica ? res->replica[i] : 0;
     w->decode = res->decode ? res->decode[i] : -1;
     w->kv_transfer_s = res->kv_transfer_s ? res->kv_transfer_s[i] : NAN;
@@ -164,8 +167,8 @@ static int bind_request(sqlite3_stmt *st, int g, int64_t key, const req_row *w)
     b |= store_bind_nan_null(st, o + REQ_COL_FIRST_TOKEN_S, r->first_token_s);
     b |= store_bind_nan_null(st, o + REQ_COL_FINISH_S, r->finish_s);
     b |= sqlite3_bind_int64(st, o + REQ_COL_PREEMPTIONS, r->preemptions);
-    b |= sqlite3_bind_int64(st, o + REQ_COL_SWAPS, r->swaps);
-    b |= store_bind_nan_null(st, o + REQ_COL_SWAPPED_S, r->swapped_s);
+    b |= sqlite3_bind_int64(st, o + REQ_COL_SWAPS, w->swap.swaps);
+    b |= store_bind_nan_null(st, o + REQ_COL_SWAPPED_S, w->swap.swapped_s);
     b |= sqlite3_bind_int64(st, o + REQ_COL_REPLICA, w->replica);
     if (w->decode >= 0)
         b |= sqlite3_bind_int64(st, o + REQ_COL_DECODE_REPLICA, w->decode);

@@ -152,7 +152,9 @@ START_TEST(test_round_robin_equals_split)
             ck_assert_int_eq(cl.replica[i], r);
             ck_assert_msg(a->status == b->status && same(a->first_token_s, b->first_token_s) &&
                               same(a->finish_s, b->finish_s) &&
-                              a->preemptions == b->preemptions && a->swaps == b->swaps,
+                              a->preemptions == b->preemptions &&
+                              (cl.swaps ? cl.swaps[i].swaps : 0) ==
+                                  (s.swaps ? s.swaps[j].swaps : 0),
                           "%s, %lld replicas: request %lld (replica %lld, #%lld): cluster "
                           "%d %.17g %.17g, alone %d %.17g %.17g",
                           c->name, (long long)n_rep, (long long)i, (long long)r, (long long)j,

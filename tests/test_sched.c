@@ -148,6 +148,7 @@ START_TEST(test_recompute_preemption_and_rejection)
     expect_req(&g, 3, SCHED_REQ_REJECTED, NAN, NAN, 0);
     ck_assert_int_eq(g.res.sum.n_rejected, 2);
     ck_assert_int_eq(g.res.sum.preemptions, 1);
+    ck_assert_ptr_null(g.res.swaps); /* recompute: no swap state is kept */
     ck_assert_int_eq(step_at(&g, 2)->n_preempted, 1);
     ck_assert_int_eq(step_at(&g, 2)->batch.n_decode, 1);
     /* the recompute prefill processes P + g = 9 tokens */
@@ -333,8 +334,10 @@ START_TEST(test_swap_out_in)
     golden_run(&g);
     expect_req(&g, 0, SCHED_REQ_FINISHED, 1, 4, 0);
     expect_req(&g, 1, SCHED_REQ_FINISHED, 1, 7, 1);
-    ck_assert_int_eq(g.res.reqs[1].swaps, 1);
-    ck_assert(fabs(g.res.reqs[1].swapped_s - 3.0) < EPS);
+    ck_assert_ptr_nonnull(g.res.swaps); /* swap state: only with swap preemption */
+    ck_assert_int_eq(g.res.swaps[1].swaps, 1);
+    ck_assert(fabs(g.res.swaps[1].swapped_s - 3.0) < EPS);
+    ck_assert_int_eq(g.res.swaps[0].swaps, 0);
     ck_assert_int_eq(g.res.sum.preempt_swap, 1);
     ck_assert_int_eq(step_at(&g, 1)->swap_out_blocks, 2);
     ck_assert(fabs(step_at(&g, 1)->dur_s - 2.0) < EPS);

@@ -113,6 +113,7 @@ typedef struct fixture {
     trace tr;
     trace_req reqs[3];
     sched_req_result res[3];
+    sched_req_swap swaps[3];
     run_step_rec steps[2];
     sched_member members[3];
     run_config cfg;
@@ -132,9 +133,12 @@ static void fixture_init(fixture *f)
     strcpy(f->tr.source, "traces/t.csv");
     strcpy(f->tr.sha256, "5eed000000000000000000000000000000000000000000000000000000000abc");
 
-    f->res[0] = (sched_req_result){SCHED_REQ_FINISHED, 0, 0, 0, 0.25, 0.5, 0.0};
-    f->res[1] = (sched_req_result){SCHED_REQ_FINISHED, 1, 1, 0, 0.75, 1.5, 0.125};
-    f->res[2] = (sched_req_result){SCHED_REQ_REJECTED, 0, 0, 0, NAN, NAN, 0.0};
+    f->res[0] = (sched_req_result){0.25, 0.5, 0, SCHED_REQ_FINISHED, 0};
+    f->res[1] = (sched_req_result){0.75, 1.5, 1, SCHED_REQ_FINISHED, 0};
+    f->res[2] = (sched_req_result){NAN, NAN, 0, SCHED_REQ_REJECTED, 0};
+    f->swaps[0] = (sched_req_swap){0.0, 0};
+    f->swaps[1] = (sched_req_swap){0.125, 1};
+    f->swaps[2] = (sched_req_swap){0.0, 0};
 
     sched_step *s0 = &f->steps[0].step;
     s0->index = 0, s0->start_s = 0.0, s0->dur_s = 0.25, s0->kind = SCHED_STEP_PREFILL;
@@ -175,6 +179,7 @@ static void fixture_init(fixture *f)
     run_result *r = &f->rr;
     r->tr = &f->tr;
     r->reqs = f->res;
+    r->swaps = f->swaps;
     r->steps = f->steps;
     r->n_steps = 2;
     r->members = f->members;

@@ -555,6 +555,7 @@ START_TEST(test_pack_round_trip)
     ck_assert(!memcmp(&u.res.sum, &p.res.sum, sizeof u.res.sum));
     ck_assert_int_eq(u.res.n_steps, p.res.n_steps);
     ck_assert_int_eq(u.res.n_members, p.res.n_members);
+    ck_assert_ptr_null(u.res.swaps); /* a run that could not swap carries no swaps */
     ck_assert(!memcmp(u.res.steps, p.res.steps, (size_t)p.res.n_steps * sizeof(run_step_rec)));
     ck_assert(!memcmp(u.res.members, p.res.members,
                       (size_t)p.res.n_members * sizeof(sched_member)));
@@ -562,6 +563,22 @@ START_TEST(test_pack_round_trip)
     ck_assert_double_eq(u.res.wall_s, p.res.wall_s);
     ck_assert_ptr_eq(u.res.tr, &u.tr);
     run_packed_free(&u);
+    /* a run that could swap carries its swaps, apart from the results */
+    p.res.swaps = calloc(60, sizeof *p.res.swaps);
+    ck_assert_ptr_nonnull(p.res.swaps);
+    p.res.swaps[7] = (sched_req_swap){2.5, 3};
+    p.res.swaps[59] = (sched_req_swap){0.125, 1};
+    unsigned char *sbuf = NULL;
+    size_t slen = 0;
+    ck_assert_int_eq(run_pack(&p, &sbuf, &slen, &err), KVS_OK);
+    ck_assert_int_eq(slen, len + 60 * sizeof(sched_req_swap));
+    ck_assert_msg(run_unpack(sbuf, slen, &u, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_ptr_nonnull(u.res.swaps);
+    ck_assert(!memcmp(u.res.swaps, p.res.swaps, 60 * sizeof(sched_req_swap)));
+    run_packed_free(&u);
+    free(sbuf);
+    free(p.res.swaps);
+    p.res.swaps = NULL;
 
     /* every truncation, a trailing byte and a foreign header are refused */
     for (size_t cut = 0; cut < len; cut += 1 + cut / 7) {

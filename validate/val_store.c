@@ -148,7 +148,7 @@ static int load_requests(sqlite3 *db, val_run *r, int64_t n, kvs_err *err)
 {
     static const char sql[] =
         "SELECT req_id, arrival_s, prompt_tokens, output_tokens, priority, status, "
-        "first_token_s, finish_s, preemptions, swaps, swapped_s FROM requests "
+        "first_token_s, finish_s, preemptions FROM requests "
         "WHERE run_id = ? ORDER BY req_id";
     /* the stored count sizes the arrays: it must be the rows there are */
     sqlite3_stmt *cq = NULL;
@@ -193,8 +193,6 @@ static int load_requests(sqlite3 *db, val_run *r, int64_t n, kvs_err *err)
         q->first_token_s = col_f64(st, 6);
         q->finish_s = col_f64(st, 7);
         q->preemptions = sqlite3_column_int(st, 8);
-        q->swaps = sqlite3_column_int(st, 9);
-        q->swapped_s = col_f64(st, 10);
         i++;
     }
     if (s != SQLITE_DONE) {
