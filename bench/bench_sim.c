@@ -11,7 +11,9 @@
  * trace written as CSV, run by kvsim and imported by the sqlite3 CLI
  * (`.import`, when sqlite3 is on PATH), as a ratio; the 20,000-request
  * 4 req/s 1024/256 workload (target <= 0.05 s); and --sizes LIST (default
- * 100000,1000000) whole runs with their peak RSS, to show growth.
+ * 100000,1000000) whole runs with their peak RSS, to show growth.  Whole
+ * runs are started by a small process forked at start (a child forked
+ * from this one would count this one's memory in its peak RSS).
  *
  *   bench_sim [--requests N] [--rate R] [--db FILE] [--lengths FILE]
  *             [--engine E] [--repeat R] [--targets] [--sizes N,N,...]
@@ -65,29 +67,126 @@ static void min_med(double *v, int n, double *mn, double *md)
 
 static double child_cpu_s; /* CPU seconds (user + system) of the last child */
 
+/* Children are started by a spawner process forked at start, while this
+ * process is still small.  A child forked from here would report this
+ * process's resident set as part of its own peak: Linux copies the
+ * parent's RSS into a forked child's high-water mark, and exec keeps it
+ * (ru_maxrss).  With the trace and results of a million requests in
+ * memory that hid the 100k run's peak under this process's.  Requests go
+ * down one pipe as the argv strings, each ended by a NUL, and an empty
+ * one; the answer comes back on the other as a spawn_result. */
+typedef struct spawn_result {
+    double wall_s;   /* fork to reap, s; negative if the child failed */
+    double rss_mib;  /* the child's peak resident set, MiB */
+    double cpu_s;    /* its user + system CPU, s */
+} spawn_result;
+
+static int spawn_req = -1, spawn_ans = -1; /* pipe ends (this side); -1: no spawner */
+
+static int read_full(int fd, void *p, size_t n)
+{
+    for (size_t got = 0; got < n;) {
+        ssize_t r = read(fd, (char *)p + got, n - got);
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+static int write_full(int fd, const void *p, size_t n)
+{
+    for (size_t put = 0; put < n;) {
+        ssize_t r = write(fd, (const char *)p + put, n - put);
+        if (r <= 0)
+            return -1;
+        put += (size_t)r;
+    }
+    return 0;
+}
+
+/* The spawner: run each requested argv (stdout and stderr to /dev/null)
+ * and answer with its figures, until the request pipe closes. */
+static void spawner(int req, int ans)
+{
+    static char buf[65536];
+    char *argv[64];
+    for (;;) {
+        size_t len = 0;
+        int argc = 0;
+        for (;;) { /* one request: strings up to an empty one */
+            size_t start = len;
+            char c;
+            do {
+                if (read_full(req, &c, 1) || len >= sizeof buf)
+                    _exit(0);
+                buf[len++] = c;
+            } while (c);
+            if (len - start == 1)
+                break;
+            if (argc < 63)
+                argv[argc++] = buf + start;
+        }
+        argv[argc] = NULL;
+        double t0 = wall();
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
+                _exit(127);
+            execvp(argv[0], argv);
+            _exit(127);
+        }
+        int st = 0;
+        struct rusage ru;
+        spawn_result r = {-1.0, 0.0, 0.0};
+        if (pid > 0 && wait4(pid, &st, 0, &ru) >= 0) {
+            r.wall_s = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? wall() - t0 : -1.0;
+            r.rss_mib = (double)ru.ru_maxrss / 1024.0;
+            r.cpu_s = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                      (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+        }
+        if (write_full(ans, &r, sizeof r))
+            _exit(0);
+    }
+}
+
+/* Fork the spawner (call before allocating anything large).  0, or -1. */
+static int spawner_start(void)
+{
+    int down[2], up[2];
+    if (pipe(down) || pipe(up))
+        return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        close(down[1]);
+        close(up[0]);
+        spawner(down[0], up[1]);
+        _exit(0);
+    }
+    close(down[0]);
+    close(up[1]);
+    spawn_req = down[1];
+    spawn_ans = up[0];
+    return 0;
+}
+
 /* Run argv as a child with stdout/stderr to /dev/null: its wall seconds and
  * peak RSS (MiB), or a negative wall time if it failed; its CPU seconds in
  * child_cpu_s (on a shared machine CPU time is the steadier figure). */
 static double run_child(char *const argv[], double *rss_mib)
 {
-    fflush(stdout);
-    double t0 = wall();
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
-            _exit(127);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    int st = 0;
-    struct rusage ru;
-    if (pid < 0 || wait4(pid, &st, 0, &ru) < 0)
-        return -1.0;
-    double t = wall() - t0;
-    *rss_mib = (double)ru.ru_maxrss / 1024.0;
-    child_cpu_s = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
-                  (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? t : -1.0;
+    spawn_result r = {-1.0, 0.0, 0.0};
+    int bad = spawn_req < 0;
+    for (int i = 0; !bad && argv[i]; i++)
+        bad = write_full(spawn_req, argv[i], strlen(argv[i]) + 1) != 0;
+    if (bad || write_full(spawn_req, "", 1) || read_full(spawn_ans, &r, sizeof r))
+        r.wall_s = -1.0;
+    *rss_mib = r.rss_mib;
+    child_cpu_s = r.cpu_s;
+    return r.wall_s;
 }
 
 static void rm_db(const char *db)
@@ -330,6 +429,10 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0)
         return rc;
+    if (a.want_targets && spawner_start()) {
+        fprintf(stderr, "bench_sim: cannot start the child spawner\n");
+        return 2;
+    }
     char dbbuf[256];
     if (!a.db) {
         snprintf(dbbuf, sizeof dbbuf, "/tmp/kvsim-bench-%d.db", (int)getpid());
