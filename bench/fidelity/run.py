@@ -121,9 +121,11 @@ def load_map():
         if r["kind"] == "dataset" and r["kvsim"]:
             for kv in r["kvsim"].split("|")[1:]:
                 k, _, v = kv.partition("=")
-                if k not in ("min_len", "max_prompt", "max_total") or not is_int(v):
-                    raise Malformed(f"{MAP}:{no}: bad dataset filter {kv!r} "
-                                    "(min_len=N, max_prompt=N, max_total=N)")
+                ok = is_int(v) if k in ("min_len", "max_prompt", "max_total") else \
+                    is_pos_float(v) if k in ("mean_in", "mean_out") else False
+                if not ok:
+                    raise Malformed(f"{MAP}:{no}: bad dataset filter {kv!r} (min_len=N, "
+                                    "max_prompt=N, max_total=N, mean_in=X, mean_out=X)")
         m[r["kind"]][key] = (r["kvsim"], r["note"])
     return m
 
@@ -133,6 +135,22 @@ def lookup(table, name, precision="*"):
 
 
 UNIFORM_PAIR = re.compile(r"uniform:\d+:\d+\+uniform:\d+:\d+")
+
+
+def dataset_of(col):
+    """The dataset name of an isl/osl cell, NAME or NAME@MEAN (MEAN > 0: the mean
+    length the run recorded for that side), or None if the cell is malformed."""
+    name, at, mean = col.partition("@")
+    if not name or (at and not is_pos_float(mean)):
+        return None
+    return name
+
+
+def is_pos_float(s):
+    try:
+        return float(s) > 0 and math.isfinite(float(s))
+    except ValueError:
+        return False
 
 
 def is_int(s):
@@ -183,8 +201,10 @@ def load_table(path):
             if not is_int(r["n_requests"]):
                 raise Malformed(f"{where}: n_requests must be a positive integer")
             fixed = [is_int(r["isl"]), is_int(r["osl"])]
-            if fixed[0] != fixed[1] or (not fixed[0] and (not r["isl"] or r["isl"] != r["osl"])):
-                raise Malformed(f"{where}: isl/osl must both be token counts or both one dataset name")
+            names = [dataset_of(r["isl"]), dataset_of(r["osl"])]
+            if fixed[0] != fixed[1] or (not fixed[0] and (not names[0] or names[0] != names[1])):
+                raise Malformed(f"{where}: isl/osl must both be token counts or both one dataset "
+                                "name (each optionally NAME@MEAN: the mean the run recorded)")
             if r["metric"] == "total_tok_s" and not fixed[0]:
                 raise Malformed(f"{where}: total_tok_s needs fixed isl/osl")
         if r["arrival"] == "poisson" and not (is_num(r["rate"]) and float(r["rate"]) > 0):
@@ -242,14 +262,20 @@ def plan_row(row, table, m):
             spec += f",prompt={pr},output={out}"
             mapping += f"; lengths {pr} / {out}"
         else:
-            dm = lookup(m["dataset"], row["isl"])
+            name = dataset_of(row["isl"])
+            dm = lookup(m["dataset"], name)
             if dm is None:
-                return None, f"dataset {row['isl']} not in map.csv"
+                return None, f"dataset {name} not in map.csv"
             if not dm[0]:
-                return None, dm[1] or f"no kvsim lengths for dataset {row['isl']}"
-            spec += f",lengths={LENGTHS_MARK}{dm[0]}"
-            parts = dm[0].split("|")
-            mapping += f"; {row['isl']} -> {os.path.basename(parts[0])}"
+                return None, dm[1] or f"no kvsim lengths for dataset {name}"
+            # NAME@MEAN: the run's own token totals (mean per request) rescale
+            # the file's lengths (lengths_file's mean_in / mean_out)
+            means = [f"|mean_{k}={c.partition('@')[2]}" for k, c in
+                     (("in", row["isl"]), ("out", row["osl"])) if "@" in c]
+            src = dm[0] + "".join(means)
+            spec += f",lengths={LENGTHS_MARK}{src}"
+            parts = src.split("|")
+            mapping += f"; {name} -> {os.path.basename(parts[0])}"
             if len(parts) > 1:
                 mapping += f" [{', '.join(parts[1:])}]"
         argv += ["--synthetic", spec]
@@ -317,7 +343,10 @@ LENGTHS_MARK = "@"  # in a planned argv: a dataset spec still to be made into a 
 def lengths_file(spec, tmp, made):
     """A dataset spec from map.csv: 'FILE' or 'FILE|key=value|...' with the filters
     min_len (prompt and output >= N), max_prompt (prompt <= N), max_total (prompt +
-    output <= N).  A filtered copy of FILE is written under tmp; returns its path."""
+    output <= N), then mean_in / mean_out (every kept prompt / output length scaled by
+    one factor so that their mean is X, rounded, at least 1: the benchmark's own
+    token totals where the file's tokenizer or sampling differ from the run's).  A
+    filtered copy of FILE is written under tmp; returns its path."""
     if spec in made:
         return made[spec]
     parts = spec.split("|")
@@ -325,7 +354,7 @@ def lengths_file(spec, tmp, made):
     lim = {}
     for kv in parts[1:]:  # checked by load_map
         k, _, v = kv.partition("=")
-        lim[k] = int(v)
+        lim[k] = float(v) if k.startswith("mean_") else int(v)
     if not lim:
         made[spec] = src
         return src
@@ -335,12 +364,25 @@ def lengths_file(spec, tmp, made):
         head = next(rd)
         wr.writerow(head)
         ip, io_ = head.index("num_prefill_tokens"), head.index("num_decode_tokens")
+        kept = []
         for rec in rd:
             p, o = int(rec[ip]), int(rec[io_])
             if p < lim.get("min_len", 0) or o < lim.get("min_len", 0):
                 continue
             if p > lim.get("max_prompt", p) or p + o > lim.get("max_total", p + o):
                 continue
+            kept.append(rec)
+        for col, key in ((ip, "mean_in"), (io_, "mean_out")):
+            if key in lim and kept:
+                k = lim[key] / (sum(int(r[col]) for r in kept) / len(kept))
+                for r in kept:
+                    r[col] = str(max(1, round(int(r[col]) * k)))
+        for rec in kept:
+            if "num_total_tokens" in head:
+                t = head.index("num_total_tokens")
+                rec[t] = str(int(rec[ip]) + int(rec[io_]))
+            if "pd_ratio" in head:
+                rec[head.index("pd_ratio")] = repr(int(rec[ip]) / int(rec[io_]))
             wr.writerow(rec)
     made[spec] = out
     return out
