@@ -272,6 +272,7 @@ static void targets(const char *kvsim, const trace *tr, const char *engine, cons
     /* growth */
     char list[200];
     snprintf(list, sizeof list, "%s", sizes);
+    double prev_n = 0.0, prev_rss = 0.0; /* the size before, for bytes per request */
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
         char spec[1000];
         snprintf(spec, sizeof spec, "arrival=poisson,rate=%g,n=%s,lengths=%s", rate, tok, lengths);
@@ -281,7 +282,16 @@ static void targets(const char *kvsim, const trace *tr, const char *engine, cons
         rm_db(db);
         double t = run_child(grow, &rss);
         printf("  growth: whole run of %10s requests      %7.3f s wall, %7.3f s CPU   peak RSS "
-               "%.0f MiB\n", tok, t, child_cpu_s, rss);
+               "%.0f MiB", tok, t, child_cpu_s, rss);
+        const double n = atof(tok);
+        if (t >= 0.0 && prev_n > 0.0 && n > prev_n) /* the slope: what one more request costs */
+            printf(", %.0f bytes per request from %.0f (target <= 80)", (rss - prev_rss) *
+                   1048576.0 / (n - prev_n), prev_n);
+        printf("\n");
+        if (t >= 0.0) {
+            prev_n = n;
+            prev_rss = rss;
+        }
     }
     rm_db(db);
 }
