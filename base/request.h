@@ -12,10 +12,14 @@
 
 #include <stdint.h>
 
+/* 24 bytes: a run holds one per request of its trace.  P and O are at
+ * most TRACE_MAX_TOKENS (10^9, traces/trace.h), which every producer of
+ * these checks before it stores them, so each fits an int32_t and so does
+ * P + O; products and longer sums are taken in int64_t. */
 typedef struct trace_req {
     double arrival_s;      /* seconds since trace start, >= 0 */
-    int64_t prompt_tokens; /* P >= 1 */
-    int64_t output_tokens; /* O >= 1, the first generated token included */
+    int32_t prompt_tokens; /* P >= 1 */
+    int32_t output_tokens; /* O >= 1, the first generated token included */
     int32_t priority;      /* >= 0, lower is served first; 0 by default */
 } trace_req;
 

@@ -241,7 +241,7 @@ void sgl_set_state(sched *s, int32_t id, int st)
     s->sgl->rq[id].st = (int8_t)st;
     s->state[id] = (uint8_t)map[st];
     if (st != SGL_FINISHED && st != SGL_REJECTED)
-        s->res[id].status = map[st];
+        s->res[id].status = (uint8_t)map[st];
 }
 
 static void w_push(sched_sgl *v, int32_t id, int64_t n)

@@ -84,6 +84,10 @@ tamper big_prefill "UPDATE step_rows SET n_prefill = 9223372036854775807, tokens
 refused big_prefill "step 0" V big_prefill
 tamper neg_tokens "UPDATE request_rows SET prompt_tokens = -5 WHERE key >> 32 = 1"
 [ -e "$T/neg_tokens.db" ] && refused neg_tokens "run 1" V neg_tokens
+# a length past the limit every trace reader applies (it would not fit the
+# 32-bit field a request's lengths are held in)
+tamper big_tokens "UPDATE request_rows SET prompt_tokens = 3000000000 WHERE key = (1 << 32) + 3"
+refused big_tokens "req_id 3: prompt_tokens 3000000000, output_tokens 4 outside [1, 1000000000]" V big_tokens
 
 # every stored column read back is checked (issue 16): a column that holds
 # a flag's value against that flag's range (job/job_param.c), a metric

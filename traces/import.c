@@ -211,7 +211,9 @@ static int csv_row(void *ctx, int64_t line, char **f, int nf, kvs_err *err)
         c->info->skipped++;
         return KVS_OK;
     }
-    return trace_import_push(c->t, &c->cap, (trace_req){at, p, o, 0}, c->path, err);
+    /* p, o in [1, TRACE_MAX_TOKENS] (csv_count) */
+    return trace_import_push(c->t, &c->cap, (trace_req){at, (int32_t)p, (int32_t)o, 0}, c->path,
+                             err);
 }
 
 static int import_csv(const char *path, int azure, trace *out, trace_import_info *info,

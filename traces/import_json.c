@@ -120,7 +120,9 @@ static int sharegpt_record(const char *path, int64_t rec, json_object *r,
         if (prompt > TRACE_MAX_TOKENS)
             return kvs_errf(err, KVS_EINVAL, "%s: record %lld: the conversation is longer than "
                             "%lld tokens", path, (long long)rec, (long long)TRACE_MAX_TOKENS);
-        if ((rc = trace_import_push(out, cap, (trace_req){0, prompt, a, 0}, path, err)))
+        /* prompt checked above, a by turn_tokens: both <= TRACE_MAX_TOKENS */
+        if ((rc = trace_import_push(out, cap, (trace_req){0, (int32_t)prompt, (int32_t)a, 0}, path,
+                                    err)))
             return rc;
         if (!o->turns)
             break;
@@ -195,7 +197,7 @@ static int custom_line(const char *path, long line, json_object *r, const trace_
     }
     if (a < 0)
         a = o->output_len;
-    return trace_import_push(out, cap, (trace_req){0, p, a, 0}, path, err);
+    return trace_import_push(out, cap, (trace_req){0, (int32_t)p, (int32_t)a, 0}, path, err);
 }
 
 int trace_import_vllm_custom(const char *path, const trace_import_opts *o, trace *out,

@@ -403,14 +403,14 @@ static int add_prefixes(const trace_synth_spec *spec, trace *t, kvs_err *err)
     int64_t k = 0;
     for (int64_t i = 0; i < n; i++) {
         trace_req *q = &t->reqs[i];
-        int64_t user = q->prompt_tokens;
+        int64_t user = q->prompt_tokens, prompt; /* prompt: checked before it is stored */
         t->hash_off[i] = k;
         if (i < conv) {
             if (sys > 0) {
                 t->hash_ids[k] = SYS_ID;
                 t->hash_tokens[k++] = (int32_t)sys;
             }
-            q->prompt_tokens = sys + user;
+            prompt = sys + user;
         } else {
             const trace_req *prev = &t->reqs[i - conv];
             for (int64_t j = t->hash_off[i - conv]; j < t->hash_off[i - conv + 1]; j++) {
@@ -419,15 +419,15 @@ static int add_prefixes(const trace_synth_spec *spec, trace *t, kvs_err *err)
             }
             t->hash_ids[k] = OUTPUT_ID(i - conv);
             t->hash_tokens[k++] = (int32_t)prev->output_tokens;
-            q->prompt_tokens = prev->prompt_tokens + prev->output_tokens + user;
+            prompt = (int64_t)prev->prompt_tokens + prev->output_tokens + user;
         }
         t->hash_ids[k] = USER_ID(i);
         t->hash_tokens[k++] = (int32_t)user;
-        if (q->prompt_tokens > TRACE_MAX_TOKENS)
+        if (prompt > TRACE_MAX_TOKENS)
             return kvs_errf(err, KVS_EINVAL, PFX "%s: request %lld's prompt of %lld tokens is "
                             "above the limit of %lld", i < conv ? "system_prompt" : "turns",
-                            (long long)i, (long long)q->prompt_tokens,
-                            (long long)TRACE_MAX_TOKENS);
+                            (long long)i, (long long)prompt, (long long)TRACE_MAX_TOKENS);
+        q->prompt_tokens = (int32_t)prompt;
     }
     t->hash_off[n] = k;
     t->hash_block = 0;
@@ -500,11 +500,15 @@ int trace_synth_gen(const trace_synth_spec *spec, const char *spec_text, uint64_
         }
         if (spec->prompt_kind == TRACE_LEN_FILE) {
             int64_t j = (int64_t)rng_below(&rl, (uint64_t)L.n);
-            q->prompt_tokens = L.pairs[j][0];
-            q->output_tokens = L.pairs[j][1];
+            /* (the file's lengths and the spec's bounds were checked against
+             * TRACE_MAX_TOKENS when read: they fit an int32_t) */
+            q->prompt_tokens = (int32_t)L.pairs[j][0];
+            q->output_tokens = (int32_t)L.pairs[j][1];
         } else {
-            q->prompt_tokens = sample_len(&rl, spec->prompt_kind, spec->prompt_a, spec->prompt_b);
-            q->output_tokens = sample_len(&rl, spec->output_kind, spec->output_a, spec->output_b);
+            q->prompt_tokens =
+                (int32_t)sample_len(&rl, spec->prompt_kind, spec->prompt_a, spec->prompt_b);
+            q->output_tokens =
+                (int32_t)sample_len(&rl, spec->output_kind, spec->output_a, spec->output_b);
         }
         q->priority = 0;
         if (spec->n_classes > 0) {

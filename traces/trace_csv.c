@@ -245,9 +245,11 @@ static int on_row(void *ctx, int64_t line, char **f, int nf, kvs_err *err)
                         (long long)line, L->ncols, nf);
     const char *pcol = t->format == TRACE_FORMAT_AZURE ? "ContextTokens" : "prompt_tokens";
     const char *ocol = t->format == TRACE_FORMAT_AZURE ? "GeneratedTokens" : "output_tokens";
-    if ((st = tokens(L, line, pcol, f[1], &r.prompt_tokens, err)) ||
-        (st = tokens(L, line, ocol, f[2], &r.output_tokens, err)))
+    int64_t p, o; /* in [1, TRACE_MAX_TOKENS] once read */
+    if ((st = tokens(L, line, pcol, f[1], &p, err)) || (st = tokens(L, line, ocol, f[2], &o, err)))
         return st;
+    r.prompt_tokens = (int32_t)p;
+    r.output_tokens = (int32_t)o;
     if (t->format == TRACE_FORMAT_AZURE) {
         int64_t s, ns;
         if (trace_parse_timestamp(f[0], &s, &ns, &why))

@@ -162,8 +162,8 @@ static int on_object(jl *L, int64_t line, json_object *o, kvs_err *err)
     trace_req *r = &t->reqs[t->n];
     memset(r, 0, sizeof *r);
     r->arrival_s = (double)(ms - L->t0_ms) / 1000.0;
-    r->prompt_tokens = p;
-    r->output_tokens = out;
+    r->prompt_tokens = (int32_t)p; /* both in [1, TRACE_MAX_TOKENS] (int_field) */
+    r->output_tokens = (int32_t)out;
     t->n++;
     t->hash_off[t->n] = base + nh;
     return KVS_OK;

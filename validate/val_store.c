@@ -184,8 +184,16 @@ static int load_requests(sqlite3 *db, val_run *r, int64_t n, kvs_err *err)
         trace_req *t = &r->tr.reqs[i];
         sched_req_result *q = &r->reqs[i];
         t->arrival_s = sqlite3_column_double(st, 1);
-        t->prompt_tokens = sqlite3_column_int64(st, 2);
-        t->output_tokens = sqlite3_column_int64(st, 3);
+        const int64_t P = sqlite3_column_int64(st, 2), O = sqlite3_column_int64(st, 3);
+        if (P < 1 || P > TRACE_MAX_TOKENS || O < 1 || O > TRACE_MAX_TOKENS) {
+            rc = kvs_errf(err, KVS_EINVAL, "--run %lld: requests table: req_id %lld: "
+                          "prompt_tokens %lld, output_tokens %lld outside [1, %lld]",
+                          (long long)r->run_id, (long long)i, (long long)P, (long long)O,
+                          (long long)TRACE_MAX_TOKENS);
+            goto done;
+        }
+        t->prompt_tokens = (int32_t)P;
+        t->output_tokens = (int32_t)O;
         t->priority = sqlite3_column_int(st, 4);
         char status[16];
         col_str(st, 5, status, sizeof status);
