@@ -22,6 +22,7 @@ typedef struct trace_req {
     int32_t output_tokens; /* O >= 1, the first generated token included */
     int32_t priority;      /* >= 0, lower is served first; 0 by default */
 } trace_req;
+_Static_assert(sizeof(trace_req) == 24, "trace_req grew past 24 bytes");
 
 /* Prompt prefix identities of n requests, in CSR layout (borrowed views):
  * the prompt of request i begins with segments off[i] .. off[i+1] - 1, in
