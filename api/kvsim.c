@@ -153,8 +153,9 @@ int kvsim_run_request(const kvsim_run *r, int64_t i, kvsim_request *out)
     out->first_token_s = s->first_token_s;
     out->finish_s = s->finish_s;
     out->preemptions = s->preemptions;
-    out->swaps = r->res.swaps ? r->res.swaps[i].swaps : 0;
-    out->swapped_s = r->res.swaps ? r->res.swaps[i].swapped_s : 0.0;
+    const sched_req_swap w = sched_swap_at(r->res.swaps, i);
+    out->swaps = w.swaps;
+    out->swapped_s = w.swapped_s;
     out->replica = r->res.replica ? r->res.replica[i] : 0;
     out->decode_replica = r->res.decode ? r->res.decode[i] : -1;
     out->kv_transfer_s = r->res.kv_transfer_s ? r->res.kv_transfer_s[i] : NAN;

@@ -417,9 +417,6 @@ sched_req_result *sched_take_results(sched *s)
     return r;
 }
 
-/* one per request of the trace: its size is the memory target's (README) */
-_Static_assert(sizeof(sched_req_result) == 24, "sched_req_result grew past 24 bytes");
-
 const sched_req_swap *sched_swaps(const sched *s) { return s->swp; }
 
 sched_req_swap *sched_take_swaps(sched *s)

@@ -141,6 +141,7 @@ typedef struct sched_req_result {
     uint8_t status;        /* sched_req_status: FINISHED or REJECTED at end */
     uint8_t reject_reason; /* sched_reject_reason: NONE unless REJECTED */
 } sched_req_result;
+_Static_assert(sizeof(sched_req_result) == 24, "sched_req_result grew past 24 bytes");
 
 /* A request's swaps (V0 with --preemption swap only; every other engine
  * and mode has none, and its results no array of these). */
@@ -148,6 +149,13 @@ typedef struct sched_req_swap {
     double swapped_s;      /* total seconds spent swapped out */
     int32_t swaps;         /* swap-outs (counted in preemptions too) */
 } sched_req_swap;
+
+/* Request i's swaps from an array that may be NULL (an engine that cannot
+ * swap: 0 s and 0 swaps).  O(1). */
+static inline sched_req_swap sched_swap_at(const sched_req_swap *w, int64_t i)
+{
+    return w ? w[i] : (sched_req_swap){0.0, 0};
+}
 
 typedef enum sched_step_kind {
     SCHED_STEP_PREFILL = 0,  /* only prefills (and swap-ins) */

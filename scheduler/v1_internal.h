@@ -201,7 +201,7 @@ static inline void v1_pool_release_rev(v1_pool *p, const int32_t *t, int64_t n)
     uint64_t ids = 0;
     for (int64_t j = n - 1; j >= 0; j--) {
         if (j >= 8) /* cold: last touched when taken */
-            __builtin_prefetch(&blk[t[j - 8]]);
+            v1_pool_prefetch(p, t[j - 8]);
         const int32_t b = t[j];
         v1_blk *e = &blk[b];
         if (--e->ref > 0)
@@ -490,6 +490,13 @@ static inline void v1_step_stamp(sched *s, double d, double t)
     st->kv_blocks_used = v->N - v->pool.F;
     st->n_waiting = v1_n_waiting(v);
     st->n_running = v->nrun;
+}
+
+/* The end of what a leap may plan: the next arrival another engine of a
+ * cluster may bring (sched_set_arrivals), else the horizon.  O(1). */
+static inline double v1_leap_horizon(const sched *s)
+{
+    return s->arr_cur ? s->arr_other_s : s->horizon;
 }
 
 /* Rule 4.4's chunk for running request id with C tokens stored and

@@ -146,7 +146,7 @@ static void leap_group(sched_v1 *v, int64_t n, int64_t *jstar, int64_t *kv)
 }
 
 /* Step 1 (just emitted, ending at t) made a token for every entry of S
- * (v1_plan's all_make_tokens): its prefill chunks that reach P + g are
+ * (v1_leap_ready): its prefill chunks that reach P + g are
  * written as the decodes they equal from step 2 on, a decode of token
  * P + g whose context before step 1 was P + g - 1.  That is what the
  * leap's groups, KV and lazy state read, and what v1_finish of step 1
@@ -291,7 +291,7 @@ static double leap_steps(sched *s, double t, int *again)
     int64_t step = step0, told = step0; /* steps from `told` on: not yet in lk_emitted */
     int normal = 0, short_of_blocks = 0; /* normal: this step is completed as a normal one */
     int32_t lim = SCHED_LIMIT_NONE_WAITING; /* the limit of the step being planned */
-    const double hz = s->arr_cur ? s->arr_other_s : s->horizon;
+    const double hz = v1_leap_horizon(s);
     int32_t x = v->lk_x; /* the chunking request, S_[n] (its last chunk), or -1 */
     /* S's decode batch (decode_record_init): the steps differ in kv_read alone */
     const cost_run *run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
@@ -412,7 +412,7 @@ static double leap_steps(sched *s, double t, int *again)
         t += v1_emit_step(s, t);
         /* a step 1 as v1_plan's: nobody was preempted and S is R */
         *again = v->ns == v->nrun && v1_leap_ready(v) &&
-                 t < (s->arr_cur ? s->arr_other_s : s->horizon);
+                 t < v1_leap_horizon(s);
     }
     return t;
 }
@@ -448,7 +448,7 @@ int v1_leap_resume(sched *s, double now, double *t_end)
 {
     sched_v1 *v = s->v1;
     assert(v->lk_paused && v->ns == 0 && v->nrun == v->lk_n && v->lk_x < 0);
-    if (!(now < (s->arr_cur ? s->arr_other_s : s->horizon))) {
+    if (!(now < v1_leap_horizon(s))) {
         leap_write_paused(s);
         return 0;
     }

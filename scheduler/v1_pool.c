@@ -12,8 +12,6 @@
 
 #include "v1_internal.h"
 
-
-
 /* Private identities of one request share a home run of this many
  * consecutive blocks (key_home). */
 #define V1_POOL_RUN 8

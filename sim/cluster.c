@@ -788,12 +788,11 @@ int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *co
         if (sched_swaps(cl.eng[r]) &&
             !(out->swaps = calloc((size_t)(tr->n > 0 ? tr->n : 1), sizeof *out->swaps)))
             goto nomem;
-    for (int64_t i = 0; out->swaps && i < tr->n; i++) { /* the engine of the row's result */
-        const sched_req_swap *w = sched_swaps(
-            cl.eng[out->decode && out->decode[i] >= 0 ? out->decode[i] : out->replica[i]]);
-        if (w)
-            out->swaps[i] = w[i];
-    }
+    for (int64_t i = 0; out->swaps && i < tr->n; i++) /* the engine of the row's result */
+        out->swaps[i] = sched_swap_at(
+            sched_swaps(cl.eng[out->decode && out->decode[i] >= 0 ? out->decode[i]
+                                                                   : out->replica[i]]),
+            i);
     out->kv_decoders = cl.n - cl.np;
     if (out->kv_transfers > 0) {
         out->kv_transfer_mean_s /= (double)out->kv_transfers;

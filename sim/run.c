@@ -210,7 +210,7 @@ void run_live_row(const run_live *live, int64_t i, sched_req_result *r, double *
 
 sched_req_swap run_live_swap(const run_live *live, int64_t i)
 {
-    return live->swaps ? live->swaps[i] : (sched_req_swap){0.0, 0};
+    return sched_swap_at(live->swaps, i);
 }
 
 /* Rows handed out every this many newly done requests (and at the end). */

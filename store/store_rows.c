@@ -107,7 +107,7 @@ static void row_at(const row_src *src, int64_t i, req_row *w)
     }
     const run_result *res = src->res;
     w->r = res->reqs[i];
-    w->swap = res->swaps ? res->swaps[i] : (sched_req_swap){0.0, 0};
+    w->swap = sched_swap_at(res->swaps, i);
     w->replica = res->replica ? res->replica[i] : 0;
     w->decode = res->decode ? res->decode[i] : -1;
     w->kv_transfer_s = res->kv_transfer_s ? res->kv_transfer_s[i] : NAN;

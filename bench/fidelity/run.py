@@ -377,12 +377,13 @@ def lengths_file(spec, tmp, made):
                 k = lim[key] / (sum(int(r[col]) for r in kept) / len(kept))
                 for r in kept:
                     r[col] = str(max(1, round(int(r[col]) * k)))
-        for rec in kept:
-            if "num_total_tokens" in head:
-                t = head.index("num_total_tokens")
-                rec[t] = str(int(rec[ip]) + int(rec[io_]))
-            if "pd_ratio" in head:
-                rec[head.index("pd_ratio")] = repr(int(rec[ip]) / int(rec[io_]))
+        it = head.index("num_total_tokens") if "num_total_tokens" in head else -1
+        ir = head.index("pd_ratio") if "pd_ratio" in head else -1
+        for rec in kept:  # the derived columns follow the scaled lengths
+            if it >= 0:
+                rec[it] = str(int(rec[ip]) + int(rec[io_]))
+            if ir >= 0:
+                rec[ir] = repr(int(rec[ip]) / int(rec[io_]))
             wr.writerow(rec)
     made[spec] = out
     return out
