@@ -625,6 +625,15 @@ START_TEST(test_synth_prefixes)
     ck_assert_int_eq(trace_synth_parse("n=5,rate=1,prompt=5,output=5,system_prompt=-3", &sa,
                                        &err), KVS_EINVAL);
     ck_assert(strstr(err.msg, "--synthetic: system_prompt:") != NULL);
+    /* turns that grow a prompt past TRACE_MAX_TOKENS: request 4 (turn 1 of
+     * conversation 0) would hold 9e8 + 9e8 + 9e8 = 2.7e9 tokens, past what a
+     * request's 32-bit length holds, so the sum is taken and refused in
+     * 64 bits, naming the true total */
+    const char *huge = "arrival=poisson,rate=1,n=10,prompt=900000000,output=900000000,turns=3";
+    ck_assert_int_eq(trace_synth_parse(huge, &sa, &err), 0);
+    ck_assert_int_eq(trace_synth_gen(&sa, huge, 5, &a, &err), KVS_EINVAL);
+    ck_assert_msg(strstr(err.msg, "--synthetic: turns: request 4's prompt of 2700000000 tokens is "
+                                  "above the limit of 1000000000") != NULL, "%s", err.msg);
 }
 END_TEST
 
