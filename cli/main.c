@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "comm.h"
+#include "../kernels/kernels.h"
 
 typedef struct cli_command {
     const char *name;
@@ -54,6 +56,9 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         printf("kvsim %s\n", KVSIM_VERSION);
+        printf("kernel backends: %s\n", kernels_backend_names());
+        printf("MPI sweeps: %s\n", comm_built() ? "yes (libkvsim_mpi.so, loaded under mpirun)"
+                                                : "no (built without MPI)");
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

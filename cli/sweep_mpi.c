@@ -17,11 +17,13 @@
  * and exits CLI_EXIT_INTERRUPTED; --resume finishes it.  A kill (SIGKILL)
  * leaves every stored point intact too (each run is one transaction).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "comm.h"
 #include "sweep.h"
 
 /* Ranks in the job from the launcher's environment (Open MPI, MPICH/Hydra,
@@ -39,51 +41,32 @@ static int launcher_size(void)
 
 int sweep_mpi_active(void) { return launcher_size() > 1; }
 
-#ifndef KVSIM_HAVE_MPI
-
-int sweep_mpi_main(const char *cmd, int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    return cli_fail(cmd, "started by mpirun with %d ranks, but this kvsim was built without "
-                         "MPI (install libopenmpi-dev and rebuild with -DKVSIM_MPI=ON); run "
-                         "it without mpirun or with -np 1",
-                    launcher_size());
-}
-
-#else
-
-#include <limits.h>
-#include <mpi.h>
-
 #define TAG_RUN 1
+
+static const comm_vt *mpi; /* comm_load's table, once sweep_mpi_main has it */
 
 /* Broadcast a string from rank 0 (*s malloc'd on the other ranks). */
 static int bcast_str(char **s, int rank)
 {
     int64_t len = rank == 0 ? (int64_t)strlen(*s) + 1 : 0;
-    MPI_Bcast(&len, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    mpi->bcast(&len, sizeof len, 0);
     if (rank != 0 && !(*s = malloc((size_t)len)))
         return -1;
-    MPI_Bcast(*s, (int)len, MPI_CHAR, 0, MPI_COMM_WORLD);
+    mpi->bcast(*s, (size_t)len, 0);
     return 0;
 }
 
 /* Rank 0: the result of point list[k] from rank `src`. */
 static void recv_point(int src, int64_t point, run_packed *r)
 {
-    MPI_Status status;
-    int count = 0;
+    unsigned char *buf = NULL;
+    size_t count = 0;
     kvs_err err;
-    MPI_Probe(src, TAG_RUN, MPI_COMM_WORLD, &status);
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    unsigned char *buf = malloc(count > 0 ? (size_t)count : 1);
-    if (!buf) {
+    if (mpi->recv(src, TAG_RUN, &buf, &count)) {
         fprintf(stderr, "kvsim sweep: out of memory receiving point %lld\n", (long long)point);
-        MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_ERR);
+        mpi->abort(CLI_EXIT_ERR);
     }
-    MPI_Recv(buf, count, MPI_BYTE, src, TAG_RUN, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    int bad = run_unpack(buf, (size_t)count, r, &err);
+    int bad = run_unpack(buf, count, r, &err);
     if (bad || r->point_index != point) {
         if (!bad)
             run_packed_free(r);
@@ -113,10 +96,10 @@ static void send_point(const run_packed *r)
         buf = NULL;
         if (run_pack(&fail, &buf, &len, &err)) {
             fprintf(stderr, "kvsim sweep: %s\n", err.msg);
-            MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_ERR);
+            mpi->abort(CLI_EXIT_ERR);
         }
     }
-    MPI_Send(buf, (int)len, MPI_BYTE, 0, TAG_RUN, MPI_COMM_WORLD);
+    mpi->send(buf, len, 0, TAG_RUN);
     free(buf);
 }
 
@@ -132,11 +115,11 @@ static int share_plan(const char *cmd, int argc, char **argv, int rank, sweep_cl
         hdr[0] = rc == 0;
         hdr[1] = p->sweep_id;
         hdr[2] = p->n_todo;
-        MPI_Bcast(hdr, 3, MPI_INT64_T, 0, MPI_COMM_WORLD);
+        mpi->bcast(hdr, sizeof hdr, 0);
         if (rc)
             return rc;
     } else {
-        MPI_Bcast(hdr, 3, MPI_INT64_T, 0, MPI_COMM_WORLD);
+        mpi->bcast(hdr, sizeof hdr, 0);
         if (!hdr[0])
             return CLI_EXIT_ERR;
     }
@@ -144,7 +127,7 @@ static int share_plan(const char *cmd, int argc, char **argv, int rank, sweep_cl
     char *grid_text = rank == 0 ? p->grid_text : NULL;
     if (bcast_str(&base_args, rank) || bcast_str(&grid_text, rank)) {
         fprintf(stderr, "kvsim sweep: rank %d: out of memory\n", rank);
-        MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_ERR);
+        mpi->abort(CLI_EXIT_ERR);
     }
     if (rank != 0) {
         char where[64];
@@ -152,15 +135,22 @@ static int share_plan(const char *cmd, int argc, char **argv, int rank, sweep_cl
         if (sweep_plan_from_texts(cmd, base_args, grid_text, where, p) ||
             !(p->todo = malloc((size_t)(hdr[2] > 0 ? hdr[2] : 1) * sizeof *p->todo))) {
             fprintf(stderr, "kvsim sweep: rank %d could not rebuild the sweep\n", rank);
-            MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_ERR);
+            mpi->abort(CLI_EXIT_ERR);
         }
         free(base_args);
         free(grid_text);
         p->sweep_id = hdr[1];
         p->n_todo = hdr[2];
     }
-    if (p->n_todo > 0)
-        MPI_Bcast(p->todo, (int)p->n_todo, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    if (p->n_todo > 0) {
+        if ((uint64_t)p->n_todo > INT_MAX / sizeof *p->todo) {
+            if (rank == 0)
+                fprintf(stderr, "kvsim sweep: %lld points are more than one MPI message holds\n",
+                        (long long)p->n_todo);
+            return CLI_EXIT_ERR; /* every rank knows n_todo: all return */
+        }
+        mpi->bcast(p->todo, (size_t)p->n_todo * sizeof *p->todo, 0);
+    }
     return 0;
 }
 
@@ -174,8 +164,7 @@ static int run_points(const char *cmd, const sweep_plan *p, int rank, int size, 
     for (int64_t k = 0; k < p->n_todo; k++) {
         int owner = (int)(k % size);
         if (owner == 0) { /* a new round: does any rank want to stop? */
-            int mine = cli_stop_requested() > 0;
-            MPI_Allreduce(&mine, &interrupted, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            interrupted = mpi->max_int(cli_stop_requested() > 0);
             if (interrupted)
                 break;
         }
@@ -202,10 +191,12 @@ static int run_points(const char *cmd, const sweep_plan *p, int rank, int size, 
 
 int sweep_mpi_main(const char *cmd, int argc, char **argv)
 {
+    char why[512];
+    if (!(mpi = comm_load(why, sizeof why)))
+        return cli_fail(cmd, "started by mpirun with %d ranks, but %s; run it without mpirun "
+                             "or with -np 1", launcher_size(), why);
     int rank = 0, size = 1;
-    MPI_Init(NULL, NULL);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mpi->init(&rank, &size);
 
     sweep_cli cli;
     sweep_plan p;
@@ -213,7 +204,8 @@ int sweep_mpi_main(const char *cmd, int argc, char **argv)
     memset(&p, 0, sizeof p);
     int rc = share_plan(cmd, argc, argv, rank, &cli, &p, &st);
     if (rc) {
-        MPI_Finalize();
+        store_close(st);
+        mpi->finalize();
         return rc;
     }
     /* calibrated cost profiles are read from the database on every rank */
@@ -238,8 +230,7 @@ int sweep_mpi_main(const char *cmd, int argc, char **argv)
         store_close(cost_st);
     store_close(st);
     sweep_plan_free(&p);
-    MPI_Finalize();
+    mpi->finalize();
     return rc;
 }
 
-#endif

@@ -20,18 +20,20 @@ static const kernels_backend_vt *const registry[] = {
 #define N_REGISTRY (sizeof registry / sizeof registry[0])
 
 #ifdef KVSIM_HAVE_CUDA
-/* The CUDA backend's table from its module: $KVSIM_CUDA_MODULE, else the
- * module this build made, else libkvsim_cuda.so on the loader's path.
+/* The CUDA backend's table from its module: $KVSIM_CUDA_MODULE when set
+ * (and then only it), else the module this build made, else
+ * libkvsim_cuda.so on the loader's path.
  * Loaded once and kept for the process.  KVS_EDEVICE naming why not. */
 static int cuda_vt_load(const kernels_backend_vt **out, kvs_err *err)
 {
     static const kernels_backend_vt *vt;
     if (!vt) {
-        const char *paths[] = {getenv("KVSIM_CUDA_MODULE"), KVSIM_CUDA_MODULE,
-                               "libkvsim_cuda.so"};
+        /* a module named in the environment is the only one tried */
+        const char *env = getenv("KVSIM_CUDA_MODULE");
+        const char *paths[] = {env && *env ? env : KVSIM_CUDA_MODULE, "libkvsim_cuda.so"};
         void *h = NULL;
         const char *why = "not found";
-        for (size_t i = 0; i < sizeof paths / sizeof paths[0] && !h; i++)
+        for (size_t i = 0; i < (env && *env ? 1u : 2u) && !h; i++)
             if (paths[i] && paths[i][0] && !(h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL)))
                 why = dlerror();
         if (!h)

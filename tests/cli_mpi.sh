@@ -13,7 +13,7 @@ if ! command -v mpirun > /dev/null 2>&1; then
   echo "SKIP: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"
   exit 0
 fi
-if ! ldd "$KVSIM" 2> /dev/null | grep -q libmpi; then
+if ! "$KVSIM" --version | grep -q '^MPI sweeps: yes'; then
   echo "SKIP: $KVSIM was built without MPI"
   exit 0
 fi
@@ -30,6 +30,18 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # errors here but not leaks; the same sweep code runs leak-checked without
 # MPI in cli_sweep.sh.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0"
+# the MPI calls are a module opened under mpirun only: the binary needs no
+# MPI library at start (cli/comm.h), and a module that cannot be opened is
+# one line naming it, exit 2, before anything is stored
+ldd "$KVSIM" | grep -q 'libmpi\|libopen-pal' && bad "kvsim needs an MPI library at start" || ok
+OMPI_COMM_WORLD_SIZE=2 KVSIM_MPI_MODULE=/nonexistent/libkvsim_mpi.so "$KVSIM" sweep \
+  --db "$T/nomod.db" --model llama-7b --gpu a100-80g \
+  --synthetic 'arrival=poisson,rate=2,n=20,prompt=64,output=16' --grid 'max-seqs=4,8' \
+  > "$T/nomod.out" 2> "$T/nomod.err"
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l < "$T/nomod.err")" -eq 1 ] && grep -q 'cannot load the MPI module' "$T/nomod.err" &&
+  [ ! -s "$T/nomod.out" ] && [ ! -e "$T/nomod.db" ] && ok ||
+  bad "missing MPI module: exit $rc, stderr '$(cat "$T/nomod.err")'"
 MPIRUN=(mpirun --oversubscribe -np 2)
 [ "$(id -u)" -eq 0 ] && MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 2)
 

@@ -4,7 +4,8 @@
  * loads the first time the "cuda" backend is opened.  So:
  *   - a whole run in this process (flags, trace, cost, simulation, rows
  *     stored: what `kvsim run` does) leaves no libcudart or libcublas in
- *     /proc/self/maps, and the kvsim binary does not list them as needed;
+ *     /proc/self/maps, and the kvsim binary does not list them (nor
+ *     libmpi: cli/comm.h) as needed;
  *   - in a build with CUDA, opening the cuda backend maps both, whether or
  *     not a device is present (without one the open fails with KVS_EDEVICE
  *     after loading the module), as `calibrate --backend cuda` does.
@@ -69,6 +70,10 @@ START_TEST(test_run_maps_no_cuda)
     if (tu_run(cmd, &out) == 0 && out) {
         ck_assert_msg(!strstr(out, "libcudart") && !strstr(out, "libcublas"),
                       "kvsim needs CUDA libraries at start:\n%s", out);
+        /* nor MPI's: the MPI calls of a sweep under mpirun are a module
+         * too (cli/comm.h), tested in cli_mpi.sh */
+        ck_assert_msg(!strstr(out, "libmpi") && !strstr(out, "libopen-pal"),
+                      "kvsim needs MPI libraries at start:\n%s", out);
     }
     free(out);
 }
