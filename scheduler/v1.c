@@ -207,6 +207,10 @@ static void v1_free(sched *s)
     free(v->xtab);
     free(v->lk_ids);
     free(v->S_);
+    for (int64_t k = 0; k < v->sv_cap; k++)
+        free(v->sv[k].blk);
+    free(v->sv);
+    free(v->sv_free);
     v1_pd_free(v, s->n); /* disaggregated serving: kept blocks */
     free(v);
 }
@@ -293,6 +297,84 @@ static v1_key block_key(const sched_v1 *v, int32_t id, int64_t j)
         k.b = (uint64_t)j | V1_PRIVATE;
     }
     return k;
+}
+
+/* ------------------------------------------------------- saved rows */
+/* Save the block table of id, which is being preempted (its slot still
+ * held): its private identities become findable by its own lookups
+ * (v1_pool_save) and the row is copied to a saved entry, named by
+ * rq[id].slot once free_blocks has given the slot back (saved_name).  The
+ * entry index, or -1 out of memory (pd.oom set; the run then fails).  Only
+ * without other KV groups (their pages go through the table, v1_pool_publish).
+ * O(blocks held). */
+static int64_t saved_put(sched_v1 *v, int32_t id)
+{
+    assert(!v->xtab && v->rq[id].slot >= 0);
+    const int32_t n = v->rq[id].held;
+    if (v->n_sv_free == 0) {
+        const int64_t old = v->sv_cap, grown = old ? 2 * old : 16;
+        struct v1_saved *e = realloc(v->sv, (size_t)grown * sizeof *e);
+        if (e)
+            v->sv = e;
+        int32_t *f = e ? realloc(v->sv_free, (size_t)grown * sizeof *f) : NULL;
+        if (!f) {
+            v->pd.oom = 1;
+            return -1;
+        }
+        v->sv_free = f;
+        for (int64_t k = grown - 1; k >= old; k--) {
+            v->sv[k] = (struct v1_saved){NULL, 0, 0, -1};
+            v->sv_free[v->n_sv_free++] = (int32_t)k;
+        }
+        v->sv_cap = grown;
+    }
+    const int32_t k = v->sv_free[v->n_sv_free - 1];
+    struct v1_saved *e = &v->sv[k];
+    if (e->cap < n) {
+        int32_t *b = realloc(e->blk, (size_t)n * sizeof *b);
+        if (!b) {
+            v->pd.oom = 1;
+            return -1;
+        }
+        e->blk = b;
+        e->cap = n;
+    }
+    v->n_sv_free--;
+    const int32_t *t = table_of(v, id);
+    const int64_t shared_end = v->seg_off ? v->seg_len[id] / v->bs : 0; /* as v1_alloc's */
+    for (int32_t j = (int32_t)shared_end; j < n; j++)
+        v1_pool_save(&v->pool, t[j], block_key(v, id, j)); /* no-op but for lazy ones */
+    memcpy(e->blk, t, (size_t)n * sizeof *t);
+    e->n = n;
+    e->id = id;
+    return k;
+}
+
+/* id's saved entry goes back (id is being admitted: its lookup's hits are
+ * in hand).  O(1). */
+static void saved_drop(sched_v1 *v, int32_t id)
+{
+    const int32_t k = -2 - v->rq[id].slot;
+    assert(k >= 0 && k < v->sv_cap && v->sv[k].id == id);
+    v->sv[k].id = -1;
+    v->sv[k].n = 0;
+    v->sv_free[v->n_sv_free++] = k;
+    v->rq[id].slot = -1;
+}
+
+/* The block registered under identity k = block_key(v, id, j), or 0:
+ * private identities through id's saved row (they are nowhere else
+ * findable, v1_pool_save), the others through the table.  O(1) expected. */
+static int32_t find_block(const sched_v1 *v, int32_t id, int64_t j, v1_key k)
+{
+    if (!(k.b & V1_PRIVATE) || v->xtab)
+        return v1_pool_lookup(&v->pool, k);
+    const int32_t slot = v->rq[id].slot;
+    if (slot > -2)
+        return 0;
+    const struct v1_saved *e = &v->sv[-2 - slot];
+    const int32_t b = j < e->n ? e->blk[j] : 0;
+    return v1_pool_saved_is(&v->pool, b, k) ? b : 0;
 }
 
 /* ---------------------------------------------------------------- W */
@@ -573,6 +655,8 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
     }
     if (need > v->pool.F)
         return 0;
+    if (v->rq[id].slot <= -2) /* preempted: its hits are in hand */
+        saved_drop(v, id);
     if (v->rq[id].slot < 0 && (v->rq[id].slot = slot_take(v)) < 0)
         return 0;
     int32_t *t = table_of(v, id);
@@ -619,7 +703,7 @@ static int64_t find_hits(sched_v1 *v, int32_t id, int64_t T)
     const int64_t cap = (T - 1) / v->bs;
     while (p->wm < cap) {
         v1_key key = block_key(v, id, p->wm);
-        int32_t b = v1_pool_lookup(p, key);
+        int32_t b = find_block(v, id, p->wm, key);
         if (!b) {
             v1_pool_watch_miss(p, key);
             break;
@@ -641,7 +725,7 @@ int64_t sched_v1_cached_prefix_blocks(const sched *s, int32_t id)
         return 0;
     const int64_t cap = (s->reqs[id].prompt_tokens - 1) / v->bs;
     int64_t m = 0;
-    while (m < cap && v1_pool_lookup(&v->pool, block_key(v, id, m)))
+    while (m < cap && find_block(v, id, m, block_key(v, id, m)))
         m++;
     return m;
 }
@@ -681,11 +765,14 @@ static void preempt_at(sched *s, int64_t idx, int64_t *budget)
             }
         v->rq[id].sq = 0;
     }
-    if (v->rq[id].slot >= 0) { /* its private identities become findable (v1_pool_register) */
+    int64_t saved = -1;
+    if (v->rq[id].slot >= 0 && v->pfx && !v->xtab) { /* its private identities become */
+        saved = saved_put(v, id);                   /* findable by it (v1_pool_save) */
+    } else if (v->rq[id].slot >= 0 && v->pfx) { /* other groups: all through the table */
         const int32_t *t = table_of(v, id);
         for (int64_t j = 0; j < v->rq[id].held; j++)
             v1_pool_publish(&v->pool, t[j], block_key(v, id, j));
-        for (int64_t k = 0; v->xtab && k < n_other(v); k++) {
+        for (int64_t k = 0; k < n_other(v); k++) {
             const int32_t *x = xrow(v, id, k);
             for (int64_t j = 0; j < v->rq[id].held; j++)
                 if (x[j])
@@ -693,6 +780,8 @@ static void preempt_at(sched *s, int64_t idx, int64_t *budget)
         }
     }
     free_blocks(v, id);
+    if (saved >= 0)
+        v->rq[id].slot = (int32_t)(-2 - saved);
     v->rq[id].C = 0;
     s->res[id].preemptions++;
     s->step.n_preempted++;

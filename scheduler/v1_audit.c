@@ -147,16 +147,25 @@ int v1_audit(const sched *s, char *why, size_t n)
     if (distinct + v->pool.F != v->N)
         V1_FAIL("held %lld + free %lld != %lld blocks", (long long)distinct,
                 (long long)v->pool.F, (long long)v->N);
-    int64_t wn = 0;
+    int64_t wn = 0, saved = 0;
     for (int32_t id = v->whead; id >= 0; id = v->rq[id].wnext) {
         if (++wn > s->n || s->state[id] != SCHED_REQ_WAITING || v->rq[id].held != 0 ||
             v->rq[id].slot >= 0)
             V1_FAIL("W: request %d (state %d) holds %d blocks", id, s->state[id], v->rq[id].held);
+        if (v->rq[id].slot <= -2) { /* a preempted request's saved row */
+            const int64_t k = -2 - (int64_t)v->rq[id].slot;
+            if (k >= v->sv_cap || v->sv[k].id != id || v->sv[k].n > v->sv[k].cap)
+                V1_FAIL("W: request %d names saved row %lld, not its own", id, (long long)k);
+            saved++;
+        }
         if (!v->fcfs && v->rq[id].wnext >= 0 && key_after(s->reqs, id, v->rq[id].wnext))
             V1_FAIL("W: %d before %d out of priority order", id, v->rq[id].wnext);
     }
     if (wn != v->wn)
         V1_FAIL("W lists %lld requests, counter %lld", (long long)wn, (long long)v->wn);
+    if (saved != v->sv_cap - v->n_sv_free)
+        V1_FAIL("%lld saved rows named in W, %lld in use", (long long)saved,
+                (long long)(v->sv_cap - v->n_sv_free));
     if (v->n_free_slots + v->nrun + v->pd.aside != v->nslots)
         V1_FAIL("%lld free slots with %lld running and %lld remote aside of %lld",
                 (long long)v->n_free_slots, (long long)v->nrun, (long long)v->pd.aside,

@@ -38,8 +38,10 @@ typedef struct v1_key {
  * all until published: the engine passes it again then. */
 #define V1_BLK_INQ 1u    /* in Q */
 #define V1_BLK_HAS_ID 2u /* carries an identity (registered) */
-#define V1_BLK_LAZY 4u   /* a private identity not yet in the table
-                            (v1_pool_publish puts it there) */
+#define V1_BLK_LAZY 4u   /* a private identity never in the table (v1_pool_publish
+                            puts it there; v1_pool_save keeps it out) */
+#define V1_BLK_SAVED 8u  /* with LAZY: the private identity x[b].key is findable
+                            through its request's saved row (v1_pool_save) */
 #define V1_BLK_WATCHED 0x80000000u /* in the watched lookup's answer (wh[0 .. wm));
                                      the top bit: v1_pool_release_rev sums it
                                      and V1_BLK_HAS_ID in one word */
@@ -119,9 +121,11 @@ static inline int v1_pool_has_id(const v1_pool *p, int32_t b)
  * results. */
 static inline void v1_pool_prefetch(const v1_pool *p, int32_t b) { __builtin_prefetch(&p->blk[b]); }
 /* The slow paths of the inline operations below (v1_pool.c): b's identity
- * leaves M; b (its key set) enters its list in M; the full ring is packed
- * in place, keeping Q's order.  Not for other callers. */
+ * leaves M; b's saved identity leaves (f: its flags before the take); b
+ * (its key set) enters its list in M; the full ring is packed in place,
+ * keeping Q's order.  Not for other callers. */
 void v1_pool_unregister_(v1_pool *p, int32_t b);
+void v1_pool_unsave_(v1_pool *p, int32_t b, uint32_t f);
 void v1_pool_table_append_(v1_pool *p, int32_t b);
 void v1_pool_ring_pack_(v1_pool *p);
 
@@ -179,6 +183,45 @@ static inline void v1_pool_register(v1_pool *p, int32_t b, v1_key k)
  * engine names it again) in the table, last in its list, if it is still
  * held on the block alone; no-op otherwise.  O(1) expected. */
 void v1_pool_publish(v1_pool *p, int32_t b, v1_key k);
+
+/* Make b's private identity k (the one it was registered under: the
+ * engine names it again) findable without entering the table: the key is
+ * stored on the block and V1_BLK_SAVED set, if b still carries it lazily;
+ * no-op for a block without it or with an identity in the table.  Only
+ * the request whose identity it is looks it up, at its re-admission after
+ * a preemption, and it keeps the blocks it held in a saved row of its own
+ * (v1.c): v1_pool_saved_is answers for one block of that row.  No hashing:
+ * O(1), one store.
+ *
+ * Why that finds what the table would: a private identity (r, j) is
+ * registered only by r, on its own block j, and looked up only by r.  A
+ * preemption releases r's blocks last to first, so Q hands out (evicts)
+ * r's block j only after its blocks j + 1 ... (nothing else takes r's
+ * blocks out of Q: only r hits them, and only a prefix).  So when r's
+ * lookup misses at j, every block of r past j is gone too, r's fresh blocks
+ * j ... never meet an older block under the same identity, and the table's
+ * list under (r, j) would hold exactly the block of r's latest row. */
+static inline void v1_pool_save(v1_pool *p, int32_t b, v1_key k)
+{
+    v1_blk *e = &p->blk[b];
+    assert(k.b & V1_PRIVATE);
+    if ((e->flags & (V1_BLK_LAZY | V1_BLK_SAVED)) == V1_BLK_LAZY) {
+        e->flags |= V1_BLK_SAVED;
+        p->x[b].key = k;
+        /* the watched lookup's first miss is found now: it must look again
+         * (as v1_pool_table_append_ tells it of a key entering M) */
+        if (p->watch_has_miss && p->watch_miss.a == k.a && p->watch_miss.b == k.b)
+            p->wepoch++;
+    }
+    assert(!(e->flags & V1_BLK_SAVED) || (p->x[b].key.a == k.a && p->x[b].key.b == k.b));
+}
+
+/* 1 if block b (0: none) carries the saved private identity k.  O(1). */
+static inline int v1_pool_saved_is(const v1_pool *p, int32_t b, v1_key k)
+{
+    return b && (p->blk[b].flags & V1_BLK_SAVED) && p->x[b].key.a == k.a &&
+           p->x[b].key.b == k.b;
+}
 
 /* v1_pool_release of t[n - 1], ..., t[0] (last to first), with the ring's
  * counters kept in registers.  The same result as n releases.  The ring
@@ -242,8 +285,10 @@ static inline int32_t v1_pool_pop_(v1_pool *p, const int32_t *ring, uint64_t mas
     }
     (*evicted)++;
     if (f & V1_BLK_LAZY) { /* never entered in the table */
-        e->flags = f & ~(V1_BLK_INQ | V1_BLK_LAZY | V1_BLK_HAS_ID);
+        e->flags = f & ~(V1_BLK_INQ | V1_BLK_LAZY | V1_BLK_HAS_ID | V1_BLK_SAVED);
         p->ids--;
+        if (f & V1_BLK_SAVED)
+            v1_pool_unsave_(p, b, f);
     } else {
         e->flags = f & ~V1_BLK_INQ;
         p->wfree -= (f & V1_BLK_WATCHED) != 0; /* was free; leaves the answer (watch_drop) */
@@ -351,7 +396,8 @@ struct sched_v1 {
         int32_t sq;            /* tokens scheduled in the step in flight (<= P + O) */
         int32_t reg;           /* registered(r) */
         int32_t held;          /* blocks held */
-        int32_t slot;          /* block table slot, -1 none */
+        int32_t slot;          /* block table slot, -1 none, <= -2: a preempted
+                                  request's saved row sv[-2 - slot] */
         int32_t wprev, wnext;  /* W as a list, -1 none */
     } *rq;                     /* 40 bytes each: what a step reads of a
                                   request is on one line */
@@ -378,6 +424,16 @@ struct sched_v1 {
                                   out of W hold theirs, slot_take grows them) */
     int32_t *free_slots;       /* [nslots] stack */
     int64_t n_free_slots;
+    /* saved rows (v1_pool_save; without other KV groups): the blocks a
+     * preempted request held, read by its own lookups until it is admitted
+     * again; entries are reused and keep their room */
+    struct v1_saved {
+        int32_t *blk;          /* [cap] its block table at the preemption */
+        int32_t n, cap;        /* blocks saved, room */
+        int32_t id;            /* whose, -1: free */
+    } *sv;                     /* [sv_cap] */
+    int32_t *sv_free;          /* [sv_cap] stack of free entries */
+    int64_t n_sv_free, sv_cap;
     int32_t *hits;             /* [tcap] the last lookup's hits (find_hits; the
                                   pool keeps them current, pool.wh) */
     int32_t hc_id;             /* whose lookup hits holds, -1 none */

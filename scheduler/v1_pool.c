@@ -202,6 +202,17 @@ void v1_pool_unregister_(v1_pool *p, int32_t b)
         table_delete(p, i);
 }
 
+/* (x[b].key may stay: V1_BLK_SAVED, now cleared, is set again only with
+ * a new key, v1_pool_save.) */
+void v1_pool_unsave_(v1_pool *p, int32_t b, uint32_t f)
+{
+    p->epoch++;
+    if (f & V1_BLK_WATCHED) {
+        p->wfree--; /* it was free */
+        watch_drop(p, b, 0); /* the lookup's answer ends before it */
+    }
+}
+
 /* Append b, whose identity x[b].key is set, to its list in the table. */
 void v1_pool_table_append_(v1_pool *p, int32_t b)
 {
@@ -291,11 +302,14 @@ int v1_pool_audit(const v1_pool *p, char *why, size_t n)
     for (int64_t b = 1; b <= p->N; b++) {
         const v1_blk *e = &p->blk[b];
         if (!(e->flags & V1_BLK_HAS_ID)) {
-            if (e->flags & V1_BLK_LAZY)
-                POOL_FAIL("block %lld: lazy without an identity", (long long)b);
+            if (e->flags & (V1_BLK_LAZY | V1_BLK_SAVED))
+                POOL_FAIL("block %lld: lazy or saved without an identity", (long long)b);
             continue;
         }
         ids++;
+        if ((e->flags & V1_BLK_SAVED) &&
+            (!(e->flags & V1_BLK_LAZY) || !(p->x[b].key.b & V1_PRIVATE)))
+            POOL_FAIL("block %lld: saved, but not a private identity out of M", (long long)b);
         if (e->flags & V1_BLK_LAZY) {
             lazy++;
             continue;
