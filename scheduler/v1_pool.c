@@ -27,10 +27,10 @@
  * fewer L1 misses).  A shared identity's a is already a chain hash
  * (rng_mix64), so one multiply-and-fold spreads it.  The fold brings the
  * product's well-mixed high bits down to the low bits the mask keeps.
- * Six or seven instructions where two rng_mix64 took about 35 (the table
- * is hashed some 200 times per request on bench_sim, every preemption
- * publishing and every re-admission looking up its blocks).  The table's
- * answers do not depend on where keys live. */
+ * Six or seven instructions where two rng_mix64 took about 35.  (Since
+ * session 13 a request's own private identities are saved on their blocks,
+ * v1_pool_save, and only other KV groups' private pages reach the table.)
+ * The table's answers do not depend on where keys live. */
 #define V1_HASH_K1 0x9e3779b97f4a7c15ULL /* 2^64 / golden ratio, odd */
 #define V1_HASH_K2 0xc2b2ae3d27d4eb4fULL /* an odd 64-bit constant (xxHash's PRIME64_2) */
 static uint64_t key_home(v1_key k)
