@@ -5,13 +5,11 @@
  * `kvsim run` among them, map neither library. */
 #include "kernels_internal.h"
 
-#ifdef KVSIM_HAVE_CUDA
-#include <dlfcn.h>
-#endif
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "../base/dynmod.h"
 #include "../base/rng.h"
 
 static const kernels_backend_vt *const registry[] = {
@@ -20,29 +18,18 @@ static const kernels_backend_vt *const registry[] = {
 #define N_REGISTRY (sizeof registry / sizeof registry[0])
 
 #ifdef KVSIM_HAVE_CUDA
-/* The CUDA backend's table from its module: $KVSIM_CUDA_MODULE when set
- * (and then only it), else the module this build made, else
- * libkvsim_cuda.so on the loader's path.
- * Loaded once and kept for the process.  KVS_EDEVICE naming why not. */
+/* The CUDA backend's table from its module (base/dynmod.h: $KVSIM_CUDA_MODULE,
+ * the module this build made, libkvsim_cuda.so).  Loaded once and kept for
+ * the process.  KVS_EDEVICE naming why not. */
 static int cuda_vt_load(const kernels_backend_vt **out, kvs_err *err)
 {
     static const kernels_backend_vt *vt;
     if (!vt) {
-        /* a module named in the environment is the only one tried */
-        const char *env = getenv("KVSIM_CUDA_MODULE");
-        const char *paths[] = {env && *env ? env : KVSIM_CUDA_MODULE, "libkvsim_cuda.so"};
-        void *h = NULL;
-        const char *why = "not found";
-        for (size_t i = 0; i < (env && *env ? 1u : 2u) && !h; i++)
-            if (paths[i] && paths[i][0] && !(h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL)))
-                why = dlerror();
-        if (!h)
-            return kvs_errf(err, KVS_EDEVICE, "cannot load the CUDA backend module "
-                            "libkvsim_cuda.so: %s", why ? why : "not found");
-        vt = dlsym(h, "kernels_cuda_vt");
+        char why[512];
+        vt = dynmod_symbol("KVSIM_CUDA_MODULE", KVSIM_CUDA_MODULE, "libkvsim_cuda.so",
+                           "kernels_cuda_vt", 0, why, sizeof why);
         if (!vt)
-            return kvs_errf(err, KVS_EDEVICE, "the CUDA backend module has no "
-                            "kernels_cuda_vt (a mismatched build?)");
+            return kvs_errf(err, KVS_EDEVICE, "CUDA backend: %s", why);
     }
     *out = vt;
     return KVS_OK;

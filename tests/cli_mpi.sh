@@ -39,7 +39,7 @@ OMPI_COMM_WORLD_SIZE=2 KVSIM_MPI_MODULE=/nonexistent/libkvsim_mpi.so "$KVSIM" sw
   --synthetic 'arrival=poisson,rate=2,n=20,prompt=64,output=16' --grid 'max-seqs=4,8' \
   > "$T/nomod.out" 2> "$T/nomod.err"
 rc=$?
-[ $rc -eq 2 ] && [ "$(wc -l < "$T/nomod.err")" -eq 1 ] && grep -q 'cannot load the MPI module' "$T/nomod.err" &&
+[ $rc -eq 2 ] && [ "$(wc -l < "$T/nomod.err")" -eq 1 ] && grep -q 'cannot load the module libkvsim_mpi.so' "$T/nomod.err" &&
   [ ! -s "$T/nomod.out" ] && [ ! -e "$T/nomod.db" ] && ok ||
   bad "missing MPI module: exit $rc, stderr '$(cat "$T/nomod.err")'"
 MPIRUN=(mpirun --oversubscribe -np 2)

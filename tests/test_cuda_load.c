@@ -99,6 +99,27 @@ START_TEST(test_cuda_backend_loads_on_demand)
 }
 END_TEST
 
+/* A module named in $KVSIM_CUDA_MODULE is the only one tried
+ * (base/dynmod.h): a wrong path is an error naming it, not a silent
+ * fallback to the build's module.  (Each test runs in its own process:
+ * the module is opened once per process.) */
+START_TEST(test_cuda_module_from_env)
+{
+    kvs_err err;
+    kernels_backend *be = NULL;
+    ck_assert_int_eq(setenv("KVSIM_CUDA_MODULE", "/nonexistent/libkvsim_cuda.so", 1), 0);
+    int rc = kernels_backend_open("cuda", &be, &err);
+    ck_assert_int_eq(rc, KVS_EDEVICE);
+#ifdef KVSIM_HAVE_CUDA
+    ck_assert_msg(strstr(err.msg, "/nonexistent/libkvsim_cuda.so") != NULL, "%s", err.msg);
+    ck_assert(!mapped("libcudart"));
+#else
+    ck_assert(strstr(err.msg, "without CUDA") != NULL);
+#endif
+    unsetenv("KVSIM_CUDA_MODULE");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_load");
@@ -106,6 +127,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_run_maps_no_cuda);
     tcase_add_test(tc, test_cuda_backend_loads_on_demand);
+    tcase_add_test(tc, test_cuda_module_from_env);
     suite_add_tcase(s, tc);
     return tu_run_suites(&s, 1);
 }
