@@ -344,7 +344,8 @@ static int64_t saved_put(sched_v1 *v, int32_t id)
     const int64_t shared_end = v->seg_off ? v->seg_len[id] / v->bs : 0; /* as v1_alloc's */
     for (int32_t j = (int32_t)shared_end; j < n; j++)
         v1_pool_save(&v->pool, t[j], block_key(v, id, j)); /* no-op but for lazy ones */
-    memcpy(e->blk, t, (size_t)n * sizeof *t);
+    if (n > 0) /* (a row of none has no buffer yet) */
+        memcpy(e->blk, t, (size_t)n * sizeof *t);
     e->n = n;
     e->id = id;
     return k;
