@@ -302,9 +302,10 @@ static v1_key block_key(const sched_v1 *v, int32_t id, int64_t j)
 /* ------------------------------------------------------- saved rows */
 /* Save the block table of id, which is being preempted (its slot still
  * held): its private identities become findable by its own lookups
- * (v1_pool_save) and the row is copied to a saved entry, named by
- * rq[id].slot once free_blocks has given the slot back (saved_name).  The
- * entry index, or -1 out of memory (pd.oom set; the run then fails).  Only
+ * (v1_pool_save) and the row is copied to a saved entry, which preempt_at
+ * names in rq[id].slot (-2 - index) once free_blocks has given the slot
+ * back.  The entry index, or -1 out of memory (pd.oom set; the run then
+ * fails).  Only
  * without other KV groups (their pages go through the table, v1_pool_publish).
  * O(blocks held). */
 static int64_t saved_put(sched_v1 *v, int32_t id)
