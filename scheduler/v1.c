@@ -157,6 +157,8 @@ static int v1_init(sched *s, kvs_err *err)
         if (!v->lk_start || !v->lk_ids)
             goto nomem;
     }
+    /* for tests: the table as the reference of the saved rows (test_leaps) */
+    v->saved_rows = !v->xtab && !getenv("KVSIM_V1_PRIVATE_TABLE");
     v->nslots = v->slots;
     for (int64_t k = 0; k < v->slots; k++)
         v->free_slots[k] = (int32_t)(v->slots - 1 - k);
@@ -306,11 +308,12 @@ static v1_key block_key(const sched_v1 *v, int32_t id, int64_t j)
  * names in rq[id].slot (-2 - index) once free_blocks has given the slot
  * back.  The entry index, or -1 out of memory (pd.oom set; the run then
  * fails).  Only
- * without other KV groups (their pages go through the table, v1_pool_publish).
+ * with saved_rows (without other KV groups: their pages go through the
+ * table, v1_pool_publish).
  * O(blocks held). */
 static int64_t saved_put(sched_v1 *v, int32_t id)
 {
-    assert(!v->xtab && v->rq[id].slot >= 0);
+    assert(v->saved_rows && v->rq[id].slot >= 0);
     const int32_t n = v->rq[id].held;
     if (v->n_sv_free == 0) {
         const int64_t old = v->sv_cap, grown = old ? 2 * old : 16;
@@ -369,7 +372,7 @@ static void saved_drop(sched_v1 *v, int32_t id)
  * findable, v1_pool_save), the others through the table.  O(1) expected. */
 static int32_t find_block(const sched_v1 *v, int32_t id, int64_t j, v1_key k)
 {
-    if (!(k.b & V1_PRIVATE) || v->xtab)
+    if (!(k.b & V1_PRIVATE) || !v->saved_rows)
         return v1_pool_lookup(&v->pool, k);
     const int32_t slot = v->rq[id].slot;
     if (slot > -2)
@@ -768,8 +771,8 @@ static void preempt_at(sched *s, int64_t idx, int64_t *budget)
         v->rq[id].sq = 0;
     }
     int64_t saved = -1;
-    if (v->rq[id].slot >= 0 && v->pfx && !v->xtab) { /* its private identities become */
-        saved = saved_put(v, id);                   /* findable by it (v1_pool_save) */
+    if (v->rq[id].slot >= 0 && v->pfx && v->saved_rows) { /* its private identities */
+        saved = saved_put(v, id);                /* become findable by it (v1_pool_save) */
     } else if (v->rq[id].slot >= 0 && v->pfx) { /* other groups: all through the table */
         const int32_t *t = table_of(v, id);
         for (int64_t j = 0; j < v->rq[id].held; j++)

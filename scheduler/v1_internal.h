@@ -434,6 +434,10 @@ struct sched_v1 {
     } *sv;                     /* [sv_cap] */
     int32_t *sv_free;          /* [sv_cap] stack of free entries */
     int64_t n_sv_free, sv_cap;
+    int saved_rows;            /* 1: preempted requests' private identities are found
+                                  through saved rows; 0: through the table, as other
+                                  KV groups' pages (with those groups, and as the
+                                  tests' reference: KVSIM_V1_PRIVATE_TABLE=1) */
     int32_t *hits;             /* [tcap] the last lookup's hits (find_hits; the
                                   pool keeps them current, pool.wh) */
     int32_t hc_id;             /* whose lookup hits holds, -1 none */

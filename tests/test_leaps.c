@@ -272,6 +272,65 @@ START_TEST(test_leaps_identical)
 END_TEST
 
 
+/* V1's saved rows (docs/semantics-v1.md, section 9) against the table they
+ * replace: a preempted request's private identities found through its
+ * saved row, or entered in the cache table as before
+ * (KVSIM_V1_PRIVATE_TABLE=1, the reference).  Random V1 configurations with
+ * prefix caching, half of them without prefix ids (every hit is then a
+ * preempted request's own block), leaps on: the step records, request
+ * results and engine counters must be byte-identical, and re-admitted
+ * requests must have found their own blocks. */
+START_TEST(test_saved_rows_identical)
+{
+    kvs_err err;
+    cost_model cost;
+    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
+                                       &cost, &err), 0);
+    int64_t own_hits = 0, preempted = 0;
+    for (uint64_t seed = 1; seed <= 120; seed++) {
+        run_config cfg;
+        random_config(&cfg, seed * 31 + 7, 1);
+        cfg.sched.prefix_caching = 1;
+        cfg.sched.total_blocks = (400 + cfg.sched.block_size - 1) / cfg.sched.block_size +
+                                 (int64_t)(seed % 40); /* tight: preemptions */
+        trace tr;
+        tu_random_trace(&tr, 100 + (int)(seed % 60), seed * 104723, 300, 120, 1);
+        const int ids = seed % 2 == 0;
+        if (ids)
+            add_prefixes(&tr, seed, cfg.sched.segment_tokens, seed % 4 == 0);
+        outcome a, b;
+        unsetenv("KVSIM_V1_PRIVATE_TABLE");
+        run_engine(&cfg, &tr, &cost, 1, &a);
+        setenv("KVSIM_V1_PRIVATE_TABLE", "1", 1);
+        run_engine(&cfg, &tr, &cost, 1, &b);
+        unsetenv("KVSIM_V1_PRIVATE_TABLE");
+        ck_assert_msg(a.log.n == b.log.n, "seed %llu: %lld steps with saved rows, %lld with the "
+                      "table", (unsigned long long)seed, (long long)a.log.n, (long long)b.log.n);
+        for (int64_t i = 0; i < a.log.n; i++)
+            ck_assert_msg(memcmp(&a.log.st[i], &b.log.st[i], sizeof a.log.st[i]) == 0,
+                          "seed %llu: step %lld differs", (unsigned long long)seed, (long long)i);
+        ck_assert_msg(memcmp(a.res, b.res, (size_t)tr.n * sizeof *a.res) == 0,
+                      "seed %llu: request results differ", (unsigned long long)seed);
+        ck_assert_msg(memcmp(&a.ctr, &b.ctr, sizeof a.ctr) == 0,
+                      "seed %llu: engine counters differ", (unsigned long long)seed);
+        preempted += a.ctr.preempt_recompute;
+        if (!ids) /* private identities only: every hit is a saved row's */
+            own_hits += a.ctr.prefix_hit_blocks;
+        free(a.log.st);
+        free(b.log.st);
+        free(a.res);
+        free(b.res);
+        free_trace(&tr);
+    }
+    printf("test_leaps: saved rows: %lld preemptions, %lld blocks found again by their own "
+           "request\n", (long long)preempted, (long long)own_hits);
+    ck_assert_msg(preempted > 1000 && own_hits > 1000,
+                  "%lld preemptions, %lld own blocks found again: toothless",
+                  (long long)preempted, (long long)own_hits);
+    cost_model_free(&cost);
+}
+END_TEST
+
 /* The run pipeline's use of the engine, standalone: a step sink feeding an
  * ITL tracker, with or without a leap sink. */
 typedef struct itl_sink {
@@ -847,6 +906,7 @@ int main(void)
     TCase *tc = tcase_create("leaps");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_leaps_identical);
+    tcase_add_test(tc, test_saved_rows_identical);
     tcase_add_test(tc, test_same_set_identical);
     tcase_add_test(tc, test_v0_leaps_identical);
     tcase_add_test(tc, test_v0_leap_golden);
