@@ -209,6 +209,27 @@ static double peak_mib(void)
 
 #define MAX_REP 16
 
+/* Min and median wall and CPU seconds of rep runs of argv, each on a fresh
+ * database db (removed before and after). */
+typedef struct rep_times {
+    double wall_min, wall_med, cpu_min, cpu_med; /* s */
+} rep_times;
+
+static rep_times time_fresh_runs(char *const argv[], const char *db, int rep)
+{
+    double tk[MAX_REP], ck[MAX_REP], rss = 0;
+    rep_times t;
+    for (int i = 0; i < rep; i++) {
+        rm_db(db);
+        tk[i] = run_child(argv, &rss);
+        ck[i] = child_cpu_s;
+    }
+    rm_db(db);
+    min_med(tk, rep, &t.wall_min, &t.wall_med);
+    min_med(ck, rep, &t.cpu_min, &t.cpu_med);
+    return t;
+}
+
 /* Whole `kvsim run` processes: the same trace as CSV against sqlite3's
  * .import of that file, the small 20k workload, and growth over sizes. */
 static void targets(const char *kvsim, const trace *tr, const char *engine, const char *db,
@@ -257,34 +278,21 @@ static void targets(const char *kvsim, const trace *tr, const char *engine, cons
     rm_db(db);
     rm_db(idb);
     unlink(csv);
-    /* the small workload */
+    /* the small workload, and its fixed part: the same run of one request
+     * (process start, a new database and its schema, the closing checkpoint) */
     char *small[] = {(char *)kvsim, "run", "--synthetic",
                      "arrival=poisson,rate=4,n=20000,prompt=1024,output=256", "--engine",
                      (char *)engine, "--db", (char *)db, NULL};
-    for (int i = 0; i < rep; i++) {
-        rm_db(db);
-        tk[i] = run_child(small, &rss);
-        ck[i] = child_cpu_s;
-    }
-    min_med(tk, rep, &mn, &md);
-    min_med(ck, rep, &cmn, &cmd);
-    printf("  whole run, 20,000 requests 4 req/s 1024/256  %7.3f / %7.3f s wall, %7.3f / %7.3f s "
-           "CPU (target <= 0.05 s)\n", mn, md, cmn, cmd);
-    /* its fixed part: the same run of one request (process start, a new
-     * database and its schema, the closing checkpoint) */
     char *one[] = {(char *)kvsim, "run", "--synthetic",
                    "arrival=poisson,rate=4,n=1,prompt=1024,output=256", "--engine",
                    (char *)engine, "--db", (char *)db, NULL};
-    for (int i = 0; i < rep; i++) {
-        rm_db(db);
-        tk[i] = run_child(one, &rss);
-        ck[i] = child_cpu_s;
-    }
-    rm_db(db);
-    min_med(tk, rep, &mn, &md);
-    min_med(ck, rep, &cmn, &cmd);
+    rep_times t = time_fresh_runs(small, db, rep);
+    printf("  whole run, 20,000 requests 4 req/s 1024/256  %7.3f / %7.3f s wall, %7.3f / %7.3f s "
+           "CPU (target <= 0.05 s)\n", t.wall_min, t.wall_med, t.cpu_min, t.cpu_med);
+    t = time_fresh_runs(one, db, rep);
     printf("    of which fixed: the same run of 1 request  %7.3f / %7.3f s wall, %7.3f / %7.3f s "
-           "CPU (start, a new database, the closing checkpoint)\n", mn, md, cmn, cmd);
+           "CPU (start, a new database, the closing checkpoint)\n", t.wall_min, t.wall_med,
+           t.cpu_min, t.cpu_med);
     /* growth */
     char list[200];
     snprintf(list, sizeof list, "%s", sizes);
