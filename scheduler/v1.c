@@ -307,10 +307,8 @@ static v1_key block_key(const sched_v1 *v, int32_t id, int64_t j)
  * (v1_pool_save) and the row is copied to a saved entry, which preempt_at
  * names in rq[id].slot (-2 - index) once free_blocks has given the slot
  * back.  The entry index, or -1 out of memory (pd.oom set; the run then
- * fails).  Only
- * with saved_rows (without other KV groups: their pages go through the
- * table, v1_pool_publish).
- * O(blocks held). */
+ * fails).  Only with saved_rows (without other KV groups: their pages go
+ * through the table, v1_pool_publish).  O(blocks held). */
 static int64_t saved_put(sched_v1 *v, int32_t id)
 {
     assert(v->saved_rows && v->rq[id].slot >= 0);
@@ -345,8 +343,7 @@ static int64_t saved_put(sched_v1 *v, int32_t id)
     }
     v->n_sv_free--;
     const int32_t *t = table_of(v, id);
-    const int64_t shared_end = v->seg_off ? v->seg_len[id] / v->bs : 0; /* as v1_alloc's */
-    for (int32_t j = (int32_t)shared_end; j < n; j++)
+    for (int32_t j = (int32_t)v1_shared_blocks(v, id); j < n; j++)
         v1_pool_save(&v->pool, t[j], block_key(v, id, j)); /* no-op but for lazy ones */
     if (n > 0) /* (a row of none has no buffer yet) */
         memcpy(e->blk, t, (size_t)n * sizeof *t);
@@ -680,7 +677,7 @@ static int v1_alloc(sched_v1 *v, int32_t id, int64_t c, int64_t q, const int32_t
     if (v->pfx) {
         int64_t j = v->rq[id].reg;
         /* blocks past the prompt's ids carry private identities: only marked */
-        const int64_t shared_end = v->seg_off ? v->seg_len[id] / v->bs : 0;
+        const int64_t shared_end = v1_shared_blocks(v, id);
         for (; j < full && j < shared_end; j++)
             v1_pool_register(&v->pool, t[j], block_key(v, id, j));
         for (; j < full; j++)

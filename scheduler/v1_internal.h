@@ -35,7 +35,8 @@ typedef struct v1_key {
  * ring, flags) is 12 bytes in one array; the cache's (identity, list
  * links, watch index) another, touched only for blocks with a shared
  * identity.  A private identity (request, block index) is not stored at
- * all until published: the engine passes it again then. */
+ * all until its request is preempted: the engine passes it again then, to
+ * v1_pool_save (or v1_pool_publish). */
 #define V1_BLK_INQ 1u    /* in Q */
 #define V1_BLK_HAS_ID 2u /* carries an identity (registered) */
 #define V1_BLK_LAZY 4u   /* a private identity never in the table (v1_pool_publish
@@ -161,9 +162,10 @@ static inline void v1_pool_register_private(v1_pool *p, int32_t b)
  * private identity (request r, block j) can be looked up only by r, and r
  * looks up only when it is admitted again after a preemption; so it is
  * only marked on the block (O(1), no hashing, the key not even stored)
- * until v1_pool_publish enters it in the table, which the engine does for
- * every block of a request it preempts.  Lookups see the same blocks in
- * the same order as if every identity were entered at once. */
+ * until the engine preempts r: then v1_pool_save stores the key on the
+ * block (v1_pool_publish enters it in the table instead, with other KV
+ * groups).  Lookups see the same blocks in the same order as if every
+ * identity were entered at once. */
 static inline void v1_pool_register(v1_pool *p, int32_t b, v1_key k)
 {
     if (k.b & V1_PRIVATE) {
@@ -486,6 +488,13 @@ struct sched_v1 {
 };
 
 /* ---- small helpers of v1.c and v1_audit.c */
+
+/* Leading blocks of id whose identities are shared (its prefix ids cover
+ * them); the blocks past them carry private identities.  O(1). */
+static inline int64_t v1_shared_blocks(const sched_v1 *v, int32_t id)
+{
+    return v->seg_off ? v->seg_len[id] / v->bs : 0;
+}
 
 /* Requests waiting: W's and the remote ones held aside (D4). */
 static inline int64_t v1_n_waiting(const sched_v1 *v) { return v->wn + v->pd.aside; }

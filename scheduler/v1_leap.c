@@ -330,7 +330,7 @@ static double leap_steps(sched *s, double t, int *again)
             int32_t id = regs[k];
             const int32_t blk = table_of(v, id)[v->rq[id].reg];
             /* a decode's full block lies past the prompt's ids: private */
-            assert(!v->seg_off || v->rq[id].reg >= v->seg_len[id] / bs);
+            assert(v->rq[id].reg >= v1_shared_blocks(v, id));
             v1_pool_register_private(&v->pool, blk);
             v->rq[id].reg++;
         }
