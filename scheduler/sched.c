@@ -179,6 +179,8 @@ int sched_init_shared(sched **out, const sched_config *cfg, const trace_req *req
         owner->eng == s->eng && !owner->share && owner->reqs == reqs && owner->n == n &&
         owner->cfg.preemption == cfg->preemption) /* (whether there is swap state) */
         s->share = owner;
+    if (s->share)
+        owner->shared = 1; /* before s reads the owner's arrays (v1_init) */
     if ((rc = s->eng->init(s, err))) {
         sched_free(s);
         return rc;

@@ -377,6 +377,11 @@ typedef struct sched_counters {
                                     of the prompt's end (R's last request) */
 } sched_counters;
 void sched_get_counters(const sched *s, sched_counters *out);
+/* Bytes of per-request engine state handed back to the system so far: a
+ * V1 engine's entries of requests that have ended (docs/architecture.md,
+ * "Memory"); 0 for the other engines.  Not a result: when it grows depends
+ * on how the steps were planned (leaps).  O(1). */
+int64_t sched_state_released(const sched *s);
 /* What a router reads, without the rest: *resolved = n_finished +
  * n_rejected and *used_blocks as sched_get_counters gives them.  O(1). */
 void sched_get_load(const sched *s, int64_t *resolved, int64_t *used_blocks);

@@ -187,6 +187,8 @@ struct sched {
     uint8_t *state;               /* [n] sched_req_status (0..5: one byte) */
     sched *share;                 /* V0: the engine whose res, g, swap_ctx, swap_since,
                                      swp and state these are (sched_init_shared), or NULL */
+    int shared;                   /* 1: another engine shares this one's state
+                                     (sched_init_shared named it the owner) */
 
     sched_waitq wq;               /* W */
     sched_waitq swq;              /* swapped requests, policy order */

@@ -76,6 +76,63 @@ int sched_v1_config_check(const sched_config *c, kvs_err *err)
 }
 
 /* ---------------------------------------------------------- set-up */
+/* The engine whose rq this is: the sharing owner's, or its own. */
+static sched_v1 *rq_owner(const sched *s) { return s->share ? s->share->v1 : s->v1; }
+
+/* Set up rq entries [rq_ready, hi) of the owner: the trace's P and O, no
+ * slot, not in W; the other fields 0.  O(hi - rq_ready). */
+static void rq_setup(const sched *s, int64_t hi)
+{
+    sched_v1 *o = rq_owner(s);
+    for (int64_t i = o->rq_ready; i < hi; i++) {
+        struct v1_req *q = &o->rq[i];
+        memset(q, 0, sizeof *q);
+        q->slot = q->wprev = q->wnext = -1;
+        assert(s->reqs[i].prompt_tokens + s->reqs[i].output_tokens < INT32_MAX);
+        q->P = (int32_t)s->reqs[i].prompt_tokens;
+        q->O = (int32_t)s->reqs[i].output_tokens;
+    }
+    if (hi > o->rq_ready)
+        o->rq_ready = hi;
+}
+
+void v1_rq_settle(sched *s)
+{
+    rq_setup(s, s->n);
+    rq_owner(s)->rq_keep = 1;
+}
+
+/* Hand back the pages of rq wholly behind the first request not yet
+ * finished or rejected, at most every V1_RQ_RELEASE bytes (an unmap);
+ * amortized O(1) per request.  Only an engine alone with its own entries:
+ * nothing reads a finished or rejected request's entry once the step that
+ * ended it is over (R dropped it; it is in no list), and v1_plan calls
+ * this before it reads any entry. */
+#define V1_RQ_RELEASE (64 * 1024) /* bytes */
+static void rq_release(sched *s)
+{
+    sched_v1 *v = s->v1;
+    if (!v->rq_mem.base || v->rq_keep)
+        return;
+    if (s->shared || v->pd.keep || v->pd.load) { /* (from now on) */
+        v1_rq_settle(s);
+        return;
+    }
+    int64_t d = v->rq_dead;
+    while (d < v->rq_ready &&
+           (s->state[d] == SCHED_REQ_FINISHED || s->state[d] == SCHED_REQ_REJECTED))
+        d++;
+    v->rq_dead = d;
+    const size_t upto = (size_t)d * sizeof *v->rq;
+    if (upto - v->rq_mem.released >= V1_RQ_RELEASE)
+        vmem_release(&v->rq_mem, upto);
+}
+
+int64_t sched_state_released(const sched *s)
+{
+    return s->cfg.engine == SCHED_ENGINE_VLLM_V1 && s->v1 ? (int64_t)s->v1->rq_mem.released : 0;
+}
+
 static int v1_init(sched *s, kvs_err *err)
 {
     const sched_config *c = &s->cfg;
@@ -105,7 +162,10 @@ static int v1_init(sched *s, kvs_err *err)
         s->state = s->share->state;
     } else {
         s->res = malloc(nn * sizeof *s->res);
-        v->rq = calloc(nn, sizeof *v->rq);
+        /* a vmem region unless a test asks for the reference (test_leaps) */
+        v->rq = getenv("KVSIM_V1_RQ_WHOLE") ? NULL : vmem_init(&v->rq_mem, nn * sizeof *v->rq);
+        if (!v->rq)
+            v->rq = calloc(nn, sizeof *v->rq);
         s->state = calloc(nn, sizeof *s->state);
     }
     /* the largest block table: ceil((P + O - 1) / bs) of any request that
@@ -166,12 +226,10 @@ static int v1_init(sched *s, kvs_err *err)
     v->pd.rhead = v->pd.rtail = -1;
     if (!o)
         sched_results_reset(s->res, n);
-    for (int64_t i = 0; !o && i < n; i++) {
-        v->rq[i].slot = v->rq[i].wprev = v->rq[i].wnext = -1;
-        assert(s->reqs[i].prompt_tokens + s->reqs[i].output_tokens < INT32_MAX);
-        v->rq[i].P = (int32_t)s->reqs[i].prompt_tokens;
-        v->rq[i].O = (int32_t)s->reqs[i].output_tokens;
-    }
+    /* rq set up whole, unless it is an owner's vmem region (entries set up
+     * at arrival); a sharer settles its owner's (sched_init_shared) */
+    if (o || !v->rq_mem.base)
+        v1_rq_settle(s);
     return KVS_OK;
 nomem:
     return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for %lld requests (V1)",
@@ -191,7 +249,10 @@ static void v1_free(sched *s)
         return;
     v1_pool_free(&v->pool);
     if (!s->share) {
-        free(v->rq);
+        if (v->rq_mem.base)
+            vmem_free(&v->rq_mem);
+        else
+            free(v->rq);
         free(v->wlo);
         free(v->ext);
     }
@@ -445,6 +506,8 @@ static int64_t pages_peak(const sched_v1 *v, int64_t po)
 
 void v1_arrive(sched *s, int64_t id)
 {
+    if (id >= rq_owner(s)->rq_ready)
+        rq_setup(s, id + 1);
     const trace_req *r = &s->reqs[id];
     const sched_config *c = &s->cfg;
     const int64_t po = r->prompt_tokens + r->output_tokens;
@@ -988,6 +1051,8 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
     sched_v1 *v = s->v1;
     if (v->lk_paused && v1_leap_resume(s, now, t_end))
         return SCHED_PLAN_STEP;
+    if (!v->lk_paused)
+        rq_release(s);
     int32_t carry = 0; /* preemptions of iterations that scheduled nothing */
     for (;;) {
         memset(&s->step, 0, sizeof s->step);

@@ -9,6 +9,7 @@
 #include <assert.h>
 
 #include "sched_internal.h"
+#include "../base/vmem.h"
 
 /* A block identity (rule 2.4): shared (chain hash of the segment ids
  * h_0..h_s, e - s*S) or private (request id, j | 2^63). */
@@ -374,6 +375,11 @@ typedef struct v1_pd {
 /* v1_pd.c: under keep, take id's blocks off its table (the slot goes back
  * to the free stack, the counts stay); 0, or -1 out of memory (then the
  * blocks are freed at once).  Then the release and the audit's recount. */
+/* v1.c: set up every rq entry not yet set up and hand none back from
+ * now on (an engine shared, keeping finished requests or taking remote
+ * ones reads entries outside a request's life).  O(n) once. */
+void v1_rq_settle(sched *s);
+
 int v1_pd_keep(sched_v1 *v, int32_t id);
 void v1_pd_release(sched_v1 *v, int32_t id);
 void v1_pd_count(const sched_v1 *v, int64_t n, int32_t *cnt, int64_t *distinct);
@@ -403,6 +409,16 @@ struct sched_v1 {
         int32_t wprev, wnext;  /* W as a list, -1 none */
     } *rq;                     /* 40 bytes each: what a step reads of a
                                   request is on one line */
+    /* rq's life (the owner's; docs/architecture.md, "Memory"): in a vmem
+     * region its entries are set up as requests arrive (up to rq_ready) and
+     * the pages wholly behind the first request still alive are handed
+     * back, so a long run holds the live window, not n entries */
+    vmem rq_mem;               /* rq's mapping; base NULL: rq is calloc'd and set up
+                                  whole at init */
+    int64_t rq_ready;          /* entries [0, rq_ready) set up, requests */
+    int64_t rq_dead;           /* requests [0, rq_dead) finished or rejected */
+    int rq_keep;               /* 1: nothing is handed back any more (shared, kept
+                                  or remote requests read entries past their end) */
     int64_t *seg_len;          /* [n] L = min(P, k*S), tokens covered by ids; NULL
                                   until prefix ids are attached (read only
                                   where seg_off is set) */

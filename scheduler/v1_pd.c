@@ -124,6 +124,7 @@ int sched_accept_remote(sched *s, kvs_err *err)
     sched_v1 *v = s->v1;
     if (!v->pd.load && !(v->pd.load = calloc((size_t)(s->n > 0 ? s->n : 1), 1)))
         return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory");
+    v1_rq_settle(s);
     return KVS_OK;
 }
 
@@ -180,6 +181,8 @@ int sched_keep_finished(sched *s, int on, kvs_err *err)
         }
     }
     v->pd.keep = on;
+    if (on)
+        v1_rq_settle(s);
     return KVS_OK;
 }
 

@@ -643,7 +643,7 @@ static void cluster_summary(cluster *cl, const trace *tr, double end_s)
             most = cl->view[r].routed;
     }
     set_rates(cl->cfg, qt, ht, qb, hb, sum);
-    cl->res->max_itl_s = run_itl_finish(&cl->itl, sum); /* NULL: cluster_execute fails */
+    cl->res->max_itl_s = run_itl_finish(&cl->itl, sum);
     run_metrics_limit_shares(cl->limit_steps, sum->n_steps, sum);
     sum->total_kv_blocks = cl->cfg->sched.total_blocks;
     sum->mean_kv_blocks = busy > 0 ? bs / busy : 0.0;
@@ -801,8 +801,6 @@ int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *co
     }
     run_frontend_apply(cfg, out->reqs, tr->n);
     cluster_summary(&cl, tr, end_s);
-    if (!out->max_itl_s)
-        goto nomem;
     if (replica_metrics(&cl, tr, tr->n > 0 ? tr->reqs[0].arrival_s : 0.0) ||
         run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes))
         goto nomem;

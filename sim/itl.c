@@ -3,7 +3,9 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 
 static void src_init(run_itl_src *s)
@@ -105,11 +107,29 @@ void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, in
     s->end_s = 0.0;
 }
 
+/* Each request's largest gap moved to the front of the request array,
+ * which then shrinks to them: entry i's 8 bytes go to byte 8i, at or below
+ * where entry i lay (24i + 8), after entries 0 .. i were read, so a forward
+ * pass overwrites nothing still to read (bytes copied with memcpy: the
+ * memory changes type).  O(n), no second array. */
+static double *max_gaps_in_place(run_itl *t)
+{
+    unsigned char *base = (unsigned char *)t->req;
+    _Static_assert(sizeof(double) <= sizeof(run_itl_req), "a gap fits in an entry");
+    for (int64_t i = 0; i < t->n; i++) {
+        double m;
+        memcpy(&m, base + (size_t)i * sizeof(run_itl_req) + offsetof(run_itl_req, max_s),
+               sizeof m);
+        memcpy(base + (size_t)i * sizeof m, &m, sizeof m);
+    }
+    double *g = realloc(base, (size_t)(t->n > 0 ? t->n : 1) * sizeof *g);
+    t->req = NULL; /* handed over */
+    return g ? g : (double *)(void *)base; /* a failed shrink keeps the block */
+}
+
 double *run_itl_finish(run_itl *t, run_summary *sum)
 {
-    double *max_itl_s = malloc((size_t)(t->n > 0 ? t->n : 1) * sizeof *max_itl_s);
-    for (int64_t i = 0; max_itl_s && i < t->n; i++)
-        max_itl_s[i] = t->req[i].max_s;
+    double *max_itl_s = max_gaps_in_place(t);
     t->h.sum = t->h.sumsq = 0.0;
     for (int64_t k = 0; k < t->n_src; k++) {
         src_flush(t, &t->src[k]);

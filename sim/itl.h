@@ -79,9 +79,10 @@ void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, in
 
 /* Flush every source and write the run's figures: sum->itl, itl_std_s,
  * n_itl.  Returns each request's largest gap ([n], NAN for fewer than two
- * tokens, the caller's to free), allocated only now so that a run that
- * has freed its engines does not add it to its peak; NULL out of memory
- * (the figures are written all the same).  The histogram's sum and sumsq
+ * tokens, the caller's to free): the request array itself, compacted in
+ * place to the gaps and shrunk, so the figures need no second array; the
+ * tracker keeps no per-request state afterwards (t->req NULL: no more
+ * members, no run_live_row).  Never NULL.  The histogram's sum and sumsq
  * are the sources' sums added in index order (for one engine, its running
  * sum).  Cost: O(bins + n_src + n). */
 double *run_itl_finish(run_itl *t, run_summary *sum);

@@ -66,6 +66,25 @@ static run_dist dist_of(double *v, int64_t n)
     return d;
 }
 
+/* The k-th latency figure of finished request r (k: 0 TTFT, 1 TPOT, 2 E2E,
+ * 3 normalized latency), into *v; 0 when it has none (TPOT of one token). */
+static int metric_value(int k, const sched_req_result *r, const trace_req *q, double *v)
+{
+    switch (k) {
+    case 0: *v = r->first_token_s - q->arrival_s; return 1;
+    case 1:
+        if (q->output_tokens <= 1)
+            return 0;
+        *v = (r->finish_s - r->first_token_s) / (double)(q->output_tokens - 1);
+        return 1;
+    case 2: *v = r->finish_s - q->arrival_s; return 1;
+    default: *v = (r->finish_s - q->arrival_s) / (double)q->output_tokens; return 1;
+    }
+}
+
+/* One pass over the requests for the counts, then one per latency figure
+ * through a single buffer of n doubles (the figures' distributions one at
+ * a time: 8 bytes per request at the end of a run, not 32). */
 void run_metrics_compute(const run_config *cfg, const trace *tr,
                          const sched_req_result *reqs, run_summary *sum)
 {
@@ -73,16 +92,12 @@ void run_metrics_compute(const run_config *cfg, const trace *tr,
     sum->n_requests = n;
     sum->n_finished = sum->n_rejected = 0;
     sum->n_reject_context = sum->n_reject_token_budget = sum->n_reject_kv = 0;
-    double *ttft = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-    double *tpot = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-    double *e2e = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-    double *norm = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-    int64_t nf = 0, ntp = 0, good = 0;
+    int64_t nf = 0, good = 0;
     double out_tokens = 0.0, last_finish = -INFINITY;
     int has_slo = cfg->slo_ttft_s > 0 || cfg->slo_tpot_s > 0 || cfg->slo_e2e_s > 0;
-    if (!ttft || !tpot || !e2e || !norm)
-        goto done; /* leave NaNs: callers check n_finished */
-    for (int64_t i = 0; i < n; i++) {
+    run_dist *dist[4] = {&sum->ttft, &sum->tpot, &sum->e2e, &sum->norm_latency};
+    double *buf = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    for (int64_t i = 0; buf && i < n; i++) {
         const sched_req_result *r = &reqs[i];
         const trace_req *q = &tr->reqs[i];
         if (r->status != SCHED_REQ_FINISHED) {
@@ -92,16 +107,10 @@ void run_metrics_compute(const run_config *cfg, const trace *tr,
             sum->n_reject_kv += r->reject_reason == SCHED_REJECT_KV_CAPACITY;
             continue;
         }
-        double t1 = r->first_token_s - q->arrival_s;
-        double te = r->finish_s - q->arrival_s;
-        ttft[nf] = t1;
-        e2e[nf] = te;
-        norm[nf] = te / (double)q->output_tokens;
-        double tp = NAN;
-        if (q->output_tokens > 1) {
-            tp = (r->finish_s - r->first_token_s) / (double)(q->output_tokens - 1);
-            tpot[ntp++] = tp;
-        }
+        double t1, te, tp = NAN;
+        metric_value(0, r, q, &t1);
+        metric_value(2, r, q, &te);
+        metric_value(1, r, q, &tp);
         nf++;
         out_tokens += (double)q->output_tokens;
         if (r->finish_s > last_finish)
@@ -111,21 +120,20 @@ void run_metrics_compute(const run_config *cfg, const trace *tr,
                  (!(cfg->slo_tpot_s > 0) || isnan(tp) || tp <= cfg->slo_tpot_s);
         good += ok;
     }
-    sum->n_finished = nf;
-done:
-    sum->ttft = dist_of(ttft, ttft ? nf : 0);
-    sum->tpot = dist_of(tpot, tpot ? ntp : 0);
-    sum->e2e = dist_of(e2e, e2e ? nf : 0);
-    sum->norm_latency = dist_of(norm, norm ? nf : 0);
+    sum->n_finished = nf; /* out of memory: 0, NaNs below (callers check it) */
+    for (int k = 0; k < 4; k++) {
+        int64_t m = 0;
+        for (int64_t i = 0; buf && i < n; i++)
+            if (reqs[i].status == SCHED_REQ_FINISHED)
+                m += metric_value(k, &reqs[i], &tr->reqs[i], &buf[m]);
+        *dist[k] = dist_of(buf, m);
+    }
+    free(buf);
     double span = nf > 0 ? last_finish - tr->reqs[0].arrival_s : 0.0;
     sum->throughput_tok_s = span > 0 ? out_tokens / span : NAN;
     sum->throughput_req_s = span > 0 ? (double)nf / span : NAN;
     sum->slo_attainment = has_slo && n > 0 ? (double)good / (double)n : NAN;
     sum->goodput_req_s = has_slo && span > 0 ? (double)good / span : NAN;
-    free(ttft);
-    free(tpot);
-    free(e2e);
-    free(norm);
 }
 
 int run_metrics_by_class(const run_config *cfg, const trace *tr,

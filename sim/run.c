@@ -378,6 +378,10 @@ int run_execute_rows(const run_config *cfg, const trace *tr, const cost_model *c
     sched_free(s);
     s = NULL;
     run_summary *sum = &out->sum;
+    /* the ITL tracker's requests shrink to their largest gaps first, then
+     * the metrics take one buffer (the peak: trace, results and the larger
+     * of the two phases) */
+    out->max_itl_s = run_itl_finish(&sink.itl, sum);
     run_metrics_compute(cfg, tr, out->reqs, sum);
     sum->preempt_recompute = c.preempt_recompute;
     sum->preempt_swap = c.preempt_swap;
@@ -400,11 +404,6 @@ int run_execute_rows(const run_config *cfg, const trace *tr, const cost_model *c
     sum->prefix_evictions = c.prefix_evictions;
     sum->prefill_chunks = c.prefill_chunks;
     sum->load_imbalance = NAN;
-    /* allocated now, the engine gone: it does not add to the peak */
-    if (!(out->max_itl_s = run_itl_finish(&sink.itl, sum))) {
-        rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory for the ITL figures");
-        goto fail;
-    }
     run_metrics_limit_shares(sink.limit_steps, sink.agg.n_steps, sum);
     if (run_metrics_by_class(cfg, tr, out->reqs, &out->classes, &out->n_classes)) {
         rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory for per-class metrics");

@@ -102,6 +102,7 @@ typedef struct outcome {
     step_log log;
     sched_req_result *res;
     sched_counters ctr;
+    int64_t released;   /* sched_state_released at the end, bytes */
     int rc;
 } outcome;
 
@@ -138,6 +139,7 @@ static void run_engine(const run_config *cfg, const trace *tr, const cost_model 
     o->res = malloc((size_t)tr->n * sizeof *o->res);
     memcpy(o->res, sched_results(s), (size_t)tr->n * sizeof *o->res);
     sched_get_counters(s, &o->ctr);
+    o->released = sched_state_released(s);
     char why[256];
     ck_assert_msg(sched_audit(s, why, sizeof why) == 0, "%s", why);
     sched_free(s);
@@ -271,6 +273,66 @@ START_TEST(test_leaps_identical)
 }
 END_TEST
 
+
+/* V1's per-request entries set up at arrival and handed back behind the
+ * first request still alive (docs/architecture.md, "Memory") against the
+ * array set up whole at init and kept (KVSIM_V1_RQ_WHOLE=1, the
+ * reference).  Random V1 configurations over a few thousand requests
+ * (some rejected for their length, tight caches: preemptions; half under
+ * priority, half with prefix ids), leaps on: step records, results and
+ * counters byte-identical, and the engine must have handed pages back
+ * (which also proves nothing read an entry once handed back: those pages
+ * are unmapped, a read would fault). */
+START_TEST(test_rq_release_identical)
+{
+    kvs_err err;
+    cost_model cost;
+    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
+                                       &cost, &err), 0);
+    int64_t released = 0, rejected = 0, preempted = 0;
+    for (uint64_t seed = 1; seed <= 24; seed++) {
+        run_config cfg;
+        random_config(&cfg, seed * 977 + 3, 1);
+        cfg.sched.total_blocks = (400 + cfg.sched.block_size - 1) / cfg.sched.block_size +
+                                 (int64_t)(seed % 30);
+        trace tr;
+        tu_random_trace(&tr, 2500 + (int)(seed * 61), seed * 7919 + 1, 300, 120, 1);
+        if (seed % 2 == 0)
+            add_prefixes(&tr, seed, cfg.sched.segment_tokens, seed % 4 == 0);
+        outcome a, b;
+        unsetenv("KVSIM_V1_RQ_WHOLE");
+        run_engine(&cfg, &tr, &cost, 1, &a);
+        setenv("KVSIM_V1_RQ_WHOLE", "1", 1);
+        run_engine(&cfg, &tr, &cost, 1, &b);
+        unsetenv("KVSIM_V1_RQ_WHOLE");
+        ck_assert_msg(a.log.n == b.log.n, "seed %llu: %lld steps handing back, %lld keeping",
+                      (unsigned long long)seed, (long long)a.log.n, (long long)b.log.n);
+        for (int64_t i = 0; i < a.log.n; i++)
+            ck_assert_msg(memcmp(&a.log.st[i], &b.log.st[i], sizeof a.log.st[i]) == 0,
+                          "seed %llu: step %lld differs", (unsigned long long)seed, (long long)i);
+        ck_assert_msg(memcmp(a.res, b.res, (size_t)tr.n * sizeof *a.res) == 0,
+                      "seed %llu: request results differ", (unsigned long long)seed);
+        ck_assert_msg(memcmp(&a.ctr, &b.ctr, sizeof a.ctr) == 0,
+                      "seed %llu: engine counters differ", (unsigned long long)seed);
+        ck_assert_int_eq(b.released, 0);
+        ck_assert_msg(a.released > 0, "seed %llu: nothing handed back over %lld requests",
+                      (unsigned long long)seed, (long long)tr.n);
+        released += a.released;
+        rejected += a.ctr.n_rejected;
+        preempted += a.ctr.preempt_recompute;
+        free(a.log.st);
+        free(b.log.st);
+        free(a.res);
+        free(b.res);
+        free_trace(&tr);
+    }
+    printf("test_leaps: per-request entries: %lld bytes handed back, %lld rejected, %lld "
+           "preemptions\n", (long long)released, (long long)rejected, (long long)preempted);
+    ck_assert_msg(rejected > 0 && preempted > 1000, "%lld rejected, %lld preemptions: toothless",
+                  (long long)rejected, (long long)preempted);
+    cost_model_free(&cost);
+}
+END_TEST
 
 /* V1's saved rows (docs/semantics-v1.md, section 9) against the table they
  * replace: a preempted request's private identities found through its
@@ -498,13 +560,14 @@ START_TEST(test_same_set_identical)
         ck_assert_msg(memcmp(a.log.st, b.log.st, (size_t)a.log.n * sizeof *a.log.st) == 0,
                       "seed %llu: step records differ", (unsigned long long)seed);
         ck_assert(memcmp(ra, rb, (size_t)tr.n * sizeof *ra) == 0);
+        /* the trackers' state, before run_itl_finish hands it over */
+        ck_assert(memcmp(a.itl.req, b.itl.req, (size_t)tr.n * sizeof *a.itl.req) == 0);
         run_summary sa = {0}, sb = {0};
         a.max_itl_s = run_itl_finish(&a.itl, &sa);
         b.max_itl_s = run_itl_finish(&b.itl, &sb);
         ck_assert(a.max_itl_s && b.max_itl_s);
         ck_assert_msg(memcmp(&sa, &sb, sizeof sa) == 0, "seed %llu: ITL figures differ",
                       (unsigned long long)seed);
-        ck_assert(memcmp(a.itl.req, b.itl.req, (size_t)tr.n * sizeof *a.itl.req) == 0);
         ck_assert(memcmp(a.max_itl_s, b.max_itl_s, (size_t)tr.n * sizeof *a.max_itl_s) == 0);
         ck_assert_int_eq(a.itl.n_done, b.itl.n_done);
         if (cfg.sched.kv_cache_off || cfg.sched.batching == SCHED_BATCHING_STATIC)
@@ -637,13 +700,14 @@ START_TEST(test_v0_leaps_identical)
         ca.leap_steps = 0;
         ck_assert_msg(memcmp(&ca, &cb, sizeof ca) == 0, "seed %llu: counters differ",
                       (unsigned long long)seed);
+        /* the trackers' state, before run_itl_finish hands it over */
+        ck_assert(memcmp(a.itl.req, b.itl.req, (size_t)tr.n * sizeof *a.itl.req) == 0);
         run_summary sa = {0}, sb = {0};
         a.max_itl_s = run_itl_finish(&a.itl, &sa);
         b.max_itl_s = run_itl_finish(&b.itl, &sb);
         ck_assert(a.max_itl_s && b.max_itl_s);
         ck_assert_msg(memcmp(&sa, &sb, sizeof sa) == 0, "seed %llu: ITL figures differ",
                       (unsigned long long)seed);
-        ck_assert(memcmp(a.itl.req, b.itl.req, (size_t)tr.n * sizeof *a.itl.req) == 0);
         ck_assert(memcmp(a.max_itl_s, b.max_itl_s, (size_t)tr.n * sizeof *a.max_itl_s) == 0);
         ck_assert_int_eq(a.leapt, b.leapt);
         leapt[v0_class(c)] += leaps;
@@ -907,6 +971,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_leaps_identical);
     tcase_add_test(tc, test_saved_rows_identical);
+    tcase_add_test(tc, test_rq_release_identical);
     tcase_add_test(tc, test_same_set_identical);
     tcase_add_test(tc, test_v0_leaps_identical);
     tcase_add_test(tc, test_v0_leap_golden);
