@@ -274,6 +274,36 @@ START_TEST(test_leaps_identical)
 END_TEST
 
 
+/* cfg on tr run twice, leaps on: without and with the environment
+ * variable env set (the engine's reference path); the step records,
+ * request results and engine counters must be byte-identical.  Both
+ * outcomes are the caller's (outcome_free). */
+static void run_both_ways(const run_config *cfg, const trace *tr, const cost_model *cost,
+                          const char *env, uint64_t seed, outcome *a, outcome *b)
+{
+    unsetenv(env);
+    run_engine(cfg, tr, cost, 1, a);
+    setenv(env, "1", 1);
+    run_engine(cfg, tr, cost, 1, b);
+    unsetenv(env);
+    ck_assert_msg(a->log.n == b->log.n, "seed %llu: %lld steps, %lld with %s",
+                  (unsigned long long)seed, (long long)a->log.n, (long long)b->log.n, env);
+    for (int64_t i = 0; i < a->log.n; i++)
+        ck_assert_msg(memcmp(&a->log.st[i], &b->log.st[i], sizeof a->log.st[i]) == 0,
+                      "seed %llu: step %lld differs with %s", (unsigned long long)seed,
+                      (long long)i, env);
+    ck_assert_msg(memcmp(a->res, b->res, (size_t)tr->n * sizeof *a->res) == 0,
+                  "seed %llu: request results differ with %s", (unsigned long long)seed, env);
+    ck_assert_msg(memcmp(&a->ctr, &b->ctr, sizeof a->ctr) == 0,
+                  "seed %llu: engine counters differ with %s", (unsigned long long)seed, env);
+}
+
+static void outcome_free(outcome *o)
+{
+    free(o->log.st);
+    free(o->res);
+}
+
 /* V1's per-request entries set up at arrival and handed back behind the
  * first request still alive (docs/architecture.md, "Memory") against the
  * array set up whole at init and kept (KVSIM_V1_RQ_WHOLE=1, the
@@ -300,30 +330,15 @@ START_TEST(test_rq_release_identical)
         if (seed % 2 == 0)
             add_prefixes(&tr, seed, cfg.sched.segment_tokens, seed % 4 == 0);
         outcome a, b;
-        unsetenv("KVSIM_V1_RQ_WHOLE");
-        run_engine(&cfg, &tr, &cost, 1, &a);
-        setenv("KVSIM_V1_RQ_WHOLE", "1", 1);
-        run_engine(&cfg, &tr, &cost, 1, &b);
-        unsetenv("KVSIM_V1_RQ_WHOLE");
-        ck_assert_msg(a.log.n == b.log.n, "seed %llu: %lld steps handing back, %lld keeping",
-                      (unsigned long long)seed, (long long)a.log.n, (long long)b.log.n);
-        for (int64_t i = 0; i < a.log.n; i++)
-            ck_assert_msg(memcmp(&a.log.st[i], &b.log.st[i], sizeof a.log.st[i]) == 0,
-                          "seed %llu: step %lld differs", (unsigned long long)seed, (long long)i);
-        ck_assert_msg(memcmp(a.res, b.res, (size_t)tr.n * sizeof *a.res) == 0,
-                      "seed %llu: request results differ", (unsigned long long)seed);
-        ck_assert_msg(memcmp(&a.ctr, &b.ctr, sizeof a.ctr) == 0,
-                      "seed %llu: engine counters differ", (unsigned long long)seed);
+        run_both_ways(&cfg, &tr, &cost, "KVSIM_V1_RQ_WHOLE", seed, &a, &b);
         ck_assert_int_eq(b.released, 0);
         ck_assert_msg(a.released > 0, "seed %llu: nothing handed back over %lld requests",
                       (unsigned long long)seed, (long long)tr.n);
         released += a.released;
         rejected += a.ctr.n_rejected;
         preempted += a.ctr.preempt_recompute;
-        free(a.log.st);
-        free(b.log.st);
-        free(a.res);
-        free(b.res);
+        outcome_free(&a);
+        outcome_free(&b);
         free_trace(&tr);
     }
     printf("test_leaps: per-request entries: %lld bytes handed back, %lld rejected, %lld "
@@ -361,27 +376,12 @@ START_TEST(test_saved_rows_identical)
         if (ids)
             add_prefixes(&tr, seed, cfg.sched.segment_tokens, seed % 4 == 0);
         outcome a, b;
-        unsetenv("KVSIM_V1_PRIVATE_TABLE");
-        run_engine(&cfg, &tr, &cost, 1, &a);
-        setenv("KVSIM_V1_PRIVATE_TABLE", "1", 1);
-        run_engine(&cfg, &tr, &cost, 1, &b);
-        unsetenv("KVSIM_V1_PRIVATE_TABLE");
-        ck_assert_msg(a.log.n == b.log.n, "seed %llu: %lld steps with saved rows, %lld with the "
-                      "table", (unsigned long long)seed, (long long)a.log.n, (long long)b.log.n);
-        for (int64_t i = 0; i < a.log.n; i++)
-            ck_assert_msg(memcmp(&a.log.st[i], &b.log.st[i], sizeof a.log.st[i]) == 0,
-                          "seed %llu: step %lld differs", (unsigned long long)seed, (long long)i);
-        ck_assert_msg(memcmp(a.res, b.res, (size_t)tr.n * sizeof *a.res) == 0,
-                      "seed %llu: request results differ", (unsigned long long)seed);
-        ck_assert_msg(memcmp(&a.ctr, &b.ctr, sizeof a.ctr) == 0,
-                      "seed %llu: engine counters differ", (unsigned long long)seed);
+        run_both_ways(&cfg, &tr, &cost, "KVSIM_V1_PRIVATE_TABLE", seed, &a, &b);
         preempted += a.ctr.preempt_recompute;
         if (!ids) /* private identities only: every hit is a saved row's */
             own_hits += a.ctr.prefix_hit_blocks;
-        free(a.log.st);
-        free(b.log.st);
-        free(a.res);
-        free(b.res);
+        outcome_free(&a);
+        outcome_free(&b);
         free_trace(&tr);
     }
     printf("test_leaps: saved rows: %lld preemptions, %lld blocks found again by their own "
