@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/rng.h"
 #include "testutil.h"
 #include "traces/trace.h"
 #include "traces/trace_internal.h"
@@ -200,6 +201,53 @@ START_TEST(test_csv_fast_path_matches_libcsv)
     free(y);
     free(big);
     free(bigq);
+}
+END_TEST
+
+/* trace_parse_f64 against its model, strtod: random decimals in the forms
+ * traces write (%.6f times, integers, long fractions, signs, leading
+ * zeros, a bare point) and ones past the fast path's reach (20 digits,
+ * exponents, mantissas above 2^53), each compared bit for bit; malformed
+ * ones must still be refused.  Dropping the fast path's 2^53 bound, or
+ * rounding twice (w * 10^-f instead of w / 10^f), fails it. */
+START_TEST(test_parse_f64_matches_strtod)
+{
+    rng r;
+    rng_init(&r, 20261203);
+    int64_t fast_like = 0;
+    char buf[64];
+    for (int i = 0; i < 400000; i++) {
+        const int form = (int)rng_below(&r, 6);
+        const uint64_t a = rng_next_u64(&r), b = rng_next_u64(&r);
+        switch (form) {
+        case 0: snprintf(buf, sizeof buf, "%.6f", (double)(a % 100000000000ULL) / 1e6); break;
+        case 1: snprintf(buf, sizeof buf, "%llu", (unsigned long long)(a >> rng_below(&r, 64))); break;
+        case 2: snprintf(buf, sizeof buf, "%s%llu.%0*llu", b & 1 ? "-" : (b & 2 ? "+" : ""),
+                         (unsigned long long)(a % 1000000), (int)(1 + b % 18),
+                         (unsigned long long)((b >> 8) % 1000000000000000000ULL)); break;
+        case 3: snprintf(buf, sizeof buf, "%.17g", (double)a / (double)(b | 1)); break;
+        case 4: snprintf(buf, sizeof buf, "%s.%llu", b & 1 ? "0" : "",
+                         (unsigned long long)(a % 100000000000000000ULL)); break;
+        default: snprintf(buf, sizeof buf, "%llu.%llue%d", (unsigned long long)(a % 100000),
+                          (unsigned long long)(b % 1000), (int)(b % 40) - 20); break;
+        }
+        char *end;
+        const double want = strtod(buf, &end);
+        ck_assert_msg(*end == 0, "%s", buf);
+        double got = -1.0;
+        const char *why = NULL;
+        ck_assert_msg(trace_parse_f64(buf, &got, &why) == 0, "%s: %s", buf, why);
+        ck_assert_msg(memcmp(&got, &want, sizeof got) == 0, "%s: %.17g, strtod %.17g", buf, got,
+                      want);
+        fast_like += form == 0 || form == 2;
+    }
+    ck_assert_int_gt(fast_like, 100000);
+    const char *bad[] = {"", "-", ".", "+.", "1.2.3", "1e", "0x10", "inf", " 1", "1 ", "--1", "1-"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        double v;
+        const char *why = NULL;
+        ck_assert_msg(trace_parse_f64(bad[i], &v, &why) == -1 && why, "'%s' accepted", bad[i]);
+    }
 }
 END_TEST
 
@@ -800,6 +848,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_sha256_vectors);
     tcase_add_test(tc, test_sha256_impls_agree);
     tcase_add_test(tc, test_csv_fast_path_matches_libcsv);
+    tcase_add_test(tc, test_parse_f64_matches_strtod);
     tcase_add_test(tc, test_sha256_million_a_chunked);
     tcase_add_test(tc, test_sha256_file);
     tcase_add_test(tc, test_native_golden);

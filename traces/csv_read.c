@@ -314,8 +314,47 @@ int trace_parse_i64(const char *s, int64_t *out, const char **why)
     return 0;
 }
 
+/* Clinger's fast path: [+-]digits[.digits], at most 19 digits, whose
+ * integer w is at most 2^53, with at most 22 after the point: w and 10^f
+ * are exact doubles, so the one division w / 10^f rounds once, to the
+ * double nearest the decimal, as strtod does (IEEE division is correctly
+ * rounded; x86-64 evaluates doubles in doubles).  Traces write times with
+ * a few decimals (%.6f), so nearly every field takes it.  0 when it does
+ * not apply; the caller then parses and checks the usual way.  O(length). */
+static int parse_f64_fast(const char *s, double *out)
+{
+    static const double p10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                   1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    const char *p = s;
+    const int neg = *p == '-';
+    if (*p == '+' || *p == '-')
+        p++;
+    uint64_t w = 0;
+    int nd = 0, f = 0, dot = 0;
+    for (;; p++) {
+        if (*p >= '0' && *p <= '9') {
+            if (++nd > 19)
+                return 0;
+            w = w * 10 + (uint64_t)(*p - '0');
+            f += dot;
+        } else if (*p == '.' && !dot) {
+            dot = 1;
+        } else {
+            break;
+        }
+    }
+    if (*p || nd == 0 || w > (UINT64_C(1) << 53) || f > 22)
+        return 0;
+    const double v = (double)w / p10[f];
+    *out = neg ? -v : v;
+    return 1;
+}
+
 int trace_parse_f64(const char *s, double *out, const char **why)
 {
+    if (parse_f64_fast(s, out))
+        return 0;
     /* strtod alone would accept "0x1p3", "inf", "nan" and leading spaces. */
     int digits = 0;
     for (const char *p = s; *p; p++) {
