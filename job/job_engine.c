@@ -98,12 +98,24 @@ static int profile_cost(job_opts *o, const char *params, kvs_err *err)
     return KVS_OK;
 }
 
+/* The all-reduce's fixed latency, per call and per peer past two: the
+ * node's, not the engine's (vLLM, SGLang and TensorRT-LLM all reduce small
+ * messages with one-shot / two-shot kernels over NVLink), so every profile
+ * but vllm-v0 (kept as it was) uses the trtllm profile's: per call fitted
+ * on three rows of TensorRT-LLM's v0.14 table (bench/fidelity/
+ * fit_collective.py), per peer from nccl-tests' small messages.  On
+ * vLLM V1 and SGLang tables they are a check (docs/cost-models.md,
+ * section 5): vLLM's ROCm MI300X TP 8 latencies 27.8% -> 11.4% median,
+ * the V1 nightly TP 4 batch latencies -6.7/-14.4% -> -4.2/-1.6%, the
+ * three SGLang tables 73.6/23.0/25.9% -> 64.0/22.2/22.9%. */
+#define AR_COST "collective_lat_us=20,collective_lat_peer_us=1.5"
+
 /* The trtllm profile's roofline constants (docs/engine-trtllm.md, section
  * 6): kernel and per-peer all-reduce latencies from published figures,
  * ridge_loss bounded by the FIT table and chosen on two batch-1 rows
  * (bench/fidelity/fit_ridge.py), the rest fitted on the FIT table. */
 #define TRT_COST "eff_gemm=0.8,ridge_loss=0.25,eff_attn=0.6,step_overhead_ms=1,step_overhead_seq_us=5," \
-                 "kernel_lat_us=3,collective_lat_us=20,collective_lat_peer_us=1.5"
+                 "kernel_lat_us=3," AR_COST
 
 /* TensorRT-LLM (docs/engine-trtllm.md): the C++ batch manager's in-flight
  * batching with chunked context, capacity scheduler "guaranteed no evict"
@@ -230,7 +242,7 @@ static int sgl_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_er
 static const job_engine engines[] = {
     {"vllm-v1", SCHED_ENGINE_VLLM_V1,
      "vLLM V1 scheduler (v0.11.0): one token budget, chunked prefill and prefix caching on",
-     v1_apply, NULL},
+     v1_apply, AR_COST},
     {"vllm-v0", SCHED_ENGINE_VLLM_V0,
      "vLLM V0 engine: prefill-first steps, watermark, swap or recompute preemption", v0_apply,
      NULL},
@@ -241,7 +253,7 @@ static const job_engine engines[] = {
     {"sglang", SCHED_ENGINE_SGLANG,
      "SGLang scheduler (v0.5.18): prefill-first steps, radix cache, new-token-ratio admission, "
      "retraction, overlap scheduler",
-     sgl_apply, NULL},
+     sgl_apply, AR_COST},
 };
 
 #define N_ENGINES (sizeof engines / sizeof engines[0])
