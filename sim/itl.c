@@ -3,9 +3,7 @@
 
 #include <assert.h>
 #include <math.h>
-#include <stddef.h>
 #include <stdlib.h>
-#include <string.h>
 
 
 static void src_init(run_itl_src *s)
@@ -17,23 +15,35 @@ int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, kvs_err *err)
 {
     *t = (run_itl){0};
     size_t nn = (size_t)(tr->n > 0 ? tr->n : 1);
-    t->req = malloc(nn * sizeof *t->req);
+    /* live state zero-filled (no token yet), committed as it is written */
+    t->req = vmem_init(&t->req_mem, nn * sizeof *t->req);
+    if (!t->req)
+        t->req = calloc(nn, sizeof *t->req);
+    t->max_s = malloc(nn * sizeof *t->max_s);
     t->src = malloc((size_t)(n_src > 0 ? n_src : 1) * sizeof *t->src);
     t->n_src = n_src;
     t->tr = tr->reqs;
-    if (!t->req || !t->src || hist_init(&t->h)) {
-        free(t->req);
-        free(t->src);
-        t->req = NULL;
-        t->src = NULL;
+    if (!t->req || !t->max_s || !t->src || hist_init(&t->h)) {
+        run_itl_free(t);
         return kvs_errf(err, KVS_ENOMEM, "run: out of memory");
     }
     t->n = tr->n;
     for (int64_t i = 0; i < tr->n; i++)
-        t->req[i] = (run_itl_req){0.0, NAN, 0, (int32_t)tr->reqs[i].output_tokens};
+        t->max_s[i] = NAN;
     for (int64_t k = 0; k < n_src; k++)
         src_init(&t->src[k]);
     return KVS_OK;
+}
+
+/* The pages of live state that requests [0, k) alone used go back, at
+ * least 64 KiB at a time (an unmap). */
+#define ITL_RELEASE (64 * 1024) /* bytes */
+void run_itl_release(run_itl *t, int64_t k)
+{
+    assert(k >= 0 && k <= t->n);
+    const size_t upto = (size_t)k * sizeof *t->req;
+    if (t->req_mem.base && upto - t->req_mem.released >= ITL_RELEASE)
+        vmem_release(&t->req_mem, upto);
 }
 
 /* The source's pending run goes into the bins and its sums. */
@@ -60,6 +70,7 @@ void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm,
     run_itl_req *req = t->req;
     const trace_req *tr = t->tr;
     int64_t done = 0;
+    double *max_s = t->max_s;
     for (int64_t i = 0; i < nm; i++) {
         const int32_t id = m[i].req_id;
         run_itl_req *q = &req[id];
@@ -69,12 +80,12 @@ void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm,
         if (q->gen > 0) {
             const double gap = t_end - q->last_tok_s;
             src_gap(t, s, gap, 1);
-            if (!(gap <= q->max_s))
-                q->max_s = gap;
+            if (!(gap <= max_s[id]))
+                max_s[id] = gap;
         }
         q->gen++;
         q->last_tok_s = t_end;
-        done += q->gen == q->out;
+        done += q->gen == r->output_tokens;
     }
     t->n_done += done;
 }
@@ -94,42 +105,35 @@ void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, in
 {
     run_itl_src *s = &t->src[src];
     for (int64_t k = 0; k < n; k++) {
-        run_itl_req *q = &t->req[ids[k]];
-        const int64_t out = q->out;
+        const int32_t id = ids[k];
+        run_itl_req *q = &t->req[id];
+        const int64_t out = t->tr[id].output_tokens;
         assert(q->gen > 0 && q->gen + steps <= out);
         q->gen += (int32_t)steps;
         q->last_tok_s = s->end_s;
-        if (!(s->max_s <= q->max_s))
-            q->max_s = s->max_s;
+        if (!(s->max_s <= t->max_s[id]))
+            t->max_s[id] = s->max_s;
         t->n_done += q->gen == out;
     }
     s->max_s = -INFINITY;
     s->end_s = 0.0;
 }
 
-/* Each request's largest gap moved to the front of the request array,
- * which then shrinks to them: entry i's 8 bytes go to byte 8i, at or below
- * where entry i lay (24i + 8), after entries 0 .. i were read, so a forward
- * pass overwrites nothing still to read (bytes copied with memcpy: the
- * memory changes type).  O(n), no second array. */
-static double *max_gaps_in_place(run_itl *t)
+/* The live state goes back to the system. */
+static void req_free(run_itl *t)
 {
-    unsigned char *base = (unsigned char *)t->req;
-    _Static_assert(sizeof(double) <= sizeof(run_itl_req), "a gap fits in an entry");
-    for (int64_t i = 0; i < t->n; i++) {
-        double m;
-        memcpy(&m, base + (size_t)i * sizeof(run_itl_req) + offsetof(run_itl_req, max_s),
-               sizeof m);
-        memcpy(base + (size_t)i * sizeof m, &m, sizeof m);
-    }
-    double *g = realloc(base, (size_t)(t->n > 0 ? t->n : 1) * sizeof *g);
-    t->req = NULL; /* handed over */
-    return g ? g : (double *)(void *)base; /* a failed shrink keeps the block */
+    if (t->req_mem.base)
+        vmem_free(&t->req_mem);
+    else
+        free(t->req);
+    t->req = NULL;
 }
 
 double *run_itl_finish(run_itl *t, run_summary *sum)
 {
-    double *max_itl_s = max_gaps_in_place(t);
+    double *max_itl_s = t->max_s; /* handed over */
+    t->max_s = NULL;
+    req_free(t);
     t->h.sum = t->h.sumsq = 0.0;
     for (int64_t k = 0; k < t->n_src; k++) {
         src_flush(t, &t->src[k]);
@@ -144,9 +148,10 @@ double *run_itl_finish(run_itl *t, run_summary *sum)
 
 void run_itl_free(run_itl *t)
 {
-    free(t->req);
+    req_free(t);
+    free(t->max_s);
     free(t->src);
-    t->req = NULL;
+    t->max_s = NULL;
     t->src = NULL;
     hist_free(&t->h);
 }

@@ -17,23 +17,25 @@
  * the end.  So a cluster's figures do not depend on how its engines' steps
  * interleave (a replica that leaps ahead of the others gives the same
  * bytes), and one engine's are a single running sum as before.
- * Memory: 24 bytes per request (16 here, the largest gap 8) plus the
- * histogram; O(1) per member.
+ * Memory: each request's largest gap (8 bytes, the whole run) and its
+ * live state (16 bytes, in a vmem region: committed at its first token,
+ * handed back once the requests before it are done, run_itl_release),
+ * plus the histogram; O(1) per member.
  */
 #ifndef ITL_H
 #define ITL_H
 
 #include <stdint.h>
 
+#include "../base/vmem.h"
 #include "hist.h"
 #include "run.h"
 
+/* A request's live state: 16 bytes, all zero before its first token. */
 typedef struct run_itl_req {
     double last_tok_s;  /* time of its latest token, s */
-    double max_s;       /* its largest gap so far, s (NAN before two tokens) */
     int32_t gen;        /* tokens generated so far (<= O < 2^31) */
-    int32_t out;        /* O, the trace's output tokens (a decode member reads
-                           nothing else of its request) */
+    int32_t pad_;
 } run_itl_req;
 
 /* One engine's stream of gaps: what of the figures depends on the order
@@ -48,7 +50,9 @@ typedef struct run_itl_src {
 
 typedef struct run_itl {
     const trace_req *tr; /* [n] the requests (P, O), borrowed */
-    run_itl_req *req;   /* [n] per trace row */
+    run_itl_req *req;   /* [n] live state per trace row, in req_mem (or calloc'd) */
+    vmem req_mem;       /* req's region; base NULL: req is calloc'd */
+    double *max_s;      /* [n] each request's largest gap, s (NAN before two tokens) */
     hist h;             /* every gap (its sum and sumsq: see run_itl_finish) */
     run_itl_src *src;   /* [n_src] one per engine */
     int64_t n_src;
@@ -57,10 +61,17 @@ typedef struct run_itl {
 } run_itl;
 
 /* Track the requests of tr, fed by n_src engines (sources 0 .. n_src - 1).
- * Each request's largest gap is kept beside its other state (one line per
- * member) and handed over by run_itl_finish.  KVS_ENOMEM on failure
- * (nothing to free).  Cost: O(n + n_src), 24 bytes per request. */
+ * Each request's largest gap is handed over by run_itl_finish.  KVS_ENOMEM
+ * on failure (nothing to free).  Cost: O(n + n_src), 8 bytes per request
+ * and 16 more per request in flight. */
 int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, kvs_err *err);
+
+/* Requests [0, k) will make no more tokens (finished or rejected, and no
+ * leap that holds one is open): the whole pages of their live state are
+ * handed back, and must not be touched again.  Only a tracker whose
+ * requests the caller knows to be done (one engine's run); O(1) amortized
+ * per request. */
+void run_itl_release(run_itl *t, int64_t k);
 
 /* The nm members m of a step of engine src that ended at t_end (seconds),
  * in order.  Cost: O(nm). */
@@ -79,12 +90,11 @@ void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, in
 
 /* Flush every source and write the run's figures: sum->itl, itl_std_s,
  * n_itl.  Returns each request's largest gap ([n], NAN for fewer than two
- * tokens, the caller's to free): the request array itself, compacted in
- * place to the gaps and shrunk, so the figures need no second array; the
- * tracker keeps no per-request state afterwards (t->req NULL: no more
- * members, no run_live_row).  Never NULL.  The histogram's sum and sumsq
- * are the sources' sums added in index order (for one engine, its running
- * sum).  Cost: O(bins + n_src + n). */
+ * tokens, the caller's to free: t->max_s handed over), and hands the live
+ * state back, so the tracker holds no per-request memory afterwards (no
+ * more members, no run_live_row).  Never NULL.  The histogram's sum and
+ * sumsq are the sources' sums added in index order (for one engine, its
+ * running sum).  Cost: O(bins + n_src). */
 double *run_itl_finish(run_itl *t, run_summary *sum);
 
 void run_itl_free(run_itl *t);
@@ -95,7 +105,7 @@ void run_itl_free(run_itl *t);
 static inline int run_itl_makes_token(const run_itl_req *q, const trace_req *r,
                                       const sched_member *m)
 {
-    return q->gen < q->out &&
+    return q->gen < r->output_tokens &&
            !(m->kind == SCHED_MEMBER_PREFILL && m->context < r->prompt_tokens + q->gen);
 }
 

@@ -179,7 +179,7 @@ typedef struct run_sink {
     double t0_wall;       /* wall clock at the start, s */
     const run_row_sink *rows; /* may be NULL: rows handed out as they are done */
     run_live *live;       /* what rows->ready hands out */
-    int64_t rows_done;    /* requests [0, rows_done) are done */
+    int64_t done;         /* requests [0, done) are done (finished or rejected) */
     int64_t rows_told;    /* the k of the latest rows->ready call */
 } run_sink;
 
@@ -205,7 +205,7 @@ void run_live_row(const run_live *live, int64_t i, sched_req_result *r, double *
     *r = live->reqs[i];
     if (live->frontend_s != 0.0)
         frontend_shift(r, live->frontend_s);
-    *max_itl_s = live->itl->req[i].max_s; /* as run_itl_finish */
+    *max_itl_s = live->itl->max_s[i]; /* as run_itl_finish */
 }
 
 sched_req_swap run_live_swap(const run_live *live, int64_t i)
@@ -221,16 +221,21 @@ sched_req_swap run_live_swap(const run_live *live, int64_t i)
  * transactions on the writer's private database. */
 #define RUN_ROWS_CHUNK 256
 
-/* At a step that is not leapt: the requests done so far, told to the row
- * sink in chunks.  O(1) amortized per request. */
-static void rows_advance(run_sink *k)
+/* At a step that is not leapt (so no leap is open and every token made
+ * so far is counted): the requests done so far, whose live ITL state goes
+ * back (run_itl_release) and whose rows go to the row sink, in chunks.
+ * O(1) amortized per request. */
+static void done_advance(run_sink *k)
 {
     const sched_req_result *r = k->live->reqs;
-    int64_t i = k->rows_done;
+    int64_t i = k->done;
     while (i < k->tr->n &&
            (r[i].status == SCHED_REQ_FINISHED || r[i].status == SCHED_REQ_REJECTED))
         i++;
-    k->rows_done = i;
+    k->done = i;
+    run_itl_release(&k->itl, i);
+    if (!k->rows)
+        return;
     if (i - k->rows_told >= RUN_ROWS_CHUNK || (i == k->tr->n && i > k->rows_told)) {
         k->rows->ready(k->rows->ctx, k->live, i);
         k->rows_told = i;
@@ -264,9 +269,9 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
         k->progress(k->progress_ctx, t_end, k->itl.n_done, k->tr->n, now_wall() - k->t0_wall);
     if (st->leapt)
         run_itl_leapt_step(&k->itl, 0, st);
-    else if (k->rows) /* every earlier token is counted: no leap is open */
-        rows_advance(k);
     run_itl_members(&k->itl, 0, m, nm, t_end);
+    if (!st->leapt) /* every token so far is counted: no leap is open */
+        done_advance(k);
     if (!k->keep || k->failed)
         return;
     if (run_steps_append(k->res, &k->steps_cap, &k->members_cap, st, st->index, 0, m, nm))
@@ -439,7 +444,7 @@ int run_request_itls(const run_result *res, double **gaps, int64_t **off)
         goto out;
     for (int pass = 0; pass < 2; pass++) { /* count, then fill in request order */
         for (int64_t i = 0; i < tr->n; i++)
-            q[i] = (run_itl_req){0.0, NAN, 0, (int32_t)tr->reqs[i].output_tokens};
+            q[i] = (run_itl_req){0.0, 0, 0};
         int64_t *fill = pass ? calloc(nn, sizeof *fill) : NULL;
         if (pass && !fill)
             goto out;
