@@ -42,6 +42,13 @@ size_t vmem_release(vmem *m, size_t upto)
     return m->released;
 }
 
+size_t vmem_release_batched(vmem *m, size_t upto)
+{
+    if (m->base && upto >= m->released && upto - m->released >= VMEM_BATCH)
+        return vmem_release(m, upto);
+    return m->released;
+}
+
 void vmem_free(vmem *m)
 {
     if (m->base && m->released < m->bytes)

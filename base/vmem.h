@@ -31,6 +31,12 @@ void *vmem_init(vmem *m, size_t bytes);
  * frees no whole page does nothing.  Returns bytes released in all. */
 size_t vmem_release(vmem *m, size_t upto);
 
+/* vmem_release once at least VMEM_BATCH bytes past those released would
+ * go, else nothing: for callers that move upto a little at a time (one
+ * unmap per 64 KiB at least, not one per page).  An empty m: no-op. */
+#define VMEM_BATCH (64 * 1024) /* bytes */
+size_t vmem_release_batched(vmem *m, size_t upto);
+
 /* Unmap what is left; m becomes empty.  A NULL or empty m: no-op. */
 void vmem_free(vmem *m);
 

@@ -103,12 +103,11 @@ void v1_rq_settle(sched *s)
 }
 
 /* Hand back the pages of rq wholly behind the first request not yet
- * finished or rejected, at most every V1_RQ_RELEASE bytes (an unmap);
+ * finished or rejected, VMEM_BATCH bytes at least at a time (an unmap);
  * amortized O(1) per request.  Only an engine alone with its own entries:
  * nothing reads a finished or rejected request's entry once the step that
  * ended it is over (R dropped it; it is in no list), and v1_plan calls
  * this before it reads any entry. */
-#define V1_RQ_RELEASE (64 * 1024) /* bytes */
 static void rq_release(sched *s)
 {
     sched_v1 *v = s->v1;
@@ -123,9 +122,7 @@ static void rq_release(sched *s)
            (s->state[d] == SCHED_REQ_FINISHED || s->state[d] == SCHED_REQ_REJECTED))
         d++;
     v->rq_dead = d;
-    const size_t upto = (size_t)d * sizeof *v->rq;
-    if (upto - v->rq_mem.released >= V1_RQ_RELEASE)
-        vmem_release(&v->rq_mem, upto);
+    vmem_release_batched(&v->rq_mem, (size_t)d * sizeof *v->rq);
 }
 
 int64_t sched_state_released(const sched *s)

@@ -372,14 +372,14 @@ typedef struct v1_pd {
     int oom;                   /* a block table or the load list could not grow */
 } v1_pd;
 
-/* v1_pd.c: under keep, take id's blocks off its table (the slot goes back
- * to the free stack, the counts stay); 0, or -1 out of memory (then the
- * blocks are freed at once).  Then the release and the audit's recount. */
 /* v1.c: set up every rq entry not yet set up and hand none back from
  * now on (an engine shared, keeping finished requests or taking remote
  * ones reads entries outside a request's life).  O(n) once. */
 void v1_rq_settle(sched *s);
 
+/* v1_pd.c: under keep, take id's blocks off its table (the slot goes back
+ * to the free stack, the counts stay); 0, or -1 out of memory (then the
+ * blocks are freed at once).  Then the release and the audit's recount. */
 int v1_pd_keep(sched_v1 *v, int32_t id);
 void v1_pd_release(sched_v1 *v, int32_t id);
 void v1_pd_count(const sched_v1 *v, int64_t n, int32_t *cnt, int64_t *distinct);

@@ -35,15 +35,12 @@ int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, kvs_err *err)
     return KVS_OK;
 }
 
-/* The pages of live state that requests [0, k) alone used go back, at
- * least 64 KiB at a time (an unmap). */
-#define ITL_RELEASE (64 * 1024) /* bytes */
+/* The pages of live state that requests [0, k) alone used go back,
+ * VMEM_BATCH bytes at least at a time (an unmap). */
 void run_itl_release(run_itl *t, int64_t k)
 {
     assert(k >= 0 && k <= t->n);
-    const size_t upto = (size_t)k * sizeof *t->req;
-    if (t->req_mem.base && upto - t->req_mem.released >= ITL_RELEASE)
-        vmem_release(&t->req_mem, upto);
+    vmem_release_batched(&t->req_mem, (size_t)k * sizeof *t->req);
 }
 
 /* The source's pending run goes into the bins and its sums. */

@@ -388,9 +388,9 @@ int run_execute_rows(const run_config *cfg, const trace *tr, const cost_model *c
     sched_free(s);
     s = NULL;
     run_summary *sum = &out->sum;
-    /* the ITL tracker's requests shrink to their largest gaps first, then
-     * the metrics take one buffer (the peak: trace, results and the larger
-     * of the two phases) */
+    /* the ITL tracker hands its largest gaps over and frees its live state
+     * first, then the metrics take one buffer (the peak: trace, results and
+     * the larger of the two phases) */
     out->max_itl_s = run_itl_finish(&sink.itl, sum);
     run_metrics_compute(cfg, tr, out->reqs, sum);
     sum->preempt_recompute = c.preempt_recompute;

@@ -57,6 +57,28 @@ START_TEST(test_release_prefix_pages)
 }
 END_TEST
 
+/* The batched release waits for VMEM_BATCH bytes past the released ones,
+ * then releases every whole page below the mark, as vmem_release does. */
+START_TEST(test_release_batched)
+{
+    const size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t pages = 3 * VMEM_BATCH / ps;
+    vmem m;
+    unsigned char *p = vmem_init(&m, pages * ps);
+    ck_assert_ptr_nonnull(p);
+    memset(p, 1, pages * ps);
+    ck_assert_uint_eq(vmem_release_batched(&m, VMEM_BATCH - 1), 0);
+    ck_assert(mapped(p, ps));
+    ck_assert_uint_eq(vmem_release_batched(&m, VMEM_BATCH + ps + 1), VMEM_BATCH + ps);
+    ck_assert(!mapped(p + VMEM_BATCH, ps) && mapped(p + VMEM_BATCH + ps, ps));
+    /* the next batch counts from what was released */
+    ck_assert_uint_eq(vmem_release_batched(&m, 2 * VMEM_BATCH), VMEM_BATCH + ps);
+    ck_assert_uint_eq(vmem_release_batched(&m, 2 * VMEM_BATCH + ps), 2 * VMEM_BATCH + ps);
+    vmem_free(&m);
+    ck_assert_uint_eq(vmem_release_batched(&m, 10 * VMEM_BATCH), 0); /* empty: no-op */
+}
+END_TEST
+
 START_TEST(test_free_unmaps_the_rest)
 {
     const size_t ps = (size_t)sysconf(_SC_PAGESIZE);
@@ -81,6 +103,7 @@ int main(void)
     Suite *s = suite_create("vmem");
     TCase *tc = tcase_create("vmem");
     tcase_add_test(tc, test_release_prefix_pages);
+    tcase_add_test(tc, test_release_batched);
     tcase_add_test(tc, test_free_unmaps_the_rest);
     suite_add_tcase(s, tc);
     return tu_run_suites(&s, 1);
