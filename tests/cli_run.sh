@@ -156,6 +156,19 @@ printf '%s\n' "$out" | grep -Eq '^eff_gemm +0\.75 +fraction +--cost ' && ok || b
 printf '%s\n' "$out" | grep -Eq '^eff_hbm +0\.8 +fraction +default ' && ok || bad "cost show --engine, default: $out"
 out=$("$KVSIM" cost show --engine vllm-v1 2>&1)
 printf '%s\n' "$out" | grep -Eq '^ridge_loss +0 +fraction +default ' && ok || bad "cost show vllm-v1: $out"
+# the all-reduce latency is the node's: vllm-v1 and sglang take trtllm's
+# (20 us a call, 1.5 us per peer past two; job/job_engine.c AR_COST), and
+# vllm-v0 keeps the default 10 us and nothing per peer
+for e in vllm-v1 sglang; do
+  out=$("$KVSIM" cost show --engine $e 2>&1)
+  printf '%s\n' "$out" | grep -Eq "^collective_lat_s +20 +us +engine $e " &&
+    printf '%s\n' "$out" | grep -Eq "^collective_lat_peer_s +1\.5 +us +engine $e " &&
+    ok || bad "cost show $e: all-reduce latency: $out"
+done
+out=$("$KVSIM" cost show --engine vllm-v0 2>&1)
+printf '%s\n' "$out" | grep -Eq '^collective_lat_s +10 +us +default ' &&
+  printf '%s\n' "$out" | grep -Eq '^collective_lat_peer_s +0 +s +default ' &&
+  ok || bad "cost show vllm-v0: all-reduce latency: $out"
 out=$("$KVSIM" cost show --engine vllm-v2 2>&1); rc=$?
 [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && [[ "$out" == *"--engine: unknown value 'vllm-v2'"* ]] &&
   ok || bad "cost show bad engine: rc $rc $out"
