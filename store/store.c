@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "store_image.h"
 #include "store_spool.h"
 
 #define STORE_DEFAULT_BUSY_MS 5000
@@ -369,6 +370,8 @@ int store_open(const char *path, store **out, kvs_err *err)
     }
     if ((rc = busy_ms_from_env(&s->busy_ms, err)) || (rc = wait_s_from_env(&s->wait_s, err)))
         goto fail;
+    /* a path that names no file yet: the recorded image, schema and all */
+    const int imaged = store_image_create(path);
     src = sqlite3_open_v2(path, &s->db,
                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI |
                               SQLITE_OPEN_NOMUTEX,
@@ -398,6 +401,8 @@ int store_open(const char *path, store **out, kvs_err *err)
     }
     if ((rc = schema_upgrade(s, err)))
         goto fail;
+    if (imaged && s->how == STORE_SCHEMA_CURRENT)
+        s->how = STORE_SCHEMA_IMAGE;
     *out = s;
     return KVS_OK;
 fail:

@@ -104,7 +104,8 @@ uint64_t store_schema_fingerprint(void);
 typedef enum store_schema_how {
     STORE_SCHEMA_CURRENT = 0, /* already at STORE_SCHEMA_VERSION: nothing */
     STORE_SCHEMA_FRESH,       /* a new file: the recorded script */
-    STORE_SCHEMA_MIGRATED     /* an older or foreign file: the migrations */
+    STORE_SCHEMA_MIGRATED,    /* an older or foreign file: the migrations */
+    STORE_SCHEMA_IMAGE        /* a new file written from the recorded image (store_image.h) */
 } store_schema_how;
 store_schema_how store_schema_opened(const store *s);
 
