@@ -285,8 +285,7 @@ START_TEST(test_itl_equals_recorded_steps)
 {
     kvs_err err;
     cost_model cost;
-    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
-                                       &cost, &err), 0);
+    tu_cost_affine(&cost);
     int64_t preempted = 0, gaps = 0;
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
         for (uint64_t seed = 1; seed <= 12; seed++) {

@@ -181,8 +181,7 @@ START_TEST(test_leaps_identical)
 {
     kvs_err err;
     cost_model cost;
-    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
-                                       &cost, &err), 0);
+    tu_cost_affine(&cost);
     /* leapt steps per class: [pfx][chunked][priority] */
     int64_t leapt[2][2][2] = {{{0}}};
     int64_t preempted_runs = 0, leapt_v0 = 0, leap_finishes = 0, leap_prefills = 0,
@@ -315,10 +314,8 @@ static void outcome_free(outcome *o)
  * are unmapped, a read would fault). */
 START_TEST(test_rq_release_identical)
 {
-    kvs_err err;
     cost_model cost;
-    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
-                                       &cost, &err), 0);
+    tu_cost_affine(&cost);
     int64_t released = 0, rejected = 0, preempted = 0;
     for (uint64_t seed = 1; seed <= 24; seed++) {
         run_config cfg;
@@ -359,10 +356,8 @@ END_TEST
  * requests must have found their own blocks. */
 START_TEST(test_saved_rows_identical)
 {
-    kvs_err err;
     cost_model cost;
-    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
-                                       &cost, &err), 0);
+    tu_cost_affine(&cost);
     int64_t own_hits = 0, preempted = 0;
     for (uint64_t seed = 1; seed <= 120; seed++) {
         run_config cfg;
@@ -533,8 +528,7 @@ START_TEST(test_same_set_identical)
 {
     kvs_err err;
     cost_model cost;
-    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
-                                       &cost, &err), 0);
+    tu_cost_affine(&cost);
     int64_t leapt = 0, leapt_v1 = 0, runs = 0, preempted = 0, cluster_leapt = 0;
     int64_t cluster_leapt_v0 = 0; /* V0 replicas behind a router that routes ahead */
     int64_t live_leapt = 0, live_resumes = 0; /* behind a router that reads state */
@@ -658,8 +652,7 @@ START_TEST(test_v0_leaps_identical)
 {
     kvs_err err;
     cost_model cost;
-    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
-                                       &cost, &err), 0);
+    tu_cost_affine(&cost);
     int64_t leapt[V0C_COUNT] = {0}, waiting_leapt = 0, preempted = 0;
     static const double spread[4] = {0.5, 1.0, 3.0, 8.0}; /* arrival time factors */
     for (uint64_t seed = 1; seed <= 240; seed++) {
@@ -926,8 +919,7 @@ START_TEST(test_live_router_rejections)
 {
     kvs_err err;
     cost_model cost;
-    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
-                                       &cost, &err), 0);
+    tu_cost_affine(&cost);
     int64_t rejected = 0, leapt = 0, resumed = 0;
     for (uint64_t seed = 1; seed <= 48; seed++) {
         run_config cfg;

@@ -82,8 +82,7 @@ START_TEST(test_invariants_random)
 {
     kvs_err err;
     cost_model cost;
-    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
-                                       &cost, &err), 0);
+    tu_cost_affine(&cost);
     for (int v = 0; v < N_VARIANTS; v++) {
         for (uint64_t seed = 1; seed <= 25; seed++) {
             trace tr;
@@ -206,8 +205,7 @@ START_TEST(test_determinism)
 {
     kvs_err err;
     cost_model cost;
-    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
-                                       &cost, &err), 0);
+    tu_cost_affine(&cost);
     for (int it = 0; it < 4 * N_VARIANTS; it++) {
         int v = it % N_VARIANTS;
         trace tr;

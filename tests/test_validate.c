@@ -133,8 +133,7 @@ START_TEST(test_blocks_match_simulator)
     kvs_err err;
     cost_model cost;
     model_spec m = tiny();
-    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
-                                       &cost, &err), 0);
+    tu_cost_affine(&cost);
     int64_t recomputes = 0, swaps = 0, priority = 0, off_runs = 0, skipped = 0;
     for (int v = 0; v < N_VARIANTS; v++)
         for (uint64_t seed = 1; seed <= 20; seed++) {
@@ -215,8 +214,7 @@ START_TEST(test_retime_reproduces_stored)
     kvs_err err;
     cost_model cost;
     model_spec m = tiny();
-    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
-                                       &cost, &err), 0);
+    tu_cost_affine(&cost);
     for (int v = 0; v < N_VARIANTS; v++)
         for (uint64_t seed = 1; seed <= 5; seed++) {
             trace tr;
@@ -322,8 +320,7 @@ START_TEST(test_store_round_trip)
 {
     kvs_err err;
     cost_model cost;
-    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1,
-                                       &cost, &err), 0);
+    tu_cost_affine(&cost);
     trace tr;
     tu_random_trace(&tr, 60, 99, 120, 60, 1);
     run_config cfg;

@@ -239,3 +239,11 @@ gpu_spec tu_gpu(const char *name)
     ck_assert_msg(gpu_lookup(name, &g, &err) == KVS_OK, "%s: %s", name, err.msg);
     return g;
 }
+
+void tu_cost_affine(cost_model *cost)
+{
+    kvs_err err = {{0}};
+    ck_assert_msg(cost_model_create("affine:0.01,0.0001,0.00001,0.0000001", NULL, NULL, 1, cost,
+                                    &err) == 0,
+                  "%s", err.msg);
+}

@@ -41,6 +41,12 @@ void tu_golden_init(golden *g, const double *rows, int cols, int n, const char *
  * token count (at most maxo, else the test fails). */
 void tu_token_times(const golden *g, double *tt, int maxo, int64_t *ntok);
 
+/* The property tests' step cost, affine:0.01,0.0001,0.00001,0.0000001: a
+ * step takes 10 ms + 0.1 ms per token + 10 us per token of KV read + 0.1 us
+ * per unit of prefill_sq + 2 * prefill_ctx (cost.h); a
+ * failure fails the test.  The caller frees it. */
+void tu_cost_affine(cost_model *cost);
+
 /* One query whose single integer value must be `want`. */
 typedef struct sqlite3 sqlite3;
 typedef struct tu_sql_want {
