@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../base/fdio.h"
 #include "cli.h"
 #include "sweep.h"
 
@@ -94,37 +95,6 @@ typedef struct worker {
     int64_t point;   /* point in flight, -1 when idle */
 } worker;
 
-/* Read exactly n bytes (retrying EINTR); 0, or -1 at EOF / error. */
-static int read_full(int fd, void *buf, size_t n)
-{
-    char *b = buf;
-    while (n) {
-        ssize_t k = read(fd, b, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-static int write_full(int fd, const void *buf, size_t n)
-{
-    const char *b = buf;
-    while (n) {
-        ssize_t k = write(fd, b, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 /* The worker: open its own connection, run the points it is sent, report
  * each on the result pipe; exit when the command pipe closes. */
 static void worker_main(const char *cmd, const sweep_plan *p, int cmd_fd, int res_fd)
@@ -141,11 +111,11 @@ static void worker_main(const char *cmd, const sweep_plan *p, int cmd_fd, int re
     if (cli_open_db(cmd, p->base.db, &st))
         code = CLI_EXIT_ERR;
     int64_t point;
-    while (read_full(cmd_fd, &point, sizeof point) == 0) {
+    while (fdio_read_full(cmd_fd, &point, sizeof point) == 0) {
         worker_msg m = {point, 0, CLI_EXIT_ERR, 0};
         if (st)
             m.rc = sweep_point_exec(cmd, p, st, point, &m.run_id);
-        if (write_full(res_fd, &m, sizeof m))
+        if (fdio_write_full(res_fd, &m, sizeof m))
             break;
     }
     store_close(st);
@@ -160,7 +130,7 @@ static void dispatch(worker *w, const sweep_plan *p, int64_t *next)
 {
     if (!cli_stop_requested() && *next < p->n_todo && w->cmd_fd >= 0) {
         int64_t point = p->todo[*next];
-        if (write_full(w->cmd_fd, &point, sizeof point) == 0) {
+        if (fdio_write_full(w->cmd_fd, &point, sizeof point) == 0) {
             w->point = point;
             ++*next;
             return;
@@ -197,7 +167,7 @@ static void drain(int res_fd, worker *ws, int nw, const sweep_plan *p, int64_t *
 {
     struct pollfd pf = {res_fd, POLLIN, 0};
     worker_msg m;
-    while (poll(&pf, 1, 0) > 0 && (pf.revents & POLLIN) && read_full(res_fd, &m, sizeof m) == 0)
+    while (poll(&pf, 1, 0) > 0 && (pf.revents & POLLIN) && fdio_read_full(res_fd, &m, sizeof m) == 0)
         handle_msg(&m, ws, nw, p, next, pr);
 }
 
@@ -327,7 +297,7 @@ static int run_forked(const char *cmd, const sweep_plan *p, int jobs, sweep_prog
         int pr_rc = poll(&pf, 1, 250);
         if (pr_rc > 0 && (pf.revents & POLLIN)) {
             worker_msg m;
-            if (read_full(res_pipe[0], &m, sizeof m) == 0)
+            if (fdio_read_full(res_pipe[0], &m, sizeof m) == 0)
                 handle_msg(&m, ws, nw, p, &next, pr);
         }
         alive -= reap_workers(cmd, res_pipe[0], ws, nw, p, &next, pr, killed);

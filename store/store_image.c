@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/fdio.h"
 #include "store.h"
 
 int store_image_current(void)
@@ -42,21 +43,6 @@ static int plain_path(const char *path)
     return path && *path && strcmp(path, ":memory:") != 0 && strncmp(path, "file:", 5) != 0;
 }
 
-/* Write all of buf to fd. */
-static int write_all(int fd, const unsigned char *buf, size_t n)
-{
-    while (n > 0) {
-        ssize_t k = write(fd, buf, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        buf += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 int store_image_create(const char *path)
 {
     const char *e = getenv("KVSIM_SCHEMA_IMAGE");
@@ -81,7 +67,7 @@ int store_image_create(const char *path)
     }
     if (fd < 0)
         goto out;
-    int ok = write_all(fd, img, store_schema_image_size) == 0;
+    int ok = fdio_write_full(fd, img, store_schema_image_size) == 0;
     ok = close(fd) == 0 && ok;
     made = ok && link(tmp, path) == 0;
     (void)unlink(tmp);
