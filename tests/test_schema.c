@@ -89,6 +89,18 @@ static char *dump(sqlite3 *db, const char *skip)
     return buf;
 }
 
+/* dump() of the schema the migrations make on a new in-memory database:
+ * what every way of making a new file must give. */
+static char *migrated_dump(void)
+{
+    sqlite3 *mig;
+    ck_assert_int_eq(sqlite3_open(":memory:", &mig), SQLITE_OK);
+    migrate_raw(mig);
+    char *want = dump(mig, "");
+    sqlite3_close(mig);
+    return want;
+}
+
 /* The recording as C source: each object's SQL in creation order (the
  * implicit ones, autoindexes and sqlite_sequence, come by themselves),
  * then sqlite_sequence's rows. */
@@ -236,6 +248,44 @@ static char *record_image(const unsigned char *b, long size, uint64_t fp)
     return out;
 }
 
+/* No file named like the image's temporary (PATH.kvsim-new-PID-N) in dir. */
+static void no_temporaries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *e; (e = readdir(d));)
+        ck_assert_msg(!strstr(e->d_name, ".kvsim-new-"), "left behind: %s", e->d_name);
+    closedir(d);
+}
+
+/* store_open on `path`, which names no file: it goes the way `how` says
+ * and leaves the schema `want`, a sound WAL-mode file with no free page,
+ * current when opened again; nothing but the database is left beside it. */
+static void new_file_checked(const char *path, const char *want, store_schema_how how)
+{
+    store *s = NULL;
+    kvs_err err = {{0}};
+    (void)remove(path);
+    ck_assert_msg(store_open(path, &s, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_int_eq(store_schema_opened(s), how);
+    char *got = dump(store_db(s), "");
+    ck_assert_msg(!strcmp(got, want), "store_open's schema differs:\n--- got\n%s\n--- want\n%s",
+                  got, want);
+    free(got);
+    got = calloc(1, 1);
+    size_t len = 0;
+    dump_rows(store_db(s), "PRAGMA integrity_check", &got, &len);
+    dump_rows(store_db(s), "PRAGMA journal_mode", &got, &len);
+    dump_rows(store_db(s), "PRAGMA freelist_count", &got, &len);
+    ck_assert_str_eq(got, "ok\nwal\n0\n");
+    free(got);
+    store_close(s);
+    ck_assert_msg(store_open(path, &s, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_int_eq(store_schema_opened(s), STORE_SCHEMA_CURRENT);
+    store_close(s);
+    no_temporaries(tu_tmpdir());
+}
+
 /* The recording is current and replays to the migrations' schema; a new
  * file opened by store_open has that schema too. */
 START_TEST(test_fresh_schema_is_the_migrated_one)
@@ -285,24 +335,12 @@ START_TEST(test_fresh_schema_is_the_migrated_one)
                   got, want);
     free(got);
     sqlite3_close(raw);
-    /* store_open on a new file */
+    /* store_open on a new file, the SQL way */
     char path[1200];
     snprintf(path, sizeof path, "%s/new.db", tu_tmpdir());
-    store *s = NULL;
-    kvs_err err = {{0}};
     ck_assert_msg(setenv("KVSIM_SCHEMA_IMAGE", "0", 1) == 0, "setenv");
-    ck_assert_msg(store_open(path, &s, &err) == KVS_OK, "%s", err.msg);
+    new_file_checked(path, want, STORE_SCHEMA_FRESH);
     ck_assert_msg(unsetenv("KVSIM_SCHEMA_IMAGE") == 0, "unsetenv");
-    ck_assert_int_eq(store_schema_opened(s), STORE_SCHEMA_FRESH);
-    got = dump(store_db(s), "");
-    ck_assert_msg(!strcmp(got, want), "store_open's schema differs:\n--- got\n%s\n--- want\n%s",
-                  got, want);
-    free(got);
-    store_close(s);
-    /* opened again, it is current: nothing runs */
-    ck_assert_msg(store_open(path, &s, &err) == KVS_OK, "%s", err.msg);
-    ck_assert_int_eq(store_schema_opened(s), STORE_SCHEMA_CURRENT);
-    store_close(s);
     free(want);
 }
 END_TEST
@@ -312,11 +350,7 @@ END_TEST
  * table alone, and ends with the same kvsim schema beside it. */
 START_TEST(test_foreign_file_migrates)
 {
-    sqlite3 *mig;
-    ck_assert_int_eq(sqlite3_open(":memory:", &mig), SQLITE_OK);
-    migrate_raw(mig);
-    char *want = dump(mig, "");
-    sqlite3_close(mig);
+    char *want = migrated_dump();
     char path[1200];
     snprintf(path, sizeof path, "%s/foreign.db", tu_tmpdir());
     sqlite3 *db;
@@ -342,15 +376,6 @@ START_TEST(test_foreign_file_migrates)
 }
 END_TEST
 
-/* No file named like the image's temporary (PATH.kvsim-new-PID-N) in dir. */
-static void no_temporaries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    ck_assert_ptr_nonnull(d);
-    for (struct dirent *e; (e = readdir(d));)
-        ck_assert_msg(!strstr(e->d_name, ".kvsim-new-"), "left behind: %s", e->d_name);
-    closedir(d);
-}
 
 /* The recorded image is, byte for byte, the file the SQL path makes from
  * the recorded script: the simple model of store_image_create. */
@@ -375,39 +400,14 @@ START_TEST(test_image_is_the_sql_file)
 }
 END_TEST
 
-/* store_open on a path that names no file writes the image: the same
- * schema as the migrations, a sound WAL-mode file, current when opened
- * again, and no temporary left beside it. */
+/* store_open on a path that names no file writes the image, and the file
+ * passes new_file_checked. */
 START_TEST(test_image_makes_new_files)
 {
-    sqlite3 *mig;
-    ck_assert_int_eq(sqlite3_open(":memory:", &mig), SQLITE_OK);
-    migrate_raw(mig);
-    char *want = dump(mig, "");
-    sqlite3_close(mig);
+    char *want = migrated_dump();
     char path[1200];
     snprintf(path, sizeof path, "%s/imaged.db", tu_tmpdir());
-    (void)remove(path);
-    store *s = NULL;
-    kvs_err err = {{0}};
-    ck_assert_msg(store_open(path, &s, &err) == KVS_OK, "%s", err.msg);
-    ck_assert_int_eq(store_schema_opened(s), STORE_SCHEMA_IMAGE);
-    char *got = dump(store_db(s), "");
-    ck_assert_msg(!strcmp(got, want), "the image's schema differs:\n--- got\n%s\n--- want\n%s",
-                  got, want);
-    free(got);
-    got = calloc(1, 1);
-    size_t len = 0;
-    dump_rows(store_db(s), "PRAGMA integrity_check", &got, &len);
-    dump_rows(store_db(s), "PRAGMA journal_mode", &got, &len);
-    dump_rows(store_db(s), "PRAGMA freelist_count", &got, &len);
-    ck_assert_str_eq(got, "ok\nwal\n0\n");
-    free(got);
-    store_close(s);
-    ck_assert_msg(store_open(path, &s, &err) == KVS_OK, "%s", err.msg);
-    ck_assert_int_eq(store_schema_opened(s), STORE_SCHEMA_CURRENT);
-    store_close(s);
-    no_temporaries(tu_tmpdir());
+    new_file_checked(path, want, STORE_SCHEMA_IMAGE);
     free(want);
 }
 END_TEST
