@@ -375,6 +375,8 @@ typedef struct sched_counters {
                                     reached every known token (an admission's) */
     int64_t leap_chunks;         /* V1 leapt steps that held a prompt chunk short
                                     of the prompt's end (R's last request) */
+    int64_t leap_joins;          /* V1 leapt steps in which a newcomer's chunk made
+                                    its token and it joined the leap (leap_join) */
 } sched_counters;
 void sched_get_counters(const sched *s, sched_counters *out);
 /* Bytes of per-request engine state handed back to the system so far: a

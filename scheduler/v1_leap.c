@@ -48,8 +48,9 @@ static double emit_decode(sched *s, const cost_run *run, int64_t kv, double t, i
 }
 
 /* Emit a step of the leap's decodes (as emit_decode's, reading kv tokens)
- * and the chunk of q prompt tokens over c stored of its chunking request
- * x (lk_x, S_[n]), which makes no token: priced by the whole batch as
+ * and the chunk of q prompt tokens over c stored of request x (S_[n]):
+ * its chunking request (lk_x), whose chunk makes no token, or a newcomer
+ * joining (leap_join), whose chunk does.  Priced by the whole batch as
  * v1_emit_step prices it, x listed as the step's prefill member (leapt:
  * the decodes are not).  Returns its duration; s->step is the decode
  * record again after.  O(1). */
@@ -62,7 +63,6 @@ static double emit_mixed(sched *s, int64_t kv, double t, int32_t limit, int32_t 
     cost_batch *cb = &st->batch;
     cb->kv_read = kv;
     v1_batch_add_chunk(s, cb, x, q, c);
-    s->ctr.leap_chunks++;
     st->kind = v1_step_kind(cb);
     st->limit = limit;
     const double d = cost_step_s(s->cost, cb);
@@ -73,6 +73,13 @@ static double emit_mixed(sched *s, int64_t kv, double t, int32_t limit, int32_t 
     st->batch = dec;
     st->kind = SCHED_STEP_DECODE;
     return d;
+}
+
+/* c mod bs in [0, bs): a joiner's c, offset to step 1, may be negative. */
+static inline int64_t lk_res(int64_t c, int64_t bs)
+{
+    const int64_t r = c % bs;
+    return r < 0 ? r + bs : r;
 }
 
 /* Requests of S whose stored tokens before step 1 were = r mod bs. */
@@ -137,12 +144,12 @@ static void leap_group(sched_v1 *v, int64_t n, int64_t *jstar, int64_t *kv)
         if (rem < *jstar)
             *jstar = rem;
         *kv += e->c + 1;
-        v->lk_start[e->c % bs + 1]++;
+        v->lk_start[lk_res(e->c, bs) + 1]++;
     }
     for (int64_t r = 1; r <= bs; r++)
         v->lk_start[r] += v->lk_start[r - 1];
     for (int64_t k = 0; k < n; k++) /* stable: lk_start[r] ends as group r's end */
-        v->lk_ids[v->lk_start[v->S_[k].c % bs]++] = v->S_[k].id;
+        v->lk_ids[v->lk_start[lk_res(v->S_[k].c, bs)]++] = v->S_[k].id;
 }
 
 /* Step 1 (just emitted, ending at t) made a token for every entry of S
@@ -271,6 +278,71 @@ static int leap_finish(sched *s, double t)
     return 1;
 }
 
+/* Whether the newcomer the waiting walk of a leap's step admitted alone,
+ * S_[n] (no request chunking), may join the leap at that step: its chunk
+ * reaches all its known tokens T = P + g, so the step makes its next token,
+ * which is not its last; the chunk is not a re-admitted request's one last
+ * token (g >= 1, c = T - 1), which v1_emit_step prices as a decode; and
+ * the engine is alone (not a cluster's, no remote requests, no kept
+ * blocks), as for leap_finish. */
+static int leap_can_join(const sched *s, const v1_sched_ent *e)
+{
+    const sched_v1 *v = s->v1;
+    const struct v1_req *rq = &v->rq[e->id];
+    const int64_t T = (int64_t)rq->P + rq->g;
+    return s->leap_past_finish && !v->pd.keep && !v->pd.load && e->kind == SCHED_MEMBER_PREFILL &&
+           e->c + e->q == T && !(rq->g >= 1 && e->c == T - 1) && (int64_t)rq->O - rq->g >= 2;
+}
+
+/* Step `step` of the leap, starting at t, has the leap's n decodes (their
+ * KV read kv) and the chunk of newcomer S_[n], which leap_can_join allows:
+ * it is emitted as v1_emit_step would price and record it (the decodes
+ * leapt, the newcomer listed, so its token is counted as a member's), the
+ * leap's steps so far, this one included (lk_emitted), are told to the
+ * leap sink, and the newcomer joins S as the decode it is from the next
+ * step on, its lazy state offset to step 1: c = P + g - step (its context
+ * before step `step` as a decode would be P + g - 1), g less step - 1, so
+ * that step j's token is g + j for it as for the others, its KV read at
+ * step j is c + j, and its blocks fill at the steps its residue c mod bs
+ * says.  It goes last in its residue group (R's order), and the leap's
+ * KV and last step take it in.  Returns the step's end; the caller reloads
+ * n, jstar, kv and the decode record.  O(n + bs). */
+static double leap_join(sched *s, double t, int32_t lim, int64_t step, int64_t kv)
+{
+    sched_v1 *v = s->v1;
+    const int64_t bs = v->bs, n = v->lk_n;
+    v1_sched_ent *e = &v->S_[n];
+    const int32_t id = e->id;
+    struct v1_req *rq = &v->rq[id];
+    const int64_t g = rq->g, T = (int64_t)rq->P + g;
+    assert(v->ns == n + 1 && v->nrun == n + 1 && v->lk_x < 0 && leap_can_join(s, e));
+    t += emit_mixed(s, kv, t, lim, id, e->c, e->q);
+    s->ctr.leap_joins++;
+    if (s->leap_fn && v->lk_emitted > 0)
+        s->leap_fn(s->sink_ctx, v->lk_ids, n, v->lk_emitted);
+    v->lk_emitted = 0;
+    if (g == 0)
+        s->res[id].first_token_s = t;
+    e->c = T - step;
+    e->q = 1;
+    e->kind = SCHED_MEMBER_DECODE;
+    rq->C = (int32_t)T;
+    rq->sq = 1;
+    assert(g + 1 - step >= INT32_MIN);
+    rq->g = (int32_t)(g + 1 - step);
+    const int64_t r = lk_res(e->c, bs), pos = v->lk_start[r];
+    memmove(v->lk_ids + pos + 1, v->lk_ids + pos, (size_t)(n - pos) * sizeof *v->lk_ids);
+    v->lk_ids[pos] = id;
+    for (int64_t k = r; k <= bs; k++)
+        v->lk_start[k]++;
+    v->lk_n = n + 1;
+    v->lk_kv += e->c + 1;
+    assert((int64_t)rq->O - rq->g > step); /* its last token comes after this step */
+    if ((int64_t)rq->O - rq->g < v->lk_jstar)
+        v->lk_jstar = (int64_t)rq->O - rq->g;
+    return t;
+}
+
 /* The leap's steps from lk_step on (v1_leap), the first starting at t:
  * planned while they start before the horizon, up to lk_jstar, while the
  * free blocks cover the step's new ones and the waiting walk admits
@@ -365,6 +437,17 @@ static double leap_steps(sched *s, double t, int *again)
                     x = v->lk_x = e->id;
                     cx = e->c;
                     qx = e->q;
+                } else if (x < 0 && v->ns == n + 1 && leap_can_join(s, e)) {
+                    /* one newcomer whose chunk makes a token: it joins */
+                    v->lk_emitted += step + 1 - told;
+                    told = step + 1;
+                    t = leap_join(s, t, lim, step, kv + n * (step - 1));
+                    n = v->lk_n;
+                    jstar = v->lk_jstar;
+                    kv = v->lk_kv;
+                    decode_record_init(s, n);
+                    run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
+                    continue;
                 } else if (v->ns > n + (x >= 0)) {
                     normal = 1; /* it admitted someone */
                     break;
@@ -377,9 +460,10 @@ static double leap_steps(sched *s, double t, int *again)
             normal = 1; /* x's last chunk: it makes a token */
             break;
         }
-        if (x >= 0)
+        if (x >= 0) {
             t += emit_mixed(s, kv + n * (step - 1), t, lim, x, cx, qx);
-        else
+            s->ctr.leap_chunks++;
+        } else
             t += emit_decode(s, run, kv + n * (step - 1), t, lim);
     }
     s->ctr.leap_steps += step - step0 + normal;

@@ -177,6 +177,40 @@ static void random_config(run_config *cfg, uint64_t seed, int v1)
     cfg->record_steps = 0;
 }
 
+static void outcome_free(outcome *o);
+
+/* The step-by-step engine (KVSIM_NO_LEAP=1) on the same input gives what
+ * the leaping run a gave: the same steps (every field), request results
+ * and counters, but for the leaps' own counters. */
+static void same_as_step_by_step(const run_config *cfg, const trace *tr, const cost_model *cost,
+                                 uint64_t seed, const outcome *a)
+{
+    outcome b;
+    run_engine(cfg, tr, cost, 0, &b);
+    ck_assert_int_eq(b.ctr.leap_steps, 0);
+    ck_assert_msg(a->log.n == b.log.n, "seed %llu: %lld steps with leaps, %lld without",
+                  (unsigned long long)seed, (long long)a->log.n, (long long)b.log.n);
+    for (int64_t i = 0; i < a->log.n; i++)
+        ck_assert_msg(memcmp(&a->log.st[i], &b.log.st[i], sizeof a->log.st[i]) == 0,
+                      "seed %llu: step %lld differs (start %.9g vs %.9g, kv_read %lld vs "
+                      "%lld, blocks %lld vs %lld)", (unsigned long long)seed, (long long)i,
+                      a->log.st[i].start_s, b.log.st[i].start_s,
+                      (long long)a->log.st[i].batch.kv_read, (long long)b.log.st[i].batch.kv_read,
+                      (long long)a->log.st[i].kv_blocks_used, (long long)b.log.st[i].kv_blocks_used);
+    ck_assert_msg(memcmp(a->res, b.res, (size_t)tr->n * sizeof *a->res) == 0,
+                  "seed %llu: request results differ", (unsigned long long)seed);
+    sched_counters ca = a->ctr;
+    ca.leap_steps = 0;
+    ca.leap_finishes = 0;
+    ca.leap_prefills = 0;
+    ca.leap_chunks = 0;
+    ca.leap_joins = 0;
+    ck_assert_msg(memcmp(&ca, &b.ctr, sizeof ca) == 0, "seed %llu: counters differ "
+                  "(prefill chunks %lld vs %lld)", (unsigned long long)seed,
+                  (long long)ca.prefill_chunks, (long long)b.ctr.prefill_chunks);
+    outcome_free(&b);
+}
+
 START_TEST(test_leaps_identical)
 {
     kvs_err err;
@@ -185,7 +219,7 @@ START_TEST(test_leaps_identical)
     /* leapt steps per class: [pfx][chunked][priority] */
     int64_t leapt[2][2][2] = {{{0}}};
     int64_t preempted_runs = 0, leapt_v0 = 0, leap_finishes = 0, leap_prefills = 0,
-            leap_chunks = 0;
+            leap_chunks = 0, leap_joins = 0;
     /* 200 seeds: seed 192 (V0, one prefix id named with two segment lengths)
      * broke the prefix cache's closure until segment lengths joined the chain */
     for (uint64_t seed = 1; seed <= 200; seed++) {
@@ -196,32 +230,13 @@ START_TEST(test_leaps_identical)
         tu_random_trace(&tr, 120 + (int)(seed % 80), seed * 7919, 300, 90, 1);
         if (cfg.sched.prefix_caching)
             add_prefixes(&tr, seed, v1 ? cfg.sched.segment_tokens : 8, seed % 3 != 0);
-        outcome a, b;
+        outcome a;
         run_engine(&cfg, &tr, &cost, 1, &a);
-        run_engine(&cfg, &tr, &cost, 0, &b);
-        ck_assert_int_eq(b.ctr.leap_steps, 0);
-        ck_assert_msg(a.log.n == b.log.n, "seed %llu: %lld steps with leaps, %lld without",
-                      (unsigned long long)seed, (long long)a.log.n, (long long)b.log.n);
-        for (int64_t i = 0; i < a.log.n; i++)
-            ck_assert_msg(memcmp(&a.log.st[i], &b.log.st[i], sizeof a.log.st[i]) == 0,
-                          "seed %llu: step %lld differs (start %.9g vs %.9g, kv_read %lld vs "
-                          "%lld, blocks %lld vs %lld)", (unsigned long long)seed, (long long)i,
-                          a.log.st[i].start_s, b.log.st[i].start_s,
-                          (long long)a.log.st[i].batch.kv_read,
-                          (long long)b.log.st[i].batch.kv_read,
-                          (long long)a.log.st[i].kv_blocks_used,
-                          (long long)b.log.st[i].kv_blocks_used);
-        ck_assert_msg(memcmp(a.res, b.res, (size_t)tr.n * sizeof *a.res) == 0,
-                      "seed %llu: request results differ", (unsigned long long)seed);
-        sched_counters ca = a.ctr;
-        ca.leap_steps = 0;
-        ca.leap_finishes = 0;
-        ca.leap_prefills = 0;
-        ca.leap_chunks = 0;
+        same_as_step_by_step(&cfg, &tr, &cost, seed, &a);
+        leap_joins += a.ctr.leap_joins;
         leap_finishes += a.ctr.leap_finishes;
         leap_prefills += a.ctr.leap_prefills;
         leap_chunks += a.ctr.leap_chunks;
-        ck_assert(memcmp(&ca, &b.ctr, sizeof ca) == 0);
         const sched_config *c = &cfg.sched;
         leapt[c->prefix_caching][c->chunked_prefill][c->policy == SCHED_POLICY_PRIORITY] +=
             a.ctr.leap_steps;
@@ -246,9 +261,7 @@ START_TEST(test_leaps_identical)
         run_result_free(&ra);
         run_result_free(&rb);
         free(a.log.st);
-        free(b.log.st);
         free(a.res);
-        free(b.res);
         free_trace(&tr);
     }
     for (int p = 0; p < 2; p++)
@@ -261,8 +274,10 @@ START_TEST(test_leaps_identical)
     ck_assert_msg(leap_finishes > 10, "%lld V1 leaps went on past a finish: toothless",
                   (long long)leap_finishes);
     printf("test_leaps: %lld leaps past a finish, %lld from a step with prefills, %lld leapt "
-           "steps with a chunk\n", (long long)leap_finishes, (long long)leap_prefills,
-           (long long)leap_chunks);
+           "steps with a chunk, %lld newcomers joined a leap\n", (long long)leap_finishes,
+           (long long)leap_prefills, (long long)leap_chunks, (long long)leap_joins);
+    ck_assert_msg(leap_joins > 100, "%lld newcomers joined a V1 leap: toothless",
+                  (long long)leap_joins);
     ck_assert_msg(leap_prefills > 100, "%lld V1 leaps began at a step with prefills: toothless",
                   (long long)leap_prefills);
     ck_assert_msg(leap_chunks > 100, "%lld leapt V1 steps held a prompt chunk: toothless",
@@ -372,6 +387,7 @@ START_TEST(test_saved_rows_identical)
             add_prefixes(&tr, seed, cfg.sched.segment_tokens, seed % 4 == 0);
         outcome a, b;
         run_both_ways(&cfg, &tr, &cost, "KVSIM_V1_PRIVATE_TABLE", seed, &a, &b);
+        same_as_step_by_step(&cfg, &tr, &cost, seed, &a); /* full hits of own rows */
         preempted += a.ctr.preempt_recompute;
         if (!ids) /* private identities only: every hit is a saved row's */
             own_hits += a.ctr.prefix_hit_blocks;
