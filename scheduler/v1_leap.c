@@ -294,52 +294,103 @@ static int leap_can_join(const sched *s, const v1_sched_ent *e)
            e->c + e->q == T && !(rq->g >= 1 && e->c == T - 1) && (int64_t)rq->O - rq->g >= 2;
 }
 
+/* Whether a chunk of newcomer e falls short of its known tokens (it would
+ * go on chunking). */
+static int leap_chunk_short(const sched_v1 *v, const v1_sched_ent *e)
+{
+    return e->c + e->q < (int64_t)v->rq[e->id].P + v->rq[e->id].g;
+}
+
+/* How many of the newcomers the waiting walk of a leap's step admitted
+ * (S_[n..ns), no request chunking) join the leap: all of them when each
+ * may (leap_can_join) but perhaps the last, whose chunk may fall short of
+ * its prompt (it then becomes the chunking request); -1 when they cannot
+ * (the step is then a normal one).  A lone newcomer that falls short is
+ * the caller's (the chunking request, as before joins).  O(newcomers). */
+static int64_t leap_joiners(const sched *s, int64_t n)
+{
+    const sched_v1 *v = s->v1;
+    const int64_t m = v->ns - n;
+    if (m <= 0 || v->lk_x >= 0)
+        return -1;
+    for (int64_t k = n; k < v->ns - 1; k++)
+        if (!leap_can_join(s, &v->S_[k]))
+            return -1;
+    const v1_sched_ent *last = &v->S_[v->ns - 1];
+    if (leap_can_join(s, last))
+        return m;
+    return m > 1 && leap_chunk_short(v, last) && last->kind == SCHED_MEMBER_PREFILL ? m - 1 : -1;
+}
+
 /* Step `step` of the leap, starting at t, has the leap's n decodes (their
- * KV read kv) and the chunk of newcomer S_[n], which leap_can_join allows:
- * it is emitted as v1_emit_step would price and record it (the decodes
- * leapt, the newcomer listed, so its token is counted as a member's), the
- * leap's steps so far, this one included (lk_emitted), are told to the
- * leap sink, and the newcomer joins S as the decode it is from the next
- * step on, its lazy state offset to step 1: c = P + g - step (its context
- * before step `step` as a decode would be P + g - 1), g less step - 1, so
- * that step j's token is g + j for it as for the others, its KV read at
- * step j is c + j, and its blocks fill at the steps its residue c mod bs
- * says.  It goes last in its residue group (R's order), and the leap's
- * KV and last step take it in.  Returns the step's end; the caller reloads
- * n, jstar, kv and the decode record.  O(n + bs). */
-static double leap_join(sched *s, double t, int32_t lim, int64_t step, int64_t kv)
+ * KV read kv) and the chunks of the newcomers S_[n..ns), of which the
+ * first `joins` may join (leap_joiners) and a last one may fall short of
+ * its prompt: it is emitted as v1_emit_step would price and record it (the
+ * decodes leapt, the newcomers listed in S's order, so their tokens are
+ * counted as members'), the leap's steps so far, this one included
+ * (lk_emitted), are told to the leap sink, and each joiner becomes the
+ * decode it is from the next step on, its lazy state offset to step 1:
+ * c = P + g - step (its context before step `step` as a decode would be
+ * P + g - 1), g less step - 1, so that step j's token is g + j for it as
+ * for the others, its KV read at step j is c + j, and its blocks fill at
+ * the steps its residue c mod bs says.  Each goes last in its residue
+ * group (R's order), and the leap's KV and last step take it in; one that
+ * fell short stays S_[lk_n] for the caller to make the chunking request.
+ * Returns the step's end; the caller reloads n, jstar, kv and the decode
+ * record.  O(n + bs) per joiner. */
+static double leap_join(sched *s, double t, int32_t lim, int64_t step, int64_t kv, int64_t joins)
 {
     sched_v1 *v = s->v1;
-    const int64_t bs = v->bs, n = v->lk_n;
-    v1_sched_ent *e = &v->S_[n];
-    const int32_t id = e->id;
-    struct v1_req *rq = &v->rq[id];
-    const int64_t g = rq->g, T = (int64_t)rq->P + g;
-    assert(v->ns == n + 1 && v->nrun == n + 1 && v->lk_x < 0 && leap_can_join(s, e));
-    t += emit_mixed(s, kv, t, lim, id, e->c, e->q);
-    s->ctr.leap_joins++;
+    const int64_t bs = v->bs, n0 = v->lk_n;
+    sched_step *st = &s->step;
+    const cost_batch dec = st->batch;
+    assert(v->nrun == v->ns && v->lk_x < 0 && joins >= 1 && n0 + joins <= v->ns);
+    assert(dec.n_prefill == 0 && st->n_preempted == 0 && s->n_members == 0);
+    st->batch.kv_read = kv;
+    for (int64_t k = n0; k < v->ns; k++)
+        v1_batch_add_chunk(s, &st->batch, v->S_[k].id, v->S_[k].q, v->S_[k].c);
+    st->kind = v1_step_kind(&st->batch);
+    st->limit = lim;
+    const double d = cost_step_s(s->cost, &st->batch);
+    v1_step_stamp(s, d, t);
+    if (s->sink)
+        s->sink(s->sink_ctx, st, s->members, s->n_members);
+    s->n_members = 0;
+    st->batch = dec;
+    st->kind = SCHED_STEP_DECODE;
+    t += d;
+    s->ctr.leap_joins += joins;
     if (s->leap_fn && v->lk_emitted > 0)
-        s->leap_fn(s->sink_ctx, v->lk_ids, n, v->lk_emitted);
+        s->leap_fn(s->sink_ctx, v->lk_ids, n0, v->lk_emitted);
     v->lk_emitted = 0;
-    if (g == 0)
-        s->res[id].first_token_s = t;
-    e->c = T - step;
-    e->q = 1;
-    e->kind = SCHED_MEMBER_DECODE;
-    rq->C = (int32_t)T;
-    rq->sq = 1;
-    assert(g + 1 - step >= INT32_MIN);
-    rq->g = (int32_t)(g + 1 - step);
-    const int64_t r = lk_res(e->c, bs), pos = v->lk_start[r];
-    memmove(v->lk_ids + pos + 1, v->lk_ids + pos, (size_t)(n - pos) * sizeof *v->lk_ids);
-    v->lk_ids[pos] = id;
-    for (int64_t k = r; k <= bs; k++)
-        v->lk_start[k]++;
-    v->lk_n = n + 1;
-    v->lk_kv += e->c + 1;
-    assert((int64_t)rq->O - rq->g > step); /* its last token comes after this step */
-    if ((int64_t)rq->O - rq->g < v->lk_jstar)
-        v->lk_jstar = (int64_t)rq->O - rq->g;
+    for (int64_t k = n0; k < n0 + joins; k++) {
+        const int64_t n = v->lk_n;
+        assert(k == n);
+        v1_sched_ent *e = &v->S_[k];
+        const int32_t id = e->id;
+        struct v1_req *rq = &v->rq[id];
+        const int64_t g = rq->g, T = (int64_t)rq->P + g;
+        assert(leap_can_join(s, e));
+        if (g == 0)
+            s->res[id].first_token_s = t;
+        e->c = T - step;
+        e->q = 1;
+        e->kind = SCHED_MEMBER_DECODE;
+        rq->C = (int32_t)T;
+        rq->sq = 1;
+        assert(g + 1 - step >= INT32_MIN);
+        rq->g = (int32_t)(g + 1 - step);
+        const int64_t r = lk_res(e->c, bs), pos = v->lk_start[r];
+        memmove(v->lk_ids + pos + 1, v->lk_ids + pos, (size_t)(n - pos) * sizeof *v->lk_ids);
+        v->lk_ids[pos] = id;
+        for (int64_t j = r; j <= bs; j++)
+            v->lk_start[j]++;
+        v->lk_n = n + 1;
+        v->lk_kv += e->c + 1;
+        assert((int64_t)rq->O - rq->g > step); /* its last token comes after this step */
+        if ((int64_t)rq->O - rq->g < v->lk_jstar)
+            v->lk_jstar = (int64_t)rq->O - rq->g;
+    }
     return t;
 }
 
@@ -379,7 +430,7 @@ static double leap_steps(sched *s, double t, int *again)
             decode_record_init(s, n);
             run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
         }
-        int64_t nt, nr = 0, cx = 0, qx = 0;
+        int64_t nt, nr = 0, cx = 0, qx = 0, joins;
         const int32_t *take = group_of(v, (bs - (step - 1) % bs) % bs, &nt);
         const int32_t *regs = v->pfx ? group_of(v, (bs - step % bs) % bs, &nr) : NULL;
         int64_t need = nt;
@@ -437,14 +488,22 @@ static double leap_steps(sched *s, double t, int *again)
                     x = v->lk_x = e->id;
                     cx = e->c;
                     qx = e->q;
-                } else if (x < 0 && v->ns == n + 1 && leap_can_join(s, e)) {
-                    /* one newcomer whose chunk makes a token: it joins */
+                } else if (x < 0 && (joins = leap_joiners(s, n)) > 0) {
+                    /* newcomers whose chunks make a token join; a last one
+                     * whose chunk falls short becomes the chunking one */
                     v->lk_emitted += step + 1 - told;
                     told = step + 1;
-                    t = leap_join(s, t, lim, step, kv + n * (step - 1));
+                    t = leap_join(s, t, lim, step, kv + n * (step - 1), joins);
                     n = v->lk_n;
                     jstar = v->lk_jstar;
                     kv = v->lk_kv;
+                    if (v->ns > n) { /* S_[n] goes on chunking from the next step */
+                        const v1_sched_ent *ex = &v->S_[n];
+                        x = v->lk_x = ex->id;
+                        cx = ex->c;
+                        qx = ex->q;
+                        s->ctr.leap_chunks++;
+                    }
                     decode_record_init(s, n);
                     run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
                     continue;
