@@ -301,17 +301,19 @@ static int leap_chunk_short(const sched_v1 *v, const v1_sched_ent *e)
     return e->c + e->q < (int64_t)v->rq[e->id].P + v->rq[e->id].g;
 }
 
-/* How many of the newcomers the waiting walk of a leap's step admitted
- * (S_[n..ns), no request chunking) join the leap: all of them when each
- * may (leap_can_join) but perhaps the last, whose chunk may fall short of
- * its prompt (it then becomes the chunking request); -1 when they cannot
- * (the step is then a normal one).  A lone newcomer that falls short is
- * the caller's (the chunking request, as before joins).  O(newcomers). */
+/* How many of S_[n..ns) join the leap at this step: the newcomers the
+ * waiting walk admitted, after the chunking request's last chunk when
+ * there is one (S_[n], which then makes its token too).  All of them when
+ * each may (leap_can_join) but perhaps the last, whose chunk may fall
+ * short of its prompt (it then becomes the chunking request); -1 when they
+ * cannot (the step is then a normal one).  A lone newcomer that falls
+ * short is the caller's (the chunking request, as before joins).
+ * O(entries). */
 static int64_t leap_joiners(const sched *s, int64_t n)
 {
     const sched_v1 *v = s->v1;
     const int64_t m = v->ns - n;
-    if (m <= 0 || v->lk_x >= 0)
+    if (m <= 0)
         return -1;
     for (int64_t k = n; k < v->ns - 1; k++)
         if (!leap_can_join(s, &v->S_[k]))
@@ -344,7 +346,7 @@ static double leap_join(sched *s, double t, int32_t lim, int64_t step, int64_t k
     const int64_t bs = v->bs, n0 = v->lk_n;
     sched_step *st = &s->step;
     const cost_batch dec = st->batch;
-    assert(v->nrun == v->ns && v->lk_x < 0 && joins >= 1 && n0 + joins <= v->ns);
+    assert(v->nrun == v->ns && joins >= 1 && n0 + joins <= v->ns);
     assert(dec.n_prefill == 0 && st->n_preempted == 0 && s->n_members == 0);
     st->batch.kv_read = kv;
     for (int64_t k = n0; k < v->ns; k++)
@@ -391,6 +393,27 @@ static double leap_join(sched *s, double t, int32_t lim, int64_t step, int64_t k
         if ((int64_t)rq->O - rq->g < v->lk_jstar)
             v->lk_jstar = (int64_t)rq->O - rq->g;
     }
+    return t;
+}
+
+/* leap_join at step `step` of the leap (the walk's `lim`), in the middle
+ * of leap_steps, whose steps from *told on are counted into lk_emitted
+ * first; a last entry whose chunk fell short becomes the chunking request
+ * (lk_x), and the decode record is S's again.  The caller reloads its view
+ * of the leap (lk_n, lk_jstar, lk_kv, lk_x).  Returns the step's end. */
+static double leap_join_step(sched *s, double t, int32_t lim, int64_t step, int64_t *told,
+                             int64_t joins)
+{
+    sched_v1 *v = s->v1;
+    v->lk_x = -1;
+    v->lk_emitted += step + 1 - *told;
+    *told = step + 1;
+    t = leap_join(s, t, lim, step, v->lk_kv + v->lk_n * (step - 1), joins);
+    if (v->ns > v->lk_n) { /* S_[lk_n] goes on chunking from the next step */
+        v->lk_x = v->S_[v->lk_n].id;
+        s->ctr.leap_chunks++;
+    }
+    decode_record_init(s, v->lk_n);
     return t;
 }
 
@@ -491,33 +514,35 @@ static double leap_steps(sched *s, double t, int *again)
                 } else if (x < 0 && (joins = leap_joiners(s, n)) > 0) {
                     /* newcomers whose chunks make a token join; a last one
                      * whose chunk falls short becomes the chunking one */
-                    v->lk_emitted += step + 1 - told;
-                    told = step + 1;
-                    t = leap_join(s, t, lim, step, kv + n * (step - 1), joins);
+                    t = leap_join_step(s, t, lim, step, &told, joins);
                     n = v->lk_n;
                     jstar = v->lk_jstar;
                     kv = v->lk_kv;
-                    if (v->ns > n) { /* S_[n] goes on chunking from the next step */
-                        const v1_sched_ent *ex = &v->S_[n];
-                        x = v->lk_x = ex->id;
-                        cx = ex->c;
-                        qx = ex->q;
-                        s->ctr.leap_chunks++;
-                    }
-                    decode_record_init(s, n);
+                    x = v->lk_x;
                     run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
                     continue;
-                } else if (v->ns > n + (x >= 0)) {
-                    normal = 1; /* it admitted someone */
+                } else if (x < 0 && v->ns > n) {
+                    normal = 1; /* it admitted someone who cannot join */
                     break;
                 }
             }
         } else {
             lim = SCHED_LIMIT_NONE_WAITING;
         }
-        if (x >= 0 && cx + qx == (int64_t)v->rq[x].P + v->rq[x].g) {
-            normal = 1; /* x's last chunk: it makes a token */
-            break;
+        if (x >= 0 && (cx + qx == (int64_t)v->rq[x].P + v->rq[x].g || v->ns > n + 1)) {
+            /* x's last chunk (it makes a token), or newcomers behind a chunk
+             * that goes on: x and they join if they may, else a normal step */
+            if (cx + qx < (int64_t)v->rq[x].P + v->rq[x].g || (joins = leap_joiners(s, n)) <= 0) {
+                normal = 1;
+                break;
+            }
+            t = leap_join_step(s, t, lim, step, &told, joins);
+            n = v->lk_n;
+            jstar = v->lk_jstar;
+            kv = v->lk_kv;
+            x = v->lk_x;
+            run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
+            continue;
         }
         if (x >= 0) {
             t += emit_mixed(s, kv + n * (step - 1), t, lim, x, cx, qx);
