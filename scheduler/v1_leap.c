@@ -220,6 +220,25 @@ double v1_leap(sched *s, double t)
     return t;
 }
 
+/* The residue groups without the requests that finished (g = O): each
+ * group keeps its others in its order, as leap_group would group them
+ * again, without dividing.  O(|groups| + bs). */
+static void leap_drop_finished(sched_v1 *v)
+{
+    int64_t w = 0, lo = 0;
+    for (int64_t r = 0; r < v->bs; r++) {
+        const int64_t hi = v->lk_start[r];
+        for (int64_t k = lo; k < hi; k++) {
+            const int32_t id = v->lk_ids[k];
+            if (v->rq[id].g < v->rq[id].O)
+                v->lk_ids[w++] = id;
+        }
+        lo = hi;
+        v->lk_start[r] = w;
+    }
+    v->lk_start[v->bs] = w;
+}
+
 /* Step j = lk_jstar of the leap has just been emitted, ending at t: the
  * requests that made their last token in it finish now, as v1_finish
  * would finish them after that step (in S's order: g = O, the finish time,
@@ -248,13 +267,17 @@ static int leap_finish(sched *s, double t)
     if (s->leap_fn && v->lk_emitted > 0)
         s->leap_fn(s->sink_ctx, v->lk_ids, n, v->lk_emitted);
     v->lk_emitted = 0;
-    int64_t out = 0;
+    int64_t out = 0, jstar = INT64_MAX, kv = 0; /* the others' */
     for (int64_t k = 0; k < n; k++) {
         const v1_sched_ent e = v->S_[k];
         struct v1_req *rq = &v->rq[e.id];
-        assert((int64_t)rq->O - rq->g >= j);
-        if ((int64_t)rq->O - rq->g > j) {
+        const int64_t rem = (int64_t)rq->O - rq->g;
+        assert(rem >= j);
+        if (rem > j) {
             v->S_[out++] = e;
+            if (rem < jstar)
+                jstar = rem;
+            kv += e.c + 1;
             continue;
         }
         rq->sq = 0;
@@ -268,9 +291,8 @@ static int leap_finish(sched *s, double t)
         v->S_[out] = v->S_[n];
     v1_run_drop_finished(v); /* R is S's set, in the same order */
     v->ns = out + hx;
-    int64_t jstar, kv;
-    leap_group(v, out, &jstar, &kv);
-    assert(jstar > j);
+    leap_drop_finished(v);
+    assert(jstar > j && v->lk_start[v->bs] == out);
     v->lk_n = out;
     v->lk_jstar = jstar;
     v->lk_kv = kv;
@@ -441,7 +463,8 @@ static double leap_steps(sched *s, double t, int *again)
     int32_t x = v->lk_x; /* the chunking request, S_[n] (its last chunk), or -1 */
     /* S's decode batch (decode_record_init): the steps differ in kv_read alone */
     const cost_run *run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
-    for (; t < hz; step++) {
+    /* (step - 1) mod bs, kept as the steps go (no division per step) */
+    for (int64_t ph = (step - 1) % bs; t < hz; step++, ph = ph + 1 == bs ? 0 : ph + 1) {
         if (step > jstar) { /* step jstar ended at t: its last tokens finish */
             v->lk_emitted += step - told;
             told = step;
@@ -454,8 +477,9 @@ static double leap_steps(sched *s, double t, int *again)
             run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
         }
         int64_t nt, nr = 0, cx = 0, qx = 0, joins;
-        const int32_t *take = group_of(v, (bs - (step - 1) % bs) % bs, &nt);
-        const int32_t *regs = v->pfx ? group_of(v, (bs - step % bs) % bs, &nr) : NULL;
+        assert(ph == (step - 1) % bs);
+        const int32_t *take = group_of(v, ph == 0 ? 0 : bs - ph, &nt); /* (bs - (step-1)%bs) % bs */
+        const int32_t *regs = v->pfx ? group_of(v, ph + 1 == bs ? 0 : bs - ph - 1, &nr) : NULL;
         int64_t need = nt;
         if (x >= 0) { /* the running walk reaches x last: its next chunk (rule 4.4) */
             const v1_sched_ent *ex = &v->S_[n];
