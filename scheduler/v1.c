@@ -106,9 +106,10 @@ void v1_rq_settle(sched *s)
  * finished or rejected, VMEM_BATCH bytes at least at a time (an unmap);
  * amortized O(1) per request.  Only an engine alone with its own entries:
  * nothing reads a finished or rejected request's entry once the step that
- * ended it is over (R dropped it; it is in no list), and v1_plan calls
- * this before it reads any entry. */
-static void rq_release(sched *s)
+ * ended it is over (R dropped it; it is in no list): v1_plan calls this
+ * before it reads any entry, and a leap once its finishers have left R
+ * (leap_finish: a leap may last most of a run). */
+void v1_rq_release(sched *s)
 {
     sched_v1 *v = s->v1;
     if (!v->rq_mem.base || v->rq_keep)
@@ -1049,7 +1050,7 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
     if (v->lk_paused && v1_leap_resume(s, now, t_end))
         return SCHED_PLAN_STEP;
     if (!v->lk_paused)
-        rq_release(s);
+        v1_rq_release(s);
     int32_t carry = 0; /* preemptions of iterations that scheduled nothing */
     for (;;) {
         memset(&s->step, 0, sizeof s->step);

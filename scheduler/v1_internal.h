@@ -376,6 +376,9 @@ typedef struct v1_pd {
  * now on (an engine shared, keeping finished requests or taking remote
  * ones reads entries outside a request's life).  O(n) once. */
 void v1_rq_settle(sched *s);
+/* v1.c: hand back rq's pages behind the first request not yet ended (see
+ * there); amortized O(1) per request. */
+void v1_rq_release(sched *s);
 
 /* v1_pd.c: under keep, take id's blocks off its table (the slot goes back
  * to the free stack, the counts stay); 0, or -1 out of memory (then the

@@ -293,6 +293,7 @@ static int leap_finish(sched *s, double t)
     v->ns = out + hx;
     leap_drop_finished(v);
     assert(jstar > j && v->lk_start[v->bs] == out);
+    v1_rq_release(s); /* the finishers' entries are read no more */
     v->lk_n = out;
     v->lk_jstar = jstar;
     v->lk_kv = kv;

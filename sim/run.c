@@ -222,9 +222,11 @@ sched_req_swap run_live_swap(const run_live *live, int64_t i)
 #define RUN_ROWS_CHUNK 256
 
 /* At a step that is not leapt (so no leap is open and every token made
- * so far is counted): the requests done so far, whose live ITL state goes
- * back (run_itl_release) and whose rows go to the row sink, in chunks.
- * O(1) amortized per request. */
+ * so far is counted), or when a leap's tokens have just been counted
+ * (on_leap; a request finishes only after its last tokens are): the
+ * requests done so far, whose live ITL state goes back (run_itl_release)
+ * and whose rows go to the row sink, in chunks.  O(1) amortized per
+ * request. */
 static void done_advance(run_sink *k)
 {
     const sched_req_result *r = k->live->reqs;
@@ -284,6 +286,10 @@ static void on_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
 {
     run_sink *k = ctx;
     run_itl_leap_end(&k->itl, 0, ids, n, steps);
+    /* every token emitted so far is counted now: a V1 leap that newcomers
+     * join and finishers leave may last the whole run, and its rows and
+     * ITL pages would otherwise wait for a step that is not leapt */
+    done_advance(k);
 }
 
 int run_config_clustered(const run_config *cfg) { return cfg->replicas > 1 || cfg->pd[0]; }

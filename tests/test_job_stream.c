@@ -1,6 +1,8 @@
 /* test_job_stream.c — request rows staged by a second thread while the run
  * simulates (job/job_stream.h): the rows are those the usual path stores,
- * bit for bit, under every engine profile and with the front end on; the
+ * bit for bit, under every engine profile and with the front end on, and
+ * they stream while V1 leaps through a whole light run (a rows hand-out
+ * only at steps that are not leapt streams none there); the
  * simulation holds no lock, and a run that another writer overtook gets
  * its rows under its own id; a row the database refuses leaves nothing of
  * the run; a stream given up leaves nothing and the store goes on. */
@@ -15,15 +17,22 @@
 
 /* 6,000 requests at saturation: several chunks of rows are done (and so
  * streamed) before the run ends, with preemptions under V1 and V0. */
+#define SATURATED "arrival=poisson,rate=30,n=6000,prompt=512,output=128"
+/* 6,000 requests at a light load: no preemption, so after its first
+ * steps V1 leaps through the whole run (newcomers join, finishers leave):
+ * its rows must stream all the same. */
+#define LIGHT "arrival=poisson,rate=4,n=6000,prompt=1024,output=256"
+static const char *workload = SATURATED;
+
 static void setup(job_opts *o, const char *engine, int stream)
 {
     kvs_err err;
     job_opts_init(o);
-    ck_assert_int_eq(job_param_set(o, "synthetic", "arrival=poisson,rate=30,n=6000,prompt=512,"
-                                                   "output=128", &err), KVS_OK);
+    ck_assert_int_eq(job_param_set(o, "synthetic", workload, &err), KVS_OK);
     ck_assert_int_eq(job_param_set(o, "model", "llama-7b", &err), KVS_OK);
     ck_assert_int_eq(job_param_set(o, "engine", engine, &err), KVS_OK);
-    ck_assert_int_eq(job_param_set(o, "kv-blocks", "2000", &err), KVS_OK);
+    if (workload == SATURATED) /* LIGHT: the model's whole cache, no preemption */
+        ck_assert_int_eq(job_param_set(o, "kv-blocks", "2000", &err), KVS_OK);
     o->stream_rows = stream;
 }
 
@@ -89,11 +98,15 @@ static void same_rows(const char *engine, const char *frontend_ms)
 
 START_TEST(test_stream_same_rows)
 {
+    workload = SATURATED;
     same_rows("vllm-v1", NULL);
     same_rows("vllm-v0", NULL);
     same_rows("sglang", NULL);
     same_rows("trtllm", NULL);
     same_rows("vllm-v1", "7.5");
+    workload = LIGHT; /* one long leap: rows are handed out as its finishers leave */
+    same_rows("vllm-v1", NULL);
+    workload = SATURATED;
 }
 END_TEST
 
