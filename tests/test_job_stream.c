@@ -31,7 +31,7 @@ static void setup(job_opts *o, const char *engine, int stream)
     ck_assert_int_eq(job_param_set(o, "synthetic", workload, &err), KVS_OK);
     ck_assert_int_eq(job_param_set(o, "model", "llama-7b", &err), KVS_OK);
     ck_assert_int_eq(job_param_set(o, "engine", engine, &err), KVS_OK);
-    if (workload == SATURATED) /* LIGHT: the model's whole cache, no preemption */
+    if (!strcmp(workload, SATURATED)) /* LIGHT: the model's whole cache, no preemption */
         ck_assert_int_eq(job_param_set(o, "kv-blocks", "2000", &err), KVS_OK);
     o->stream_rows = stream;
 }
