@@ -271,7 +271,8 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
         k->progress(k->progress_ctx, t_end, k->itl.n_done, k->tr->n, now_wall() - k->t0_wall);
     if (st->leapt)
         run_itl_leapt_step(&k->itl, 0, st);
-    run_itl_members(&k->itl, 0, m, nm, t_end);
+    if (nm > 0) /* a leapt step lists none, or the chunks of joiners and a chunking one */
+        run_itl_members(&k->itl, 0, m, nm, t_end);
     if (!st->leapt) /* every token so far is counted: no leap is open */
         done_advance(k);
     if (!k->keep || k->failed)
