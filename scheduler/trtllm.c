@@ -14,7 +14,10 @@
  * evict, its whole context under max utilization — and under max
  * utilization one more block whenever a generated token starts a new one.
  * Per-request state is flat arrays indexed by id; nothing is allocated per
- * step.  A step costs O(|A|). */
+ * step.  A step costs O(|A|).  No leaps: every step is planned; but with a
+ * leap sink, a step of generation requests only, the same ones in the same
+ * order as the step before, is sunk as a same-set stretch's step (leapt,
+ * no members; sched_same_set_flush), so its sink costs O(1), not O(|S|). */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -43,6 +46,10 @@ struct sched_trt {
     int32_t *S;
     int64_t ns;
     int32_t *cx;              /* [n] scratch: the micro batch's context requests */
+    /* the last step, when it was generation only and nobody finished in it:
+     * its S (the same-set stretches, emit) */
+    int32_t *prev;            /* [n] its S */
+    int64_t nprev;            /* its |S|; 0: none */
 };
 
 /* Blocks a request takes when its first chunk runs. */
@@ -114,8 +121,10 @@ static int trt_init(sched *s, kvs_err *err)
     t->act = malloc(nn * sizeof *t->act);
     t->L = malloc(nn * sizeof *t->L);
     t->S = malloc(nn * sizeof *t->S);
+    t->prev = malloc(nn * sizeof *t->prev);
+    s->lk_ids = malloc(nn * sizeof *s->lk_ids);
     if (!s->res || !s->state || !s->members || !t->g || !t->C || !t->held || !t->ctx || !t->q ||
-        !t->cx || !t->act || !t->L || !t->S)
+        !t->cx || !t->act || !t->L || !t->S || !t->prev || !s->lk_ids)
         return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for %lld requests (trtllm)",
                         (long long)s->n);
     sched_results_reset(s->res, s->n);
@@ -130,8 +139,10 @@ static void trt_free(sched *s)
     free(s->res);
     free(s->state);
     free(s->members);
+    free(s->lk_ids);
     if (!t)
         return;
+    free(t->prev);
     free(t->g);
     free(t->C);
     free(t->held);
@@ -340,20 +351,38 @@ static sched_step_limit trt_limit(const sched *s, int cut)
     return SCHED_LIMIT_NONE_WAITING;
 }
 
+/* Whether this step is a same-set stretch's (see the top): generation
+ * requests only, those of the last step in its order, nobody paused, and
+ * the engine's leaps on (sched_set_leap_past_finish: off when the run
+ * wants every member, KVSIM_NO_LEAP=1, or in a cluster).  O(|S|). */
+static int same_set(const sched *s)
+{
+    const sched_trt *t = s->trt;
+    if (!s->leap_fn || !s->leap_past_finish || s->step.n_preempted != 0 || t->ns == 0 ||
+        t->ns != t->nprev || memcmp(t->S, t->prev, (size_t)t->ns * sizeof *t->S) != 0)
+        return 0;
+    for (int64_t k = 0; k < t->ns; k++)
+        if (t->ctx[t->S[k]])
+            return 0;
+    return 1;
+}
+
 static void emit(sched *s, double now, double *t_end)
 {
     sched_trt *t = s->trt;
     cost_batch *cb = &s->step.batch;
-    int cut = 0;
+    const int leapt = same_set(s);
+    int cut = 0, gen_only = 1;
     for (int64_t k = 0; k < t->ns; k++) {
         int32_t id = t->S[k];
         const int64_t c = t->C[id], q = t->q[id];
         cut |= t->ctx[id] && q < s->reqs[id].prompt_tokens + t->g[id] - c;
+        gen_only &= !t->ctx[id];
         if (!t->ctx[id]) {
             cb->tokens += 1;
             cb->kv_read += c + 1;
             cb->n_decode++;
-            if (s->want_members)
+            if (s->want_members && !leapt)
                 sched_add_member(s, id, SCHED_MEMBER_DECODE, 1, c + 1);
         } else {
             cb->tokens += q;
@@ -379,6 +408,19 @@ static void emit(sched *s, double now, double *t_end)
     st->n_running = running;
     st->n_waiting = t->nact - running;
     st->limit = trt_limit(s, cut);
+    if (leapt) { /* each member made a token at the last step's end, this one's start */
+        if (s->lk_steps == 0) { /* a stretch starts: S is its set */
+            memcpy(s->lk_ids, t->S, (size_t)t->ns * sizeof *t->S);
+            s->lk_n = t->ns;
+        }
+        s->lk_steps++;
+        st->leapt = 1;
+    } else if (s->lk_steps > 0) { /* members follow: the stretch's tokens first */
+        sched_same_set_flush(s);
+    }
+    if (gen_only && !leapt)
+        memcpy(t->prev, t->S, (size_t)t->ns * sizeof *t->S);
+    t->nprev = gen_only ? t->ns : 0;
     if (s->sink)
         s->sink(s->sink_ctx, st, s->members, s->n_members);
     *t_end = now + st->dur_s;
@@ -449,6 +491,9 @@ static void trt_finish(sched *s, double tnow)
             if (s->state[t->act[i]] != SCHED_REQ_FINISHED)
                 t->act[out++] = t->act[i];
         t->nact = out;
+        t->nprev = 0; /* R changed */
+        if (s->lk_steps > 0) /* the finishers' last tokens came in the stretch */
+            sched_same_set_flush(s);
     }
 }
 

@@ -457,6 +457,25 @@ static void random_v0_config(run_config *cfg, uint64_t seed)
     }
 }
 
+/* One random TensorRT-LLM configuration per seed: max utilization (paged,
+ * pauses when blocks run short) or guaranteed no evict (reserved), with
+ * or without context chunking, small caches. */
+static void random_trt_config(run_config *cfg, uint64_t seed)
+{
+    random_config(cfg, seed, 1);
+    sched_config *s = &cfg->sched;
+    rng r;
+    rng_init(&r, seed * 7919ULL + 11);
+    s->engine = SCHED_ENGINE_TRTLLM;
+    s->policy = SCHED_POLICY_FCFS;
+    s->prefix_caching = 0;
+    s->long_prefill_threshold = 0;
+    s->segment_tokens = 0;
+    s->alloc = rng_below(&r, 3) == 0 ? SCHED_ALLOC_RESERVED : SCHED_ALLOC_PAGED;
+    s->block_size = 1 + (int64_t)rng_below(&r, 16);
+    s->total_blocks = (400 + s->block_size - 1) / s->block_size + (int64_t)rng_below(&r, 120);
+}
+
 /* One engine run through the event loop feeding an ITL tracker, with or
  * without a leap sink, with horizons (leaps 1) or without (KVSIM_NO_LEAP=1:
  * one step per plan); the log keeps the leapt flag if keep_leapt.  *ctr:
@@ -548,10 +567,14 @@ START_TEST(test_same_set_identical)
     int64_t leapt = 0, leapt_v1 = 0, runs = 0, preempted = 0, cluster_leapt = 0;
     int64_t cluster_leapt_v0 = 0; /* V0 replicas behind a router that routes ahead */
     int64_t live_leapt = 0, live_resumes = 0; /* behind a router that reads state */
-    for (uint64_t seed = 1; seed <= 160; seed++) {
+    int64_t leapt_trt = 0; /* TensorRT-LLM's same-set steps */
+    for (uint64_t seed = 1; seed <= 200; seed++) {
         run_config cfg;
         const int v1 = seed % 4 == 0; /* V1: its leaps and its same-set steps */
-        if (v1)
+        const int trt = seed > 160;  /* the last 40: TensorRT-LLM's */
+        if (trt)
+            random_trt_config(&cfg, seed);
+        else if (v1)
             random_config(&cfg, seed, 1);
         else
             random_v0_config(&cfg, seed);
@@ -582,7 +605,9 @@ START_TEST(test_same_set_identical)
         ck_assert_int_eq(a.itl.n_done, b.itl.n_done);
         if (cfg.sched.kv_cache_off || cfg.sched.batching == SCHED_BATCHING_STATIC)
             ck_assert_int_eq(a.leapt, 0); /* listed: their costs read the members */
-        if (v1) {
+        if (trt) {
+            leapt_trt += a.leapt;
+        } else if (v1) {
             leapt_v1 += a.leapt;
         } else {
             leapt += a.leapt;
@@ -605,7 +630,7 @@ START_TEST(test_same_set_identical)
         live_leapt += check_pipeline_resumes(&cfg, &tr, &cost, seed, &resumes);
         live_resumes += resumes;
         cfg.router[0] = 0;
-        if (v1) { /* --pd: decode replicas admit requests whose first token came elsewhere */
+        if (v1 && !trt) { /* --pd: decode replicas admit requests whose first token came elsewhere */
             cfg.replicas = 3;
             snprintf(cfg.pd, sizeof cfg.pd, "1:2");
             cfg.kv_bytes_per_token = 4096;
@@ -625,6 +650,10 @@ START_TEST(test_same_set_identical)
                   "%lld V0 runs, %lld V0 and %lld V1 leapt steps: toothless", (long long)runs,
                   (long long)leapt, (long long)leapt_v1);
     ck_assert_msg(preempted > 0, "no run both sank same-set steps and preempted");
+    ck_assert_msg(leapt_trt > 1000, "TensorRT-LLM sank %lld same-set steps: toothless",
+                  (long long)leapt_trt);
+    printf("test_leaps: same-set steps: V0 %lld, V1 %lld, TensorRT-LLM %lld\n", (long long)leapt,
+           (long long)leapt_v1, (long long)leapt_trt);
     ck_assert_msg(cluster_leapt > 1000, "clusters leapt %lld steps: toothless",
                   (long long)cluster_leapt);
     ck_assert_msg(live_leapt > 1000 && live_resumes > 100,
