@@ -3,10 +3,10 @@
  * a prefill chunk reaching all its known tokens) but perhaps R's last,
  * which is still chunking its prompt, and nobody was preempted, the steps
  * that follow are forced until a step is short of blocks, the waiting walk
- * admits someone (but a lone newcomer whose first chunk falls short of its
- * prompt becomes the chunking one) or the chunking request's last chunk
- * comes (a new leap may start after that step), a request finishes in a
- * cluster, or the horizon comes.
+ * admits someone who cannot join (newcomers whose chunks make a token join
+ * the leap, leap_join; a lone one whose first chunk falls short of its
+ * prompt becomes the chunking one, whose last chunk joins too), a request
+ * finishes in a cluster, or the horizon comes.
  * They are planned here in O(1 + blocks taken + the waiting walk) per
  * step, with R's g and C kept lazy and written once when the leap ends, or
  * paused at the horizon and resumed by the next plan.  The step-by-step
@@ -48,9 +48,9 @@ static double emit_decode(sched *s, const cost_run *run, int64_t kv, double t, i
 }
 
 /* Emit a step of the leap's decodes (as emit_decode's, reading kv tokens)
- * and the chunk of q prompt tokens over c stored of request x (S_[n]):
- * its chunking request (lk_x), whose chunk makes no token, or a newcomer
- * joining (leap_join), whose chunk does.  Priced by the whole batch as
+ * and the chunk of q prompt tokens over c stored of its chunking request
+ * x (lk_x, S_[n]), which makes no token (leap_join emits the steps whose
+ * chunks do).  Priced by the whole batch as
  * v1_emit_step prices it, x listed as the step's prefill member (leapt:
  * the decodes are not).  Returns its duration; s->step is the decode
  * record again after.  O(1). */
@@ -107,8 +107,8 @@ static void take_arrivals(sched *s, double t)
  * and preempted nobody; its prefill chunks that made a token are written
  * as decodes (prefills_as_decodes).  Each step then gives x its next chunk
  * after the decodes, as the running walk would (the same size, its blocks
- * through the same alloc), its last chunk being planned as a normal step;
- * x's state is kept eager.  Each next step's running walk is then
+ * through the same alloc), its last chunk joining the leap (or, when it
+ * cannot, planned as a normal step); x's state is kept eager.  Each next step's running walk is then
  * forced until a request finishes (at step j* = min(O - g), which is still
  * leapt to) or a step's new blocks would exceed F (a preemption): every
  * request stores one token per step, so request r takes a block at the
@@ -118,9 +118,10 @@ static void take_arrivals(sched *s, double t)
  * runs for real each step (its lookup of a blocked head is kept, see
  * find_hits); if it admits one newcomer whose first chunk falls short of its
  * prompt while there is no x, the newcomer becomes x and the leap goes on;
- * if it admits anyone else (or x's last chunk comes), that step is
- * completed as a normal one and the leap ends, with *again = 1 when that
- * step is a step 1 itself (v1_leap then starts the next leap after it).
+ * newcomers whose chunks make a token (and x at its last chunk) join the
+ * leap (leap_joiners, leap_join); any other admission makes that step a
+ * normal one and ends the leap, with *again = 1 when that step is a step 1
+ * itself (v1_leap then starts the next leap after it).
  * A step whose blocks (x's included) exceed F, or that leaves x no budget,
  * is not planned.  Arrivals end it too: every
  * step leapt to starts before s->horizon.  g and C of R advance lazily and
@@ -301,13 +302,13 @@ static int leap_finish(sched *s, double t)
     return 1;
 }
 
-/* Whether the newcomer the waiting walk of a leap's step admitted alone,
- * S_[n] (no request chunking), may join the leap at that step: its chunk
- * reaches all its known tokens T = P + g, so the step makes its next token,
- * which is not its last; the chunk is not a re-admitted request's one last
- * token (g >= 1, c = T - 1), which v1_emit_step prices as a decode; and
- * the engine is alone (not a cluster's, no remote requests, no kept
- * blocks), as for leap_finish. */
+/* Whether entry e of S at a leap's step (a newcomer the waiting walk
+ * admitted, or the chunking request at its last chunk) may join the leap
+ * at that step: its chunk reaches all its known tokens T = P + g, so the
+ * step makes its next token, which is not its last; the chunk is not a
+ * re-admitted request's one last token (g >= 1, c = T - 1), which
+ * v1_emit_step prices as a decode; and the engine is alone (not a
+ * cluster's, no remote requests, no kept blocks), as for leap_finish. */
 static int leap_can_join(const sched *s, const v1_sched_ent *e)
 {
     const sched_v1 *v = s->v1;
@@ -317,8 +318,8 @@ static int leap_can_join(const sched *s, const v1_sched_ent *e)
            e->c + e->q == T && !(rq->g >= 1 && e->c == T - 1) && (int64_t)rq->O - rq->g >= 2;
 }
 
-/* Whether a chunk of newcomer e falls short of its known tokens (it would
- * go on chunking). */
+/* Whether e's chunk falls short of its known tokens (it would go on
+ * chunking). */
 static int leap_chunk_short(const sched_v1 *v, const v1_sched_ent *e)
 {
     return e->c + e->q < (int64_t)v->rq[e->id].P + v->rq[e->id].g;
