@@ -478,7 +478,7 @@ static double leap_steps(sched *s, double t, int *again)
             decode_record_init(s, n);
             run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
         }
-        int64_t nt, nr = 0, cx = 0, qx = 0, joins;
+        int64_t nt, nr = 0, cx = 0, qx = 0, joins = 0;
         assert(ph == (step - 1) % bs);
         const int32_t *take = group_of(v, ph == 0 ? 0 : bs - ph, &nt); /* (bs - (step-1)%bs) % bs */
         const int32_t *regs = v->pfx ? group_of(v, ph + 1 == bs ? 0 : bs - ph - 1, &nr) : NULL;
@@ -537,17 +537,7 @@ static double leap_steps(sched *s, double t, int *again)
                     x = v->lk_x = e->id;
                     cx = e->c;
                     qx = e->q;
-                } else if (x < 0 && (joins = leap_joiners(s, n)) > 0) {
-                    /* newcomers whose chunks make a token join; a last one
-                     * whose chunk falls short becomes the chunking one */
-                    t = leap_join_step(s, t, lim, step, &told, joins);
-                    n = v->lk_n;
-                    jstar = v->lk_jstar;
-                    kv = v->lk_kv;
-                    x = v->lk_x;
-                    run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
-                    continue;
-                } else if (x < 0 && v->ns > n) {
+                } else if (x < 0 && v->ns > n && (joins = leap_joiners(s, n)) <= 0) {
                     normal = 1; /* it admitted someone who cannot join */
                     break;
                 }
@@ -556,12 +546,17 @@ static double leap_steps(sched *s, double t, int *again)
             lim = SCHED_LIMIT_NONE_WAITING;
         }
         if (x >= 0 && (cx + qx == (int64_t)v->rq[x].P + v->rq[x].g || v->ns > n + 1)) {
-            /* x's last chunk (it makes a token), or newcomers behind a chunk
-             * that goes on: x and they join if they may, else a normal step */
+            /* x's last chunk (it makes a token): x and any newcomers behind
+             * it join if they may; newcomers behind a chunk that goes on, or
+             * anyone who may not join, make the step a normal one */
             if (cx + qx < (int64_t)v->rq[x].P + v->rq[x].g || (joins = leap_joiners(s, n)) <= 0) {
                 normal = 1;
                 break;
             }
+        }
+        if (joins > 0) { /* newcomers (and x at its last chunk) whose chunks
+                            make a token join; a last one whose chunk falls
+                            short becomes the chunking one */
             t = leap_join_step(s, t, lim, step, &told, joins);
             n = v->lk_n;
             jstar = v->lk_jstar;
