@@ -361,6 +361,70 @@ START_TEST(test_rq_release_identical)
 }
 END_TEST
 
+/* A light load: no preemption, so after its first steps the V1 engine
+ * leaps through the whole run, newcomers joining and finishers leaving
+ * (one plan).  Its per-request entries must still be handed back as
+ * requests end (at each leap finish, not only at plans): halfway through
+ * the run, more than a third of the 20,000 entries' 800 KB (those of the
+ * requests ended by then) are back.  (At the end of any run the last plan
+ * hands back everything, so only a reading mid-run tells.) */
+typedef struct mid_sink {
+    sched *s;
+    int64_t steps, at; /* steps sunk; the step to read at */
+    int64_t released;  /* sched_state_released there, bytes */
+} mid_sink;
+
+static void mid_step(void *ctx, const sched_step *st, const sched_member *m, int64_t n)
+{
+    (void)st, (void)m, (void)n;
+    mid_sink *k = ctx;
+    if (k->steps++ == k->at)
+        k->released = sched_state_released(k->s);
+}
+
+START_TEST(test_rq_release_in_one_leap)
+{
+    cost_model cost;
+    kvs_err err;
+    /* 10 ms a step, 0.1 ms a token, 1 us per token of KV read: ~25
+     * requests in flight at 4 req/s */
+    ck_assert_int_eq(cost_model_create("affine:0.01,0.0001,0.000001,0", NULL, NULL, 1, &cost,
+                                       &err), 0);
+    run_config cfg;
+    random_config(&cfg, 5, 1);
+    cfg.sched.prefix_caching = 0;
+    cfg.sched.block_size = 16;
+    cfg.sched.max_seqs = 256;
+    cfg.sched.total_blocks = 20000;
+    trace tr;
+    tu_random_trace(&tr, 20000, 4242, 300, 120, 0);
+    for (int64_t i = 0; i < tr.n; i++) { /* 4 req/s, 100 in, 256 out */
+        tr.reqs[i].arrival_s = 0.25 * (double)i;
+        tr.reqs[i].prompt_tokens = 100;
+        tr.reqs[i].output_tokens = 256;
+    }
+    unsetenv("KVSIM_NO_LEAP");
+    sched *s;
+    ck_assert_msg(sched_init(&s, &cfg.sched, tr.reqs, tr.n, &cost, &err) == 0, "%s", err.msg);
+    mid_sink k = {s, 0, 150000, -1}; /* the run takes ~313,000 steps */
+    sched_set_step_sink(s, mid_step, &k, 0);
+    double end;
+    ck_assert_msg(engine_run(s, &tr, &end, &err) == 0, "%s", err.msg);
+    sched_counters c;
+    sched_get_counters(s, &c);
+    const int64_t plans = k.steps - c.leap_steps, entries = tr.n * 40; /* sizeof v1_req */
+    ck_assert_int_eq(c.preempt_recompute, 0);
+    ck_assert_msg(plans < 10 && c.leap_joins > 10000 && k.steps > 2 * k.at,
+                  "%lld plans, %lld joins, %lld steps: not one long leap", (long long)plans,
+                  (long long)c.leap_joins, (long long)k.steps);
+    ck_assert_msg(k.released > entries / 3, "%lld of %lld bytes handed back halfway",
+                  (long long)k.released, (long long)entries);
+    sched_free(s);
+    free_trace(&tr);
+    cost_model_free(&cost);
+}
+END_TEST
+
 /* V1's saved rows (docs/semantics-v1.md, section 9) against the table they
  * replace: a preempted request's private identities found through its
  * saved row, or entered in the cache table as before
@@ -1009,6 +1073,7 @@ int main(void)
     tcase_add_test(tc, test_leaps_identical);
     tcase_add_test(tc, test_saved_rows_identical);
     tcase_add_test(tc, test_rq_release_identical);
+    tcase_add_test(tc, test_rq_release_in_one_leap);
     tcase_add_test(tc, test_same_set_identical);
     tcase_add_test(tc, test_v0_leaps_identical);
     tcase_add_test(tc, test_v0_leap_golden);
