@@ -556,11 +556,17 @@ static v1_key group_key(const sched_v1 *v, int32_t id, int64_t j, int64_t k)
 }
 
 /* Drop every block of id, last to first (rule 2.8), then each other
- * group's pages, last to first, and its slot. */
-static void free_blocks(sched_v1 *v, int32_t id)
+ * group's pages, last to first, and its slot.  finished: id has ended and
+ * will never look its private identities up again, so the blocks that
+ * carry only those (or none) go to Q as dead runs (v1_pool_release_dead_rev:
+ * the same Q, cheaper). */
+static void free_blocks(sched_v1 *v, int32_t id, int finished)
 {
     if (v->rq[id].slot >= 0) {
-        v1_pool_release_rev(&v->pool, table_of(v, id), v->rq[id].held);
+        if (finished)
+            v1_pool_release_dead_rev(&v->pool, table_of(v, id), v->rq[id].held);
+        else
+            v1_pool_release_rev(&v->pool, table_of(v, id), v->rq[id].held);
         for (int64_t k = 0; v->xtab && k < n_other(v); k++) {
             int32_t *x = xrow(v, id, k);
             for (int64_t j = v->rq[id].held - 1; j >= 0; j--)
@@ -842,7 +848,7 @@ static void preempt_at(sched *s, int64_t idx, int64_t *budget)
                     v1_pool_publish(&v->pool, x[j], group_key(v, id, j, k));
         }
     }
-    free_blocks(v, id);
+    free_blocks(v, id, 0);
     if (saved >= 0)
         v->rq[id].slot = (int32_t)(-2 - saved);
     v->rq[id].C = 0;
@@ -1200,7 +1206,7 @@ void v1_req_finished(sched *s, int32_t id, double t)
     s->state[id] = SCHED_REQ_FINISHED;
     s->ctr.n_finished++;
     if (!v->pd.keep || v1_pd_keep(v, id)) /* kept: sched_keep_finished */
-        free_blocks(v, id);
+        free_blocks(v, id, 1);
 }
 
 void v1_run_drop_finished(sched_v1 *v)

@@ -37,7 +37,23 @@ typedef struct v1_key {
  * links, watch index) another, touched only for blocks with a shared
  * identity.  A private identity (request, block index) is not stored at
  * all until its request is preempted: the engine passes it again then, to
- * v1_pool_save (or v1_pool_publish). */
+ * v1_pool_save (or v1_pool_publish).
+ *
+ * Dead runs.  The blocks a finished request gives back that carry no
+ * identity or only its own private one (count 1, nothing but HAS_ID, LAZY,
+ * SAVED in their flags) can never be found again: only that request looks
+ * its private identities up.  Q needs of them only their places and, when
+ * taken, whether they carried an identity (the counters).  So
+ * v1_pool_release_dead_rev appends a stretch of them to Q as one entry of
+ * the ring, a run marker -k (k blocks), and their numbers, in Q's order,
+ * to a FIFO of its own (anon, read at ahead), with a bit for an identity
+ * and one for a saved one: runs leave Q in the order they entered it, so
+ * the FIFO's head is always the head run's.  A take from a run reads the
+ * FIFO, not the block; a run block's count is 0 but its flags stay as they
+ * were when it was held (V1_BLK_INQ clear: that tells it from a block in
+ * the ring) until it is taken.  Adjacent runs merge.  Release and take
+ * cost about 20 and 8 instructions a block where the ring's per-block
+ * bookkeeping (place, flags) cost about 25 and 30. */
 #define V1_BLK_INQ 1u    /* in Q */
 #define V1_BLK_HAS_ID 2u /* carries an identity (registered) */
 #define V1_BLK_LAZY 4u   /* a private identity never in the table (v1_pool_publish
@@ -47,6 +63,13 @@ typedef struct v1_key {
 #define V1_BLK_WATCHED 0x80000000u /* in the watched lookup's answer (wh[0 .. wm));
                                      the top bit: v1_pool_release_rev sums it
                                      and V1_BLK_HAS_ID in one word */
+
+/* An entry of the dead runs' FIFO: the block's number, and its flags
+ * (V1_BLK_HAS_ID, LAZY, SAVED: whether it carried an identity) when it
+ * went there. */
+#define V1_ANON_SHIFT 28 /* the flags from bit 28 on */
+#define V1_ANON_ID ((uint32_t)V1_BLK_HAS_ID << V1_ANON_SHIFT)
+#define V1_ANON_BLOCK ((1u << V1_ANON_SHIFT) - 1)
 
 typedef struct v1_blk {
     int32_t ref;               /* reference count */
@@ -66,10 +89,16 @@ typedef struct v1_pool {
     int64_t N;
     v1_blk *blk;               /* [N + 1] */
     v1_blkx *x;                /* [N + 1], NULL without prefix caching */
-    int32_t *ring;             /* [rmask + 1] Q in order, 0 = a hole */
+    int32_t *ring;             /* [rmask + 1] Q in order: a block, 0 = a hole, -k = a
+                                  dead run of k blocks (their numbers in anon) */
     uint64_t rmask;            /* ring size - 1 (a power of two >= 2 (N + 1)) */
     uint64_t rhead, rtail;     /* ring counters: Q lies in [rhead, rtail) */
     int64_t F;                 /* |Q| (blocks, holes not counted) */
+    uint32_t *anon;            /* [acap] the dead runs' blocks (V1_ANON_*), in Q's
+                                  order, in [ahead, atail) */
+    int64_t acap;              /* 4 (N + 1): packed (moved to 0) when an append would
+                                  pass it, O(1) amortized */
+    int64_t ahead, atail;      /* indexes in anon */
     struct v1_slot {           /* [mask + 1] the table */
         v1_key k;              /* identity */
         int32_t head, tail;    /* earliest / latest block under it, 0 = slot empty */
@@ -78,9 +107,6 @@ typedef struct v1_pool {
     int64_t cached;            /* blocks in Q that carry an identity */
     int64_t evictions;         /* identities removed by taking a block */
     int64_t ids;               /* blocks carrying an identity */
-    int64_t epoch;             /* changes of the table M (an identity entered or
-                                  removed): a lookup's answer is a function of
-                                  the key and the table */
     /* the watched lookup (v1.c's last find_hits), kept current as blocks
      * leave M: a found block (always its list's head) gives way to the next
      * block under its identity, or the answer ends before it */
@@ -123,7 +149,7 @@ static inline int v1_pool_has_id(const v1_pool *p, int32_t b)
  * results. */
 static inline void v1_pool_prefetch(const v1_pool *p, int32_t b) { __builtin_prefetch(&p->blk[b]); }
 /* The slow paths of the inline operations below (v1_pool.c): b's identity
- * leaves M; b's saved identity leaves (f: its flags before the take); b
+ * leaves M; b's watched saved identity leaves (f: its flags before the take); b
  * (its key set) enters its list in M; the full ring is packed in place,
  * keeping Q's order.  Not for other callers. */
 void v1_pool_unregister_(v1_pool *p, int32_t b);
@@ -139,6 +165,7 @@ void v1_pool_ring_pack_(v1_pool *p);
 static inline void v1_pool_hold(v1_pool *p, int32_t b)
 {
     v1_blk *e = &p->blk[b];
+    assert(e->ref > 0 || (e->flags & V1_BLK_INQ)); /* never a dead run's */
     if (e->ref++ == 0) {
         p->ring[e->qpos] = 0;
         e->flags &= ~V1_BLK_INQ;
@@ -265,20 +292,135 @@ static inline void v1_pool_release_rev(v1_pool *p, const int32_t *t, int64_t n)
     p->wfree += (int64_t)(ids >> 31);
 }
 
+/* A dead run of `run` blocks (their numbers already in the FIFO) ends at
+ * the ring's tail: it joins a run just before it, or takes a slot.  The
+ * new tail. */
+static inline uint64_t v1_pool_run_close_(int32_t *ring, uint64_t mask, uint64_t head,
+                                          uint64_t tail, int64_t run)
+{
+    assert(run > 0 && run <= INT32_MAX);
+    if (tail != head && ring[(tail - 1) & mask] < 0) {
+        ring[(tail - 1) & mask] -= (int32_t)run;
+        return tail;
+    }
+    ring[tail & mask] = -(int32_t)run;
+    return tail + 1;
+}
+
+/* The anon FIFO packed to its start (v1_pool.c).  Not for other callers. */
+void v1_pool_anon_pack_(v1_pool *p);
+
+/* 1 if a held block with count ref and flags f can join a dead run: count
+ * 1, and no identity or only a private one out of M (flags 0, HAS_ID|LAZY,
+ * HAS_ID|LAZY|SAVED: bits 0, 6 and 14 of 0x4041), not watched. */
+static inline int v1_pool_dead_ok(int32_t ref, uint32_t f)
+{
+    return ref == 1 && f < 16 && ((0x4041u >> f) & 1);
+}
+
+/* v1_pool_release_rev of a finished request's blocks t[0 .. n): the same
+ * Q, counts and counters, but the blocks no one can find again
+ * (v1_pool_dead_ok) go to Q as dead runs.  Only for a request that will
+ * never look its private identities up again.  O(n), about 20 instructions a
+ * dead block. */
+static inline void v1_pool_release_dead_rev(v1_pool *p, const int32_t *restrict t, int64_t n)
+{
+    if ((uint64_t)n > p->rmask + 1 - (p->rtail - p->rhead))
+        v1_pool_ring_pack_(p);
+    if (p->atail + n > p->acap)
+        v1_pool_anon_pack_(p);
+    assert((uint64_t)n <= p->rmask + 1 - (p->rtail - p->rhead) && p->atail + n <= p->acap);
+    assert(n < (INT64_C(1) << 30));
+    uint64_t tail = p->rtail;
+    const uint64_t head = p->rhead, mask = p->rmask;
+    int32_t *restrict ring = p->ring;
+    uint32_t *restrict w = p->anon + p->atail, *run = w; /* run: where the open run began */
+    v1_blk *restrict blk = p->blk;
+    int64_t freed = 0;
+    uint64_t ids = 0, dead_ids = 0; /* ids: as v1_pool_release_rev's */
+    for (int64_t j = n - 1; j >= 0; j--) {
+        const int32_t b = t[j];
+        v1_blk *e = &blk[b];
+        const uint32_t f = e->flags;
+        if (v1_pool_dead_ok(e->ref, f)) {
+            e->ref = 0; /* its flags stay until it is taken */
+            *w++ = (uint32_t)b | f << V1_ANON_SHIFT;
+            dead_ids += f & V1_BLK_HAS_ID;
+            continue;
+        }
+        if (w != run) {
+            tail = v1_pool_run_close_(ring, mask, head, tail, w - run);
+            run = w;
+        }
+        if (--e->ref > 0)
+            continue;
+        e->qpos = (int32_t)(tail & mask);
+        ring[tail & mask] = b;
+        tail++;
+        freed++;
+        e->flags = f | V1_BLK_INQ;
+        ids += f & (V1_BLK_HAS_ID | V1_BLK_WATCHED);
+    }
+    if (w != run)
+        tail = v1_pool_run_close_(ring, mask, head, tail, w - run);
+    const int64_t dead = w - (p->anon + p->atail);
+    p->F += freed + dead;
+    p->rtail = tail;
+    p->atail += dead;
+    p->cached += (int64_t)((ids & 0x7fffffffu) / V1_BLK_HAS_ID + dead_ids / V1_BLK_HAS_ID);
+    p->wfree += (int64_t)(ids >> 31);
+}
+
 /* Q's head leaves Q (F > 0), the ring read from *head on (holes
- * skipped): its count becomes 1 and its identity, if any, leaves M.  The
- * block; *evicted counts it if it carried one.  ring and mask are p's.  The caller keeps F, cached
- * and evictions.  O(1) plus the holes skipped (each made once). */
-static inline int32_t v1_pool_pop_(v1_pool *p, const int32_t *ring, uint64_t mask,
+ * skipped; a dead run gives its next block, v1_pool_run_pop_, which reads
+ * the FIFO): its count becomes 1 and its identity, if any, leaves M.  The
+ * block; *evicted counts it if it carried one.  ring and mask are p's.
+ * The caller keeps F, cached and evictions.  O(1) plus the holes skipped
+ * (each made once). */
+/* Take m blocks from the FIFO of the dead runs (the head run has them;
+ * the caller shortens it) into out: each becomes a fresh block, count 1,
+ * no flags; their identities, all private, leave with them (the FIFO says
+ * which had one: no block is read).  The number of identities evicted.
+ * O(m), about eight instructions a block. */
+static inline int64_t v1_pool_run_take_(v1_pool *p, int32_t *restrict out, int64_t m)
+{
+    assert(m > 0 && p->atail - p->ahead >= m);
+    const uint32_t *restrict src = p->anon + p->ahead;
+    v1_blk *restrict blk = p->blk;
+    uint64_t ev = 0;
+    for (int64_t i = 0; i < m; i++) {
+        const uint32_t x = src[i];
+        const int32_t b = (int32_t)(x & V1_ANON_BLOCK);
+        ev += x & V1_ANON_ID;
+        blk[b].ref = 1;
+        blk[b].flags = 0;
+        out[i] = b;
+    }
+    p->ahead += m;
+    ev /= V1_ANON_ID;
+    p->ids -= (int64_t)ev;
+    return (int64_t)ev;
+}
+
+static inline int32_t v1_pool_pop_(v1_pool *p, int32_t *ring, uint64_t mask,
                                    uint64_t *head, int64_t *evicted)
 {
     int32_t b;
     while (!(b = ring[*head & mask])) /* holes; F > 0: a block follows */
         (*head)++;
+    if (b < 0) { /* a dead run: its next block, the run one shorter */
+        if (b == -1)
+            (*head)++;
+        else
+            ring[*head & mask] = b + 1;
+        *evicted += v1_pool_run_take_(p, &b, 1);
+        return b;
+    }
     (*head)++;
-    /* the block a later take hands out: fetch it now (a hole or a slot past
-     * the tail names some block or 0, either a valid address) */
-    __builtin_prefetch(&p->blk[ring[(*head + V1_POOL_AHEAD) & mask]]);
+    /* the block a later take hands out: fetch it now (a hole, a run or a
+     * slot past the tail names some block or 0, either a valid address) */
+    const int32_t ahead = ring[(*head + V1_POOL_AHEAD) & mask];
+    __builtin_prefetch(&p->blk[ahead > 0 ? ahead : 0]);
     v1_blk *e = &p->blk[b];
     const uint32_t f = e->flags; /* read once, written once */
     e->ref = 1;
@@ -290,7 +432,7 @@ static inline int32_t v1_pool_pop_(v1_pool *p, const int32_t *ring, uint64_t mas
     if (f & V1_BLK_LAZY) { /* never entered in the table */
         e->flags = f & ~(V1_BLK_INQ | V1_BLK_LAZY | V1_BLK_HAS_ID | V1_BLK_SAVED);
         p->ids--;
-        if (f & V1_BLK_SAVED)
+        if (f & V1_BLK_WATCHED) /* (found, so saved) */
             v1_pool_unsave_(p, b, f);
     } else {
         e->flags = f & ~V1_BLK_INQ;
@@ -307,10 +449,22 @@ static inline void v1_pool_take_n(v1_pool *p, int32_t *out, int64_t n)
 {
     uint64_t head = p->rhead;
     const uint64_t mask = p->rmask; /* the ring's address and size stay */
-    const int32_t *ring = p->ring;
+    int32_t *ring = p->ring;
     int64_t evicted = 0;
-    for (int64_t k = 0; k < n; k++)
-        out[k] = v1_pool_pop_(p, ring, mask, &head, &evicted);
+    for (int64_t k = 0; k < n;) {
+        const int32_t b = ring[head & mask];
+        if (b < 0) { /* a dead run at the head: as many as it has, at once */
+            const int64_t m = -(int64_t)b < n - k ? -(int64_t)b : n - k;
+            if (m == -(int64_t)b)
+                head++;
+            else
+                ring[head & mask] = b + (int32_t)m;
+            evicted += v1_pool_run_take_(p, out + k, m);
+            k += m;
+            continue;
+        }
+        out[k++] = v1_pool_pop_(p, ring, mask, &head, &evicted);
+    }
     p->rhead = head;
     p->F -= n;
     p->cached -= evicted;

@@ -48,14 +48,15 @@ int v1_pd_keep(sched_v1 *v, int32_t id)
     return 0;
 }
 
-/* Last to first, as free_blocks (rule 2.8). */
+/* Last to first, as free_blocks (rule 2.8); id has finished, so as dead
+ * runs where they can be. */
 void v1_pd_release(sched_v1 *v, int32_t id)
 {
     assert(!v->lk_paused); /* no leap pauses under keep (leap_steps) */
     int32_t *t = v->pd.kept ? v->pd.kept[id] : NULL;
     if (!t)
         return;
-    v1_pool_release_rev(&v->pool, t, v->pd.n_kept[id]);
+    v1_pool_release_dead_rev(&v->pool, t, v->pd.n_kept[id]);
     free(t);
     v->pd.kept[id] = NULL;
     v->pd.n_kept[id] = 0;

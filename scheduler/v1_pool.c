@@ -2,9 +2,9 @@
  * the free queue Q of every block no request holds (LRU, rule 2.3) and the
  * cache map M from block identities to the blocks registered under them,
  * duplicates allowed, earliest registered first (rule 2.5).  Q is a ring
- * with holes (v1_internal.h).  Every operation is O(1) (expected, for the
- * table; amortized, for the ring's packing); nothing is allocated after
- * init. */
+ * with holes and dead runs (v1_internal.h).  Every operation is O(1)
+ * (expected, for the table; amortized, for the ring's and the dead runs'
+ * packing); nothing is allocated after init. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,9 +54,13 @@ int v1_pool_init(v1_pool *p, int64_t N, int with_cache)
     while (rs < 2 * (uint64_t)nb)
         rs <<= 1;
     p->rmask = rs - 1;
+    if (N > (int64_t)V1_ANON_BLOCK) /* block numbers share the FIFO's words with flags */
+        return -1;
+    p->acap = 4 * (int64_t)nb;
     p->blk = calloc(nb, sizeof *p->blk);
     p->ring = calloc((size_t)rs, sizeof *p->ring);
-    if (!p->blk || !p->ring)
+    p->anon = calloc((size_t)p->acap, sizeof *p->anon);
+    if (!p->blk || !p->ring || !p->anon)
         return -1;
     if (with_cache) {
         p->x = calloc(nb, sizeof *p->x);
@@ -85,6 +89,7 @@ void v1_pool_free(v1_pool *p)
     free(p->blk);
     free(p->x);
     free(p->ring);
+    free(p->anon);
     free(p->tab);
     memset(p, 0, sizeof *p);
 }
@@ -127,8 +132,8 @@ static void table_delete(v1_pool *p, uint64_t i)
     }
 }
 
-/* Pack the full ring in place: Q's blocks keep their order from rhead on,
- * the holes go.  O(ring); at least half of it was holes. */
+/* Pack the full ring in place: Q's blocks and dead runs keep their order
+ * from rhead on, the holes go.  O(ring); at least half of it was holes. */
 void v1_pool_ring_pack_(v1_pool *p)
 {
     uint64_t w = p->rhead;
@@ -137,10 +142,21 @@ void v1_pool_ring_pack_(v1_pool *p)
         if (!b)
             continue;
         p->ring[w & p->rmask] = b;
-        p->blk[b].qpos = (int32_t)(w & p->rmask);
+        if (b > 0)
+            p->blk[b].qpos = (int32_t)(w & p->rmask);
         w++;
     }
     p->rtail = w;
+}
+
+/* Move the dead runs' blocks to the FIFO's start.  At most N of them
+ * and 4 (N + 1) places: each pack is paid by 3 N appends before it. */
+void v1_pool_anon_pack_(v1_pool *p)
+{
+    const int64_t n = p->atail - p->ahead;
+    memmove(p->anon, p->anon + p->ahead, (size_t)n * sizeof *p->anon);
+    p->ahead = 0;
+    p->atail = n;
 }
 
 void v1_pool_watch_clear(v1_pool *p)
@@ -184,7 +200,6 @@ void v1_pool_unregister_(v1_pool *p, int32_t b)
     v1_blkx *x = &p->x[b];
     uint64_t i = slot_of(p, x->key);
     int32_t pv = x->mprev, nx = x->mnext;
-    p->epoch++;
     if (x->widx)
         watch_drop(p, b, nx);
     if (pv)
@@ -206,11 +221,9 @@ void v1_pool_unregister_(v1_pool *p, int32_t b)
  * a new key, v1_pool_save.) */
 void v1_pool_unsave_(v1_pool *p, int32_t b, uint32_t f)
 {
-    p->epoch++;
-    if (f & V1_BLK_WATCHED) {
-        p->wfree--; /* it was free */
-        watch_drop(p, b, 0); /* the lookup's answer ends before it */
-    }
+    assert((f & V1_BLK_SAVED) && (f & V1_BLK_WATCHED));
+    p->wfree--; /* it was free */
+    watch_drop(p, b, 0); /* the lookup's answer ends before it */
 }
 
 /* Append b, whose identity x[b].key is set, to its list in the table. */
@@ -220,7 +233,6 @@ void v1_pool_table_append_(v1_pool *p, int32_t b)
     v1_key k = x->key;
     uint64_t i = slot_of(p, k);
     x->mnext = 0;
-    p->epoch++;
     if (!p->tab[i].head) {
         if (p->watch_has_miss && key_eq(k, p->watch_miss))
             p->wepoch++;
@@ -257,30 +269,67 @@ int v1_pool_audit(const v1_pool *p, char *why, size_t n)
     if (p->rtail - p->rhead > p->rmask + 1)
         POOL_FAIL("Q: the ring holds %llu slots of %llu",
                   (unsigned long long)(p->rtail - p->rhead), (unsigned long long)p->rmask + 1);
+    if (p->ahead < 0 || p->ahead > p->atail || p->atail > p->acap)
+        POOL_FAIL("Q: the dead runs' FIFO lies in [%lld, %lld) of %lld", (long long)p->ahead,
+                  (long long)p->atail, (long long)p->acap);
+    char *in_run = calloc((size_t)p->N + 1, 1);
+    if (!in_run)
+        POOL_FAIL("out of memory");
+    int64_t a = p->ahead; /* the FIFO read along the runs */
     for (uint64_t r = p->rhead; r != p->rtail; r++) {
         int32_t b = p->ring[r & p->rmask];
         if (!b)
+            continue;
+        for (int32_t k = 0; b < 0 && k < -b; k++) {
+            const uint32_t x = a == p->atail ? 0 : p->anon[a++];
+            const int32_t y = (int32_t)(x & V1_ANON_BLOCK);
+            if (y < 1 || y > p->N || in_run[y]++ || ++cnt > p->N) {
+                free(in_run);
+                POOL_FAIL("Q: the dead run at slot %llu names block %d (or one twice)",
+                          (unsigned long long)(r & p->rmask), y);
+            }
+            const v1_blk *e = &p->blk[y];
+            if (e->ref != 0 || !v1_pool_dead_ok(1, e->flags) ||
+                x >> V1_ANON_SHIFT != e->flags) {
+                free(in_run);
+                POOL_FAIL("Q: block %d of a dead run has count %d, flags %u (FIFO %#x)", y,
+                          e->ref, e->flags, x);
+            }
+            cached += (e->flags & V1_BLK_HAS_ID) != 0;
+        }
+        if (b < 0)
             continue;
         if (b < 0 || b > p->N)
             POOL_FAIL("Q: slot %llu names block %d", (unsigned long long)(r & p->rmask), b);
         const v1_blk *e = &p->blk[b];
         if (++cnt > p->N)
             POOL_FAIL("Q: a block twice");
-        if (!(e->flags & V1_BLK_INQ) || e->ref != 0 || (uint64_t)e->qpos != (r & p->rmask))
+        if (!(e->flags & V1_BLK_INQ) || e->ref != 0 || (uint64_t)e->qpos != (r & p->rmask)) {
+            free(in_run);
             POOL_FAIL("Q: block %d (flags %u, count %d) is misplaced", b, e->flags, e->ref);
+        }
         if (e->flags & V1_BLK_HAS_ID)
             cached++;
     }
-    if (cnt != p->F)
-        POOL_FAIL("Q: %lld blocks, F says %lld", (long long)cnt, (long long)p->F);
+    const int used_up = a == p->atail;
     for (int64_t b = 1; b <= p->N; b++) {
         const v1_blk *e = &p->blk[b];
-        if ((e->ref == 0) != ((e->flags & V1_BLK_INQ) != 0) || e->ref < 0)
-            POOL_FAIL("block %lld: count %d but in Q %d", (long long)b, e->ref,
-                      (e->flags & V1_BLK_INQ) != 0);
-        if (!p->x && (e->flags & (V1_BLK_HAS_ID | V1_BLK_LAZY)))
+        if ((e->ref == 0) != ((e->flags & V1_BLK_INQ) != 0 || in_run[b]) || e->ref < 0 ||
+            (in_run[b] && (e->flags & V1_BLK_INQ))) {
+            int in_q = (e->flags & V1_BLK_INQ) != 0 || in_run[b];
+            free(in_run);
+            POOL_FAIL("block %lld: count %d but in Q %d", (long long)b, e->ref, in_q);
+        }
+        if (!p->x && (e->flags & (V1_BLK_HAS_ID | V1_BLK_LAZY))) {
+            free(in_run);
             POOL_FAIL("block %lld: an identity without prefix caching", (long long)b);
+        }
     }
+    free(in_run);
+    if (!used_up)
+        POOL_FAIL("Q: the dead runs name fewer blocks than their FIFO holds");
+    if (cnt != p->F)
+        POOL_FAIL("Q: %lld blocks, F says %lld", (long long)cnt, (long long)p->F);
     if (!p->x)
         return 0;
     int64_t watched = 0, wfree = 0;

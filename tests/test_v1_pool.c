@@ -15,7 +15,11 @@
  * head: a few keys looked up in order, kept current by the pool as blocks
  * leave M) must give, after every later operation, the model's lookup of
  * the same keys up to its first miss, and the pool's count of its free
- * blocks (wfree) the model's, until the missed key enters M (wepoch). */
+ * blocks (wfree) the model's, until the missed key enters M (wepoch).
+ * A finished request's blocks (count 1, no identity or a private one)
+ * released at once go to Q as dead runs (v1_pool_release_dead_rev); the
+ * model appends them as any release, and marks them dead: no one looks
+ * their identities up again, as no one does a finished request's. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +34,8 @@ typedef struct model {
     int32_t q[NB], nq;          /* Q in order */
     int32_t ref[NB + 1];
     int has_id[NB + 1], lazy[NB + 1];
+    int pub[NB + 1];            /* its private identity published (in M, not saved) */
+    int dead[NB + 1];           /* released by a finished request, not yet taken */
     v1_key key[NB + 1];
     struct { v1_key k; int32_t b; } m[4 * NB]; /* M in entry order */
     int nm;
@@ -99,6 +105,23 @@ static void q_remove(model *d, int32_t b)
     ck_abort_msg("block %d not in the model's Q", b); /* a bug of the test */
 }
 
+/* Q's head leaves the model's Q: count 1, its identity dropped. */
+static int32_t m_take(model *d)
+{
+    int32_t b = d->q[0];
+    q_remove(d, b);
+    if (d->has_id[b]) {
+        if (!d->lazy[b])
+            m_unlist(d, b);
+        d->has_id[b] = d->lazy[b] = d->pub[b] = 0;
+        d->evictions++;
+        d->ids--;
+    }
+    d->dead[b] = 0;
+    d->ref[b] = 1;
+    return b;
+}
+
 static int64_t m_cached(const model *d)
 {
     int64_t c = 0;
@@ -125,6 +148,8 @@ static v1_key some_key(rng *g, int32_t b, int private_)
 START_TEST(test_pool_matches_model)
 {
     int64_t packs_seen = 0, takes = 0, evicted = 0, hits = 0, published = 0, saved = 0;
+    int64_t dead_runs = 0, dead_blocks = 0, dead_taken = 0, anon_packs = 0, bulk = 0;
+    int64_t packs_with_runs = 0, dead_multi = 0;
     int64_t watched_checks = 0, watched_free = 0, watched_drops = 0;
     for (uint64_t seed = 1; seed <= 200; seed++) {
         rng g;
@@ -139,29 +164,66 @@ START_TEST(test_pool_matches_model)
         v1_key wk[4]; /* the watched lookup's keys */
         int wn = 0;
         int64_t wepoch0 = 0, wm0 = 0;
-        for (int op = 0; op < 1000; op++) {
+        for (int op = 0; op < 2000; op++) {
             int32_t b = (int32_t)(1 + rng_below(&g, NB));
             uint64_t before_tail = p.rtail - p.rhead;
-            switch (rng_below(&g, 12)) {
+            const int64_t before_ahead = p.ahead, before_atail = p.atail, ev0 = d.evictions;
+            const int64_t packs0 = packs_seen;
+            int had_run = 0; /* a dead run in the ring: a pack must keep it */
+            for (uint64_t r = p.rhead; r != p.rtail; r++)
+                had_run |= p.ring[r & p.rmask] < 0;
+            switch (rng_below(&g, 14)) {
             case 0: /* take (seldom in odd seeds, whose rings then fill with holes) */
                 if (d.nq == 0 || (seed % 2 && rng_below(&g, 6)))
                     break;
                 {
-                    int32_t want = d.q[0];
-                    q_remove(&d, want);
-                    if (d.has_id[want]) {
-                        if (!d.lazy[want])
-                            m_unlist(&d, want);
-                        d.has_id[want] = d.lazy[want] = 0;
-                        d.evictions++;
-                        d.ids--;
-                        evicted++;
-                    }
-                    d.ref[want] = 1;
+                    int32_t want = m_take(&d);
+                    evicted += d.evictions - ev0;
+                    dead_taken += p.ahead > before_ahead;
                     EXPECT_EQ(v1_pool_take(&p), want, seed, op);
                     takes++;
                 }
                 break;
+            case 12: { /* take several at once (v1_pool_take_n: a dead run's in one go;
+                          seldom in odd seeds, as case 0) */
+                if (d.nq == 0 || (seed % 2 && rng_below(&g, 6)))
+                    break;
+                int32_t got[NB], want[NB];
+                int64_t n = (int64_t)(1 + rng_below(&g, (uint64_t)(d.nq < 6 ? d.nq : 6)));
+                for (int64_t i = 0; i < n; i++)
+                    want[i] = m_take(&d);
+                evicted += d.evictions - ev0;
+                v1_pool_take_n(&p, got, n);
+                for (int64_t i = 0; i < n; i++)
+                    EXPECT_EQ(got[i], want[i], seed, op);
+                dead_taken += p.ahead - before_ahead;
+                bulk++;
+                break;
+            }
+            case 13: { /* a finished request's blocks, a row given back last to first */
+                int32_t t[4];
+                int n = 0, cand = (int)rng_below(&g, 5);
+                for (int32_t y = 1; y <= NB && n < cand; y++) {
+                    int32_t x = 1 + (int32_t)((y + b) % NB); /* from b on */
+                    if (d.ref[x] == 1 && (!d.has_id[x] || ((d.key[x].b & V1_PRIVATE) && !d.pub[x])))
+                        t[n++] = x;
+                }
+                for (int i = n - 1; i >= 0; i--) {
+                    d.ref[t[i]] = 0;
+                    d.dead[t[i]] = 1;
+                    d.q[d.nq++] = t[i];
+                }
+                v1_pool_release_dead_rev(&p, t, n);
+                packs_seen += p.rtail - p.rhead < before_tail;
+                anon_packs += p.atail < before_atail;
+                { /* (no take here: the FIFO grew by the blocks that went dead) */
+                    int64_t added = (p.atail - p.ahead) - (before_atail - before_ahead);
+                    dead_blocks += added;
+                    dead_runs += added > 0;
+                    dead_multi += added > 1;
+                }
+                break;
+            }
             case 1: /* release */
             case 2:
                 if (d.ref[b] == 0)
@@ -174,7 +236,7 @@ START_TEST(test_pool_matches_model)
             case 3: /* hold: a hit on a free block with a listed identity, or another holder */
             case 6:
             case 7:
-                if (d.ref[b] == 0 && !(d.has_id[b] && !d.lazy[b]))
+                if (d.ref[b] == 0 && (!(d.has_id[b] && !d.lazy[b]) || d.dead[b]))
                     break;
                 if (d.ref[b]++ == 0) {
                     q_remove(&d, b);
@@ -203,7 +265,7 @@ START_TEST(test_pool_matches_model)
             case 10: {
                 int32_t cand[NB], nc = 0; /* the free blocks a lookup can find */
                 for (int i = 0; i < d.nq; i++)
-                    if (d.has_id[d.q[i]] && !d.lazy[d.q[i]])
+                    if (d.has_id[d.q[i]] && !d.lazy[d.q[i]] && !d.dead[d.q[i]])
                         cand[nc++] = d.q[i];
                 if (nc == 0)
                     break;
@@ -224,7 +286,8 @@ START_TEST(test_pool_matches_model)
                 for (int i = 0; i < wn; i++) {
                     int32_t y = (int32_t)(1 + rng_below(&g, NB));
                     /* a lazy one misses until it is published or saved */
-                    wk[i] = d.has_id[y] && rng_below(&g, 4) ? d.key[y] : some_key(&g, y, 0);
+                    wk[i] = d.has_id[y] && !d.dead[y] && rng_below(&g, 4) ? d.key[y]
+                                                                          : some_key(&g, y, 0);
                     for (int j = 0; j < i; j++) /* distinct keys, as a request's blocks' */
                         if (key_eq(wk[j], wk[i]))
                             wn = i;
@@ -242,22 +305,24 @@ START_TEST(test_pool_matches_model)
                 break;
             default: /* publish or save a private identity, or look one up */
             plain:
-                if (d.lazy[b] && rng_below(&g, 2)) {
+                if (d.lazy[b] && !d.dead[b] && rng_below(&g, 2)) {
                     d.lazy[b] = 0; /* findable, in M's order either way */
                     m_list(&d, b);
                     if (rng_below(&g, 2)) {
                         v1_pool_publish(&p, b, d.key[b]);
+                        d.pub[b] = 1;
                         published++;
                     } else {
                         v1_pool_save(&p, b, d.key[b]);
                         saved++;
                     }
                 } else {
-                    v1_key k = d.has_id[b] ? d.key[b] : some_key(&g, b, 0);
+                    v1_key k = d.has_id[b] && !d.dead[b] ? d.key[b] : some_key(&g, b, 0);
                     EXPECT_EQ(pool_find(&p, k), m_lookup(&d, k), seed, op);
                 }
                 break;
             }
+            packs_with_runs += had_run && packs_seen > packs0;
             char why[160];
             EXPECT(v1_pool_audit(&p, why, sizeof why) == 0, "seed %llu op %d: %s",
                    (unsigned long long)seed, op, why);
@@ -290,11 +355,21 @@ START_TEST(test_pool_matches_model)
         v1_pool_free(&p);
     }
     /* the cases the ring exists for really happened */
-    ck_assert_msg(packs_seen > 50 && hits > 1000 && evicted > 300 && published > 300 &&
+    ck_assert_msg(packs_seen > 30 && packs_with_runs > 5 && hits > 1000 && evicted > 300 && published > 300 &&
                       saved > 300,
-                  "packs %lld, hits %lld, evictions %lld, published %lld, saved %lld: "
-                  "toothless", (long long)packs_seen, (long long)hits, (long long)evicted,
+                  "packs %lld (%lld with a dead run), hits %lld, evictions %lld, published "
+                  "%lld, saved %lld: toothless", (long long)packs_seen,
+                  (long long)packs_with_runs, (long long)hits, (long long)evicted,
                   (long long)published, (long long)saved);
+    /* the dead runs: made, merged, taken one and several at a time, packed */
+    ck_assert_msg(dead_runs > 3000 && dead_multi > 1000 && dead_taken > 3000 &&
+                      anon_packs > 50 && bulk > 5000,
+                  "dead runs %lld (%lld blocks), %lld taken, FIFO packed %lld times, %lld "
+                  "bulk takes: toothless", (long long)dead_runs, (long long)dead_blocks,
+                  (long long)dead_taken, (long long)anon_packs, (long long)bulk);
+    printf("test_v1_pool: %lld dead runs of %lld blocks, %lld taken from them, the FIFO "
+           "packed %lld times\n", (long long)dead_runs, (long long)dead_blocks,
+           (long long)dead_taken, (long long)anon_packs);
     ck_assert_msg(watched_checks > 100000 && watched_free > 3000 && watched_drops > 20,
                   "watched lookup: %lld checks, %lld free blocks seen, %lld answers cut "
                   "short by a take: toothless", (long long)watched_checks,
