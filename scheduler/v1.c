@@ -555,18 +555,39 @@ static v1_key group_key(const sched_v1 *v, int32_t id, int64_t j, int64_t k)
     return key;
 }
 
+/* The first block of id's private region: its blocks from there on carry
+ * no identity or only id's private ones, count 1 (only id finds them),
+ * and an identity exactly below rq.reg; none is watched unless id's own
+ * lookup is (v1_audit checks all that).  Its held count when the region
+ * is not known so: other groups (their pages go through M) or private
+ * identities in the table (KVSIM_V1_PRIVATE_TABLE). */
+int64_t v1_private_from(const sched_v1 *v, int32_t id)
+{
+    const int64_t held = v->rq[id].held;
+    if (!v->saved_rows || (v->hc_id == id && v->pool.wm > 0))
+        return held;
+    const int64_t se = v1_shared_blocks(v, id);
+    return se < held ? se : held;
+}
+
 /* Drop every block of id, last to first (rule 2.8), then each other
  * group's pages, last to first, and its slot.  finished: id has ended and
  * will never look its private identities up again, so the blocks that
- * carry only those (or none) go to Q as dead runs (v1_pool_release_dead_rev:
- * the same Q, cheaper). */
+ * carry only those (or none) go to Q as dead runs, its private region
+ * (v1_private_from) without reading them (v1_pool_release_run_rev, then
+ * v1_pool_release_dead_rev: the same Q, cheaper). */
 static void free_blocks(sched_v1 *v, int32_t id, int finished)
 {
     if (v->rq[id].slot >= 0) {
-        if (finished)
-            v1_pool_release_dead_rev(&v->pool, table_of(v, id), v->rq[id].held);
-        else
-            v1_pool_release_rev(&v->pool, table_of(v, id), v->rq[id].held);
+        const int32_t *t = table_of(v, id);
+        if (finished) {
+            const int64_t pr = v1_private_from(v, id), held = v->rq[id].held;
+            const int64_t nid = v->rq[id].reg > pr ? v->rq[id].reg - pr : 0;
+            v1_pool_release_run_rev(&v->pool, t + pr, held - pr, nid);
+            v1_pool_release_dead_rev(&v->pool, t, pr);
+        } else {
+            v1_pool_release_rev(&v->pool, t, v->rq[id].held);
+        }
         for (int64_t k = 0; v->xtab && k < n_other(v); k++) {
             int32_t *x = xrow(v, id, k);
             for (int64_t j = v->rq[id].held - 1; j >= 0; j--)

@@ -117,6 +117,16 @@ int v1_audit(const sched *s, char *why, size_t n)
             rc = -1;
             goto done;
         }
+        /* what a finished request's release takes on trust (free_blocks) */
+        const int32_t *t = table_of(v, id);
+        for (int64_t j = v1_private_from(v, id); j < v->rq[id].held; j++) {
+            const uint32_t f = v->pool.blk[t[j]].flags;
+            if (!v1_pool_dead_ok(v1_pool_count(&v->pool, t[j]), f) ||
+                (j < v->rq[id].reg) != ((f & V1_BLK_HAS_ID) != 0))
+                V1_FAIL("request %d block %lld of its private region: count %d, flags %u, "
+                        "%d registered", id, (long long)j, v1_pool_count(&v->pool, t[j]), f,
+                        v->rq[id].reg);
+        }
         if (v->xtab) { /* rule 2.9: the other groups' pages */
             int64_t sk = window_skip(v, v->rq[id].C, v->rq[id].held);
             if (v->wlo[id] > sk || v->ext[id] != groups_want(v, v->rq[id].held, v->wlo[id]))

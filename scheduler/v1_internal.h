@@ -51,9 +51,11 @@ typedef struct v1_key {
  * the FIFO's head is always the head run's.  A take from a run reads the
  * FIFO, not the block; a run block's count is 0 but its flags stay as they
  * were when it was held (V1_BLK_INQ clear: that tells it from a block in
- * the ring) until it is taken.  Adjacent runs merge.  Release and take
- * cost about 20 and 8 instructions a block where the ring's per-block
- * bookkeeping (place, flags) cost about 25 and 30. */
+ * the ring) until it is taken.  Adjacent runs merge.  A finished
+ * request's private region goes without a look at its blocks
+ * (v1_pool_release_run_rev).  Release and take cost about 8 and 10
+ * instructions a block where the ring's per-block bookkeeping (place,
+ * flags) cost about 25 and 30. */
 #define V1_BLK_INQ 1u    /* in Q */
 #define V1_BLK_HAS_ID 2u /* carries an identity (registered) */
 #define V1_BLK_LAZY 4u   /* a private identity never in the table (v1_pool_publish
@@ -64,12 +66,10 @@ typedef struct v1_key {
                                      the top bit: v1_pool_release_rev sums it
                                      and V1_BLK_HAS_ID in one word */
 
-/* An entry of the dead runs' FIFO: the block's number, and its flags
- * (V1_BLK_HAS_ID, LAZY, SAVED: whether it carried an identity) when it
- * went there. */
-#define V1_ANON_SHIFT 28 /* the flags from bit 28 on */
-#define V1_ANON_ID ((uint32_t)V1_BLK_HAS_ID << V1_ANON_SHIFT)
-#define V1_ANON_BLOCK ((1u << V1_ANON_SHIFT) - 1)
+/* An entry of the dead runs' FIFO: the block's number, and whether it
+ * carried an identity when it went there. */
+#define V1_ANON_ID (1u << 31)
+#define V1_ANON_BLOCK (V1_ANON_ID - 1)
 
 typedef struct v1_blk {
     int32_t ref;               /* reference count */
@@ -344,7 +344,7 @@ static inline void v1_pool_release_dead_rev(v1_pool *p, const int32_t *restrict 
         const uint32_t f = e->flags;
         if (v1_pool_dead_ok(e->ref, f)) {
             e->ref = 0; /* its flags stay until it is taken */
-            *w++ = (uint32_t)b | f << V1_ANON_SHIFT;
+            *w++ = (uint32_t)b | (f & V1_BLK_HAS_ID) << 30; /* V1_ANON_ID */
             dead_ids += f & V1_BLK_HAS_ID;
             continue;
         }
@@ -371,6 +371,36 @@ static inline void v1_pool_release_dead_rev(v1_pool *p, const int32_t *restrict 
     p->wfree += (int64_t)(ids >> 31);
 }
 
+/* v1_pool_release_dead_rev of blocks the caller knows can join a dead run
+ * (v1_pool_dead_ok: its engine's audit checks that), t[0 .. nid) with an
+ * identity and t[nid .. n) without: one run, last to first, no block read.
+ * O(n), about 6 instructions a block. */
+static inline void v1_pool_release_run_rev(v1_pool *p, const int32_t *restrict t, int64_t n,
+                                           int64_t nid)
+{
+    assert(0 <= nid && nid <= n && n < (INT64_C(1) << 30));
+    if (n == 0)
+        return;
+    if (p->rtail - p->rhead > p->rmask) /* no slot left for the run */
+        v1_pool_ring_pack_(p);
+    if (p->atail + n > p->acap)
+        v1_pool_anon_pack_(p);
+    uint32_t *restrict w = p->anon + p->atail;
+    v1_blk *restrict blk = p->blk;
+    for (int64_t j = n - 1; j >= nid; j--) {
+        blk[t[j]].ref = 0; /* (its flags stay until it is taken) */
+        *w++ = (uint32_t)t[j];
+    }
+    for (int64_t j = nid - 1; j >= 0; j--) {
+        blk[t[j]].ref = 0;
+        *w++ = (uint32_t)t[j] | V1_ANON_ID;
+    }
+    p->rtail = v1_pool_run_close_(p->ring, p->rmask, p->rhead, p->rtail, n);
+    p->atail += n;
+    p->F += n;
+    p->cached += nid;
+}
+
 /* Q's head leaves Q (F > 0), the ring read from *head on (holes
  * skipped; a dead run gives its next block, v1_pool_run_pop_, which reads
  * the FIFO): its count becomes 1 and its identity, if any, leaves M.  The
@@ -391,13 +421,12 @@ static inline int64_t v1_pool_run_take_(v1_pool *p, int32_t *restrict out, int64
     for (int64_t i = 0; i < m; i++) {
         const uint32_t x = src[i];
         const int32_t b = (int32_t)(x & V1_ANON_BLOCK);
-        ev += x & V1_ANON_ID;
+        ev += x >> 31; /* V1_ANON_ID */
         blk[b].ref = 1;
         blk[b].flags = 0;
         out[i] = b;
     }
     p->ahead += m;
-    ev /= V1_ANON_ID;
     p->ids -= (int64_t)ev;
     return (int64_t)ev;
 }
@@ -799,6 +828,8 @@ int v1_leap_ready(const sched_v1 *v);
  * over c stored: 1, or 0 with nothing changed if the free queue is too
  * short.  O(blocks taken). */
 int v1_alloc_running(sched_v1 *v, int32_t id, int64_t c, int64_t q);
+/* The first block of running request id's private region (v1.c). */
+int64_t v1_private_from(const sched_v1 *v, int32_t id);
 
 /* v1_leap.c: a leap after step 1 (just emitted, ending at t: S is R,
  * v1_leap_ready, nobody preempted); the end of its last step planned.  A

@@ -54,7 +54,7 @@ int v1_pool_init(v1_pool *p, int64_t N, int with_cache)
     while (rs < 2 * (uint64_t)nb)
         rs <<= 1;
     p->rmask = rs - 1;
-    if (N > (int64_t)V1_ANON_BLOCK) /* block numbers share the FIFO's words with flags */
+    if (N > (int64_t)V1_ANON_BLOCK) /* block numbers share the FIFO's words with a flag */
         return -1;
     p->acap = 4 * (int64_t)nb;
     p->blk = calloc(nb, sizeof *p->blk);
@@ -290,7 +290,7 @@ int v1_pool_audit(const v1_pool *p, char *why, size_t n)
             }
             const v1_blk *e = &p->blk[y];
             if (e->ref != 0 || !v1_pool_dead_ok(1, e->flags) ||
-                x >> V1_ANON_SHIFT != e->flags) {
+                !(x & V1_ANON_ID) != !(e->flags & V1_BLK_HAS_ID)) {
                 free(in_run);
                 POOL_FAIL("Q: block %d of a dead run has count %d, flags %u (FIFO %#x)", y,
                           e->ref, e->flags, x);

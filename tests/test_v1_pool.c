@@ -149,7 +149,7 @@ START_TEST(test_pool_matches_model)
 {
     int64_t packs_seen = 0, takes = 0, evicted = 0, hits = 0, published = 0, saved = 0;
     int64_t dead_runs = 0, dead_blocks = 0, dead_taken = 0, anon_packs = 0, bulk = 0;
-    int64_t packs_with_runs = 0, dead_multi = 0;
+    int64_t packs_with_runs = 0, dead_multi = 0, known_runs = 0;
     int64_t watched_checks = 0, watched_free = 0, watched_drops = 0;
     for (uint64_t seed = 1; seed <= 200; seed++) {
         rng g;
@@ -208,12 +208,28 @@ START_TEST(test_pool_matches_model)
                     if (d.ref[x] == 1 && (!d.has_id[x] || ((d.key[x].b & V1_PRIVATE) && !d.pub[x])))
                         t[n++] = x;
                 }
+                /* half the time, with none watched, the known way: those with
+                 * an identity first, no block read (v1_pool_release_run_rev) */
+                int known = rng_below(&g, 2), nid = 0;
+                for (int i = 0; i < n; i++)
+                    known &= !(p.blk[t[i]].flags & V1_BLK_WATCHED);
+                for (int i = 0; known && i < n; i++)
+                    if (d.has_id[t[i]]) {
+                        int32_t x = t[nid];
+                        t[nid++] = t[i];
+                        t[i] = x;
+                    }
                 for (int i = n - 1; i >= 0; i--) {
                     d.ref[t[i]] = 0;
                     d.dead[t[i]] = 1;
                     d.q[d.nq++] = t[i];
                 }
-                v1_pool_release_dead_rev(&p, t, n);
+                if (known) {
+                    v1_pool_release_run_rev(&p, t, n, nid);
+                    known_runs += n > 0;
+                } else {
+                    v1_pool_release_dead_rev(&p, t, n);
+                }
                 packs_seen += p.rtail - p.rhead < before_tail;
                 anon_packs += p.atail < before_atail;
                 { /* (no take here: the FIFO grew by the blocks that went dead) */
@@ -362,10 +378,11 @@ START_TEST(test_pool_matches_model)
                   (long long)packs_with_runs, (long long)hits, (long long)evicted,
                   (long long)published, (long long)saved);
     /* the dead runs: made, merged, taken one and several at a time, packed */
-    ck_assert_msg(dead_runs > 3000 && dead_multi > 1000 && dead_taken > 3000 &&
+    ck_assert_msg(dead_runs > 3000 && dead_multi > 1000 && dead_taken > 3000 && known_runs > 1000 &&
                       anon_packs > 50 && bulk > 5000,
-                  "dead runs %lld (%lld blocks), %lld taken, FIFO packed %lld times, %lld "
-                  "bulk takes: toothless", (long long)dead_runs, (long long)dead_blocks,
+                  "dead runs %lld (%lld blocks, %lld known), %lld taken, FIFO packed %lld "
+                  "times, %lld bulk takes: toothless", (long long)dead_runs,
+                  (long long)dead_blocks, (long long)known_runs,
                   (long long)dead_taken, (long long)anon_packs, (long long)bulk);
     printf("test_v1_pool: %lld dead runs of %lld blocks, %lld taken from them, the FIFO "
            "packed %lld times\n", (long long)dead_runs, (long long)dead_blocks,
