@@ -280,7 +280,7 @@ void sched_same_set_flush(sched *s)
 {
     if (s->lk_steps == 0)
         return;
-    s->leap_fn(s->sink_ctx, s->lk_ids, s->lk_n, s->lk_steps);
+    s->leap_fn(s->sink_ctx, s->lk_ids, s->lk_n, s->lk_steps, NULL);
     s->lk_steps = 0;
     s->lk_n = 0;
 }

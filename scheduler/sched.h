@@ -315,12 +315,17 @@ void sched_finish_step(sched *s, double t);
  * members (chunks included) are always listed. */
 void sched_set_step_sink(sched *s, sched_step_fn fn, void *ctx, int want_members);
 
-/* The end of a leap (docs/semantics-v1.md 9): each of the n requests `ids`
- * made one token at the end of each of the `steps` steps just sunk with
- * leapt = 1 and no decode members listed (a V1 step may list one prompt
- * chunk that makes no token), the first of them following a step in which
- * each of them made a token.  ctx is the step sink's. */
-typedef void (*sched_leap_fn)(void *ctx, const int32_t *ids, int64_t n, int64_t steps);
+/* Leapt tokens told (docs/semantics-v1.md 9): each request ids[k] made
+ * one token at the end of each of the last c steps sunk with leapt = 1 (c
+ * = each[k], or steps when each is NULL; 0: none), in which its decode
+ * was not listed as a member (a V1 step may list the chunks of requests
+ * outside the leap), the first of them following a step in which it made
+ * a token; none of them was told before.  An engine tells a request's
+ * leapt tokens before any later step lists it and before it finishes or is
+ * preempted; the V1 engine tells a request leaving a leap alone, the
+ * others when the leap ends.  ctx is the step sink's. */
+typedef void (*sched_leap_fn)(void *ctx, const int32_t *ids, int64_t n, int64_t steps,
+                              const int32_t *each);
 
 /* Install a leap sink (NULL: none).  With one, the V1 engine leaps even
  * when the step sink wants members: the leapt steps reach the step sink

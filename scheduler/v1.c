@@ -212,7 +212,9 @@ static int v1_init(sched *s, kvs_err *err)
     if (v->bs <= V1_LEAP_MAX_BS && !v->xtab) {
         v->lk_start = malloc((size_t)(v->bs + 1) * sizeof *v->lk_start);
         v->lk_ids = malloc((size_t)v->slots * sizeof *v->lk_ids);
-        if (!v->lk_start || !v->lk_ids)
+        v->lk_tell = malloc((size_t)v->slots * sizeof *v->lk_tell);
+        v->lk_each = malloc((size_t)v->slots * sizeof *v->lk_each);
+        if (!v->lk_start || !v->lk_ids || !v->lk_tell || !v->lk_each)
             goto nomem;
     }
     /* for tests: the table as the reference of the saved rows (test_leaps) */
@@ -267,6 +269,8 @@ static void v1_free(sched *s)
     free(v->lk_start);
     free(v->xtab);
     free(v->lk_ids);
+    free(v->lk_tell);
+    free(v->lk_each);
     free(v->S_);
     for (int64_t k = 0; k < v->sv_cap; k++)
         free(v->sv[k].blk);

@@ -525,6 +525,8 @@ typedef struct v1_sched_ent {
     int32_t kind;   /* sched_member_kind: PREFILL (a chunk) or DECODE */
     int64_t q;      /* tokens scheduled */
     int64_t c;      /* tokens stored before the step */
+    int64_t told;   /* a leap's member: lk_emitted when it entered the leap (its
+                       later leapt tokens are told when it leaves), steps */
 } v1_sched_ent;
 
 /* Disaggregated serving (sched.h, docs/cluster.md D3-D5; v1_pd.c).
@@ -650,12 +652,16 @@ struct sched_v1 {
     /* leaps (v1_leap): S's entries grouped by stored tokens mod bs */
     int32_t *lk_start;         /* [bs + 1] group starts in lk_ids, NULL: no leaps */
     int32_t *lk_ids;           /* [slots] request ids, R's order within a group */
+    int32_t *lk_tell, *lk_each; /* [slots] scratch: requests told to the leap sink,
+                                  and the leapt steps of each */
     /* the leap in progress (v1_leap, leap_steps): its set is S's first lk_n
      * entries, grouped in lk_ids as at its step 1; it can go on in the next
      * plan (lk_paused) when only the horizon stopped it */
     int lk_paused;             /* 1: the last plan's leap stopped at the horizon
                                   alone; R's g, C and S are still as at its step 1 */
-    int64_t lk_emitted;        /* its steps emitted and not yet told to the leap sink */
+    int64_t lk_emitted;        /* its leapt steps emitted so far (a member that entered
+                                  at `told` made a token in each of the last
+                                  lk_emitted - told; told when it leaves) */
     int64_t lk_n;              /* |S| of the leap, requests */
     int64_t lk_jstar;          /* its last step (someone's last token), numbered from 1 */
     int64_t lk_kv;             /* KV its step 1 read, tokens */

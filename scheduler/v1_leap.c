@@ -140,7 +140,8 @@ static void leap_group(sched_v1 *v, int64_t n, int64_t *jstar, int64_t *kv)
     *kv = 0;
     memset(v->lk_start, 0, (size_t)(bs + 1) * sizeof *v->lk_start);
     for (int64_t k = 0; k < n; k++) {
-        const v1_sched_ent *e = &v->S_[k];
+        v1_sched_ent *e = &v->S_[k];
+        e->told = 0; /* a member from step 1 on (lk_emitted = 0) */
         int64_t rem = (int64_t)v->rq[e->id].O - v->rq[e->id].g;
         if (rem < *jstar)
             *jstar = rem;
@@ -221,6 +222,28 @@ double v1_leap(sched *s, double t)
     return t;
 }
 
+/* Tell the leap sink the leapt tokens of the leap's members S_[0, n):
+ * each made one in each of the last lk_emitted - told leapt steps.  The
+ * leap ends.  O(n). */
+static void leap_tell_all(sched *s, int64_t n)
+{
+    sched_v1 *v = s->v1;
+    if (s->leap_fn && v->lk_emitted > 0) {
+        int64_t m = 0;
+        for (int64_t k = 0; k < n; k++) {
+            const v1_sched_ent *e = &v->S_[k];
+            const int64_t c = v->lk_emitted - e->told;
+            assert(c >= 0 && c < INT32_MAX);
+            v->lk_tell[m] = e->id;
+            v->lk_each[m] = (int32_t)c;
+            m += c > 0;
+        }
+        if (m > 0)
+            s->leap_fn(s->sink_ctx, v->lk_tell, m, 0, v->lk_each);
+    }
+    v->lk_emitted = 0;
+}
+
 /* The residue groups without the requests that finished (g = O): each
  * group keeps its others in its order, as leap_group would group them
  * again, without dividing.  O(|groups| + bs). */
@@ -245,9 +268,9 @@ static void leap_drop_finished(sched_v1 *v)
  * would finish them after that step (in S's order: g = O, the finish time,
  * their blocks freed last to first), and the leap goes on without them,
  * as the step-by-step engine's next plans would (R is then all decodes
- * of the others, none finishing at once).  Their tokens of steps 2..j are
- * told to the leap sink first (the others' too: the sink's leap restarts
- * empty).  The leap's set, groups, KV and last step are then the others'.
+ * of the others, none finishing at once).  Their leapt tokens (from their
+ * entry to step j) are told to the leap sink first, theirs alone.  The
+ * leap's set, groups, KV and last step are then the others'.
  * 0 with nothing done when it cannot go on: everyone finishes, the engine
  * is a cluster's (sched_set_leap_past_finish), or a prefill replica keeps
  * finished requests' blocks (v1_pd).  O(n + bs +
@@ -258,16 +281,21 @@ static int leap_finish(sched *s, double t)
     const int64_t n = v->lk_n, j = v->lk_jstar;
     if (v->pd.keep || !s->leap_past_finish)
         return 0;
-    int64_t left = 0;
+    int64_t left = 0, nf = 0; /* the finishers' leapt tokens are told, alone */
     for (int64_t k = 0; k < n; k++) {
-        const int32_t id = v->S_[k].id;
-        left += (int64_t)v->rq[id].O - v->rq[id].g > j;
+        const v1_sched_ent *e = &v->S_[k];
+        if ((int64_t)v->rq[e->id].O - v->rq[e->id].g > j) {
+            left++;
+            continue;
+        }
+        assert(v->lk_emitted - e->told > 0 && v->lk_emitted - e->told < INT32_MAX);
+        v->lk_tell[nf] = e->id;
+        v->lk_each[nf++] = (int32_t)(v->lk_emitted - e->told);
     }
     if (left == 0)
         return 0;
-    if (s->leap_fn && v->lk_emitted > 0)
-        s->leap_fn(s->sink_ctx, v->lk_ids, n, v->lk_emitted);
-    v->lk_emitted = 0;
+    if (s->leap_fn)
+        s->leap_fn(s->sink_ctx, v->lk_tell, nf, 0, v->lk_each);
     int64_t out = 0, jstar = INT64_MAX, kv = 0; /* the others' */
     for (int64_t k = 0; k < n; k++) {
         const v1_sched_ent e = v->S_[k];
@@ -353,8 +381,8 @@ static int64_t leap_joiners(const sched *s, int64_t n)
  * first `joins` may join (leap_joiners) and a last one may fall short of
  * its prompt: it is emitted as v1_emit_step would price and record it (the
  * decodes leapt, the newcomers listed in S's order, so their tokens are
- * counted as members'), the leap's steps so far, this one included
- * (lk_emitted), are told to the leap sink, and each joiner becomes the
+ * counted as members'; the leap sink is told nothing), and each joiner
+ * enters the leap at lk_emitted (this step included) and becomes the
  * decode it is from the next step on, its lazy state offset to step 1:
  * c = P + g - step (its context before step `step` as a decode would be
  * P + g - 1), g less step - 1, so that step j's token is g + j for it as
@@ -386,9 +414,6 @@ static double leap_join(sched *s, double t, int32_t lim, int64_t step, int64_t k
     st->kind = SCHED_STEP_DECODE;
     t += d;
     s->ctr.leap_joins += joins;
-    if (s->leap_fn && v->lk_emitted > 0)
-        s->leap_fn(s->sink_ctx, v->lk_ids, n0, v->lk_emitted);
-    v->lk_emitted = 0;
     for (int64_t k = n0; k < n0 + joins; k++) {
         const int64_t n = v->lk_n;
         assert(k == n);
@@ -402,6 +427,7 @@ static double leap_join(sched *s, double t, int32_t lim, int64_t step, int64_t k
         e->c = T - step;
         e->q = 1;
         e->kind = SCHED_MEMBER_DECODE;
+        e->told = v->lk_emitted; /* this step's token is a member's: counted */
         rq->C = (int32_t)T;
         rq->sq = 1;
         assert(g + 1 - step >= INT32_MIN);
@@ -584,9 +610,7 @@ static double leap_steps(sched *s, double t, int *again)
         return t;
     }
     v->lk_paused = 0;
-    if (s->leap_fn && v->lk_emitted > 0) /* the steps emitted; lk_ids is the leap's set */
-        s->leap_fn(s->sink_ctx, v->lk_ids, n, v->lk_emitted);
-    v->lk_emitted = 0;
+    leap_tell_all(s, n);
     const int64_t L = step - 2 + normal; /* steps after step 1 */
     for (int64_t k = 0; k < n && L > 0; k++) {
         v1_sched_ent *e = &v->S_[k];
@@ -615,9 +639,7 @@ static void leap_write_paused(sched *s)
     if (!v->lk_paused)
         return;
     v->lk_paused = 0;
-    if (s->leap_fn && v->lk_emitted > 0)
-        s->leap_fn(s->sink_ctx, v->lk_ids, v->lk_n, v->lk_emitted);
-    v->lk_emitted = 0;
+    leap_tell_all(s, v->lk_n);
     const int64_t done = v->lk_step - 1; /* steps whose tokens are stored */
     for (int64_t k = 0; k < v->lk_n; k++) {
         const v1_sched_ent *e = &v->S_[k];

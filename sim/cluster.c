@@ -195,10 +195,11 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
         cl->failed = 1;
 }
 
-static void on_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
+static void on_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps,
+                    const int32_t *each)
 {
     cl_rep *k = ctx;
-    run_itl_leap_end(&k->cl->itl, k->index, ids, n, steps);
+    run_itl_leap_end(&k->cl->itl, k->index, ids, n, steps, each);
 }
 
 /* Bring the router's view of replica r up to date with its engine. */
@@ -766,6 +767,10 @@ int cluster_execute(const run_config *cfg, const trace *tr, const cost_model *co
     if (cl.failed) {
         rc = kvs_errf(err, KVS_ENOMEM, "--record-steps: out of memory after %lld steps",
                       (long long)out->n_steps);
+        goto fail;
+    }
+    if (cl.itl.oom) {
+        rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory (inter-token latencies)");
         goto fail;
     }
     out->reqs = malloc((size_t)(tr->n > 0 ? tr->n : 1) * sizeof *out->reqs);

@@ -6,10 +6,7 @@
 #include <stdlib.h>
 
 
-static void src_init(run_itl_src *s)
-{
-    *s = (run_itl_src){0.0, 0, 0.0, 0.0, -INFINITY, 0.0};
-}
+static void src_init(run_itl_src *s) { *s = (run_itl_src){0}; }
 
 int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, kvs_err *err)
 {
@@ -20,7 +17,7 @@ int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, kvs_err *err)
     if (!t->req)
         t->req = calloc(nn, sizeof *t->req);
     t->max_s = malloc(nn * sizeof *t->max_s);
-    t->src = malloc((size_t)(n_src > 0 ? n_src : 1) * sizeof *t->src);
+    t->src = calloc((size_t)(n_src > 0 ? n_src : 1), sizeof *t->src);
     t->n_src = n_src;
     t->tr = tr->reqs;
     if (!t->req || !t->max_s || !t->src || hist_init(&t->h)) {
@@ -28,8 +25,12 @@ int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, kvs_err *err)
         return kvs_errf(err, KVS_ENOMEM, "run: out of memory");
     }
     t->n = tr->n;
-    for (int64_t i = 0; i < tr->n; i++)
+    t->window = 1;
+    for (int64_t i = 0; i < tr->n; i++) {
         t->max_s[i] = NAN;
+        if (tr->reqs[i].output_tokens > t->window)
+            t->window = tr->reqs[i].output_tokens;
+    }
     for (int64_t k = 0; k < n_src; k++)
         src_init(&t->src[k]);
     return KVS_OK;
@@ -87,33 +88,103 @@ void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm,
     t->n_done += done;
 }
 
+/* The record of s's longest gaps doubled, in order from 0.  -1 out of
+ * memory (nothing changed). */
+static int mx_grow(run_itl_src *s)
+{
+    const int64_t cap = s->mx_cap ? 2 * s->mx_cap : 16;
+    int64_t *st = malloc((size_t)cap * sizeof *st);
+    double *g = malloc((size_t)cap * sizeof *g);
+    if (!st || !g) {
+        free(st);
+        free(g);
+        return -1;
+    }
+    for (int64_t k = 0; k < s->mx_n; k++) {
+        const int64_t i = (s->mx_head + k) & (s->mx_cap - 1);
+        st[k] = s->mx_step[i];
+        g[k] = s->mx_gap[i];
+    }
+    free(s->mx_step);
+    free(s->mx_gap);
+    s->mx_step = st;
+    s->mx_gap = g;
+    s->mx_head = 0;
+    s->mx_cap = cap;
+    return 0;
+}
+
 void run_itl_leapt_step(run_itl *t, int64_t src, const sched_step *st)
 {
     run_itl_src *s = &t->src[src];
+    if (s->mx_n == s->mx_cap && mx_grow(s)) {
+        t->oom = 1;
+        return;
+    }
     const double t_end = st->start_s + st->dur_s;
     const double gap = t_end - st->start_s; /* the previous step ended at start_s */
     src_gap(t, s, gap, st->batch.n_decode);
-    if (!(gap <= s->max_s))
-        s->max_s = gap;
     s->end_s = t_end;
+    /* its gap ends the record: the gaps it beats go (a count that reaches
+     * one reaches it too), as do steps older than any count can reach */
+    const int64_t m = s->mx_cap - 1, now = ++s->leapt, oldest = now - t->window;
+    int64_t *restrict stp = s->mx_step;
+    double *restrict g = s->mx_gap;
+    int64_t h = s->mx_head, n = s->mx_n;
+    while (n > 0 && g[(h + n - 1) & m] <= gap)
+        n--;
+    while (n > 0 && stp[h] <= oldest) {
+        h = (h + 1) & m;
+        n--;
+    }
+    const int64_t i = (h + n) & m;
+    stp[i] = now;
+    g[i] = gap;
+    s->mx_head = h;
+    s->mx_n = n + 1;
 }
 
-void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, int64_t steps)
+/* The longest gap of s's last c leapt steps (1 <= c <= window, c <=
+ * s->leapt): that of the oldest recorded step among them.  O(log window). */
+static double mx_last(const run_itl_src *s, int64_t c)
 {
-    run_itl_src *s = &t->src[src];
+    const int64_t from = s->leapt - c, m = s->mx_cap - 1; /* steps > from */
+    int64_t lo = 0, hi = s->mx_n - 1; /* the last one is step s->leapt: > from */
+    assert(s->mx_n > 0 && s->mx_step[(s->mx_head + hi) & m] > from);
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (s->mx_step[(s->mx_head + mid) & m] > from)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return s->mx_gap[(s->mx_head + lo) & m];
+}
+
+void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, int64_t steps,
+                      const int32_t *each)
+{
+    const run_itl_src *s = &t->src[src];
+    int64_t c_mx = 0; /* the last count looked up (members mostly share one) */
+    double mx = 0.0;
     for (int64_t k = 0; k < n; k++) {
+        const int64_t c = each ? each[k] : steps;
+        if (c == 0)
+            continue;
         const int32_t id = ids[k];
         run_itl_req *q = &t->req[id];
         const int64_t out = t->tr[id].output_tokens;
-        assert(q->gen > 0 && q->gen + steps <= out);
-        q->gen += (int32_t)steps;
+        assert(q->gen > 0 && c > 0 && q->gen + c <= out && c <= s->leapt && c <= t->window);
+        q->gen += (int32_t)c;
         q->last_tok_s = s->end_s;
-        if (!(s->max_s <= t->max_s[id]))
-            t->max_s[id] = s->max_s;
+        if (c != c_mx) {
+            mx = mx_last(s, c);
+            c_mx = c;
+        }
+        if (!(mx <= t->max_s[id]))
+            t->max_s[id] = mx;
         t->n_done += q->gen == out;
     }
-    s->max_s = -INFINITY;
-    s->end_s = 0.0;
 }
 
 /* The live state goes back to the system. */
@@ -147,6 +218,10 @@ void run_itl_free(run_itl *t)
 {
     req_free(t);
     free(t->max_s);
+    for (int64_t k = 0; t->src && k < t->n_src; k++) {
+        free(t->src[k].mx_step);
+        free(t->src[k].mx_gap);
+    }
     free(t->src);
     t->max_s = NULL;
     t->src = NULL;

@@ -44,8 +44,15 @@ typedef struct run_itl_src {
     double run_gap_s;   /* a run of equal gaps not yet in the histogram, s */
     int64_t run_len;    /* its length, gaps */
     double sum, sumsq;  /* of the gaps added so far, s and s^2 */
-    double max_s;       /* its leap in progress: longest gap of its steps, s (-inf: none) */
-    double end_s;       /* end of the leap's latest step, s */
+    double end_s;       /* end of its latest leapt step, s */
+    int64_t leapt;      /* its leapt steps so far, numbered 1, 2, ... */
+    /* the longest gap of its last c leapt steps, for any c up to the
+     * tracker's window: the leapt steps whose gap exceeds every later one's,
+     * oldest first (so their gaps decrease), as a ring of mx_cap (a power
+     * of two) entries from mx_head; older than the window: dropped */
+    int64_t *mx_step;   /* [mx_cap] the step's number */
+    double *mx_gap;     /* [mx_cap] its gap, s */
+    int64_t mx_head, mx_n, mx_cap;
 } run_itl_src;
 
 typedef struct run_itl {
@@ -58,6 +65,10 @@ typedef struct run_itl {
     int64_t n_src;
     int64_t n_done;     /* requests that made their O-th token */
     int64_t n;          /* requests tracked */
+    int64_t window;     /* the most leapt steps one request is told of at once:
+                           its output tokens bound it, steps */
+    int oom;            /* 1: a record of longest gaps could not grow; the
+                           figures are wrong and the run must fail */
 } run_itl;
 
 /* Track the requests of tr, fed by n_src engines (sources 0 .. n_src - 1).
@@ -81,12 +92,17 @@ void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm,
  * batch.n_decode requests made a token at its end and at the previous
  * step's end, so each gap is the step's; which requests they were comes
  * with run_itl_leap_end.  The same gaps in the same order as
- * run_itl_member over the listed members would add.  Cost: O(1). */
+ * run_itl_member over the listed members would add.  Sets t->oom when
+ * the record of src's longest gaps cannot grow.  Cost: O(1) amortized. */
 void run_itl_leapt_step(run_itl *t, int64_t src, const sched_step *st);
 
-/* Engine src's leap: its n requests `ids` made `steps` tokens each
- * (sched_leap_fn); its leap is then empty again.  Cost: O(n). */
-void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, int64_t steps);
+/* Engine src's leap sink (sched_leap_fn): each request ids[k] made a
+ * token at the end of each of src's last c leapt steps (c = each[k], or
+ * steps when each is NULL; 0: none), not told before: its count, its
+ * latest token (the last leapt step's end) and its longest gap (over those
+ * steps) are brought up to date.  Cost: O(n log window). */
+void run_itl_leap_end(run_itl *t, int64_t src, const int32_t *ids, int64_t n, int64_t steps,
+                      const int32_t *each);
 
 /* Flush every source and write the run's figures: sum->itl, itl_std_s,
  * n_itl.  Returns each request's largest gap ([n], NAN for fewer than two

@@ -283,10 +283,11 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
 
 static void run_sink_free(run_sink *k) { run_itl_free(&k->itl); }
 
-static void on_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
+static void on_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps,
+                    const int32_t *each)
 {
     run_sink *k = ctx;
-    run_itl_leap_end(&k->itl, 0, ids, n, steps);
+    run_itl_leap_end(&k->itl, 0, ids, n, steps, each);
     /* every token emitted so far is counted now: a V1 leap that newcomers
      * join and finishers leave may last the whole run, and its rows and
      * ITL pages would otherwise wait for a step that is not leapt */
@@ -380,6 +381,10 @@ int run_execute_rows(const run_config *cfg, const trace *tr, const cost_model *c
     if (sink.failed) {
         rc = kvs_errf(err, KVS_ENOMEM, "--record-steps: out of memory after %lld steps",
                       (long long)out->n_steps);
+        goto fail;
+    }
+    if (sink.itl.oom) {
+        rc = kvs_errf(err, KVS_ENOMEM, "run: out of memory (inter-token latencies)");
         goto fail;
     }
     /* the engine's results become the run's (no copy), and the engine goes

@@ -7,7 +7,12 @@
  *     times rebuilt from the steps account for every request's O tokens,
  *     start at first_token_s and end at finish_s, and the run's ITL
  *     percentiles, mean, gap count and per-request max ITL equal those
- *     recomputed from the rebuilt gaps. */
+ *     recomputed from the rebuilt gaps;
+ *   - the leap sink's counts (run_itl_leap_end with a count per request)
+ *     against a plain list of every leapt step's gap: each request told
+ *     of its last c leapt steps gets the largest of those c gaps, however
+ *     long ago the record of longest gaps dropped older steps. */
+#include "sim/itl.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +118,81 @@ END_TEST
  * {1.1, 1.1, 1.2, 3.2}: p50 = rank 2 = 1.1, p90 = rank 4 = 3.2, p99 = 3.2,
  * mean 6.6 / 4 = 1.65.  Max ITL: A 3.2, B 1.2.  (TPOT of A is 5.4/3 = 1.8:
  * the mean hides the 3.2 s stall that the ITL p90 shows.) */
+START_TEST(test_itl_told_counts)
+{
+    enum { NREQ = 4000, OUT = 50 };
+    trace tr = {0};
+    tr.n = NREQ;
+    tr.reqs = calloc(NREQ, sizeof *tr.reqs);
+    for (int i = 0; i < NREQ; i++)
+        tr.reqs[i] = (trace_req){0.0, 8, 1 + (int32_t)(i % OUT), 0};
+    run_itl t;
+    kvs_err err;
+    ck_assert_int_eq(run_itl_init(&t, &tr, 1, &err), 0);
+    ck_assert_int_eq(t.window, OUT);
+    double gaps[20000]; /* every leapt step's gap, in order (a plain model) */
+    int64_t nsteps = 0, told = 0, grown = 0;
+    int32_t enter[NREQ];       /* the leapt step count when each made its first token */
+    uint64_t r = 7;
+    double now = 0.0;
+    int next = 0;              /* requests started so far, in order */
+    for (int step = 0; step < 20000; step++) {
+        /* a few requests make their first token now (a member), then ride
+         * along the leapt steps */
+        if (next < NREQ && lcg(&r) % 3 == 0) {
+            sched_member m = {next, SCHED_MEMBER_DECODE, 8, 1};
+            run_itl_members(&t, 0, &m, 1, now);
+            enter[next] = tr.reqs[next].output_tokens > 1 ? (int32_t)nsteps : -1;
+            next++;
+        }
+        /* a leapt step; the durations rise and fall at random, and fall
+         * steadily for 100 steps in every 500 (each then beats none, so the
+         * record fills up to the window and drops the steps behind it) */
+        double d = step % 500 < 100 ? 0.2 - 0.001 * (double)(step % 500)
+                                    : 0.001 * (double)(1 + lcg(&r) % 97);
+        sched_step st = {0};
+        st.start_s = now;
+        st.dur_s = d;
+        st.leapt = 1;
+        st.batch.n_decode = 1;
+        now += d;
+        const int64_t cap0 = t.src[0].mx_cap;
+        run_itl_leapt_step(&t, 0, &st);
+        grown += t.src[0].mx_cap > cap0;
+        gaps[nsteps++] = (st.start_s + st.dur_s) - st.start_s; /* as the tracker's */
+        /* requests whose output is complete are told of all their steps at once */
+        int32_t ids[64], each[64];
+        int64_t n = 0;
+        for (int i = 0; i < next && n < 64; i++) {
+            const int64_t c = nsteps - enter[i];
+            if (enter[i] >= 0 && c == tr.reqs[i].output_tokens - 1) {
+                ids[n] = i;
+                each[n++] = (int32_t)c;
+                enter[i] = -1;
+            }
+        }
+        run_itl_leap_end(&t, 0, ids, n, 0, each);
+        for (int64_t k = 0; k < n; k++) {
+            const int64_t c = each[k];
+            double want = NAN;
+            for (int64_t j = nsteps - c; j < nsteps; j++)
+                if (!(gaps[j] <= want))
+                    want = gaps[j];
+            ck_assert_msg(t.max_s[ids[k]] == want, "request %d told of %lld steps: %g, want %g",
+                          ids[k], (long long)c, t.max_s[ids[k]], want);
+            told++;
+        }
+    }
+    ck_assert_int_eq(t.oom, 0);
+    /* requests of one token are never told; the others all were */
+    ck_assert_msg(told > 3000 && grown >= 2 && t.src[0].mx_cap <= 2 * OUT,
+                  "%lld told, the record grew %lld times to %lld: toothless or unbounded",
+                  (long long)told, (long long)grown, (long long)t.src[0].mx_cap);
+    run_itl_free(&t);
+    free(tr.reqs);
+}
+END_TEST
+
 START_TEST(test_itl_by_hand)
 {
     golden g;
@@ -325,6 +405,7 @@ int main(void)
     tcase_add_test(tc, test_hist_bound_every_rank);
     tcase_add_test(tc, test_hist_exact_on_repeats);
     tcase_add_test(tc, test_itl_by_hand);
+    tcase_add_test(tc, test_itl_told_counts);
     tcase_add_test(tc, test_itl_equals_recorded_steps);
     suite_add_tcase(s, tc);
     return tu_run_suites(&s, 1);

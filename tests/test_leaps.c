@@ -106,12 +106,14 @@ typedef struct outcome {
     int rc;
 } outcome;
 
-static void count_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
+static void count_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps,
+                       const int32_t *each)
 {
     (void)ctx;
     (void)ids;
     (void)n;
     (void)steps;
+    (void)each;
 }
 
 /* One engine run through the event loop, horizons on (leaps) or off
@@ -491,10 +493,11 @@ static void itl_step(void *ctx, const sched_step *st, const sched_member *m, int
     run_itl_members(&k->itl, 0, m, n, st->start_s + st->dur_s);
 }
 
-static void itl_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps)
+static void itl_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps,
+                     const int32_t *each)
 {
     itl_sink *k = ctx;
-    run_itl_leap_end(&k->itl, 0, ids, n, steps);
+    run_itl_leap_end(&k->itl, 0, ids, n, steps, each);
 }
 
 /* One random V0 configuration per seed (any mix sched_config_check takes). */
