@@ -795,7 +795,10 @@ static int64_t find_hits(sched_v1 *v, int32_t id, int64_t T)
         return p->wm;
     v1_pool_watch_clear(p);
     const int64_t cap = (T - 1) / v->bs;
-    while (p->wm < cap) {
+    /* with saved rows, the private identities (from v1_shared_blocks on)
+     * are found through id's own row alone: read in one pass below */
+    const int64_t shared = v->saved_rows ? v1_shared_blocks(v, id) : cap;
+    while (p->wm < cap && p->wm < shared) {
         v1_key key = block_key(v, id, p->wm);
         int32_t b = find_block(v, id, p->wm, key);
         if (!b) {
@@ -803,6 +806,21 @@ static int64_t find_hits(sched_v1 *v, int32_t id, int64_t T)
             break;
         }
         v1_pool_watch_hit(p, b);
+    }
+    if (p->wm >= shared && p->wm < cap) { /* find_block's answers, block by block */
+        const int32_t slot = v->rq[id].slot;
+        const struct v1_saved *e = slot <= -2 ? &v->sv[-2 - slot] : NULL;
+        const int64_t end = e && e->n < cap ? e->n : cap;
+        assert(block_key(v, id, p->wm).a == (uint64_t)id &&
+               block_key(v, id, p->wm).b == ((uint64_t)p->wm | V1_PRIVATE));
+        for (int64_t j = p->wm; e && j < end; j = p->wm) {
+            const v1_key key = {(uint64_t)id, (uint64_t)j | V1_PRIVATE}; /* block_key's */
+            if (!v1_pool_saved_is(p, e->blk[j], key))
+                break;
+            v1_pool_watch_hit(p, e->blk[j]);
+        }
+        if (p->wm < cap)
+            v1_pool_watch_miss(p, (v1_key){(uint64_t)id, (uint64_t)p->wm | V1_PRIVATE});
     }
     v->hc_id = id;
     v->hc_T = T;
