@@ -214,7 +214,10 @@ static int v1_init(sched *s, kvs_err *err)
         v->lk_ids = malloc((size_t)v->slots * sizeof *v->lk_ids);
         v->lk_tell = malloc((size_t)v->slots * sizeof *v->lk_tell);
         v->lk_each = malloc((size_t)v->slots * sizeof *v->lk_each);
-        if (!v->lk_start || !v->lk_ids || !v->lk_tell || !v->lk_each)
+        v->lk_fin = malloc((size_t)v->slots * sizeof *v->lk_fin);
+        v->lk_pos = malloc((size_t)v->slots * sizeof *v->lk_pos);
+        if (!v->lk_start || !v->lk_ids || !v->lk_tell || !v->lk_each || !v->lk_fin ||
+            !v->lk_pos)
             goto nomem;
     }
     /* for tests: the table as the reference of the saved rows (test_leaps) */
@@ -271,6 +274,8 @@ static void v1_free(sched *s)
     free(v->lk_ids);
     free(v->lk_tell);
     free(v->lk_each);
+    free(v->lk_fin);
+    free(v->lk_pos);
     free(v->S_);
     for (int64_t k = 0; k < v->sv_cap; k++)
         free(v->sv[k].blk);

@@ -527,7 +527,17 @@ typedef struct v1_sched_ent {
     int64_t c;      /* tokens stored before the step */
     int64_t told;   /* a leap's member: lk_emitted when it entered the leap (its
                        later leapt tokens are told when it leaves), steps */
+    int64_t seq;    /* a leap's member: its rank in S (entries in S ascend) */
 } v1_sched_ent;
+
+/* A leap's member in the heap of finishes (v1_leap.c): the step of its
+ * last token, then its rank in S. */
+typedef struct v1_fin {
+    int64_t step;   /* the leap's step that makes its last token (O - g, lazy g) */
+    int64_t seq;    /* v1_sched_ent.seq */
+    int32_t id;
+    int32_t pad_;
+} v1_fin;
 
 /* Disaggregated serving (sched.h, docs/cluster.md D3-D5; v1_pd.c).
  * Prefill side (sched_keep_finished, sched_release_finished): a kept
@@ -654,6 +664,10 @@ struct sched_v1 {
     int32_t *lk_ids;           /* [slots] request ids, R's order within a group */
     int32_t *lk_tell, *lk_each; /* [slots] scratch: requests told to the leap sink,
                                   and the leapt steps of each */
+    v1_fin *lk_fin;            /* [slots] a min-heap of the leap's members by
+                                  (finish step, rank): lk_n entries */
+    int64_t *lk_pos;           /* [slots] scratch: the finishers' places in S */
+    int64_t lk_seq;            /* the next member's rank in S */
     /* the leap in progress (v1_leap, leap_steps): its set is S's first lk_n
      * entries, grouped in lk_ids as at its step 1; it can go on in the next
      * plan (lk_paused) when only the horizon stopped it */

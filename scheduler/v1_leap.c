@@ -130,6 +130,70 @@ static void take_arrivals(sched *s, double t)
  * the waiting walk) per step. */
 static double leap_steps(sched *s, double t, int *again);
 
+/* The heap of finishes (lk_fin, hn entries): a before b. */
+static inline int fin_before(const v1_fin *a, const v1_fin *b)
+{
+    return a->step < b->step || (a->step == b->step && a->seq < b->seq);
+}
+
+static void fin_up(v1_fin *h, int64_t k)
+{
+    const v1_fin x = h[k];
+    while (k > 0 && fin_before(&x, &h[(k - 1) / 2])) {
+        h[k] = h[(k - 1) / 2];
+        k = (k - 1) / 2;
+    }
+    h[k] = x;
+}
+
+static void fin_down(v1_fin *h, int64_t hn, int64_t k)
+{
+    const v1_fin x = h[k];
+    for (;;) {
+        int64_t c = 2 * k + 1;
+        if (c >= hn)
+            break;
+        if (c + 1 < hn && fin_before(&h[c + 1], &h[c]))
+            c++;
+        if (!fin_before(&h[c], &x))
+            break;
+        h[k] = h[c];
+        k = c;
+    }
+    h[k] = x;
+}
+
+/* Add member e of request id (its last token at the leap's step `step`)
+ * to the heap of *hn entries.  O(log n). */
+static void fin_push(sched_v1 *v, int64_t *hn, const v1_sched_ent *e, int64_t step)
+{
+    v->lk_fin[*hn] = (v1_fin){step, e->seq, e->id, 0};
+    fin_up(v->lk_fin, (*hn)++);
+}
+
+/* Drop the heap's first entry.  O(log n). */
+static void fin_pop(sched_v1 *v, int64_t *hn)
+{
+    v->lk_fin[0] = v->lk_fin[--*hn];
+    if (*hn > 0)
+        fin_down(v->lk_fin, *hn, 0);
+}
+
+/* Request id leaves residue group r of the leap (lk_ids, lk_start), the
+ * others keeping their order.  O(n + bs), a memmove. */
+static void group_remove(sched_v1 *v, int32_t id, int64_t r)
+{
+    const int64_t lo = r > 0 ? v->lk_start[r - 1] : 0, hi = v->lk_start[r];
+    int64_t k = lo;
+    while (k < hi && v->lk_ids[k] != id)
+        k++;
+    assert(k < hi);
+    const int64_t end = v->lk_start[v->bs];
+    memmove(&v->lk_ids[k], &v->lk_ids[k + 1], (size_t)(end - k - 1) * sizeof *v->lk_ids);
+    for (int64_t q = r; q <= v->bs; q++)
+        v->lk_start[q]--;
+}
+
 /* S's first n entries into their residue groups (lk_start, lk_ids), R's
  * order kept within each; their smallest O - g into *jstar and the KV their
  * step 1 read into *kv.  O(n + bs). */
@@ -142,7 +206,9 @@ static void leap_group(sched_v1 *v, int64_t n, int64_t *jstar, int64_t *kv)
     for (int64_t k = 0; k < n; k++) {
         v1_sched_ent *e = &v->S_[k];
         e->told = 0; /* a member from step 1 on (lk_emitted = 0) */
+        e->seq = k;
         int64_t rem = (int64_t)v->rq[e->id].O - v->rq[e->id].g;
+        v->lk_fin[k] = (v1_fin){rem, k, e->id, 0}; /* the heap, built below */
         if (rem < *jstar)
             *jstar = rem;
         *kv += e->c + 1;
@@ -152,6 +218,9 @@ static void leap_group(sched_v1 *v, int64_t n, int64_t *jstar, int64_t *kv)
         v->lk_start[r] += v->lk_start[r - 1];
     for (int64_t k = 0; k < n; k++) /* stable: lk_start[r] ends as group r's end */
         v->lk_ids[v->lk_start[lk_res(v->S_[k].c, bs)]++] = v->S_[k].id;
+    for (int64_t k = n / 2 - 1; k >= 0; k--) /* the heap of finishes */
+        fin_down(v->lk_fin, n, k);
+    v->lk_seq = n;
 }
 
 /* Step 1 (just emitted, ending at t) made a token for every entry of S
@@ -281,50 +350,71 @@ static int leap_finish(sched *s, double t)
     const int64_t n = v->lk_n, j = v->lk_jstar;
     if (v->pd.keep || !s->leap_past_finish)
         return 0;
-    int64_t left = 0, nf = 0; /* the finishers' leapt tokens are told, alone */
-    for (int64_t k = 0; k < n; k++) {
-        const v1_sched_ent *e = &v->S_[k];
-        if ((int64_t)v->rq[e->id].O - v->rq[e->id].g > j) {
-            left++;
-            continue;
-        }
-        assert(v->lk_emitted - e->told > 0 && v->lk_emitted - e->told < INT32_MAX);
-        v->lk_tell[nf] = e->id;
-        v->lk_each[nf++] = (int32_t)(v->lk_emitted - e->told);
+    /* the finishers: the heap's members that finish at step j, in S's order
+     * (popped at once: if everyone finishes, the leap ends and the next one
+     * builds its own heap) */
+    int64_t hn = n, nf = 0;
+    assert(hn > 0 && v->lk_fin[0].step == j);
+    while (hn > 0 && v->lk_fin[0].step == j) {
+        v->lk_tell[nf] = v->lk_fin[0].id;
+        v->lk_pos[nf++] = v->lk_fin[0].seq;
+        fin_pop(v, &hn);
     }
-    if (left == 0)
+    if (hn == 0)
         return 0;
-    if (s->leap_fn)
-        s->leap_fn(s->sink_ctx, v->lk_tell, nf, 0, v->lk_each);
-    int64_t out = 0, jstar = INT64_MAX, kv = 0; /* the others' */
-    for (int64_t k = 0; k < n; k++) {
-        const v1_sched_ent e = v->S_[k];
-        struct v1_req *rq = &v->rq[e.id];
-        const int64_t rem = (int64_t)rq->O - rq->g;
-        assert(rem >= j);
-        if (rem > j) {
-            v->S_[out++] = e;
-            if (rem < jstar)
-                jstar = rem;
-            kv += e.c + 1;
-            continue;
+    /* their places in S (ascending ranks: each search starts past the last) */
+    for (int64_t i = 0, lo = 0; i < nf; i++) {
+        int64_t hi = n - 1;
+        while (lo < hi) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            if (v->S_[mid].seq < v->lk_pos[i])
+                lo = mid + 1;
+            else
+                hi = mid;
         }
+        assert(v->S_[lo].seq == v->lk_pos[i] && v->S_[lo].id == v->lk_tell[i]);
+        const v1_sched_ent *e = &v->S_[lo];
+        assert(v->lk_emitted - e->told > 0 && v->lk_emitted - e->told < INT32_MAX);
+        v->lk_each[i] = (int32_t)(v->lk_emitted - e->told);
+        v->lk_pos[i] = lo++;
+    }
+    if (s->leap_fn) /* the finishers' leapt tokens, theirs alone */
+        s->leap_fn(s->sink_ctx, v->lk_tell, nf, 0, v->lk_each);
+    int64_t kv = v->lk_kv;
+    const int by_one = 4 * nf <= n; /* leave their residue groups one by one */
+    for (int64_t i = 0; i < nf; i++) {
+        const v1_sched_ent e = v->S_[v->lk_pos[i]];
+        struct v1_req *rq = &v->rq[e.id];
+        assert((int64_t)rq->O - rq->g == j);
+        if (by_one)
+            group_remove(v, e.id, lk_res(e.c, v->bs));
+        kv -= e.c + 1;
         rq->sq = 0;
         rq->C = (int32_t)(e.c + j);
         rq->g = rq->O;
         v1_req_finished(s, e.id, t);
     }
-    const int hx = v->lk_x >= 0; /* the chunking request stays S's and R's last */
-    assert(out == left && v->nrun == n + hx);
-    if (hx)
-        v->S_[out] = v->S_[n];
-    v1_run_drop_finished(v); /* R is S's set, in the same order */
-    v->ns = out + hx;
-    leap_drop_finished(v);
-    assert(jstar > j && v->lk_start[v->bs] == out);
+    /* S and R (the same requests in the same order, and the chunking one
+     * last) without them: the stretches between their places move down */
+    const int hx = v->lk_x >= 0;
+    assert(v->nrun == n + hx && v->ns == n + hx);
+    int64_t w = v->lk_pos[0];
+    for (int64_t i = 0; i < nf; i++) {
+        const int64_t lo = v->lk_pos[i] + 1, hi = i + 1 < nf ? v->lk_pos[i + 1] : n + hx;
+        memmove(&v->S_[w], &v->S_[lo], (size_t)(hi - lo) * sizeof *v->S_);
+        memmove(&v->run[w], &v->run[lo], (size_t)(hi - lo) * sizeof *v->run);
+        w += hi - lo;
+    }
+    const int64_t out = n - nf;
+    assert(w == out + hx);
+    v->ns = v->nrun = out + hx;
+    if (!by_one)
+        leap_drop_finished(v);
+    assert(v->lk_start[v->bs] == out && hn == out);
     v1_rq_release(s); /* the finishers' entries are read no more */
     v->lk_n = out;
-    v->lk_jstar = jstar;
+    v->lk_jstar = v->lk_fin[0].step;
+    assert(v->lk_jstar > j);
     v->lk_kv = kv;
     s->ctr.leap_finishes++;
     return 1;
@@ -428,6 +518,7 @@ static double leap_join(sched *s, double t, int32_t lim, int64_t step, int64_t k
         e->q = 1;
         e->kind = SCHED_MEMBER_DECODE;
         e->told = v->lk_emitted; /* this step's token is a member's: counted */
+        e->seq = v->lk_seq++;     /* last in S */
         rq->C = (int32_t)T;
         rq->sq = 1;
         assert(g + 1 - step >= INT32_MIN);
@@ -437,11 +528,13 @@ static double leap_join(sched *s, double t, int32_t lim, int64_t step, int64_t k
         v->lk_ids[pos] = id;
         for (int64_t j = r; j <= bs; j++)
             v->lk_start[j]++;
+        int64_t hn = n;
+        fin_push(v, &hn, e, (int64_t)rq->O - rq->g);
         v->lk_n = n + 1;
         v->lk_kv += e->c + 1;
         assert((int64_t)rq->O - rq->g > step); /* its last token comes after this step */
-        if ((int64_t)rq->O - rq->g < v->lk_jstar)
-            v->lk_jstar = (int64_t)rq->O - rq->g;
+        v->lk_jstar = v->lk_fin[0].step;
+        assert(v->lk_jstar <= (int64_t)rq->O - rq->g);
     }
     return t;
 }
