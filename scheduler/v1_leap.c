@@ -342,8 +342,9 @@ static void leap_drop_finished(sched_v1 *v)
  * leap's set, groups, KV and last step are then the others'.
  * 0 with nothing done when it cannot go on: everyone finishes, the engine
  * is a cluster's (sched_set_leap_past_finish), or a prefill replica keeps
- * finished requests' blocks (v1_pd).  O(n + bs +
- * blocks freed). */
+ * finished requests' blocks (v1_pd).  O(k log n + blocks freed) for k
+ * finishers, plus memmoves of S, R and the groups (O(n + bs) words each,
+ * a pass over the groups when k >= n / 4). */
 static int leap_finish(sched *s, double t)
 {
     sched_v1 *v = s->v1;
