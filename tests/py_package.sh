@@ -177,18 +177,25 @@ for t in ts: t.start()
 for t in ts: t.join()
 for i in range(4):
     check(out[i] is not None and out[i].equals(seq[i]), f"thread {i}: rows differ")
-big = "arrival=poisson,rate=20,n=60000,prompt=uniform:16:800,output=uniform:1:120"
+# (n large enough that the run lasts a good part of a second however fast
+# the engine gets: 60,000 of these took 0.09 s by session 16)
+big = "arrival=poisson,rate=20,n=500000,prompt=uniform:16:800,output=uniform:1:120"
 th = threading.Thread(target=lambda: kvsim.run(model="llama-2-7b", workload=big))
 ticks = 0
 th.start()
 time.sleep(0.05)
-# while the run simulates (0.5 s or more), this thread must get the GIL
+# while the run simulates, this thread must get the GIL: it wakes about
+# once a millisecond when the GIL is free, and would run about once if not
 t0 = time.perf_counter()
 while th.is_alive():
     ticks += 1
     time.sleep(0.001)
+elapsed = time.perf_counter() - t0
 th.join()
-check(ticks >= 20, f"the main thread ran {ticks} times during a long run (GIL held?)")
+print(f"GIL: the main thread woke {ticks} times in {elapsed:.2f} s of a long run")
+check(elapsed >= 0.2, f"the long run lasted {elapsed:.3f} s: too short to tell whether the GIL is free")
+check(ticks >= max(20, elapsed * 1000 / 25),
+      f"the main thread ran {ticks} times in {elapsed:.3f} s of a long run (GIL held?)")
 # 6. dataset importers: the CLI's bytes, and its errors
 import os, subprocess
 D = os.path.join(os.environ["KVSIM_ROOT"], "tests/data/import")
@@ -235,6 +242,7 @@ print("python checks failed:", fails)
 PY
 rc=$?
 [ $rc -eq 0 ] && ok || bad "python exit $rc"
+grep "^GIL:" "$T/py.txt"
 grep "^FAIL" "$T/py.txt" && bad "python checks (see above)" || ok
 grep -q "^still running after the errors$" "$T/py.txt" && ok || bad "the process did not carry on after kvsim.Error: $(tail -5 "$T/py.txt")"
 grep -q "^python checks failed: 0$" "$T/py.txt" && ok || bad "python checks did not finish: $(tail -20 "$T/py.txt")"
