@@ -46,8 +46,8 @@ typedef struct v1_key {
  * taken, whether they carried an identity (the counters).  So
  * v1_pool_release_dead_rev appends a stretch of them to Q as one entry of
  * the ring, a run marker -k (k blocks), and their numbers, in Q's order,
- * to a FIFO of its own (anon, read at ahead), with a bit for an identity
- * and one for a saved one: runs leave Q in the order they entered it, so
+ * to a FIFO of its own (anon, read at ahead), with a bit for an identity:
+ * runs leave Q in the order they entered it, so
  * the FIFO's head is always the head run's.  A take from a run reads the
  * FIFO, not the block; a run block's count is 0 but its flags stay as they
  * were when it was held (V1_BLK_INQ clear: that tells it from a block in
@@ -253,45 +253,6 @@ static inline int v1_pool_saved_is(const v1_pool *p, int32_t b, v1_key k)
            p->x[b].key.b == k.b;
 }
 
-/* v1_pool_release of t[n - 1], ..., t[0] (last to first), with the ring's
- * counters kept in registers.  The same result as n releases.  The ring
- * is packed first if fewer than n slots are left (packing keeps Q's
- * order, so packing early changes no answer; the ring has room for
- * 2 (N + 1) blocks and Q holds at most N, so the loop never packs).
- * O(n) amortized. */
-static inline void v1_pool_release_rev(v1_pool *p, const int32_t *t, int64_t n)
-{
-    if ((uint64_t)n > p->rmask + 1 - (p->rtail - p->rhead))
-        v1_pool_ring_pack_(p);
-    assert((uint64_t)n <= p->rmask + 1 - (p->rtail - p->rhead));
-    uint64_t tail = p->rtail;
-    const uint64_t mask = p->rmask;
-    int32_t *ring = p->ring;
-    v1_blk *blk = p->blk;
-    /* one sum of (flags & (HAS_ID | WATCHED)): HAS_ID (2) counts in bits
-     * 0-30 while 2n < 2^31, WATCHED (2^31) from bit 31 on */
-    assert(n < (INT64_C(1) << 30));
-    uint64_t ids = 0;
-    for (int64_t j = n - 1; j >= 0; j--) {
-        if (j >= 8) /* cold: last touched when taken */
-            v1_pool_prefetch(p, t[j - 8]);
-        const int32_t b = t[j];
-        v1_blk *e = &blk[b];
-        if (--e->ref > 0)
-            continue;
-        const uint32_t f = e->flags;
-        e->qpos = (int32_t)(tail & mask);
-        ring[tail & mask] = b;
-        tail++;
-        e->flags = f | V1_BLK_INQ;
-        ids += f & (V1_BLK_HAS_ID | V1_BLK_WATCHED);
-    }
-    p->F += (int64_t)(tail - p->rtail);
-    p->rtail = tail;
-    p->cached += (int64_t)((ids & 0x7fffffffu) / V1_BLK_HAS_ID);
-    p->wfree += (int64_t)(ids >> 31);
-}
-
 /* A dead run of `run` blocks (their numbers already in the FIFO) ends at
  * the ring's tail: it joins a run just before it, or takes a slot.  The
  * new tail. */
@@ -318,18 +279,26 @@ static inline int v1_pool_dead_ok(int32_t ref, uint32_t f)
     return ref == 1 && f < 16 && ((0x4041u >> f) & 1);
 }
 
-/* v1_pool_release_rev of a finished request's blocks t[0 .. n): the same
- * Q, counts and counters, but the blocks no one can find again
- * (v1_pool_dead_ok) go to Q as dead runs.  Only for a request that will
- * never look its private identities up again.  O(n), about 20 instructions a
- * dead block. */
-static inline void v1_pool_release_dead_rev(v1_pool *p, const int32_t *restrict t, int64_t n)
+/* v1_pool_release of t[n - 1], ..., t[0] (last to first), with the ring's
+ * counters kept in registers; with `dead` (a finished request's blocks),
+ * those no one can find again (v1_pool_dead_ok) go to Q as dead runs
+ * instead.  The same Q, counts and counters as n releases.  The ring is
+ * packed first if fewer than n slots are left (packing keeps Q's order, so
+ * packing early changes no answer; the ring has room for 2 (N + 1) blocks
+ * and Q holds at most N, so the loop never packs), and the FIFO if it
+ * has no room for n.  `dead` is a constant at each call: the compiler
+ * makes two loops.  O(n) amortized, about 20 instructions a dead block. */
+static inline void v1_pool_release_rev_(v1_pool *p, const int32_t *restrict t, int64_t n,
+                                        const int dead)
 {
     if ((uint64_t)n > p->rmask + 1 - (p->rtail - p->rhead))
         v1_pool_ring_pack_(p);
-    if (p->atail + n > p->acap)
+    if (dead && p->atail + n > p->acap)
         v1_pool_anon_pack_(p);
-    assert((uint64_t)n <= p->rmask + 1 - (p->rtail - p->rhead) && p->atail + n <= p->acap);
+    assert((uint64_t)n <= p->rmask + 1 - (p->rtail - p->rhead) &&
+           (!dead || p->atail + n <= p->acap));
+    /* one sum of (flags & (HAS_ID | WATCHED)): HAS_ID (2) counts in bits
+     * 0-30 while 2n < 2^31, WATCHED (2^31) from bit 31 on */
     assert(n < (INT64_C(1) << 30));
     uint64_t tail = p->rtail;
     const uint64_t head = p->rhead, mask = p->rmask;
@@ -337,18 +306,20 @@ static inline void v1_pool_release_dead_rev(v1_pool *p, const int32_t *restrict 
     uint32_t *restrict w = p->anon + p->atail, *run = w; /* run: where the open run began */
     v1_blk *restrict blk = p->blk;
     int64_t freed = 0;
-    uint64_t ids = 0, dead_ids = 0; /* ids: as v1_pool_release_rev's */
+    uint64_t ids = 0, dead_ids = 0;
     for (int64_t j = n - 1; j >= 0; j--) {
+        if (!dead && j >= 8) /* cold: last touched when taken */
+            __builtin_prefetch(&blk[t[j - 8]]);
         const int32_t b = t[j];
         v1_blk *e = &blk[b];
         const uint32_t f = e->flags;
-        if (v1_pool_dead_ok(e->ref, f)) {
+        if (dead && v1_pool_dead_ok(e->ref, f)) {
             e->ref = 0; /* its flags stay until it is taken */
             *w++ = (uint32_t)b | (f & V1_BLK_HAS_ID) << 30; /* V1_ANON_ID */
             dead_ids += f & V1_BLK_HAS_ID;
             continue;
         }
-        if (w != run) {
+        if (dead && w != run) {
             tail = v1_pool_run_close_(ring, mask, head, tail, w - run);
             run = w;
         }
@@ -361,14 +332,30 @@ static inline void v1_pool_release_dead_rev(v1_pool *p, const int32_t *restrict 
         e->flags = f | V1_BLK_INQ;
         ids += f & (V1_BLK_HAS_ID | V1_BLK_WATCHED);
     }
-    if (w != run)
+    if (dead && w != run)
         tail = v1_pool_run_close_(ring, mask, head, tail, w - run);
-    const int64_t dead = w - (p->anon + p->atail);
-    p->F += freed + dead;
+    const int64_t nd = w - (p->anon + p->atail); /* dead ones */
+    p->F += freed + nd;
     p->rtail = tail;
-    p->atail += dead;
+    p->atail += nd;
     p->cached += (int64_t)((ids & 0x7fffffffu) / V1_BLK_HAS_ID + dead_ids / V1_BLK_HAS_ID);
     p->wfree += (int64_t)(ids >> 31);
+}
+
+/* v1_pool_release of t[n - 1], ..., t[0]: the same result as n releases.
+ * O(n) amortized. */
+static inline void v1_pool_release_rev(v1_pool *p, const int32_t *t, int64_t n)
+{
+    v1_pool_release_rev_(p, t, n, 0);
+}
+
+/* v1_pool_release_rev of a finished request's blocks t[0 .. n): the same
+ * Q, counts and counters, but the blocks no one can find again
+ * (v1_pool_dead_ok) go to Q as dead runs.  Only for a request that will
+ * never look its private identities up again.  O(n). */
+static inline void v1_pool_release_dead_rev(v1_pool *p, const int32_t *t, int64_t n)
+{
+    v1_pool_release_rev_(p, t, n, 1);
 }
 
 /* v1_pool_release_dead_rev of blocks the caller knows can join a dead run
@@ -401,12 +388,6 @@ static inline void v1_pool_release_run_rev(v1_pool *p, const int32_t *restrict t
     p->cached += nid;
 }
 
-/* Q's head leaves Q (F > 0), the ring read from *head on (holes
- * skipped; a dead run gives its next block, v1_pool_run_pop_, which reads
- * the FIFO): its count becomes 1 and its identity, if any, leaves M.  The
- * block; *evicted counts it if it carried one.  ring and mask are p's.
- * The caller keeps F, cached and evictions.  O(1) plus the holes skipped
- * (each made once). */
 /* Take m blocks from the FIFO of the dead runs (the head run has them;
  * the caller shortens it) into out: each becomes a fresh block, count 1,
  * no flags; their identities, all private, leave with them (the FIFO says
@@ -431,6 +412,12 @@ static inline int64_t v1_pool_run_take_(v1_pool *p, int32_t *restrict out, int64
     return (int64_t)ev;
 }
 
+/* Q's head leaves Q (F > 0), the ring read from *head on (holes
+ * skipped; a dead run gives its next block, v1_pool_run_take_, which
+ * reads the FIFO): its count becomes 1 and its identity, if any, leaves
+ * M.  The block; *evicted counts it if it carried one.  ring and mask are
+ * p's.  The caller keeps F, cached and evictions.  O(1) plus the holes
+ * skipped (each made once). */
 static inline int32_t v1_pool_pop_(v1_pool *p, int32_t *ring, uint64_t mask,
                                    uint64_t *head, int64_t *evicted)
 {
@@ -666,7 +653,8 @@ struct sched_v1 {
                                   and the leapt steps of each */
     v1_fin *lk_fin;            /* [slots] a min-heap of the leap's members by
                                   (finish step, rank): lk_n entries */
-    int64_t *lk_pos;           /* [slots] scratch: the finishers' places in S */
+    int64_t *lk_pos;           /* [slots] scratch: the finishers' ranks, then their
+                                  places in S */
     int64_t lk_seq;            /* the next member's rank in S */
     /* the leap in progress (v1_leap, leap_steps): its set is S's first lk_n
      * entries, grouped in lk_ids as at its step 1; it can go on in the next

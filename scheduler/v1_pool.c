@@ -263,7 +263,10 @@ void v1_pool_publish(v1_pool *p, int32_t b, v1_key k)
         return -1;                        \
     } while (0)
 
-int v1_pool_audit(const v1_pool *p, char *why, size_t n)
+/* Q recounted (its blocks and dead runs, in ring order) against F and
+ * cached, and every block's count against its place in Q; in_run[N + 1]
+ * (zeroed) marks the dead runs' blocks.  0, or -1 with why. */
+static int audit_q(const v1_pool *p, char *in_run, char *why, size_t n)
 {
     int64_t cnt = 0, cached = 0;
     if (p->rtail - p->rhead > p->rmask + 1)
@@ -272,9 +275,6 @@ int v1_pool_audit(const v1_pool *p, char *why, size_t n)
     if (p->ahead < 0 || p->ahead > p->atail || p->atail > p->acap)
         POOL_FAIL("Q: the dead runs' FIFO lies in [%lld, %lld) of %lld", (long long)p->ahead,
                   (long long)p->atail, (long long)p->acap);
-    char *in_run = calloc((size_t)p->N + 1, 1);
-    if (!in_run)
-        POOL_FAIL("out of memory");
     int64_t a = p->ahead; /* the FIFO read along the runs */
     for (uint64_t r = p->rhead; r != p->rtail; r++) {
         int32_t b = p->ring[r & p->rmask];
@@ -283,53 +283,55 @@ int v1_pool_audit(const v1_pool *p, char *why, size_t n)
         for (int32_t k = 0; b < 0 && k < -b; k++) {
             const uint32_t x = a == p->atail ? 0 : p->anon[a++];
             const int32_t y = (int32_t)(x & V1_ANON_BLOCK);
-            if (y < 1 || y > p->N || in_run[y]++ || ++cnt > p->N) {
-                free(in_run);
+            if (y < 1 || y > p->N || in_run[y]++ || ++cnt > p->N)
                 POOL_FAIL("Q: the dead run at slot %llu names block %d (or one twice)",
                           (unsigned long long)(r & p->rmask), y);
-            }
             const v1_blk *e = &p->blk[y];
             if (e->ref != 0 || !v1_pool_dead_ok(1, e->flags) ||
-                !(x & V1_ANON_ID) != !(e->flags & V1_BLK_HAS_ID)) {
-                free(in_run);
+                !(x & V1_ANON_ID) != !(e->flags & V1_BLK_HAS_ID))
                 POOL_FAIL("Q: block %d of a dead run has count %d, flags %u (FIFO %#x)", y,
                           e->ref, e->flags, x);
-            }
             cached += (e->flags & V1_BLK_HAS_ID) != 0;
         }
         if (b < 0)
             continue;
-        if (b < 0 || b > p->N)
+        if (b > p->N)
             POOL_FAIL("Q: slot %llu names block %d", (unsigned long long)(r & p->rmask), b);
         const v1_blk *e = &p->blk[b];
         if (++cnt > p->N)
             POOL_FAIL("Q: a block twice");
-        if (!(e->flags & V1_BLK_INQ) || e->ref != 0 || (uint64_t)e->qpos != (r & p->rmask)) {
-            free(in_run);
+        if (!(e->flags & V1_BLK_INQ) || e->ref != 0 || (uint64_t)e->qpos != (r & p->rmask))
             POOL_FAIL("Q: block %d (flags %u, count %d) is misplaced", b, e->flags, e->ref);
-        }
         if (e->flags & V1_BLK_HAS_ID)
             cached++;
     }
-    const int used_up = a == p->atail;
     for (int64_t b = 1; b <= p->N; b++) {
         const v1_blk *e = &p->blk[b];
-        if ((e->ref == 0) != ((e->flags & V1_BLK_INQ) != 0 || in_run[b]) || e->ref < 0 ||
-            (in_run[b] && (e->flags & V1_BLK_INQ))) {
-            int in_q = (e->flags & V1_BLK_INQ) != 0 || in_run[b];
-            free(in_run);
+        const int in_q = (e->flags & V1_BLK_INQ) != 0 || in_run[b];
+        if ((e->ref == 0) != in_q || e->ref < 0 || (in_run[b] && (e->flags & V1_BLK_INQ)))
             POOL_FAIL("block %lld: count %d but in Q %d", (long long)b, e->ref, in_q);
-        }
-        if (!p->x && (e->flags & (V1_BLK_HAS_ID | V1_BLK_LAZY))) {
-            free(in_run);
+        if (!p->x && (e->flags & (V1_BLK_HAS_ID | V1_BLK_LAZY)))
             POOL_FAIL("block %lld: an identity without prefix caching", (long long)b);
-        }
     }
-    free(in_run);
-    if (!used_up)
+    if (a != p->atail)
         POOL_FAIL("Q: the dead runs name fewer blocks than their FIFO holds");
     if (cnt != p->F)
         POOL_FAIL("Q: %lld blocks, F says %lld", (long long)cnt, (long long)p->F);
+    if (p->x && cached != p->cached)
+        POOL_FAIL("Q holds %lld cached blocks, counter %lld", (long long)cached,
+                  (long long)p->cached);
+    return 0;
+}
+
+int v1_pool_audit(const v1_pool *p, char *why, size_t n)
+{
+    char *in_run = calloc((size_t)p->N + 1, 1);
+    if (!in_run)
+        POOL_FAIL("out of memory");
+    const int rc = audit_q(p, in_run, why, n);
+    free(in_run);
+    if (rc)
+        return rc;
     if (!p->x)
         return 0;
     int64_t watched = 0, wfree = 0;
@@ -344,9 +346,6 @@ int v1_pool_audit(const v1_pool *p, char *why, size_t n)
     if (watched != p->wm || wfree != p->wfree)
         POOL_FAIL("%lld blocks marked watched, %lld free, for %lld found and %lld free counted",
                   (long long)watched, (long long)wfree, (long long)p->wm, (long long)p->wfree);
-    if (cached != p->cached)
-        POOL_FAIL("Q holds %lld cached blocks, counter %lld", (long long)cached,
-                  (long long)p->cached);
     int64_t ids = 0, lazy = 0;
     for (int64_t b = 1; b <= p->N; b++) {
         const v1_blk *e = &p->blk[b];
