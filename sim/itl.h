@@ -11,7 +11,9 @@
  * token comes from its prefill replica and the rest from its decode one.
  * Each engine feeds it through its own source (run_itl_src): the pending
  * run of equal gaps, the sums of the gaps and of their squares, and the
- * engine's leap in progress.  The histogram's counts and extremes do not
+ * record of its leapt steps' longest gaps (a request leaving a leap is
+ * told how many leapt steps it made tokens in, and takes the longest gap
+ * of those steps).  The histogram's counts and extremes do not
  * depend on the order gaps arrive in; the sums are added per source, in
  * that engine's step order, and summed over the sources in index order at
  * the end.  So a cluster's figures do not depend on how its engines' steps
