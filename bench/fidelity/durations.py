@@ -5,7 +5,8 @@
 
 The table's output throughput is its N requests' output tokens over the
 run's duration, so every output_tok_s row gives that duration, N x OSL /
-(output tok/s), for the real run and for kvsim's.  Prints both and their
+(output tok/s), for the real run and for kvsim's (a dataset row's OSL is
+its recorded mean, NAME@MEAN).  Prints both and their
 difference per row, in the table's order (model and GPU, ISL/OSL, QPS).  A
 difference that stays the same at light and heavy load is a property of the
 workload (a tail of long requests), not of the engine's capacity
@@ -30,7 +31,9 @@ def main(args):
         for r in rows:
             argv, _ = run.plan_row(r, table, m)
             sim = run.row_figure(kvsim, argv, r, db, tmp)[0]
-            tokens = int(r["n_requests"]) * int(r["osl"])
+            # a fixed OSL, or a dataset's recorded mean (NAME@MEAN): both runs'
+            # output tokens are then taken as N x MEAN
+            tokens = int(r["n_requests"]) * float(r["osl"].rpartition("@")[2])
             real_s, sim_s = tokens / float(r["value"]), tokens / sim
             print(f"{r['id']:<42} {real_s:8.1f} {sim_s:8.1f} {real_s - sim_s:+11.1f}")
     return 0
