@@ -291,7 +291,7 @@ static void targets(const char *kvsim, const trace *tr, const char *engine, cons
            "CPU (target <= 0.05 s)\n", t.wall_min, t.wall_med, t.cpu_min, t.cpu_med);
     t = time_fresh_runs(one, db, rep);
     printf("    of which fixed: the same run of 1 request  %7.3f / %7.3f s wall, %7.3f / %7.3f s "
-           "CPU (start, a new database, the closing checkpoint)\n", t.wall_min, t.wall_med,
+           "CPU (start, a new database built and linked into place)\n", t.wall_min, t.wall_med,
            t.cpu_min, t.cpu_med);
     /* growth */
     char list[200];

@@ -104,11 +104,11 @@ static void wait_note(void *ctx, const char *path, double waited_s, double limit
             (const char *)ctx, path, waited_s, limit_s);
 }
 
-int cli_open_db(const char *cmd, const char *path, store **st)
+static int open_db(const char *cmd, const char *path, int one_run, store **st)
 {
     kvs_err err;
     *st = NULL;
-    if (store_open_writable(path, st, &err))
+    if ((one_run ? store_open_new(path, st, &err) : store_open_writable(path, st, &err)))
         return cli_fail(cmd, "--db: %s", err.msg);
     if (!store_has_file(*st)) {
         store_close(*st);
@@ -118,6 +118,16 @@ int cli_open_db(const char *cmd, const char *path, store **st)
     }
     store_set_wait(*st, store_wait_limit(*st), wait_note, (void *)cmd);
     return 0;
+}
+
+int cli_open_db(const char *cmd, const char *path, store **st)
+{
+    return open_db(cmd, path, 0, st);
+}
+
+int cli_open_db_run(const char *cmd, const char *path, store **st)
+{
+    return open_db(cmd, path, 1, st);
 }
 
 int cli_require_db(const char *cmd, const char *path)

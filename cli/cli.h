@@ -94,6 +94,10 @@ int cli_split_own_flags(const char *cmd, int argc, char **argv, const cli_own_fl
  * locked database.  Prints its error; CLI_EXIT_ERR or 0. */
 typedef struct store store;
 int cli_open_db(const char *cmd, const char *path, store **st);
+/* cli_open_db for one run (kvsim run): a database that does not exist yet
+ * is built privately and appears whole once the run is in it
+ * (store_open_new). */
+int cli_open_db_run(const char *cmd, const char *path, store **st);
 
 /* A command that reads runs already stored: "--db PATH: no such database"
  * (printed, CLI_EXIT_ERR) when the file is not there, so that no empty

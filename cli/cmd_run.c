@@ -52,7 +52,7 @@ int cmd_run(int argc, char **argv)
     if (rc)
         return rc;
     store *st = NULL;
-    if (cli_open_db(cmd, o.db, &st))
+    if (cli_open_db_run(cmd, o.db, &st))
         return CLI_EXIT_ERR;
     int64_t run_id = 0;
     run_result res = {0};

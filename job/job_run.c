@@ -268,6 +268,31 @@ int job_simulate(job_opts *o, const model_spec *m, const gpu_spec *g, const trac
     return simulate(o, m, g, tr, cost_st, NULL, res, ran, err);
 }
 
+/* A new database built privately (store_open_new) goes into place once its
+ * run is in it; when another process created the database meanwhile, the
+ * run is written there instead (its rows from memory). */
+static int publish_run(store *st, job_opts *o, run_result *res, int64_t *run_id, kvs_err *err)
+{
+    int raced = 0, rc = store_publish(st, &raced, err);
+    if (rc || !raced)
+        return rc;
+    res->rows_streamed = 0;
+    return store_save_run(st, &o->cfg, res, run_id, err);
+}
+
+/* store_save_failed_run, then the same for a failed run. */
+static int save_failed(store *st, job_opts *o, const trace *tr, const char *msg,
+                       const run_result *res, int64_t *id, kvs_err *err)
+{
+    int raced = 0, rc = store_save_failed_run(st, &o->cfg, tr, msg, res->started_at, res->wall_s,
+                                              id, err);
+    if (!rc)
+        rc = store_publish(st, &raced, err);
+    if (!rc && raced)
+        rc = store_save_failed_run(st, &o->cfg, tr, msg, res->started_at, res->wall_s, id, err);
+    return rc;
+}
+
 int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kvs_err *err)
 {
     model_spec m;
@@ -285,14 +310,14 @@ int job_execute(job_opts *o, store *st, int64_t *run_id, run_result *res_out, kv
         job_stream_end(&js);
         kvs_err e2;
         int64_t failed_id = 0;
-        if (ran && store_save_failed_run(st, &o->cfg, &tr, e.msg, res.started_at, res.wall_s,
-                                          &failed_id, &e2) == 0)
+        if (ran && save_failed(st, o, &tr, e.msg, &res, &failed_id, &e2) == 0)
             kvs_errf(err, rc, "%s (recorded as failed run %lld)", e.msg, (long long)failed_id);
         else
             kvs_errf(err, rc, "%s", e.msg);
         goto done;
     }
-    if ((rc = job_stream_save(&js, st, &o->cfg, &res, run_id, &res.rows_streamed, &e))) {
+    if ((rc = job_stream_save(&js, st, &o->cfg, &res, run_id, &res.rows_streamed, &e)) ||
+        (rc = publish_run(st, o, &res, run_id, &e))) {
         kvs_errf(err, rc, "--db: %s", e.msg);
         goto done;
     }

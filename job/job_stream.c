@@ -102,7 +102,11 @@ int job_stream_save(job_stream *js, store *st, const run_config *cfg, const run_
     if (!js->st)
         return store_save_run(st, cfg, res, run_id, err);
     on_stop(js);
-    const store_stage *g = js->failed ? NULL : js->stage; /* failed: written whole */
+    if (js->failed) { /* written whole, after the stage (and what it holds) is gone */
+        job_stream_end(js);
+        return store_save_run(st, cfg, res, run_id, err);
+    }
+    const store_stage *g = js->stage;
     int rc = store_save_run_staged(st, cfg, res, g, run_id, err);
     if (rc == KVS_OK && g)
         *streamed = store_stage_count(g);

@@ -4,14 +4,19 @@
  */
 #include "store.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "store_image.h"
 #include "store_spool.h"
@@ -22,6 +27,11 @@
 struct store {
     sqlite3 *db;          /* open connection, owned */
     char *path;           /* path (or URI) as given to store_open, owned */
+    char *pending;        /* store_open_new: the private file the new database is
+                             built in until store_publish links it at path
+                             (owned); NULL for every other store */
+    int published;        /* store_publish closed the connection (db NULL):
+                             store_db opens it again on path at first use */
     int busy_ms;          /* give up on a locked database after this many ms */
     int busy;             /* 1 = the last store_begin/commit gave up on a lock */
     store_schema_how how; /* what store_open did to the schema */
@@ -30,13 +40,27 @@ struct store {
     void *wait_ctx;       /* for wait_fn */
 };
 
-sqlite3 *store_db(store *s) { return s->db; }
+static int open_conn(store *s, const char *file, int pending, int imaged, kvs_err *err);
+
+sqlite3 *store_db(store *s)
+{
+    if (!s->db && s->published) { /* after store_publish: on first use */
+        kvs_err e;
+        s->published = 0;
+        s->how = STORE_SCHEMA_CURRENT;
+        if (open_conn(s, s->path, 0, 0, &e) != KVS_OK && s->db) {
+            sqlite3_close_v2(s->db); /* callers then fail on a NULL handle (SQLITE_MISUSE) */
+            s->db = NULL;
+        }
+    }
+    return s->db;
+}
 
 const char *store_path(const store *s) { return s->path; }
 
 int store_has_file(store *s)
 {
-    const char *f = sqlite3_db_filename(s->db, "main");
+    const char *f = sqlite3_db_filename(store_db(s), "main");
     return f && *f;
 }
 
@@ -44,7 +68,8 @@ void store_set_busy_timeout(store *s, int ms)
 {
     s->busy_ms = ms < 0 ? 0 : ms;
     /* Only fails on a misuse (closed handle); the value is kept anyway. */
-    (void)sqlite3_busy_timeout(s->db, s->busy_ms);
+    if (s->db) /* else set when the connection opens */
+        (void)sqlite3_busy_timeout(s->db, s->busy_ms);
 }
 
 /* "PATH: sqlite message" as KVS_EDB; an I/O failure also names the system
@@ -62,7 +87,7 @@ int store_exec(store *s, kvs_err *err, const char *what, const char *sql, const 
                ...)
 {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL) != SQLITE_OK)
         return store_fail(s, err, what);
     va_list ap;
     va_start(ap, types);
@@ -131,7 +156,7 @@ static int exec_retry(store *s, const char *sql, kvs_err *err)
     double deadline = now_ms() + s->busy_ms;
     s->busy = 0;
     for (;;) {
-        int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+        int rc = sqlite3_exec(store_db(s), sql, NULL, NULL, NULL);
         if (rc == SQLITE_OK)
             return KVS_OK;
         if ((rc & 0xff) != SQLITE_BUSY || now_ms() >= deadline) {
@@ -149,10 +174,23 @@ int store_commit(store *s, kvs_err *err) { return exec_retry(s, "COMMIT", err); 
 
 void store_rollback(store *s)
 {
-    if (!s || sqlite3_get_autocommit(s->db))
+    if (!s || !s->db || sqlite3_get_autocommit(s->db))
         return; /* no transaction open */
     /* A failed ROLLBACK leaves nothing to do: SQLite rolls back on close. */
     (void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* Remove a private file and what SQLite may have left beside it. */
+static void unlink_pending(const char *f)
+{
+    static const char *const side[] = {"", "-wal", "-shm", "-journal"};
+    size_t n = strlen(f) + 16;
+    char *b = malloc(n);
+    for (size_t k = 0; b && k < sizeof side / sizeof side[0]; k++) {
+        snprintf(b, n, "%s%s", f, side[k]);
+        (void)unlink(b);
+    }
+    free(b);
 }
 
 void store_close(store *s)
@@ -162,6 +200,9 @@ void store_close(store *s)
     /* close_v2 releases the handle even if a caller of store_db leaked a
      * statement (it is then freed when that statement is finalized). */
     (void)sqlite3_close_v2(s->db);
+    if (s->pending) /* never published: the private file goes */
+        unlink_pending(s->pending);
+    free(s->pending);
     free(s->path);
     free(s);
 }
@@ -356,63 +397,207 @@ static int busy_ms_from_env(int *ms, kvs_err *err)
     return KVS_OK;
 }
 
-int store_open(const char *path, store **out, kvs_err *err)
+/* Open the connection on `file` and bring the schema up to date.  pending:
+ * a private file no one else sees (store_open_new): no journal, no syncs
+ * until store_publish.  imaged: store_image_create made the file. */
+static int open_conn(store *s, const char *file, int pending, int imaged, kvs_err *err)
 {
-    store *s = NULL;
-    int rc = KVS_OK, src;
-    *out = NULL;
-    if (!path || !*path)
-        return kvs_errf(err, KVS_EINVAL, "store: empty database path");
-    s = calloc(1, sizeof *s);
-    if (!s || !(s->path = strdup(path))) {
-        rc = kvs_errf(err, KVS_ENOMEM, "%s: out of memory", path);
-        goto fail;
-    }
-    if ((rc = busy_ms_from_env(&s->busy_ms, err)) || (rc = wait_s_from_env(&s->wait_s, err)))
-        goto fail;
-    /* a path that names no file yet: the recorded image, schema and all */
-    const int imaged = store_image_create(path);
-    src = sqlite3_open_v2(path, &s->db,
-                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI |
-                              SQLITE_OPEN_NOMUTEX,
-                          NULL);
-    if (src != SQLITE_OK) {
-        rc = kvs_errf(err, KVS_EDB, "%s: %s", path,
-                      s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(src));
-        goto fail;
-    }
+    int src = sqlite3_open_v2(file, &s->db,
+                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI |
+                                  SQLITE_OPEN_NOMUTEX,
+                              NULL);
+    if (src != SQLITE_OK)
+        return kvs_errf(err, KVS_EDB, "%s: %s", s->path,
+                        s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(src));
     store_set_busy_timeout(s, s->busy_ms);
 
     /* WAL lets readers (kvsim query) run while a run is written.  A
      * filesystem or a read-only file that refuses it keeps the old journal
-     * mode; a file that is not a database fails here. */
-    src = sqlite3_exec(s->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+     * mode; a file that is not a database fails here.  A private file
+     * keeps its rollback journal in memory (a failed write still rolls
+     * back) and needs no syncs: if kvsim dies, it is never linked into
+     * place (store_publish syncs it once, whole, first). */
+    src = sqlite3_exec(s->db,
+                       pending ? "PRAGMA synchronous=OFF; PRAGMA journal_mode=MEMORY"
+                               : "PRAGMA journal_mode=WAL",
+                       NULL, NULL, NULL);
     if (src != SQLITE_OK) {
         int prim = src & 0xff;
-        if (prim != SQLITE_BUSY && prim != SQLITE_LOCKED && prim != SQLITE_READONLY) {
-            rc = store_fail(s, err, NULL);
-            goto fail;
-        }
+        if (pending || (prim != SQLITE_BUSY && prim != SQLITE_LOCKED && prim != SQLITE_READONLY))
+            return store_fail(s, err, NULL);
     }
-    if (sqlite3_exec(s->db, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON",
-                     NULL, NULL, NULL) != SQLITE_OK) {
-        rc = store_fail(s, err, NULL);
-        goto fail;
-    }
-    if ((rc = schema_upgrade(s, err)))
-        goto fail;
+    if (sqlite3_exec(s->db,
+                     pending ? "PRAGMA synchronous=OFF; PRAGMA foreign_keys=ON"
+                             : "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON",
+                     NULL, NULL, NULL) != SQLITE_OK)
+        return store_fail(s, err, NULL);
+    int rc = schema_upgrade(s, err);
+    if (rc)
+        return rc;
     if (imaged && s->how == STORE_SCHEMA_CURRENT)
         s->how = STORE_SCHEMA_IMAGE;
+    return KVS_OK;
+}
+
+/* A store for path, its settings read from the environment. */
+static int store_new(const char *path, store **out, kvs_err *err)
+{
+    *out = NULL;
+    if (!path || !*path)
+        return kvs_errf(err, KVS_EINVAL, "store: empty database path");
+    store *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = strdup(path))) {
+        free(s);
+        return kvs_errf(err, KVS_ENOMEM, "%s: out of memory", path);
+    }
+    int rc;
+    if ((rc = busy_ms_from_env(&s->busy_ms, err)) || (rc = wait_s_from_env(&s->wait_s, err))) {
+        free(s->path);
+        free(s);
+        return rc;
+    }
     *out = s;
     return KVS_OK;
-fail:
-    store_close(s);
-    return rc;
+}
+
+int store_open(const char *path, store **out, kvs_err *err)
+{
+    store *s = NULL;
+    int rc = store_new(path, &s, err);
+    if (rc)
+        return rc;
+    /* a path that names no file yet: the recorded image, schema and all */
+    const int imaged = store_image_create(path);
+    if ((rc = open_conn(s, path, 0, imaged, err))) {
+        store_close(s);
+        return rc;
+    }
+    *out = s;
+    return KVS_OK;
+}
+
+/* The directory part of path ("." for a bare name), into buf. */
+static void dir_of(const char *path, char *buf, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(buf, cap, ".");
+    else if (slash == path)
+        snprintf(buf, cap, "/");
+    else
+        snprintf(buf, cap, "%.*s", (int)(slash - path), path);
+}
+
+/* Private files of path that a dead kvsim left (killed mid-run): named
+ * PATH.kvsim-new-PID-N (with SQLite's -wal/-shm/-journal beside), PID no
+ * longer running here, untouched for a minute.  Best effort; O(entries of
+ * the directory). */
+static void sweep_stale(const char *path)
+{
+    char dir[4096];
+    dir_of(path, dir, sizeof dir);
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    const size_t nb = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    const time_t now = time(NULL);
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, nb) != 0 || strncmp(n + nb, ".kvsim-new-", 11) != 0)
+            continue;
+        char *end = NULL;
+        long pid = strtol(n + nb + 11, &end, 10);
+        if (pid <= 0 || !end || *end != '-' || (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+            continue;
+        char f[8192];
+        struct stat st;
+        if ((size_t)snprintf(f, sizeof f, "%s/%s", dir, n) >= sizeof f || stat(f, &st) != 0 ||
+            now - st.st_mtime < 60)
+            continue;
+        (void)unlink(f);
+    }
+    closedir(d);
+}
+
+int store_open_new(const char *path, store **out, kvs_err *err)
+{
+    sweep_stale(path);
+    char *tmp = store_image_create_private(path);
+    if (!tmp)
+        return store_open_writable(path, out, err);
+    store *s = NULL;
+    int rc = store_new(path, &s, err);
+    if (rc) {
+        unlink_pending(tmp);
+        free(tmp);
+        return rc;
+    }
+    s->pending = tmp;
+    if ((rc = open_conn(s, tmp, 1, 1, err))) {
+        store_close(s); /* unlinks tmp */
+        return rc;
+    }
+    *out = s;
+    return KVS_OK;
+}
+
+int store_pending(const store *s) { return s->pending != NULL; }
+
+/* fsync a file or directory by name; 0 or -1 (errno set). */
+static int sync_name(const char *p, int dir)
+{
+    int fd = open(p, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int r = fsync(fd);
+    const int e = errno;
+    close(fd);
+    errno = e;
+    return r;
+}
+
+int store_publish(store *s, int *raced, kvs_err *err)
+{
+    *raced = 0;
+    if (!s->pending)
+        return KVS_OK;
+    /* back to WAL, as a file store_open makes is; then the whole file to disk */
+    if (sqlite3_exec(s->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) != SQLITE_OK)
+        return store_fail(s, err, "finishing the new database");
+    if (sqlite3_close(s->db) != SQLITE_OK)
+        return store_fail(s, err, "finishing the new database");
+    s->db = NULL;
+    char *tmp = s->pending;
+    s->pending = NULL;
+    int rc = KVS_OK;
+    if (sync_name(tmp, 0) != 0) {
+        rc = kvs_errf(err, KVS_EDB, "%s: writing the new database: %s", s->path, strerror(errno));
+    } else if (link(tmp, s->path) != 0) {
+        if (errno == EEXIST) /* another process made the database meanwhile */
+            *raced = 1;
+        else
+            rc = kvs_errf(err, KVS_EDB, "%s: cannot create it: %s", s->path, strerror(errno));
+    } else {
+        char dir[4096];
+        dir_of(s->path, dir, sizeof dir);
+        (void)sync_name(dir, 1); /* the new name made durable; best effort */
+    }
+    unlink_pending(tmp);
+    free(tmp);
+    if (rc)
+        return rc;
+    if (*raced) { /* the run is to be written again, there */
+        s->how = STORE_SCHEMA_CURRENT;
+        return open_conn(s, s->path, 0, 0, err);
+    }
+    s->published = 1; /* opened again only if used again (store_db) */
+    return KVS_OK;
 }
 
 int store_require_writable(store *s, kvs_err *err)
 {
-    if (sqlite3_db_readonly(s->db, "main") == 1)
+    if (sqlite3_db_readonly(store_db(s), "main") == 1)
         return kvs_errf(err, KVS_EDB, "%s: attempt to write a readonly database", s->path);
     return KVS_OK;
 }

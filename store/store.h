@@ -38,6 +38,30 @@ int store_require_writable(store *s, kvs_err *err);
  * store_spool_import of any runs an earlier writer had to spool (best
  * effort: a spool that cannot be imported now stays for the next writer). */
 int store_open_writable(const char *path, store **out, kvs_err *err);
+/* For one run into a database that may not exist yet (`kvsim run`): when
+ * `path` names no file, the database is built in a private file beside it
+ * (PATH.kvsim-new-PID-N, from the schema image) with its journal in memory
+ * and no syncs, so a run's request rows go straight into their table (no staged
+ * copy) and are written once (no WAL to checkpoint); store_publish then
+ * syncs that file and hard-links it at `path`.  No other process sees the
+ * database before that, so no one waits on it; if kvsim stops first,
+ * store_close (or, after a crash, nothing) leaves no file at `path`.
+ * When `path` exists (or the image cannot be used) this is
+ * store_open_writable.  store_path names `path` throughout.  Private files
+ * of `path` that a killed kvsim left (its PID gone, a minute old) are
+ * removed first. */
+int store_open_new(const char *path, store **out, kvs_err *err);
+/* 1 while s is a private file store_publish has not linked yet. */
+int store_pending(const store *s);
+/* Link a pending store's file at its path (a no-op for any other store):
+ * back to WAL, close, fsync, link, fsync the directory; s then goes on as
+ * a store on path, its connection opened again at its first use
+ * (store_db), not before: a run's store is usually only closed next.
+ * *raced = 1 when another process created path meanwhile: the private file
+ * is dropped, s is opened on that database, and what was written must be
+ * written again (job_execute does).  Cost: one fsync of the file and one
+ * of its directory. */
+int store_publish(store *s, int *raced, kvs_err *err);
 /* The raw handle, for modules that own extra tables (calibration, query). */
 sqlite3 *store_db(store *s);
 const char *store_path(const store *s);

@@ -43,18 +43,21 @@ static int plain_path(const char *path)
     return path && *path && strcmp(path, ":memory:") != 0 && strncmp(path, "file:", 5) != 0;
 }
 
-int store_image_create(const char *path)
+/* Write the image to a new file beside path (PATH.kvsim-new-PID-N, created
+ * with O_EXCL) if path names no file yet; its name (malloc'd), or NULL when
+ * nothing was written. */
+static char *image_write_temp(const char *path)
 {
     const char *e = getenv("KVSIM_SCHEMA_IMAGE");
     struct stat st;
     if ((e && !strcmp(e, "0")) || !plain_path(path) || !store_image_current())
-        return 0;
+        return NULL;
     if (lstat(path, &st) == 0 || errno != ENOENT)
-        return 0; /* there is a file (or a dangling link, or we cannot tell) */
+        return NULL; /* there is a file (or a dangling link, or we cannot tell) */
     size_t n = strlen(path) + 64;
     char *tmp = malloc(n);
     unsigned char *img = store_image_bytes();
-    int made = 0, fd = -1;
+    int fd = -1, ok = 0;
     if (!tmp || !img)
         goto out;
     static unsigned seq; /* several threads may race here: O_EXCL sorts them out */
@@ -67,12 +70,28 @@ int store_image_create(const char *path)
     }
     if (fd < 0)
         goto out;
-    int ok = fdio_write_full(fd, img, store_schema_image_size) == 0;
+    ok = fdio_write_full(fd, img, store_schema_image_size) == 0;
     ok = close(fd) == 0 && ok;
-    made = ok && link(tmp, path) == 0;
-    (void)unlink(tmp);
+    if (!ok)
+        (void)unlink(tmp);
 out:
-    free(tmp);
     free(img);
+    if (!ok) {
+        free(tmp);
+        return NULL;
+    }
+    return tmp;
+}
+
+int store_image_create(const char *path)
+{
+    char *tmp = image_write_temp(path);
+    if (!tmp)
+        return 0;
+    const int made = link(tmp, path) == 0;
+    (void)unlink(tmp);
+    free(tmp);
     return made;
 }
+
+char *store_image_create_private(const char *path) { return image_write_temp(path); }

@@ -20,7 +20,9 @@
  * nothing and leaves the file to SQLite, the reference path, which
  * $KVSIM_SCHEMA_IMAGE=0 forces.  No fsync here: the first commit syncs the
  * directory when it creates the WAL, and the checkpoint syncs the file, as
- * they do for a file SQLite created. */
+ * they do for a file SQLite created.  store_open_new (one `kvsim run` into
+ * a new file) takes the temporary file unlinked instead and builds its run
+ * in it before store_publish links it (store.h). */
 #ifndef STORE_IMAGE_H
 #define STORE_IMAGE_H
 
@@ -47,5 +49,11 @@ unsigned char *store_image_bytes(void);
  * did, 0 when it wrote nothing (see above).  Cost: one write of the image
  * (about 150 KB) and a link. */
 int store_image_create(const char *path);
+
+/* The image written to a new private file beside `path` (its name,
+ * PATH.kvsim-new-PID-N, malloc'd; the caller frees it), if `path` names no
+ * file yet; NULL when nothing was written.  Nothing links it: store_open_new
+ * builds a run in it and store_publish links it to `path`. */
+char *store_image_create_private(const char *path);
 
 #endif

@@ -287,6 +287,8 @@ struct store_stage {
     const trace *tr;
     int64_t run_id;          /* the id the run is expected to take */
     int64_t staged;          /* requests [0, staged) are in the stage */
+    int in_main;             /* 1: staged into main.request_rows itself (a pending
+                                store, store_open_new: no one else sees it) */
 };
 
 static int stage_exec(store *s, const char *sql, const char *what, kvs_err *err)
@@ -307,7 +309,18 @@ int store_stage_open(store *s, const trace *tr, store_stage **out, kvs_err *err)
         return kvs_errf(err, KVS_ENOMEM, "%s: out of memory", store_path(s));
     g->s = s;
     g->tr = tr;
-    int rc = stage_exec(s, "ATTACH '' AS " STAGE, "attaching the staging database", err);
+    int rc;
+    if (store_pending(s)) { /* the rows go where they stay: nothing to copy */
+        g->in_main = 1;
+        if ((rc = store_next_run_id(s, &g->run_id, err)) ||
+            (rc = rows_open(&g->ins, s, g->run_id, "main.request_rows", tr->n, err))) {
+            free(g);
+            return rc;
+        }
+        *out = g;
+        return KVS_OK;
+    }
+    rc = stage_exec(s, "ATTACH '' AS " STAGE, "attaching the staging database", err);
     if (rc) {
         free(g);
         return rc;
@@ -371,6 +384,21 @@ void store_stage_close(store_stage *g)
     if (!g)
         return;
     rows_close(&g->ins);
+    if (g->in_main) {
+        /* rows of a run that was not stored (it failed, or its write did)
+         * go, so that a failed run recorded next has none */
+        sqlite3 *db = store_db(g->s);
+        char *sql = sqlite3_mprintf(
+            "DELETE FROM main.request_rows WHERE key >= %lld AND key < %lld AND NOT EXISTS "
+            "(SELECT 1 FROM runs WHERE run_id = %lld AND status = 'finished')",
+            (long long)(g->run_id << 32), (long long)((g->run_id + 1) << 32),
+            (long long)g->run_id);
+        if (sql && sqlite3_get_autocommit(db))
+            (void)sqlite3_exec(db, sql, NULL, NULL, NULL);
+        sqlite3_free(sql);
+        free(g);
+        return;
+    }
     /* deletes the temporary file; fails only inside a transaction */
     (void)sqlite3_exec(store_db(g->s), "DETACH " STAGE, NULL, NULL, NULL);
     free(g);
@@ -390,6 +418,10 @@ int store_rows_from_stage(store *s, const store_stage *g, int64_t id, kvs_err *e
     int rc = check_requests_key(s, id, g->tr, err);
     if (rc || g->staged == 0)
         return rc;
+    if (g->in_main) /* already in place; a pending store's run takes the id it expected */
+        return id == g->run_id ? KVS_OK
+                               : kvs_errf(err, KVS_EINTERNAL, "%s: run %lld staged as run %lld",
+                                          store_path(s), (long long)id, (long long)g->run_id);
     if (id == g->run_id)
         return stage_exec(s, "INSERT INTO main.request_rows SELECT * FROM " STAGE
                              ".request_rows", "copying the staged request rows", err);

@@ -62,6 +62,35 @@ consistent() {
   fi
 }
 
+# ------------------------------------------------ a new database appears whole
+# `kvsim run --db NEW` builds the database in a private file beside NEW and
+# links it into place once the run is in it (store_open_new): a run that
+# cannot start leaves no file; a run that fails after it started is
+# recorded as failed run 1 with no request rows; a run killed mid-write
+# leaves no NEW, and its private file is swept by a later open.
+NEWD=$T/newdb
+mkdir -p "$NEWD"
+out=$("$KVSIM" run --db "$NEWD/bad.db" --model no-such-model --synthetic "$SMALL" --quiet 2>&1)
+expect_err "new database, unknown model" $? "$out" "no-such-model"
+[ ! -e "$NEWD/bad.db" ] && [ -z "$(ls "$NEWD")" ] && ok || bad "a run that never started left files: $(ls "$NEWD")"
+out=$("$KVSIM" run --db "$NEWD/stuck.db" --engine vllm-v0 --kv-blocks 100 --preemption off \
+      --synthetic 'arrival=poisson,rate=20,n=300,prompt=512,output=256' --quiet 2>&1)
+expect_err "new database, stuck run" $? "$out" "recorded as failed run 1"
+r=$(sqlite3 "$NEWD/stuck.db" "SELECT status FROM runs; SELECT count(*) FROM request_rows; PRAGMA journal_mode" 2>&1 | tr '\n' ' ')
+[ "$r" = "failed 0 wal " ] && ok || bad "stuck run in a new database: $r"
+consistent "$NEWD/stuck.db" "stuck run in a new database" 0
+"$KVSIM" run --db "$NEWD/killed.db" --synthetic "$BIG" --cost "$COST" --quiet > /dev/null 2>&1 &
+kpid=$!
+for _ in $(seq 100); do ls "$NEWD" | grep -q "killed.db.kvsim-new" && break; sleep 0.02; done
+kill -9 $kpid 2>/dev/null; wait $kpid 2>/dev/null
+[ ! -e "$NEWD/killed.db" ] && ok || bad "a run killed mid-way left killed.db"
+ls "$NEWD" | grep -q "killed.db.kvsim-new" && ok || bad "no private file seen while the run was killed"
+touch -d '2 minutes ago' "$NEWD"/killed.db.kvsim-new-* 2>/dev/null
+id=$("$KVSIM" run --db "$NEWD/killed.db" --synthetic "$SMALL" --quiet 2>&1)
+[ "$id" = 1 ] && ok || bad "run after a killed one: '$id'"
+[ -z "$(ls "$NEWD" | grep kvsim-new)" ] && ok || bad "stale private files not swept: $(ls "$NEWD")"
+consistent "$NEWD/killed.db" "after a killed run" 1
+
 # ------------------------------------------------ full disk: ulimit -f
 DB=$T/fsize.db
 "$KVSIM" run --db "$DB" --synthetic "$SMALL" --quiet >/dev/null 2>&1 && ok || bad "setup run failed"

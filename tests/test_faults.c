@@ -12,6 +12,8 @@
  * the write succeeded, and nothing of it when it failed.  k runs from 1 until
  * a pass where the fault never fires, so every file operation of the span is
  * failed once (allocations: every one of the first 300, then every 61st). */
+#include <dirent.h>
+#include <unistd.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,6 +376,25 @@ static int open_write_close(const char *path, const workload *w, kvs_err *err)
     return rc;
 }
 
+/* The same span as `kvsim run --db NEW` covers it: a database that does
+ * not exist yet, built privately and published (store_open_new). */
+static int open_write_publish(const char *path, const workload *w, kvs_err *err)
+{
+    store *s = NULL;
+    int64_t id;
+    int raced = 0;
+    int rc = store_open_new(path, &s, err);
+    if (rc == KVS_OK)
+        rc = store_write_run(s, &w->cfg, &w->res, &id, err);
+    if (rc == KVS_OK)
+        rc = store_publish(s, &raced, err);
+    ck_assert_int_eq(raced, 0);
+    store_close(s);
+    return rc;
+}
+
+static int g_publish; /* every_file_fault's fresh passes go through store_open_new */
+
 /* Fail the k-th file operation for k = 1, 2, ... until one pass completes
  * without reaching k.  fresh: a new database every pass (schema creation);
  * else one database that starts with a run and gains one per success. */
@@ -397,8 +418,21 @@ static void every_file_fault(int code, int fresh, int record_steps)
             finished = 0;
         }
         g_fault = (fault_state){.armed = 1, .k = k, .code = code};
-        int rc = open_write_close(path, &w, &err);
+        int rc = fresh && g_publish ? open_write_publish(path, &w, &err)
+                                    : open_write_close(path, &w, &err);
         g_fault.armed = 0;
+        if (fresh && g_publish && rc != KVS_OK) { /* nothing at path, nothing beside it */
+            ck_assert_msg(access(path, F_OK) != 0, "fault %lld: a failed new database left %s",
+                          (long long)k, path);
+            char side[700];
+            snprintf(side, sizeof side, "%s.kvsim-new-%ld-", path, (long)getpid());
+            DIR *d = opendir(dir);
+            for (struct dirent *e; d && (e = readdir(d));)
+                ck_assert_msg(!strstr(e->d_name, "kvsim-new"), "fault %lld: %s left", (long long)k,
+                              e->d_name);
+            if (d)
+                closedir(d);
+        }
         if (rc == KVS_OK)
             finished++;
         else {
@@ -415,7 +449,7 @@ static void every_file_fault(int code, int fresh, int record_steps)
     ck_assert_int_gt(failures, 10);
     fprintf(stderr, "test_faults: %s%s faults at each of %lld file operations%s: %lld failed "
             "the call, nothing lost\n", code == SQLITE_FULL ? "disk-full" : "I/O-error",
-            fresh ? " (new database)" : "", (long long)(g_fault.seen),
+            fresh ? (g_publish ? " (new database, built privately)" : " (new database)") : "", (long long)(g_fault.seen),
             record_steps ? " (steps recorded)" : "", (long long)failures);
     /* And the database still takes a run. */
     ck_assert_msg(open_write_close(path, &w, &err) == KVS_OK, "%s", err.msg);
@@ -430,6 +464,22 @@ START_TEST(test_write_full_every_point) { every_file_fault(SQLITE_FULL, 0, 0); }
 END_TEST
 
 START_TEST(test_schema_ioerr_every_point) { every_file_fault(SQLITE_IOERR_WRITE, 1, 0); }
+END_TEST
+
+START_TEST(test_new_db_ioerr_every_point)
+{
+    g_publish = 1;
+    every_file_fault(SQLITE_IOERR_WRITE, 1, 1);
+    g_publish = 0;
+}
+END_TEST
+
+START_TEST(test_new_db_full_every_point)
+{
+    g_publish = 1;
+    every_file_fault(SQLITE_FULL, 1, 1);
+    g_publish = 0;
+}
 END_TEST
 
 /* Fail SQLite's k-th allocation of open, write and close: every k up to
@@ -482,6 +532,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_write_ioerr_every_point);
     tcase_add_test(tc, test_write_full_every_point);
     tcase_add_test(tc, test_schema_ioerr_every_point);
+    tcase_add_test(tc, test_new_db_ioerr_every_point);
+    tcase_add_test(tc, test_new_db_full_every_point);
     tcase_add_test(tc, test_sqlite_oom_every_point);
     suite_add_tcase(s, tc);
     return s;

@@ -5,11 +5,17 @@
  * only at steps that are not leapt streams none there); the
  * simulation holds no lock, and a run that another writer overtook gets
  * its rows under its own id; a row the database refuses leaves nothing of
- * the run; a stream given up leaves nothing and the store goes on. */
+ * the run; a stream given up leaves nothing and the store goes on.
+ * A database that does not exist yet (store_open_new) is built privately:
+ * its rows are those of the usual path, it appears only once the run is in
+ * it, a creator that beat it gets the run under the next id, and a run that
+ * fails leaves no file at all. */
+#include <dirent.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "job/job.h"
 #include "job/job_stream.h"
@@ -234,6 +240,146 @@ START_TEST(test_stream_end)
 }
 END_TEST
 
+
+/* Files in dir whose names contain "kvsim-new" (private files left). */
+static int leftovers(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strstr(e->d_name, "kvsim-new") != NULL;
+    closedir(d);
+    return n;
+}
+
+/* The progress hook of a run into a new database: it is not there yet. */
+typedef struct absent_check {
+    const char *path;
+    int calls, seen;   /* hook calls; calls that found a file at path */
+} absent_check;
+
+static void check_absent(void *ctx, double sim_s, int64_t done, int64_t total, double wall_s)
+{
+    (void)sim_s, (void)done, (void)total, (void)wall_s;
+    absent_check *a = ctx;
+    a->calls++;
+    a->seen += access(a->path, F_OK) == 0;
+}
+
+/* The same run into an existing database (a.db) and into a new one: the
+ * same rows, bit for bit, most of them streamed; no file at the new path
+ * while it simulates, a WAL database there after, and no private file
+ * left.  Dropping the in-place stage (copying instead) keeps the rows but
+ * fails nothing here; dropping store_publish fails it at once. */
+START_TEST(test_new_db_same_rows)
+{
+    const char *dir = tu_tmpdir();
+    store *a = open_db(dir, "a.db"), *b = NULL;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/new.db", dir);
+    kvs_err err;
+    ck_assert_msg(store_open_new(path, &b, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_int_eq(store_pending(b), 1);
+    ck_assert_int_eq(access(path, F_OK), -1);
+    job_opts o;
+    int64_t sa, sb;
+    setup(&o, "vllm-v1", 0);
+    ck_assert_int_eq(run(&o, a, &sa), 1);
+    setup(&o, "vllm-v1", 1);
+    absent_check ac = {path, 0, 0};
+    o.progress = check_absent;
+    o.progress_ctx = &ac;
+    ck_assert_int_eq(run(&o, b, &sb), 1);
+    ck_assert_int_gt(ac.calls, 0);
+    ck_assert_int_eq(ac.seen, 0);
+    ck_assert_int_eq(store_pending(b), 0);
+    ck_assert_msg(sb >= 4096 && sb <= 6000, "%lld rows streamed", (long long)sb);
+    ck_assert_int_eq(leftovers(dir), 0);
+    char sql[1600];
+    snprintf(sql, sizeof sql, "ATTACH '%s' AS b", path);
+    ck_assert_int_eq(sqlite3_exec(store_db(a), sql, NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(tu_sql_int(store_db(a), "SELECT count(*) FROM b.request_rows"), 6000);
+    ck_assert_int_eq(tu_sql_int(store_db(a), "SELECT count(*) FROM (SELECT * FROM main.request_rows EXCEPT "
+                              "SELECT * FROM b.request_rows)"), 0);
+    ck_assert_int_eq(tu_sql_int(store_db(a), "SELECT count(*) FROM main.runs r JOIN b.runs s USING (run_id) "
+                              "WHERE r.ttft_p99_s = s.ttft_p99_s AND r.n_steps = s.n_steps"), 1);
+    store_close(a);
+    /* the store goes on as an ordinary one: a second run is run 2 */
+    setup(&o, "vllm-v1", 1);
+    ck_assert_int_eq(run(&o, b, &sb), 2);
+    store_close(b);
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM runs WHERE status = 'finished'"), 2);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM pragma_journal_mode WHERE journal_mode = 'wal'"), 1);
+    ck_assert_int_eq(tu_sql_int(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check = 'ok'"), 1);
+    sqlite3_close(db);
+}
+END_TEST
+
+/* Another process creates the database while this run simulates: its run
+ * is 1, this one lands there as run 2 with every row, and the private file
+ * goes.  A publish that replaced the other file (rename, not link) would
+ * lose run 1. */
+START_TEST(test_new_db_raced)
+{
+    const char *dir = tu_tmpdir();
+    char path[1200];
+    snprintf(path, sizeof path, "%s/race.db", dir);
+    store *st = NULL;
+    kvs_err err;
+    ck_assert_msg(store_open_new(path, &st, &err) == KVS_OK, "%s", err.msg);
+    other_writer ow = {path, 0};
+    job_opts o;
+    setup(&o, "vllm-v1", 1);
+    o.progress = write_other;
+    o.progress_ctx = &ow;
+    int64_t streamed = 0;
+    ck_assert_int_eq(run(&o, st, &streamed), 2);
+    ck_assert_int_eq(ow.id, 1);
+    ck_assert_int_eq(streamed, 0); /* written again, from memory */
+    ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM runs WHERE run_id = 1 AND status = 'failed'"), 1);
+    ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM requests WHERE run_id = 2"), 6000);
+    ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM request_rows"), 6000);
+    ck_assert_int_eq(leftovers(dir), 0);
+    store_close(st);
+}
+END_TEST
+
+/* A new database whose run cannot be written (a trigger refuses a row):
+ * the error names the path, and neither the database nor a private file
+ * is left; a store closed before any run leaves nothing either. */
+START_TEST(test_new_db_fails)
+{
+    const char *dir = tu_tmpdir();
+    char path[1200];
+    snprintf(path, sizeof path, "%s/nofile.db", dir);
+    store *st = NULL;
+    kvs_err err;
+    ck_assert_msg(store_open_new(path, &st, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_int_eq(sqlite3_exec(store_db(st),
+                                  "CREATE TEMP TRIGGER boom BEFORE INSERT ON main.request_rows "
+                                  "WHEN NEW.key % 4294967296 = 5000 "
+                                  "BEGIN SELECT RAISE(ABORT, 'row 5000 refused'); END",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    job_opts o;
+    setup(&o, "vllm-v1", 1);
+    int64_t id = 0;
+    ck_assert_int_ne(job_execute(&o, st, &id, NULL, &err), KVS_OK);
+    ck_assert_ptr_nonnull(strstr(err.msg, "row 5000 refused"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "nofile.db"));
+    ck_assert_int_eq(store_pending(st), 1);
+    store_close(st);
+    ck_assert_int_eq(access(path, F_OK), -1);
+    ck_assert_int_eq(leftovers(dir), 0);
+    ck_assert_msg(store_open_new(path, &st, &err) == KVS_OK, "%s", err.msg);
+    store_close(st);
+    ck_assert_int_eq(access(path, F_OK), -1);
+    ck_assert_int_eq(leftovers(dir), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("job_stream");
@@ -243,6 +389,9 @@ int main(void)
     tcase_add_test(t, test_stream_no_lock_and_moved_id);
     tcase_add_test(t, test_stream_write_fails);
     tcase_add_test(t, test_stream_end);
+    tcase_add_test(t, test_new_db_same_rows);
+    tcase_add_test(t, test_new_db_raced);
+    tcase_add_test(t, test_new_db_fails);
     suite_add_tcase(s, t);
     return tu_run_suites(&s, 1);
 }
