@@ -2,6 +2,7 @@
 #include "fdio.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 int fdio_read_full(int fd, void *buf, size_t n)
@@ -35,4 +36,16 @@ int fdio_write_full(int fd, const void *buf, size_t n)
         n -= (size_t)k;
     }
     return 0;
+}
+
+int fdio_sync_path(const char *path, int dir)
+{
+    int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int r = fsync(fd);
+    const int e = errno;
+    close(fd);
+    errno = e;
+    return r;
 }

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../base/fdio.h"
 #include "store_image.h"
 #include "store_spool.h"
 
@@ -544,19 +545,6 @@ int store_open_new(const char *path, store **out, kvs_err *err)
 
 int store_pending(const store *s) { return s->pending != NULL; }
 
-/* fsync a file or directory by name; 0 or -1 (errno set). */
-static int sync_name(const char *p, int dir)
-{
-    int fd = open(p, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int r = fsync(fd);
-    const int e = errno;
-    close(fd);
-    errno = e;
-    return r;
-}
-
 int store_publish(store *s, int *raced, kvs_err *err)
 {
     *raced = 0;
@@ -571,7 +559,7 @@ int store_publish(store *s, int *raced, kvs_err *err)
     char *tmp = s->pending;
     s->pending = NULL;
     int rc = KVS_OK;
-    if (sync_name(tmp, 0) != 0) {
+    if (fdio_sync_path(tmp, 0) != 0) {
         rc = kvs_errf(err, KVS_EDB, "%s: writing the new database: %s", s->path, strerror(errno));
     } else if (link(tmp, s->path) != 0) {
         if (errno == EEXIST) /* another process made the database meanwhile */
@@ -581,7 +569,7 @@ int store_publish(store *s, int *raced, kvs_err *err)
     } else {
         char dir[4096];
         dir_of(s->path, dir, sizeof dir);
-        (void)sync_name(dir, 1); /* the new name made durable; best effort */
+        (void)fdio_sync_path(dir, 1); /* the new name made durable; best effort */
     }
     unlink_pending(tmp);
     free(tmp);

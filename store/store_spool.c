@@ -3,6 +3,7 @@
  * store_spool.h). */
 #include "store_spool.h"
 
+#include "../base/fdio.h"
 #include "store_calib.h"
 
 #include <dirent.h>
@@ -79,17 +80,6 @@ static int job_write(store *s, const spool_job *j, int64_t *id, kvs_err *err)
         return store_write_run_staged(s, j->cfg, j->res, j->stage, id, err);
     return store_write_failed_run(s, j->cfg, j->tr, j->error, j->started_at, j->wall_s, id,
                                   err);
-}
-
-/* fsync a file or directory by path; 0 on success. */
-static int sync_path(const char *p, int dir)
-{
-    int fd = open(p, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int r = fsync(fd);
-    close(fd);
-    return r;
 }
 
 /* Append ", (KEY, VALUE)" rows to *vals (sqlite3_mprintf'd; NULL when out
@@ -204,12 +194,12 @@ static int spool_write(store *s, const spool_job *j, char *final, size_t cap, kv
         return rc;
     }
     store_close(sp);
-    if (sync_path(tmp, 0) != 0 || rename(tmp, final) != 0) {
+    if (fdio_sync_path(tmp, 0) != 0 || rename(tmp, final) != 0) {
         rc = kvs_errf(err, KVS_EIO, "%s: %s", final, strerror(errno));
         unlink(tmp);
         return rc;
     }
-    (void)sync_path(dir, 1);
+    (void)fdio_sync_path(dir, 1);
     return KVS_OK;
 }
 

@@ -52,6 +52,17 @@ static store *open_db(const char *dir, const char *name)
     return st;
 }
 
+/* store_open_new of dir/name (which names no file yet); its path in path. */
+static store *open_new_db(const char *dir, const char *name, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", dir, name);
+    store *st = NULL;
+    kvs_err err;
+    ck_assert_msg(store_open_new(path, &st, &err) == KVS_OK, "%s", err.msg);
+    ck_assert_int_eq(store_pending(st), 1);
+    return st;
+}
+
 /* Run o into st; the run's id; res freed. */
 static int64_t run(job_opts *o, store *st, int64_t *streamed)
 {
@@ -177,17 +188,23 @@ START_TEST(test_stream_no_lock_and_moved_id)
 }
 END_TEST
 
+/* A trigger on st's connection that refuses request 5000's row. */
+static void refuse_row_5000(store *st)
+{
+    ck_assert_int_eq(sqlite3_exec(store_db(st),
+                                  "CREATE TEMP TRIGGER boom BEFORE INSERT ON main.request_rows "
+                                  "WHEN NEW.key % 4294967296 = 5000 "
+                                  "BEGIN SELECT RAISE(ABORT, 'row 5000 refused'); END",
+                                  NULL, NULL, NULL), SQLITE_OK);
+}
+
 /* A row the database refuses (a trigger on request 5000): the run's write
  * fails and nothing of it remains; the error names the database. */
 START_TEST(test_stream_write_fails)
 {
     const char *dir = tu_tmpdir();
     store *st = open_db(dir, "fail.db");
-    ck_assert_int_eq(sqlite3_exec(store_db(st),
-                                  "CREATE TEMP TRIGGER boom BEFORE INSERT ON main.request_rows "
-                                  "WHEN NEW.key % 4294967296 = 5000 "
-                                  "BEGIN SELECT RAISE(ABORT, 'row 5000 refused'); END",
-                                  NULL, NULL, NULL), SQLITE_OK);
+    refuse_row_5000(st);
     job_opts o;
     setup(&o, "vllm-v1", 1);
     int64_t id = 0;
@@ -275,12 +292,8 @@ static void check_absent(void *ctx, double sim_s, int64_t done, int64_t total, d
 START_TEST(test_new_db_same_rows)
 {
     const char *dir = tu_tmpdir();
-    store *a = open_db(dir, "a.db"), *b = NULL;
     char path[1200];
-    snprintf(path, sizeof path, "%s/new.db", dir);
-    kvs_err err;
-    ck_assert_msg(store_open_new(path, &b, &err) == KVS_OK, "%s", err.msg);
-    ck_assert_int_eq(store_pending(b), 1);
+    store *a = open_db(dir, "a.db"), *b = open_new_db(dir, "new.db", path, sizeof path);
     ck_assert_int_eq(access(path, F_OK), -1);
     job_opts o;
     int64_t sa, sb;
@@ -326,10 +339,7 @@ START_TEST(test_new_db_raced)
 {
     const char *dir = tu_tmpdir();
     char path[1200];
-    snprintf(path, sizeof path, "%s/race.db", dir);
-    store *st = NULL;
-    kvs_err err;
-    ck_assert_msg(store_open_new(path, &st, &err) == KVS_OK, "%s", err.msg);
+    store *st = open_new_db(dir, "race.db", path, sizeof path);
     other_writer ow = {path, 0};
     job_opts o;
     setup(&o, "vllm-v1", 1);
@@ -354,15 +364,9 @@ START_TEST(test_new_db_fails)
 {
     const char *dir = tu_tmpdir();
     char path[1200];
-    snprintf(path, sizeof path, "%s/nofile.db", dir);
-    store *st = NULL;
+    store *st = open_new_db(dir, "nofile.db", path, sizeof path);
     kvs_err err;
-    ck_assert_msg(store_open_new(path, &st, &err) == KVS_OK, "%s", err.msg);
-    ck_assert_int_eq(sqlite3_exec(store_db(st),
-                                  "CREATE TEMP TRIGGER boom BEFORE INSERT ON main.request_rows "
-                                  "WHEN NEW.key % 4294967296 = 5000 "
-                                  "BEGIN SELECT RAISE(ABORT, 'row 5000 refused'); END",
-                                  NULL, NULL, NULL), SQLITE_OK);
+    refuse_row_5000(st);
     job_opts o;
     setup(&o, "vllm-v1", 1);
     int64_t id = 0;
@@ -373,8 +377,7 @@ START_TEST(test_new_db_fails)
     store_close(st);
     ck_assert_int_eq(access(path, F_OK), -1);
     ck_assert_int_eq(leftovers(dir), 0);
-    ck_assert_msg(store_open_new(path, &st, &err) == KVS_OK, "%s", err.msg);
-    store_close(st);
+    store_close(open_new_db(dir, "nofile.db", path, sizeof path));
     ck_assert_int_eq(access(path, F_OK), -1);
     ck_assert_int_eq(leftovers(dir), 0);
 }
