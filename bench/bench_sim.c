@@ -279,7 +279,7 @@ static void targets(const char *kvsim, const trace *tr, const char *engine, cons
     rm_db(idb);
     unlink(csv);
     /* the small workload, and its fixed part: the same run of one request
-     * (process start, a new database and its schema, the closing checkpoint) */
+     * (process start, a new database built and linked into place) */
     char *small[] = {(char *)kvsim, "run", "--synthetic",
                      "arrival=poisson,rate=4,n=20000,prompt=1024,output=256", "--engine",
                      (char *)engine, "--db", (char *)db, NULL};

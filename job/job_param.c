@@ -177,7 +177,7 @@ static const job_param params[] = {
      "the same per-request SLOs in vllm bench serve's syntax:" IND
      "milliseconds, keys ttft tpot e2el (spaces or commas)", JOB_VARY_ALL},
     {"db", P_DB, JOB_PARAM_STR, 0, 0, "results", "FILE",
-     "SQLite results database (default kvsim.db)", 0},
+     "SQLite results database (default kvsim.db; made with its first run in it)", 0},
     {"record-steps", P_REC, JOB_PARAM_SWITCH, 0, 0, "results", NULL,
      "store every step in the steps table", JOB_VARY_VARIANT},
     {"label", P_LABEL, JOB_PARAM_STR, 0, 0, "results", "TEXT", "free text stored with the run",
