@@ -562,10 +562,10 @@ int store_publish(store *s, int *raced, kvs_err *err)
     if (fdio_sync_path(tmp, 0) != 0) {
         rc = kvs_errf(err, KVS_EDB, "%s: writing the new database: %s", s->path, strerror(errno));
     } else if (link(tmp, s->path) != 0) {
-        if (errno == EEXIST) /* another process made the database meanwhile */
-            *raced = 1;
-        else
-            rc = kvs_errf(err, KVS_EDB, "%s: cannot create it: %s", s->path, strerror(errno));
+        /* EEXIST: another process made the database meanwhile.  Anything
+         * else (a filesystem without hard links): SQLite makes it the
+         * usual way.  Either way the run is written again there. */
+        *raced = 1;
     } else {
         char dir[4096];
         dir_of(s->path, dir, sizeof dir);

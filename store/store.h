@@ -57,9 +57,10 @@ int store_pending(const store *s);
  * back to WAL, close, fsync, link, fsync the directory; s then goes on as
  * a store on path, its connection opened again at its first use
  * (store_db), not before: a run's store is usually only closed next.
- * *raced = 1 when another process created path meanwhile: the private file
- * is dropped, s is opened on that database, and what was written must be
- * written again (job_execute does).  Cost: one fsync of the file and one
+ * *raced = 1 when another process created path meanwhile (or the link
+ * failed otherwise, e.g. on a filesystem without hard links): the private
+ * file is dropped, s is opened on the database at path (made by SQLite if
+ * need be), and what was written must be written again (job_execute does).  Cost: one fsync of the file and one
  * of its directory. */
 int store_publish(store *s, int *raced, kvs_err *err);
 /* The raw handle, for modules that own extra tables (calibration, query). */

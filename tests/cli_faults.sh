@@ -90,6 +90,22 @@ id=$("$KVSIM" run --db "$NEWD/killed.db" --synthetic "$SMALL" --quiet 2>&1)
 [ "$id" = 1 ] && ok || bad "run after a killed one: '$id'"
 [ -z "$(ls "$NEWD" | grep kvsim-new)" ] && ok || bad "stale private files not swept: $(ls "$NEWD")"
 consistent "$NEWD/killed.db" "after a killed run" 1
+# A filesystem without hard links (link(2) refused, by a preloaded shim):
+# the run is written into a database SQLite makes the usual way.
+if command -v cc >/dev/null; then
+  printf '#include <errno.h>\nint link(const char *a, const char *b) { (void)a; (void)b; errno = EPERM; return -1; }\n' > "$T/nolink.c"
+  if cc -shared -fPIC -o "$T/nolink.so" "$T/nolink.c" 2>/dev/null; then
+    id=$(LD_PRELOAD="$T/nolink.so" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+         "$KVSIM" run --db "$NEWD/nolink.db" --synthetic "$SMALL" --quiet 2>&1)
+    [ "$id" = 1 ] && ok || bad "no hard links: '$id'"
+    consistent "$NEWD/nolink.db" "no hard links" 1
+    [ -z "$(ls "$NEWD" | grep kvsim-new)" ] && ok || bad "no hard links: private files left: $(ls "$NEWD")"
+  else
+    skip "no hard links: cc cannot build a shared object"
+  fi
+else
+  skip "no hard links: no C compiler"
+fi
 
 # ------------------------------------------------ full disk: ulimit -f
 DB=$T/fsize.db
