@@ -7,8 +7,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <limits.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -399,8 +399,8 @@ static int busy_ms_from_env(int *ms, kvs_err *err)
 }
 
 /* Open the connection on `file` and bring the schema up to date.  pending:
- * a private file no one else sees (store_open_new): no journal, no syncs
- * until store_publish.  imaged: store_image_create made the file. */
+ * a private file no one else sees (store_open_new): its journal in memory,
+ * no syncs until store_publish.  imaged: store_image_create made the file. */
 static int open_conn(store *s, const char *file, int pending, int imaged, kvs_err *err)
 {
     int src = sqlite3_open_v2(file, &s->db,
