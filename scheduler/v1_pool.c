@@ -221,6 +221,7 @@ void v1_pool_unregister_(v1_pool *p, int32_t b)
  * a new key, v1_pool_save.) */
 void v1_pool_unsave_(v1_pool *p, int32_t b, uint32_t f)
 {
+    (void)f; /* read by the assert alone */
     assert((f & V1_BLK_SAVED) && (f & V1_BLK_WATCHED));
     p->wfree--; /* it was free */
     watch_drop(p, b, 0); /* the lookup's answer ends before it */
