@@ -43,13 +43,19 @@ struct store {
 
 static int open_conn(store *s, const char *file, int pending, int imaged, kvs_err *err);
 
+/* After store_publish: the connection, opened on the database at path. */
+static int reopen_at_path(store *s, kvs_err *err)
+{
+    s->how = STORE_SCHEMA_CURRENT;
+    return open_conn(s, s->path, 0, 0, err);
+}
+
 sqlite3 *store_db(store *s)
 {
     if (!s->db && s->published) { /* after store_publish: on first use */
         kvs_err e;
         s->published = 0;
-        s->how = STORE_SCHEMA_CURRENT;
-        if (open_conn(s, s->path, 0, 0, &e) != KVS_OK && s->db) {
+        if (reopen_at_path(s, &e) != KVS_OK && s->db) {
             sqlite3_close_v2(s->db); /* callers then fail on a NULL handle (SQLITE_MISUSE) */
             s->db = NULL;
         }
@@ -428,7 +434,7 @@ static int open_conn(store *s, const char *file, int pending, int imaged, kvs_er
             return store_fail(s, err, NULL);
     }
     if (sqlite3_exec(s->db,
-                     pending ? "PRAGMA synchronous=OFF; PRAGMA foreign_keys=ON"
+                     pending ? "PRAGMA foreign_keys=ON" /* synchronous=OFF above */
                              : "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON",
                      NULL, NULL, NULL) != SQLITE_OK)
         return store_fail(s, err, NULL);
@@ -575,10 +581,8 @@ int store_publish(store *s, int *raced, kvs_err *err)
     free(tmp);
     if (rc)
         return rc;
-    if (*raced) { /* the run is to be written again, there */
-        s->how = STORE_SCHEMA_CURRENT;
-        return open_conn(s, s->path, 0, 0, err);
-    }
+    if (*raced) /* the run is to be written again, there */
+        return reopen_at_path(s, err);
     s->published = 1; /* opened again only if used again (store_db) */
     return KVS_OK;
 }

@@ -43,10 +43,8 @@ static int plain_path(const char *path)
     return path && *path && strcmp(path, ":memory:") != 0 && strncmp(path, "file:", 5) != 0;
 }
 
-/* Write the image to a new file beside path (PATH.kvsim-new-PID-N, created
- * with O_EXCL) if path names no file yet; its name (malloc'd), or NULL when
- * nothing was written. */
-static char *image_write_temp(const char *path)
+/* Written with O_EXCL (store_image.h). */
+char *store_image_create_private(const char *path)
 {
     const char *e = getenv("KVSIM_SCHEMA_IMAGE");
     struct stat st;
@@ -85,7 +83,7 @@ out:
 
 int store_image_create(const char *path)
 {
-    char *tmp = image_write_temp(path);
+    char *tmp = store_image_create_private(path);
     if (!tmp)
         return 0;
     const int made = link(tmp, path) == 0;
@@ -93,5 +91,3 @@ int store_image_create(const char *path)
     free(tmp);
     return made;
 }
-
-char *store_image_create_private(const char *path) { return image_write_temp(path); }

@@ -153,26 +153,35 @@ static void write_other(void *ctx, double sim_s, int64_t done, int64_t total, do
     store_close(o2);
 }
 
+/* A streamed V1 run into st, during which another writer stores run 1
+ * into the database at path; the run's id (the other took 1). */
+static int64_t run_overtaken(store *st, const char *path, int64_t *streamed)
+{
+    other_writer ow = {path, 0};
+    job_opts o;
+    setup(&o, "vllm-v1", 1);
+    o.progress = write_other;
+    o.progress_ctx = &ow;
+    const int64_t id = run(&o, st, streamed);
+    ck_assert_int_eq(ow.id, 1);
+    return id;
+}
+
 START_TEST(test_stream_no_lock_and_moved_id)
 {
     const char *dir = tu_tmpdir();
     store *st = open_db(dir, "two.db");
     char path[1200];
     snprintf(path, sizeof path, "%s/two.db", dir);
-    other_writer ow = {path, 0};
-    job_opts o;
-    setup(&o, "vllm-v1", 1);
-    o.progress = write_other;
-    o.progress_ctx = &ow;
     int64_t streamed = 0;
-    ck_assert_int_eq(run(&o, st, &streamed), 2); /* the other run took 1 */
-    ck_assert_int_eq(ow.id, 1);
+    ck_assert_int_eq(run_overtaken(st, path, &streamed), 2);
     ck_assert_int_ge(streamed, 4096); /* keyed for run 1, moved to run 2 */
     ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM requests WHERE run_id = 2"), 6000);
     ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM request_rows"), 6000);
     ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT min(req_id) + max(req_id) FROM requests"), 5999);
     /* the same rows as the usual path's, shifted to run 2 */
     store *a = open_db(dir, "one.db");
+    job_opts o;
     setup(&o, "vllm-v1", 0);
     ck_assert_int_eq(run(&o, a, &streamed), 1);
     char sql[1600];
@@ -340,14 +349,8 @@ START_TEST(test_new_db_raced)
     const char *dir = tu_tmpdir();
     char path[1200];
     store *st = open_new_db(dir, "race.db", path, sizeof path);
-    other_writer ow = {path, 0};
-    job_opts o;
-    setup(&o, "vllm-v1", 1);
-    o.progress = write_other;
-    o.progress_ctx = &ow;
     int64_t streamed = 0;
-    ck_assert_int_eq(run(&o, st, &streamed), 2);
-    ck_assert_int_eq(ow.id, 1);
+    ck_assert_int_eq(run_overtaken(st, path, &streamed), 2);
     ck_assert_int_eq(streamed, 0); /* written again, from memory */
     ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM runs WHERE run_id = 1 AND status = 'failed'"), 1);
     ck_assert_int_eq(tu_sql_int(store_db(st), "SELECT count(*) FROM requests WHERE run_id = 2"), 6000);
