@@ -265,7 +265,10 @@ int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end);
  * with a leap sink) the steps leapt are those of a same-set stretch
  * (sched_set_leap_sink) while each starts before t, nobody finishes before
  * the last and the free blocks cover a block per running request
- * (docs/semantics.md section 7, "Leaps (V0)").  The sink sees every step as
+ * (docs/semantics.md section 7, "Leaps (V0)"); under trtllm (guaranteed
+ * no evict, with a leap sink) the same-set steps after a step of
+ * generation requests only, up to the first finish (docs/engine-trtllm.md,
+ * section 4).  The sink sees every step as
  * the step-by-step engine emits it and the results are identical; without the
  * call (or with t = -INFINITY) every plan is one step.  Leaps are off while
  * the sink wants decode members (--record-steps).  Cost: O(1). */
@@ -292,15 +295,16 @@ void sched_set_horizon_pair(sched *s, double near, double far);
  * by next_of[id] (-1: none; next_of NULL: id + 1, the trace order), and no
  * other external event (a timeout) comes before other_s.  An engine that
  * can (V1 in a leap; V0 in a leap under fcfs while requests wait, docs/
- * semantics.md section 7) then takes in each arrival itself, at its time: it
+ * semantics.md section 7; trtllm in a leap, docs/engine-trtllm.md section
+ * 4) then takes in each arrival itself, at its time: it
  * applies its arrival rule just before planning the first step that starts
  * at or after the request's arrival_s, as the step-by-step engine would
  * after the arrival event, and advances *cursor past it; the caller must
  * not deliver those again.  Leaps then run past arrivals that cannot be
  * admitted (a waiting queue held up by KV blocks, max_seqs or the token
- * budget) instead of ending at each one.  An engine that cannot take
- * arrivals in (trtllm) ignores this and goes by sched_set_horizon.
- * Cost: O(1). */
+ * budget; under trtllm, a capacity pass that stopped short of its list)
+ * instead of ending at each one.  An engine without leaps (sglang)
+ * ignores this and sched_set_horizon.  Cost: O(1). */
 void sched_set_arrivals(sched *s, int64_t *cursor, const int32_t *next_of, double other_s);
 
 /* Why the last plan returned SCHED_PLAN_STUCK (e.g. every running request

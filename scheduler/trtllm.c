@@ -14,10 +14,13 @@
  * evict, its whole context under max utilization — and under max
  * utilization one more block whenever a generated token starts a new one.
  * Per-request state is flat arrays indexed by id; nothing is allocated per
- * step.  A step costs O(|A|).  No leaps: every step is planned; but with a
- * leap sink, a step of generation requests only, the same ones in the same
- * order as the step before, is sunk as a same-set stretch's step (leapt,
- * no members; sched_same_set_flush), so its sink costs O(1), not O(|S|). */
+ * step.  A step costs O(|A|).  With a leap sink, a step of generation
+ * requests only, the same ones in the same order as the step before, is
+ * sunk as a same-set stretch's step (leapt, no members;
+ * sched_same_set_flush), so its sink costs O(1), not O(|S|); and under
+ * guaranteed no evict such steps are leapt (trt_leap): planned in O(1)
+ * each until someone finishes, since nothing the plan reads changes in
+ * between. */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -50,6 +53,10 @@ struct sched_trt {
      * its S (the same-set stretches, emit) */
     int32_t *prev;            /* [n] its S */
     int64_t nprev;            /* its |S|; 0: none */
+    int blocked;              /* 1: the last capacity pass stopped before A's
+                                 end (max_seqs, or a reservation that did not
+                                 fit): a request appended to A is not reached */
+    cost_run_cache runs;      /* leaps' step costs by batch shape (cost_run_get) */
 };
 
 /* Blocks a request takes when its first chunk runs. */
@@ -192,6 +199,7 @@ static void capacity_no_evict(sched *s)
 {
     sched_trt *t = s->trt;
     int64_t avail = t->F;
+    t->blocked = 0;
     for (int64_t i = 0; i < t->nact && t->nl < t->max_seqs; i++)
         if (is_gen(t, t->act[i]))
             t->L[t->nl++] = t->act[i];
@@ -202,11 +210,14 @@ static void capacity_no_evict(sched *s)
         if (t->nl >= t->max_seqs)
             break;
         int64_t need = t->held[id] > 0 ? 0 : start_blocks(s, id);
-        if (need > avail)
+        if (need > avail) {
+            t->blocked = 1;
             break;
+        }
         avail -= need;
         t->L[t->nl++] = id;
     }
+    t->blocked |= t->nl >= t->max_seqs;
 }
 
 /* Blocks request id needs for one more step (section 3.2). */
@@ -426,6 +437,83 @@ static void emit(sched *s, double now, double *t_end)
     *t_end = now + st->dur_s;
 }
 
+/* Whether a leap's next step, starting at t, may be planned in O(1): no
+ * external event comes before t (sched_set_horizon), or the arrivals due
+ * by t are taken in here (sched_set_arrivals) because the capacity pass
+ * stops before A's end, so that a request appended to A changes no step
+ * (an arrival is rejected here as it would be on its event).  O(1 +
+ * arrivals taken). */
+static int leap_may_go(sched *s, double t)
+{
+    if (t < s->horizon)
+        return 1;
+    if (!s->arr_cur || !(t < s->arr_other_s) || !s->trt->blocked)
+        return 0;
+    for (int64_t id; (id = sched_arrival_due(s, t)) >= 0;) {
+        sched_arrival_taken(s, id);
+        sched_arrive(s, id);
+    }
+    return 1;
+}
+
+/* Step 1 (just emitted by trt_plan, ending at t) gave a token to each of
+ * its members S, all generation requests, under guaranteed no evict.
+ * Until one of them makes its last token (step j* = min over S of O - g),
+ * each next step's plan reads what step 1's read (A, who is generating,
+ * the blocks held and free: nobody starts, finishes or takes a block; an
+ * arrival appended behind a stopped capacity pass is not reached), so it
+ * is S again, a same-set step whose record differs from step 1's only in
+ * its start, index, KV read (n more tokens a step), duration and the
+ * waiting count.  Those steps are emitted here while each starts before
+ * the horizon (leap_may_go), up to step j*; S's g and C then advance by
+ * the steps before the last, which trt_finish ends as usual.  Returns the
+ * end of the last step emitted (t if none).  O(|S|) plus O(1) per step
+ * (docs/engine-trtllm.md, section 4). */
+static double trt_leap(sched *s, double t)
+{
+    sched_trt *tr = s->trt;
+    sched_step *st = &s->step;
+    const int64_t n = tr->ns;
+    int64_t jstar = INT64_MAX;
+    for (int64_t k = 0; k < n; k++) {
+        const int32_t id = tr->S[k];
+        assert(is_gen(tr, id) && tr->q[id] == 1);
+        const int64_t rem = s->reqs[id].output_tokens - tr->g[id];
+        if (rem < jstar)
+            jstar = rem;
+    }
+    assert(st->kind == SCHED_STEP_DECODE && st->batch.n_decode == n && st->n_preempted == 0);
+    const cost_run *run = cost_run_get(&tr->runs, s->cost, &st->batch);
+    const int64_t running = st->n_running;
+    int64_t j = 1; /* steps of the leap emitted, step 1 included */
+    while (j < jstar && leap_may_go(s, t)) {
+        j++;
+        st->batch.kv_read += n;
+        st->dur_s = cost_run_s(run, st->batch.kv_read); /* = cost_step_s(s->cost, &st->batch) */
+        st->index = s->ctr.steps++;
+        st->start_s = t;
+        st->n_waiting = tr->nact - running;
+        st->limit = trt_limit(s, 0);
+        st->leapt = 1;
+        if (s->lk_steps == 0) { /* a stretch starts: S is its set */
+            memcpy(s->lk_ids, tr->S, (size_t)n * sizeof *tr->S);
+            s->lk_n = n;
+        }
+        s->lk_steps++;
+        s->ctr.leap_steps++;
+        s->n_members = 0;
+        if (s->sink)
+            s->sink(s->sink_ctx, st, s->members, 0);
+        t += st->dur_s;
+    }
+    for (int64_t k = 0; k < n && j > 1; k++) { /* steps 1 .. j - 1 stored */
+        const int32_t id = tr->S[k];
+        tr->C[id] += j - 1;
+        tr->g[id] += j - 1;
+    }
+    return t;
+}
+
 static int trt_plan(sched *s, double now, int more_arrivals, double *t_end)
 {
     (void)more_arrivals;
@@ -455,6 +543,10 @@ static int trt_plan(sched *s, double now, int more_arrivals, double *t_end)
     }
     take_blocks(s);
     emit(s, now, t_end);
+    /* a step of generation requests only (nprev) under guaranteed no evict,
+     * on one engine with a leap sink (as same_set) */
+    if (t->reserve && t->nprev > 0 && s->leap_fn && s->leap_past_finish)
+        *t_end = trt_leap(s, *t_end);
     return SCHED_PLAN_STEP;
 }
 

@@ -760,6 +760,82 @@ static int v0_class(const sched_config *c)
     return V0C_PLAIN;
 }
 
+/* cfg on tr run through the event loop with a leap sink, horizons on and
+ * off (KVSIM_NO_LEAP=1: one step per plan, the reference): the step
+ * records (the leapt flag included if keep_leapt), request results,
+ * counters (but leap_steps), ITL figures and whole-pipeline rows and
+ * summaries must be byte-identical.  Returns the steps leapt; *ctr gets
+ * the leaping run's counters, and *waiting_leapt adds its leapt steps
+ * taken while requests waited. */
+static int64_t leaps_as_steps(const run_config *cfg, const trace *tr, const cost_model *cost,
+                              uint64_t seed, int keep_leapt, sched_counters *ctr,
+                              int64_t *waiting_leapt)
+{
+    kvs_err err;
+    itl_sink a, b;
+    sched_req_result *ra, *rb;
+    sched_counters ca, cb;
+    run_itl_engine_ex(cfg, tr, cost, 1, 1, 1, &a, &ra, &ca);
+    run_itl_engine_ex(cfg, tr, cost, 1, 0, keep_leapt, &b, &rb, &cb);
+    ck_assert_int_eq(cb.leap_steps, 0);
+    ck_assert_msg(a.log.n == b.log.n, "seed %llu: %lld steps with leaps, %lld without",
+                  (unsigned long long)seed, (long long)a.log.n, (long long)b.log.n);
+    for (int64_t i = 0; i < a.log.n; i++) {
+        *waiting_leapt += a.log.st[i].leapt && a.log.st[i].n_waiting > 0;
+        if (!keep_leapt) /* the reference marks no same-set step (trtllm) */
+            a.log.st[i].leapt = 0;
+    }
+    ck_assert(!keep_leapt || a.leapt == b.leapt);
+    for (int64_t i = 0; i < a.log.n; i++)
+        ck_assert_msg(memcmp(&a.log.st[i], &b.log.st[i], sizeof a.log.st[i]) == 0,
+                      "seed %llu: step %lld differs (start %.9g vs %.9g, kv_read %lld vs "
+                      "%lld, limit %d vs %d, leapt %d vs %d)", (unsigned long long)seed,
+                      (long long)i, a.log.st[i].start_s, b.log.st[i].start_s,
+                      (long long)a.log.st[i].batch.kv_read,
+                      (long long)b.log.st[i].batch.kv_read, a.log.st[i].limit,
+                      b.log.st[i].limit, a.log.st[i].leapt, b.log.st[i].leapt);
+    ck_assert_msg(memcmp(ra, rb, (size_t)tr->n * sizeof *ra) == 0,
+                  "seed %llu: request results differ", (unsigned long long)seed);
+    const int64_t leaps = ca.leap_steps;
+    *ctr = ca;
+    ca.leap_steps = 0;
+    ck_assert_msg(memcmp(&ca, &cb, sizeof ca) == 0, "seed %llu: counters differ",
+                  (unsigned long long)seed);
+    /* the trackers' state, before run_itl_finish hands it over */
+    ck_assert(memcmp(a.itl.req, b.itl.req, (size_t)tr->n * sizeof *a.itl.req) == 0);
+    run_summary sa = {0}, sb = {0};
+    a.max_itl_s = run_itl_finish(&a.itl, &sa);
+    b.max_itl_s = run_itl_finish(&b.itl, &sb);
+    ck_assert(a.max_itl_s && b.max_itl_s);
+    ck_assert_msg(memcmp(&sa, &sb, sizeof sa) == 0, "seed %llu: ITL figures differ",
+                  (unsigned long long)seed);
+    ck_assert(memcmp(a.max_itl_s, b.max_itl_s, (size_t)tr->n * sizeof *a.max_itl_s) == 0);
+    /* the whole run pipeline, horizons on and off */
+    run_result pa, pb;
+    unsetenv("KVSIM_NO_LEAP");
+    ck_assert_int_eq(run_execute(cfg, tr, cost, &pa, &err), 0);
+    setenv("KVSIM_NO_LEAP", "1", 1);
+    ck_assert_int_eq(run_execute(cfg, tr, cost, &pb, &err), 0);
+    unsetenv("KVSIM_NO_LEAP");
+    ck_assert_int_eq(pa.leap_steps, leaps);
+    ck_assert_int_eq(pb.leap_steps, 0);
+    ck_assert(memcmp(pa.reqs, pb.reqs, (size_t)tr->n * sizeof *pa.reqs) == 0);
+    ck_assert(memcmp(pa.max_itl_s, pb.max_itl_s, (size_t)tr->n * sizeof *pa.max_itl_s) == 0);
+    ck_assert_msg(memcmp(&pa.sum, &pb.sum, sizeof pa.sum) == 0,
+                  "seed %llu: run summaries differ", (unsigned long long)seed);
+    run_result_free(&pa);
+    run_result_free(&pb);
+    run_itl_free(&a.itl);
+    run_itl_free(&b.itl);
+    free(a.max_itl_s);
+    free(b.max_itl_s);
+    free(a.log.st);
+    free(b.log.st);
+    free(ra);
+    free(rb);
+    return leaps;
+}
+
 START_TEST(test_v0_leaps_identical)
 {
     kvs_err err;
@@ -783,67 +859,11 @@ START_TEST(test_v0_leaps_identical)
             tr.reqs[i].arrival_s *= spread[seed % 4];
         if (c->prefix_caching)
             add_prefixes(&tr, seed, 8, seed % 3 != 0);
-        itl_sink a, b;
-        sched_req_result *ra, *rb;
-        sched_counters ca, cb;
-        run_itl_engine_ex(&cfg, &tr, &cost, 1, 1, 1, &a, &ra, &ca);
-        run_itl_engine_ex(&cfg, &tr, &cost, 1, 0, 1, &b, &rb, &cb);
-        ck_assert_int_eq(cb.leap_steps, 0);
-        ck_assert_msg(a.log.n == b.log.n, "seed %llu: %lld steps with leaps, %lld without",
-                      (unsigned long long)seed, (long long)a.log.n, (long long)b.log.n);
-        for (int64_t i = 0; i < a.log.n; i++)
-            ck_assert_msg(memcmp(&a.log.st[i], &b.log.st[i], sizeof a.log.st[i]) == 0,
-                          "seed %llu: step %lld differs (start %.9g vs %.9g, kv_read %lld vs "
-                          "%lld, limit %d vs %d, leapt %d vs %d)", (unsigned long long)seed,
-                          (long long)i, a.log.st[i].start_s, b.log.st[i].start_s,
-                          (long long)a.log.st[i].batch.kv_read,
-                          (long long)b.log.st[i].batch.kv_read, a.log.st[i].limit,
-                          b.log.st[i].limit, a.log.st[i].leapt, b.log.st[i].leapt);
-        ck_assert_msg(memcmp(ra, rb, (size_t)tr.n * sizeof *ra) == 0,
-                      "seed %llu: request results differ", (unsigned long long)seed);
-        int64_t leaps = ca.leap_steps;
-        ca.leap_steps = 0;
-        ck_assert_msg(memcmp(&ca, &cb, sizeof ca) == 0, "seed %llu: counters differ",
-                      (unsigned long long)seed);
-        /* the trackers' state, before run_itl_finish hands it over */
-        ck_assert(memcmp(a.itl.req, b.itl.req, (size_t)tr.n * sizeof *a.itl.req) == 0);
-        run_summary sa = {0}, sb = {0};
-        a.max_itl_s = run_itl_finish(&a.itl, &sa);
-        b.max_itl_s = run_itl_finish(&b.itl, &sb);
-        ck_assert(a.max_itl_s && b.max_itl_s);
-        ck_assert_msg(memcmp(&sa, &sb, sizeof sa) == 0, "seed %llu: ITL figures differ",
-                      (unsigned long long)seed);
-        ck_assert(memcmp(a.max_itl_s, b.max_itl_s, (size_t)tr.n * sizeof *a.max_itl_s) == 0);
-        ck_assert_int_eq(a.leapt, b.leapt);
+        sched_counters ca;
+        const int64_t leaps = leaps_as_steps(&cfg, &tr, &cost, seed, 1, &ca, &waiting_leapt);
         leapt[v0_class(c)] += leaps;
         if (leaps > 0 && ca.preempt_recompute + ca.preempt_swap > 0)
             preempted++;
-        /* leapt steps taken while requests waited (a blocked head each time) */
-        for (int64_t i = 0; i < a.log.n; i++)
-            waiting_leapt += a.log.st[i].leapt && a.log.st[i].n_waiting > 0;
-        /* the whole run pipeline, horizons on and off */
-        run_result pa, pb;
-        unsetenv("KVSIM_NO_LEAP");
-        ck_assert_int_eq(run_execute(&cfg, &tr, &cost, &pa, &err), 0);
-        setenv("KVSIM_NO_LEAP", "1", 1);
-        ck_assert_int_eq(run_execute(&cfg, &tr, &cost, &pb, &err), 0);
-        unsetenv("KVSIM_NO_LEAP");
-        ck_assert_int_eq(pa.leap_steps, leaps);
-        ck_assert_int_eq(pb.leap_steps, 0);
-        ck_assert(memcmp(pa.reqs, pb.reqs, (size_t)tr.n * sizeof *pa.reqs) == 0);
-        ck_assert(memcmp(pa.max_itl_s, pb.max_itl_s, (size_t)tr.n * sizeof *pa.max_itl_s) == 0);
-        ck_assert_msg(memcmp(&pa.sum, &pb.sum, sizeof pa.sum) == 0,
-                      "seed %llu: run summaries differ", (unsigned long long)seed);
-        run_result_free(&pa);
-        run_result_free(&pb);
-        run_itl_free(&a.itl);
-        run_itl_free(&b.itl);
-        free(a.max_itl_s);
-        free(b.max_itl_s);
-        free(a.log.st);
-        free(b.log.st);
-        free(ra);
-        free(rb);
         free_trace(&tr);
     }
     static const char *const names[V0C_COUNT] = {"lpm", "prefix caching", "priority preemption",
@@ -854,6 +874,60 @@ START_TEST(test_v0_leaps_identical)
     ck_assert_msg(waiting_leapt > 1000, "%lld leapt steps with requests waiting: toothless",
                   (long long)waiting_leapt);
     ck_assert_msg(preempted > 0, "no V0 run both leapt and preempted");
+    cost_model_free(&cost);
+}
+END_TEST
+
+/* TensorRT-LLM leaps (scheduler/trtllm.c, trt_leap): under guaranteed no
+ * evict, with a leap sink and a horizon, a step of generation requests
+ * only is followed by the same-set steps up to the first finish, planned
+ * at once; arrivals behind a capacity pass that stopped short of A are
+ * taken in (and rejected there when too long).  Random TensorRT-LLM
+ * configurations (random_trt_config: reserved or paged blocks, chunked or
+ * not, small caches; a third with a max_model_len that rejects some
+ * requests) on traces whose arrivals are squeezed or spread: the run with
+ * horizons and the run with KVSIM_NO_LEAP=1 must be byte-identical
+ * (leaps_as_steps); paged runs never leap (max utilization takes blocks as
+ * contexts grow), and the reserved ones must have leapt, while requests
+ * waited too, so the test cannot pass by leaping never. */
+START_TEST(test_trt_leaps_identical)
+{
+    kvs_err err;
+    cost_model cost;
+    tu_cost_affine(&cost);
+    int64_t leapt = 0, waiting_leapt = 0, rejected = 0, reserved_runs = 0;
+    static const double spread[4] = {0.5, 1.0, 3.0, 8.0}; /* arrival time factors */
+    for (uint64_t seed = 1; seed <= 120; seed++) {
+        run_config cfg;
+        random_trt_config(&cfg, seed);
+        sched_config *c = &cfg.sched;
+        if (seed % 4 != 0) /* mostly guaranteed no evict, where leaps are */
+            c->alloc = SCHED_ALLOC_RESERVED;
+        if (seed % 3 == 0)
+            c->max_model_len = 330; /* some requests rejected on arrival */
+        if (sched_config_check(c, 200, &err) != 0)
+            continue;
+        trace tr;
+        tu_random_trace(&tr, 120 + (int)(seed % 80), seed * 15485863, 300, 90, 1);
+        for (int64_t i = 0; i < tr.n; i++)
+            tr.reqs[i].arrival_s *= spread[seed % 4];
+        sched_counters ca;
+        const int64_t leaps = leaps_as_steps(&cfg, &tr, &cost, seed, 0, &ca, &waiting_leapt);
+        if (c->alloc == SCHED_ALLOC_PAGED)
+            ck_assert_int_eq(leaps, 0);
+        else
+            reserved_runs++;
+        leapt += leaps;
+        rejected += leaps > 0 ? ca.n_rejected : 0;
+        free_trace(&tr);
+    }
+    printf("test_leaps: TensorRT-LLM: %lld runs under guaranteed no evict, %lld steps leapt, "
+           "%lld same-set steps while requests waited; %lld requests rejected in runs that leapt\n",
+           (long long)reserved_runs, (long long)leapt, (long long)waiting_leapt,
+           (long long)rejected);
+    ck_assert_msg(leapt > 5000 && waiting_leapt > 1000 && rejected > 50,
+                  "TensorRT-LLM: %lld steps leapt, %lld while requests waited, %lld rejected: "
+                  "toothless", (long long)leapt, (long long)waiting_leapt, (long long)rejected);
     cost_model_free(&cost);
 }
 END_TEST
@@ -1079,6 +1153,7 @@ int main(void)
     tcase_add_test(tc, test_rq_release_in_one_leap);
     tcase_add_test(tc, test_same_set_identical);
     tcase_add_test(tc, test_v0_leaps_identical);
+    tcase_add_test(tc, test_trt_leaps_identical);
     tcase_add_test(tc, test_v0_leap_golden);
     tcase_add_test(tc, test_v0_leap_lpm_eviction);
     tcase_add_test(tc, test_live_router_rejections);
