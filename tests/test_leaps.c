@@ -584,6 +584,35 @@ static void run_itl_engine(const run_config *cfg, const trace *tr, const cost_mo
     run_itl_engine_ex(cfg, tr, cost, leap_sink, 1, 0, k, res, NULL);
 }
 
+/* Two ITL trackers fed the same run two ways must hold the same state and
+ * hand over the same figures and largest gaps (run_itl_finish, into
+ * a->max_itl_s and b->max_itl_s). */
+static void itl_same(itl_sink *a, itl_sink *b, int64_t n, uint64_t seed)
+{
+    /* the trackers' state, before run_itl_finish hands it over */
+    ck_assert(memcmp(a->itl.req, b->itl.req, (size_t)n * sizeof *a->itl.req) == 0);
+    run_summary sa = {0}, sb = {0};
+    a->max_itl_s = run_itl_finish(&a->itl, &sa);
+    b->max_itl_s = run_itl_finish(&b->itl, &sb);
+    ck_assert(a->max_itl_s && b->max_itl_s);
+    ck_assert_msg(memcmp(&sa, &sb, sizeof sa) == 0, "seed %llu: ITL figures differ",
+                  (unsigned long long)seed);
+    ck_assert(memcmp(a->max_itl_s, b->max_itl_s, (size_t)n * sizeof *a->max_itl_s) == 0);
+}
+
+/* Free what run_itl_engine_ex and itl_same left in a, b, ra and rb. */
+static void itl_pair_free(itl_sink *a, itl_sink *b, sched_req_result *ra, sched_req_result *rb)
+{
+    run_itl_free(&a->itl);
+    run_itl_free(&b->itl);
+    free(a->max_itl_s);
+    free(b->max_itl_s);
+    free(a->log.st);
+    free(b->log.st);
+    free(ra);
+    free(rb);
+}
+
 /* The whole pipeline, leap sink (record_steps 0) against every member
  * listed (record_steps 1): rows, largest gaps and summaries.  A cluster
  * behind round-robin or random also routes ahead without recorded steps
@@ -660,15 +689,7 @@ START_TEST(test_same_set_identical)
         ck_assert_msg(memcmp(a.log.st, b.log.st, (size_t)a.log.n * sizeof *a.log.st) == 0,
                       "seed %llu: step records differ", (unsigned long long)seed);
         ck_assert(memcmp(ra, rb, (size_t)tr.n * sizeof *ra) == 0);
-        /* the trackers' state, before run_itl_finish hands it over */
-        ck_assert(memcmp(a.itl.req, b.itl.req, (size_t)tr.n * sizeof *a.itl.req) == 0);
-        run_summary sa = {0}, sb = {0};
-        a.max_itl_s = run_itl_finish(&a.itl, &sa);
-        b.max_itl_s = run_itl_finish(&b.itl, &sb);
-        ck_assert(a.max_itl_s && b.max_itl_s);
-        ck_assert_msg(memcmp(&sa, &sb, sizeof sa) == 0, "seed %llu: ITL figures differ",
-                      (unsigned long long)seed);
-        ck_assert(memcmp(a.max_itl_s, b.max_itl_s, (size_t)tr.n * sizeof *a.max_itl_s) == 0);
+        itl_same(&a, &b, tr.n, seed);
         ck_assert_int_eq(a.itl.n_done, b.itl.n_done);
         if (cfg.sched.kv_cache_off || cfg.sched.batching == SCHED_BATCHING_STATIC)
             ck_assert_int_eq(a.leapt, 0); /* listed: their costs read the members */
@@ -703,14 +724,7 @@ START_TEST(test_same_set_identical)
             cfg.kv_bytes_per_token = 4096;
             check_pipeline(&cfg, &tr, &cost, seed);
         }
-        run_itl_free(&a.itl);
-        run_itl_free(&b.itl);
-        free(a.max_itl_s);
-        free(b.max_itl_s);
-        free(a.log.st);
-        free(b.log.st);
-        free(ra);
-        free(rb);
+        itl_pair_free(&a, &b, ra, rb);
         free_trace(&tr);
     }
     ck_assert_msg(runs >= 60 && leapt > 1000 && leapt_v1 > 1000,
@@ -801,15 +815,7 @@ static int64_t leaps_as_steps(const run_config *cfg, const trace *tr, const cost
     ca.leap_steps = 0;
     ck_assert_msg(memcmp(&ca, &cb, sizeof ca) == 0, "seed %llu: counters differ",
                   (unsigned long long)seed);
-    /* the trackers' state, before run_itl_finish hands it over */
-    ck_assert(memcmp(a.itl.req, b.itl.req, (size_t)tr->n * sizeof *a.itl.req) == 0);
-    run_summary sa = {0}, sb = {0};
-    a.max_itl_s = run_itl_finish(&a.itl, &sa);
-    b.max_itl_s = run_itl_finish(&b.itl, &sb);
-    ck_assert(a.max_itl_s && b.max_itl_s);
-    ck_assert_msg(memcmp(&sa, &sb, sizeof sa) == 0, "seed %llu: ITL figures differ",
-                  (unsigned long long)seed);
-    ck_assert(memcmp(a.max_itl_s, b.max_itl_s, (size_t)tr->n * sizeof *a.max_itl_s) == 0);
+    itl_same(&a, &b, tr->n, seed);
     /* the whole run pipeline, horizons on and off */
     run_result pa, pb;
     unsetenv("KVSIM_NO_LEAP");
@@ -825,14 +831,7 @@ static int64_t leaps_as_steps(const run_config *cfg, const trace *tr, const cost
                   "seed %llu: run summaries differ", (unsigned long long)seed);
     run_result_free(&pa);
     run_result_free(&pb);
-    run_itl_free(&a.itl);
-    run_itl_free(&b.itl);
-    free(a.max_itl_s);
-    free(b.max_itl_s);
-    free(a.log.st);
-    free(b.log.st);
-    free(ra);
-    free(rb);
+    itl_pair_free(&a, &b, ra, rb);
     return leaps;
 }
 
