@@ -43,6 +43,7 @@ struct sched_trt {
     /* A: arrived, unfinished requests in arrival order */
     int32_t *act;
     int64_t nact;
+    int64_t nstarted;         /* requests of A holding blocks (started) */
     /* the step: capacity-scheduled list L, then the members S */
     int32_t *L;
     int64_t nl;
@@ -235,8 +236,10 @@ static int64_t one_step_blocks(const sched *s, int32_t id)
 static void pause_req(sched *s, int32_t id)
 {
     sched_trt *t = s->trt;
+    assert(t->held[id] > 0);
     t->F += t->held[id];
     t->held[id] = 0;
+    t->nstarted--;
     t->C[id] = 0;
     t->ctx[id] = 1;
     s->res[id].preemptions++;
@@ -332,13 +335,14 @@ static void take_blocks(sched *s)
     sched_trt *t = s->trt;
     for (int64_t k = 0; k < t->ns; k++) {
         int32_t id = t->S[k];
-        int64_t need = one_step_blocks(s, id);
         if (t->reserve && t->held[id] > 0)
-            need = 0;
+            continue; /* its reservation covers every step */
+        int64_t need = one_step_blocks(s, id);
         assert(need <= t->F); /* sections 3.1 and 3.2 rule out a shortage */
         t->F -= need;
         t->held[id] += need;
         if (t->held[id] == need && need > 0) {
+            t->nstarted++;
             s->state[id] = SCHED_REQ_RUNNING;
             s->res[id].status = SCHED_REQ_RUNNING;
         }
@@ -413,11 +417,8 @@ static void emit(sched *s, double now, double *t_end)
     st->index = s->ctr.steps++;
     st->start_s = now;
     st->kv_blocks_used = t->N - t->F;
-    int64_t running = 0;
-    for (int64_t i = 0; i < t->nact; i++)
-        running += t->held[t->act[i]] > 0;
-    st->n_running = running;
-    st->n_waiting = t->nact - running;
+    st->n_running = t->nstarted;
+    st->n_waiting = t->nact - t->nstarted;
     st->limit = trt_limit(s, cut);
     if (leapt) { /* each member made a token at the last step's end, this one's start */
         if (s->lk_steps == 0) { /* a stretch starts: S is its set */
@@ -484,7 +485,6 @@ static double trt_leap(sched *s, double t)
     }
     assert(st->kind == SCHED_STEP_DECODE && st->batch.n_decode == n && st->n_preempted == 0);
     const cost_run *run = cost_run_get(&tr->runs, s->cost, &st->batch);
-    const int64_t running = st->n_running;
     int64_t j = 1; /* steps of the leap emitted, step 1 included */
     while (j < jstar && leap_may_go(s, t)) {
         j++;
@@ -492,7 +492,7 @@ static double trt_leap(sched *s, double t)
         st->dur_s = cost_run_s(run, st->batch.kv_read); /* = cost_step_s(s->cost, &st->batch) */
         st->index = s->ctr.steps++;
         st->start_s = t;
-        st->n_waiting = tr->nact - running;
+        st->n_waiting = tr->nact - tr->nstarted;
         st->limit = trt_limit(s, 0);
         st->leapt = 1;
         if (s->lk_steps == 0) { /* a stretch starts: S is its set */
@@ -573,6 +573,7 @@ static void trt_finish(sched *s, double tnow)
             s->ctr.n_finished++;
             t->F += t->held[id];
             t->held[id] = 0;
+            t->nstarted--;
             any = 1;
         }
     }
@@ -597,11 +598,8 @@ static void trt_counters(const sched *s, sched_counters *out)
     *out = s->ctr;
     out->free_blocks = t->F;
     out->used_blocks = trt_used_blocks(s);
-    int64_t running = 0;
-    for (int64_t i = 0; i < t->nact; i++)
-        running += t->held[t->act[i]] > 0;
-    out->n_running = running;
-    out->n_waiting = t->nact - running;
+    out->n_running = t->nstarted;
+    out->n_waiting = t->nact - t->nstarted;
 }
 
 /* Recount the blocks from A: held blocks + F == N, each started request
@@ -609,7 +607,7 @@ static void trt_counters(const sched *s, sched_counters *out)
 static int trt_audit(const sched *s, char *why, size_t n)
 {
     const sched_trt *t = s->trt;
-    int64_t sum = 0;
+    int64_t sum = 0, started = 0;
     for (int64_t i = 0; i < t->nact; i++) {
         int32_t id = t->act[i];
         const int64_t T = s->reqs[id].prompt_tokens + t->g[id], h = t->held[id];
@@ -625,6 +623,13 @@ static int trt_audit(const sched *s, char *why, size_t n)
             return -1;
         }
         sum += h;
+        started += h > 0;
+    }
+    if (started != t->nstarted) {
+        if (why && n)
+            snprintf(why, n, "trtllm: %lld requests hold blocks, counted %lld",
+                     (long long)started, (long long)t->nstarted);
+        return -1;
     }
     if (sum + t->F != t->N) {
         if (why && n)
