@@ -268,7 +268,9 @@ int sched_plan_step(sched *s, double now, int more_arrivals, double *t_end);
  * (docs/semantics.md section 7, "Leaps (V0)"); under trtllm (guaranteed
  * no evict, with a leap sink) the same-set steps after a step of
  * generation requests only, up to the first finish (docs/engine-trtllm.md,
- * section 4).  The sink sees every step as
+ * section 4); under sglang (with a leap sink) the decode steps that
+ * admission cannot interrupt, up to the step before the first finish
+ * (docs/semantics-sglang.md, section 16).  The sink sees every step as
  * the step-by-step engine emits it and the results are identical; without the
  * call (or with t = -INFINITY) every plan is one step.  Leaps are off while
  * the sink wants decode members (--record-steps).  Cost: O(1). */
@@ -303,8 +305,9 @@ void sched_set_horizon_pair(sched *s, double near, double far);
  * not deliver those again.  Leaps then run past arrivals that cannot be
  * admitted (a waiting queue held up by KV blocks, max_seqs or the token
  * budget; under trtllm, a capacity pass that stopped short of its list)
- * instead of ending at each one.  An engine without leaps (sglang)
- * ignores this and sched_set_horizon.  Cost: O(1). */
+ * instead of ending at each one; sglang takes them in during a leap while
+ * R's full flag keeps admission shut (docs/semantics-sglang.md, section
+ * 16).  Cost: O(1). */
 void sched_set_arrivals(sched *s, int64_t *cursor, const int32_t *next_of, double other_s);
 
 /* Why the last plan returned SCHED_PLAN_STUCK (e.g. every running request

@@ -16,7 +16,11 @@
  * finished or were retracted meanwhile.
  *
  * Per-request state is a flat array; a step costs O(|R| + batch), a
- * retraction O(|R| log |R|).  No leaps: every step is planned.
+ * retraction O(|R| log |R|).  With a leap sink on one engine, a run of
+ * decode steps that admission cannot interrupt (nothing waits and no
+ * arrival comes, or R's full flag keeps admission shut) is leapt
+ * (sgl_leap): planned in O(1) a step until someone finishes, the pool
+ * runs short or an arrival may be admitted (section 16 of the doc).
  */
 #include <assert.h>
 #include <math.h>
@@ -196,8 +200,10 @@ static int sgl_init(sched *s, kvs_err *err)
     v->lpm_key = malloc((LPM_MAX + 1) * sizeof *v->lpm_key);
     v->lpm_dep = malloc((LPM_MAX + 1) * sizeof *v->lpm_dep);
     v->lpm_ids = malloc((LPM_MAX + 1) * sizeof *v->lpm_ids);
+    s->lk_ids = malloc((size_t)v->cap * sizeof *s->lk_ids);
     if (!s->res || !s->state || !v->rq || !v->W || !v->R || !v->scratch || !v->cl_left ||
-        !v->cl_held || !v->lpm_key || !v->lpm_dep || !v->lpm_ids || batch_init(&v->buf[0], v->cap) || batch_init(&v->buf[1], v->cap))
+        !v->cl_held || !v->lpm_key || !v->lpm_dep || !v->lpm_ids || !s->lk_ids ||
+        batch_init(&v->buf[0], v->cap) || batch_init(&v->buf[1], v->cap))
         return kvs_errf(err, KVS_ENOMEM, "scheduler: out of memory for %lld requests (sglang)",
                         (long long)s->n);
     if (v->radix_on) {
@@ -214,6 +220,7 @@ static void sgl_free(sched *s)
     sched_sgl *v = s->sgl;
     free(s->res);
     free(s->state);
+    free(s->lk_ids);
     if (!v)
         return;
     radix_free(v->tree);
@@ -583,10 +590,152 @@ static void launch(sched *s, sgl_batch *b, double now, double *t_end)
     st->index = s->ctr.steps++;
     st->start_s = now;
     s->step = *st;
+    assert(s->lk_steps == 0); /* a leap's stretch ends with its last step (sgl_finish) */
     if (s->sink)
         s->sink(s->sink_ctx, st, b->mem, b->n);
     s->sgl->inflight = b;
     *t_end = now + st->dur_s;
+}
+
+/* ------------------------------------------------------------- leaps */
+/* Whether the decision at t (the plan when a leap's step ends) still sees
+ * no admission: no arrival comes before t (sched_set_horizon), or R's full
+ * flag shuts admission whatever W holds (5.10, gate 1), and then the
+ * arrivals due by t are taken in here (sched_set_arrivals; rejected here
+ * as on their event).  O(1 + arrivals taken). */
+static int leap_may_go(sched *s, double t)
+{
+    if (t < s->horizon)
+        return 1;
+    if (!s->sgl->full || !s->arr_cur || !(t < s->arr_other_s))
+        return 0;
+    for (int64_t id; (id = sched_arrival_due(s, t)) >= 0;) {
+        sched_arrival_taken(s, id);
+        sched_arrive(s, id);
+    }
+    return 1;
+}
+
+/* Whether the plan just made may go on as a leap: one engine with a leap
+ * sink, no chunked request, a decode step of R launched, admission shut
+ * (W empty, or R full), and with overlap the next step decided a decode
+ * of the same requests (nobody finished or was retracted in between).
+ * O(|R|). */
+static int leap_ready(const sched *s)
+{
+    const sched_sgl *v = s->sgl;
+    const sgl_batch *b = v->inflight, *p = v->pending;
+    if (!s->leap_fn || !s->leap_past_finish || v->K >= 0 || !b || b->kind != SGL_BATCH_DECODE ||
+        (v->nw > 0 && !v->full) || b->n != v->nR)
+        return 0;
+    if (!v->overlap)
+        return p == NULL;
+    return p && p->kind == SGL_BATCH_DECODE && p->n == b->n &&
+           memcmp(p->id, b->id, (size_t)b->n * sizeof *b->id) == 0 &&
+           memcmp(p->gen, b->gen, (size_t)b->n * sizeof *b->gen) == 0;
+}
+
+/* A step of the leap launched at t with record r (sgl_leap): sunk leapt,
+ * without members, as a same-set stretch's step (sched_same_set_flush
+ * names its requests when the stretch ends, in sgl_finish). */
+static void leap_launch(sched *s, const sched_step *r, const sgl_batch *b, double t)
+{
+    s->step = *r;
+    s->step.index = s->ctr.steps++;
+    s->step.start_s = t;
+    s->step.leapt = 1;
+    if (s->lk_steps == 0) { /* a stretch starts: R is its set */
+        memcpy(s->lk_ids, b->id, (size_t)b->n * sizeof *b->id);
+        s->lk_n = b->n;
+    }
+    s->lk_steps++;
+    s->ctr.leap_steps++;
+    if (s->sink)
+        s->sink(s->sink_ctx, &s->step, b->mem, 0);
+}
+
+/* The plan at t launched the decode of R (n requests; with overlap it
+ * also decided the next one, the same requests) and leap_ready holds.
+ * Each next plan would then, until someone finishes, apply a token to
+ * every member (none finishes), launch the step decided last and decide
+ * a decode of R again: admission shut (gate 1), the check of 7.2 passing
+ * after its eviction (F >= n), rho decaying, n more slots, each member's
+ * context one longer.  Those plans are made here in O(1) each (plus the
+ * tree's evictions), while each starts before the horizon (leap_may_go),
+ * the results it applies finish nobody, and its check passes without a
+ * retraction; their steps are sunk leapt.  The members' g and c are
+ * written once at the end, and the two batches in play (in flight and,
+ * with overlap, decided) get the contexts and records those plans would
+ * have left.  Returns the end of the last step launched (t if none).
+ * O(|R|) plus O(1) per step. */
+static double sgl_leap(sched *s, double t)
+{
+    sched_sgl *v = s->sgl;
+    const int ov = v->overlap;
+    sgl_batch *b = v->inflight;
+    const int64_t n = b->n;
+    int64_t rem = INT64_MAX; /* tokens left after the step in flight's, the least */
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t id = b->id[i];
+        assert(b->tok[i] == SGL_TOK && v->rq[id].st == SGL_RUNNING);
+        const int64_t left = s->reqs[id].output_tokens - v->rq[id].g - 1;
+        if (left < rem)
+            rem = left;
+    }
+    /* the record of the last decision; with overlap, the step to launch next */
+    sched_step rec = ov ? v->pending->step : b->step;
+    const cost_run *run = cost_run_get(&v->cruns, s->cost, &rec.batch);
+    /* plans made here: each applies a step's tokens and launches the next;
+     * the step that makes someone's last token is left to the normal plan
+     * (listed), so that the stretch ends, and its tokens are told, before
+     * anyone finishes: with overlap a finisher is listed once more after
+     * its finish (O2), and the run's trackers must not have let it go */
+    int64_t plans = 0;
+    while (plans < rem - 1 && leap_may_go(s, t)) {
+        evict_to(v, n); /* 7.2's check of the decision (its shortfall evicted) */
+        if (v->F < n)
+            break; /* it would retract: the normal plan's */
+        plans++;
+        if (ov) { /* launch the step decided last, then decide the next */
+            leap_launch(s, &rec, b, t);
+            t += s->step.dur_s;
+        }
+        v->rho = fmax(v->rho - v->delta, v->rho_min);
+        v->F -= n;
+        rec.batch.kv_read += n;
+        rec.dur_s = cost_run_s(run, rec.batch.kv_read); /* = cost_step_s(s->cost, &rec.batch) */
+        rec.kv_blocks_used = v->N - v->F - sgl_evictable(v);
+        rec.n_waiting = v->nw;
+        rec.limit = v->nw > 0 ? SCHED_LIMIT_KV : SCHED_LIMIT_NONE_WAITING;
+        if (!ov) {
+            leap_launch(s, &rec, b, t);
+            t += s->step.dur_s;
+        }
+    }
+    if (plans == 0)
+        return t;
+    for (int64_t i = 0; i < n; i++) { /* the tokens applied, the slots decided */
+        sgl_req *q = &v->rq[b->id[i]];
+        q->g += plans;
+        q->c += plans;
+    }
+    v->ndecided += plans; /* the buffers are used in turn (decide) */
+    sgl_batch *dec = &v->buf[(v->ndecided - 1) % 2]; /* the last decision */
+    sgl_batch *fly = ov ? &v->buf[(v->ndecided - 2) % 2] : dec;
+    if (dec != b) { /* without overlap, the other buffer: R's batch again */
+        memcpy(dec->id, b->id, (size_t)n * sizeof *b->id);
+        memcpy(dec->gen, b->gen, (size_t)n * sizeof *b->gen);
+        memcpy(dec->tok, b->tok, (size_t)n * sizeof *b->tok);
+        memcpy(dec->mem, b->mem, (size_t)n * sizeof *b->mem);
+        dec->kind = b->kind;
+        dec->n = n;
+    }
+    for (int64_t i = 0; i < n; i++) /* contexts as decided: c + 1 then */
+        dec->mem[i].context = v->rq[b->id[i]].c;
+    dec->step = rec;
+    v->inflight = fly; /* its members and record are read no more (sgl_finish: ids) */
+    v->pending = ov ? dec : NULL;
+    return t;
 }
 
 static int stuck(sched *s, double now)
@@ -631,6 +780,8 @@ static int sgl_plan(sched *s, double now, int more_arrivals, double *t_end)
             return stuck(s, now);
         v->pending = nb;
     }
+    if (leap_ready(s))
+        *t_end = sgl_leap(s, *t_end);
     return SCHED_PLAN_STEP;
 }
 
@@ -661,6 +812,8 @@ static void sgl_finish(sched *s, double t)
             tree_put(s, id, sgl_T(s, id) - 1, 1); /* its prompt is shareable, locked */
         }
     }
+    if (s->lk_steps > 0) /* the last step of a leap: its stretch's tokens are all made */
+        sched_same_set_flush(s);
 }
 
 /* ------------------------------------------------------------- queries */

@@ -43,20 +43,38 @@
 
 typedef struct step_log {
     sched_step *st;
+    uint64_t *dig; /* [n] a digest of the members the step listed, 0 none */
     int64_t n, cap;
 } step_log;
 
 static void log_step(void *ctx, const sched_step *st, const sched_member *m, int64_t n)
 {
-    (void)m;
-    (void)n;
     step_log *l = ctx;
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 1024;
         l->st = realloc(l->st, (size_t)l->cap * sizeof *l->st);
-        ck_assert_ptr_nonnull(l->st);
+        l->dig = realloc(l->dig, (size_t)l->cap * sizeof *l->dig);
+        ck_assert(l->st && l->dig);
     }
+    uint64_t h = 0;
+    for (int64_t i = 0; i < n; i++) { /* FNV-1a over each member's fields */
+        const int64_t f[4] = {m[i].req_id, m[i].kind, m[i].tokens, m[i].context};
+        for (int k = 0; k < 4; k++)
+            h = (h ^ (uint64_t)f[k]) * 1099511628211ULL;
+    }
+    l->dig[l->n] = n > 0 ? h | 1 : 0;
     l->st[l->n++] = *st;
+}
+
+/* Steps that both logs list members of list the same ones (a step sunk
+ * leapt lists none). */
+static void same_members(const step_log *a, const step_log *b, uint64_t seed)
+{
+    ck_assert_int_eq(a->n, b->n);
+    for (int64_t i = 0; i < a->n; i++)
+        ck_assert_msg(!a->dig[i] || !b->dig[i] || a->dig[i] == b->dig[i],
+                      "seed %llu: step %lld lists other members", (unsigned long long)seed,
+                      (long long)i);
 }
 
 /* Random prefix ids: segment j of a request gets an id from a pool of 2, so
@@ -263,6 +281,7 @@ START_TEST(test_leaps_identical)
         run_result_free(&ra);
         run_result_free(&rb);
         free(a.log.st);
+        free(a.log.dig);
         free(a.res);
         free_trace(&tr);
     }
@@ -317,6 +336,7 @@ static void run_both_ways(const run_config *cfg, const trace *tr, const cost_mod
 static void outcome_free(outcome *o)
 {
     free(o->log.st);
+    free(o->log.dig);
     free(o->res);
 }
 
@@ -608,7 +628,9 @@ static void itl_pair_free(itl_sink *a, itl_sink *b, sched_req_result *ra, sched_
     free(a->max_itl_s);
     free(b->max_itl_s);
     free(a->log.st);
+    free(a->log.dig);
     free(b->log.st);
+    free(b->log.dig);
     free(ra);
     free(rb);
 }
@@ -800,6 +822,7 @@ static int64_t leaps_as_steps(const run_config *cfg, const trace *tr, const cost
             a.log.st[i].leapt = 0;
     }
     ck_assert(!keep_leapt || a.leapt == b.leapt);
+    same_members(&a.log, &b.log, seed);
     for (int64_t i = 0; i < a.log.n; i++)
         ck_assert_msg(memcmp(&a.log.st[i], &b.log.st[i], sizeof a.log.st[i]) == 0,
                       "seed %llu: step %lld differs (start %.9g vs %.9g, kv_read %lld vs "
@@ -932,6 +955,129 @@ START_TEST(test_trt_leaps_identical)
 END_TEST
 
 
+/* One random SGLang configuration per seed: small pools (full flags,
+ * retractions, rejections), overlap on or off, chunks or not, the radix
+ * cache or not (lpm under it for some), a conservative new-token ratio
+ * for some. */
+static void random_sgl_config(run_config *cfg, uint64_t seed)
+{
+    random_config(cfg, seed, 1);
+    sched_config *s = &cfg->sched;
+    rng r;
+    rng_init(&r, seed * 104723ULL + 5);
+    s->engine = SCHED_ENGINE_SGLANG;
+    s->policy = SCHED_POLICY_FCFS;
+    s->block_size = 1;
+    s->long_prefill_threshold = 0;
+    s->segment_tokens = 8;
+    s->total_blocks = 300 + (int64_t)rng_below(&r, 900);
+    s->max_seqs = 2 + (int64_t)rng_below(&r, 40);
+    s->max_batched_tokens = 64 + (int64_t)rng_below(&r, 600);
+    s->max_prefill_tokens = 100 + (int64_t)rng_below(&r, 800);
+    s->overlap = (int)rng_below(&r, 4) != 0;
+    s->conservativeness = rng_below(&r, 3) == 0 ? 0.3 : 1.0;
+    if (s->prefix_caching && rng_below(&r, 3) == 0)
+        s->policy = SCHED_POLICY_LPM;
+}
+
+/* SGLang leaps (scheduler/sglang.c, sgl_leap): with a leap sink and a
+ * horizon, runs of decode steps that admission cannot interrupt (nothing
+ * waits and nothing arrives, or R's full flag keeps admission shut while
+ * arrivals are taken in) are planned at once up to the step before
+ * someone's last token.  Random SGLang configurations on traces whose
+ * arrivals are squeezed or spread: byte-identical against KVSIM_NO_LEAP=1
+ * (leaps_as_steps), the leap sink against every member listed (step
+ * records but the leapt flag, results, ITL state and figures), and the
+ * whole pipeline with --record-steps; leaps with and without overlap,
+ * with the radix cache, and taking arrivals in while R was full must all
+ * have happened. */
+START_TEST(test_sgl_leaps_identical)
+{
+    kvs_err err;
+    cost_model cost;
+    tu_cost_affine(&cost);
+    int64_t leapt[2][2] = {{0}}; /* [overlap][radix] */
+    int64_t waiting_leapt = 0, retracted = 0, rejected = 0, runs = 0;
+    static const double spread[4] = {0.5, 1.0, 3.0, 8.0}; /* arrival time factors */
+    for (uint64_t seed = 1; seed <= 160; seed++) {
+        run_config cfg;
+        random_sgl_config(&cfg, seed);
+        sched_config *c = &cfg.sched;
+        if (sched_config_check(c, 200, &err) != 0)
+            continue;
+        trace tr;
+        tu_random_trace(&tr, 120 + (int)(seed % 80), seed * 49979687, 300, 90, 1);
+        for (int64_t i = 0; i < tr.n; i++)
+            tr.reqs[i].arrival_s *= spread[seed % 4];
+        if (c->prefix_caching)
+            add_prefixes(&tr, seed, 8, seed % 3 != 0);
+        sched_counters ca;
+        const int64_t leaps = leaps_as_steps(&cfg, &tr, &cost, seed, 0, &ca, &waiting_leapt);
+        leapt[c->overlap][c->prefix_caching] += leaps;
+        retracted += leaps > 0 ? ca.preempt_recompute : 0;
+        rejected += leaps > 0 ? ca.n_rejected : 0;
+        /* a leap sink against every member listed */
+        itl_sink a, b;
+        sched_req_result *ra, *rb;
+        run_itl_engine(&cfg, &tr, &cost, 1, &a, &ra);
+        run_itl_engine(&cfg, &tr, &cost, 0, &b, &rb);
+        ck_assert_int_eq(b.leapt, 0);
+        ck_assert_int_eq(a.log.n, b.log.n);
+        ck_assert_msg(memcmp(a.log.st, b.log.st, (size_t)a.log.n * sizeof *a.log.st) == 0,
+                      "seed %llu: step records differ", (unsigned long long)seed);
+        same_members(&a.log, &b.log, seed);
+        ck_assert(memcmp(ra, rb, (size_t)tr.n * sizeof *ra) == 0);
+        itl_same(&a, &b, tr.n, seed);
+        ck_assert_int_eq(a.itl.n_done, b.itl.n_done);
+        itl_pair_free(&a, &b, ra, rb);
+        check_pipeline(&cfg, &tr, &cost, seed);
+        runs++;
+        free_trace(&tr);
+    }
+    printf("test_leaps: SGLang: %lld runs; steps leapt without / with overlap: %lld / %lld "
+           "(radix cache: %lld / %lld); %lld same-set steps while requests waited; %lld "
+           "retractions and %lld rejections in runs that leapt\n", (long long)runs,
+           (long long)(leapt[0][0] + leapt[0][1]), (long long)(leapt[1][0] + leapt[1][1]),
+           (long long)leapt[0][1], (long long)leapt[1][1], (long long)waiting_leapt,
+           (long long)retracted, (long long)rejected);
+    /* 12,000 requests: the run's ITL tracker hands pages of done requests
+     * back (4,096 a page), so a request listed after the tracker let it go
+     * (a finisher's extra decode under overlap, O2, after a leap that told
+     * its last token) would be read from a page handed back */
+    for (uint64_t seed = 1; seed <= 2; seed++) {
+        run_config cfg;
+        random_sgl_config(&cfg, seed);
+        cfg.sched.overlap = 1;
+        cfg.sched.prefix_caching = seed == 2;
+        cfg.sched.policy = SCHED_POLICY_FCFS;
+        cfg.sched.total_blocks = 4000;
+        cfg.sched.max_seqs = 40;
+        trace tr;
+        tu_random_trace(&tr, 12000, seed * 7, 300, 90, 1);
+        for (int64_t i = 0; i < tr.n; i++)
+            tr.reqs[i].arrival_s *= 3.0;
+        if (cfg.sched.prefix_caching)
+            add_prefixes(&tr, seed, 8, 1);
+        sched_counters ca;
+        int64_t w = 0;
+        const int64_t leaps = leaps_as_steps(&cfg, &tr, &cost, seed, 0, &ca, &w);
+        ck_assert_msg(leaps > 3000 && ca.n_finished > 11000, "seed %llu: %lld steps leapt, "
+                      "%lld finished: toothless", (unsigned long long)seed, (long long)leaps,
+                      (long long)ca.n_finished);
+        free_trace(&tr);
+    }
+    for (int ov = 0; ov < 2; ov++)
+        for (int rx = 0; rx < 2; rx++)
+            ck_assert_msg(leapt[ov][rx] > 500, "SGLang leaps with overlap %d, radix %d: %lld "
+                          "steps, toothless", ov, rx, (long long)leapt[ov][rx]);
+    ck_assert_msg(waiting_leapt > 500 && retracted > 50 && rejected > 10,
+                  "SGLang: %lld leapt steps while requests waited, %lld retractions, %lld "
+                  "rejections: toothless", (long long)waiting_leapt, (long long)retracted,
+                  (long long)rejected);
+    cost_model_free(&cost);
+}
+END_TEST
+
 /* A V0 engine config for the hand-computed scenarios below. */
 static void golden_v0_config(run_config *cfg, int64_t bs, int64_t blocks)
 {
@@ -971,6 +1117,7 @@ static int64_t golden_both(const run_config *cfg, const trace *tr, const cost_mo
     ck_assert(memcmp(a->log.st, b.log.st, (size_t)a->log.n * sizeof *a->log.st) == 0);
     ck_assert(memcmp(a->res, b.res, (size_t)tr->n * sizeof *a->res) == 0);
     free(b.log.st);
+    free(b.log.dig);
     free(b.res);
     return a->ctr.leap_steps;
 }
@@ -1020,6 +1167,7 @@ START_TEST(test_v0_leap_golden)
     ck_assert_double_eq(a.res[1].first_token_s, 1.25);
     ck_assert_double_eq(a.res[1].finish_s, 1.75);
     free(a.log.st);
+    free(a.log.dig);
     free(a.res);
     free_trace(&tr);
     cost_model_free(&cost);
@@ -1084,6 +1232,7 @@ START_TEST(test_v0_leap_lpm_eviction)
     ck_assert_double_eq(o.res[3].finish_s, 6.75);
     ck_assert(o.res[4].first_token_s > 6.75);
     free(o.log.st);
+    free(o.log.dig);
     free(o.res);
     free_trace(&tr);
     }
@@ -1153,6 +1302,7 @@ int main(void)
     tcase_add_test(tc, test_same_set_identical);
     tcase_add_test(tc, test_v0_leaps_identical);
     tcase_add_test(tc, test_trt_leaps_identical);
+    tcase_add_test(tc, test_sgl_leaps_identical);
     tcase_add_test(tc, test_v0_leap_golden);
     tcase_add_test(tc, test_v0_leap_lpm_eviction);
     tcase_add_test(tc, test_live_router_rejections);
