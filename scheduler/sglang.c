@@ -16,7 +16,7 @@
  * finished or were retracted meanwhile.
  *
  * Per-request state is a flat array; a step costs O(|R| + batch), a
- * retraction O(|R| log |R|).  With a leap sink on one engine, a run of
+ * retraction O(|R| log |R|).  With a leap sink and a horizon, a run of
  * decode steps that admission cannot interrupt (nothing waits and no
  * arrival comes, or R's full flag keeps admission shut) is leapt
  * (sgl_leap): planned in O(1) a step until someone finishes, the pool
@@ -616,8 +616,8 @@ static int leap_may_go(sched *s, double t)
     return 1;
 }
 
-/* Whether the plan just made may go on as a leap: one engine with a leap
- * sink, no chunked request, a decode step of R launched, admission shut
+/* Whether the plan just made may go on as a leap: a leap sink (a horizon
+ * then lets it go on, leap_may_go), no chunked request, a decode step of R launched, admission shut
  * (W empty, or R full), and with overlap the next step decided a decode
  * of the same requests (nobody finished or was retracted in between).
  * O(|R|). */
@@ -625,7 +625,7 @@ static int leap_ready(const sched *s)
 {
     const sched_sgl *v = s->sgl;
     const sgl_batch *b = v->inflight, *p = v->pending;
-    if (!s->leap_fn || !s->leap_past_finish || v->K >= 0 || !b || b->kind != SGL_BATCH_DECODE ||
+    if (!s->leap_fn || v->K >= 0 || !b || b->kind != SGL_BATCH_DECODE ||
         (v->nw > 0 && !v->full) || b->n != v->nR)
         return 0;
     if (!v->overlap)

@@ -368,12 +368,11 @@ static sched_step_limit trt_limit(const sched *s, int cut)
 
 /* Whether this step is a same-set stretch's (see the top): generation
  * requests only, those of the last step in its order, nobody paused, and
- * the engine's leaps on (sched_set_leap_past_finish: off when the run
- * wants every member, KVSIM_NO_LEAP=1, or in a cluster).  O(|S|). */
+ * a leap sink (none when the run wants every member).  O(|S|). */
 static int same_set(const sched *s)
 {
     const sched_trt *t = s->trt;
-    if (!s->leap_fn || !s->leap_past_finish || s->step.n_preempted != 0 || t->ns == 0 ||
+    if (!s->leap_fn || s->step.n_preempted != 0 || t->ns == 0 ||
         t->ns != t->nprev || memcmp(t->S, t->prev, (size_t)t->ns * sizeof *t->S) != 0)
         return 0;
     for (int64_t k = 0; k < t->ns; k++)
@@ -544,8 +543,8 @@ static int trt_plan(sched *s, double now, int more_arrivals, double *t_end)
     take_blocks(s);
     emit(s, now, t_end);
     /* a step of generation requests only (nprev) under guaranteed no evict,
-     * on one engine with a leap sink (as same_set) */
-    if (t->reserve && t->nprev > 0 && s->leap_fn && s->leap_past_finish)
+     * with a leap sink (as same_set); a horizon lets it go on (leap_may_go) */
+    if (t->reserve && t->nprev > 0 && s->leap_fn)
         *t_end = trt_leap(s, *t_end);
     return SCHED_PLAN_STEP;
 }

@@ -685,7 +685,7 @@ START_TEST(test_same_set_identical)
     int64_t leapt = 0, leapt_v1 = 0, runs = 0, preempted = 0, cluster_leapt = 0;
     int64_t cluster_leapt_v0 = 0; /* V0 replicas behind a router that routes ahead */
     int64_t live_leapt = 0, live_resumes = 0; /* behind a router that reads state */
-    int64_t leapt_trt = 0; /* TensorRT-LLM's same-set steps */
+    int64_t leapt_trt = 0, cluster_leapt_trt = 0; /* TensorRT-LLM's same-set steps, its leaps */
     for (uint64_t seed = 1; seed <= 200; seed++) {
         run_config cfg;
         const int v1 = seed % 4 == 0; /* V1: its leaps and its same-set steps */
@@ -731,7 +731,9 @@ START_TEST(test_same_set_identical)
         snprintf(cfg.router, sizeof cfg.router, "%s", seed % 8 < 4 ? "round-robin" : "random");
         int64_t cl_leapt = check_pipeline(&cfg, &tr, &cost, seed);
         cluster_leapt += cl_leapt;
-        if (!v1)
+        if (trt)
+            cluster_leapt_trt += cl_leapt;
+        else if (!v1)
             cluster_leapt_v0 += cl_leapt;
         /* a router that reads the load: each replica's horizon is the next
          * arrival to route (K8a), and V1's leaps paused there go on */
@@ -764,6 +766,8 @@ START_TEST(test_same_set_identical)
                   (long long)live_leapt, (long long)live_resumes);
     ck_assert_msg(cluster_leapt_v0 > 1000, "V0 clusters leapt %lld steps: toothless",
                   (long long)cluster_leapt_v0);
+    ck_assert_msg(cluster_leapt_trt > 1000, "TensorRT-LLM clusters leapt %lld steps: toothless",
+                  (long long)cluster_leapt_trt);
     cost_model_free(&cost);
 }
 END_TEST
@@ -997,7 +1001,7 @@ START_TEST(test_sgl_leaps_identical)
     cost_model cost;
     tu_cost_affine(&cost);
     int64_t leapt[2][2] = {{0}}; /* [overlap][radix] */
-    int64_t waiting_leapt = 0, retracted = 0, rejected = 0, runs = 0;
+    int64_t waiting_leapt = 0, retracted = 0, rejected = 0, runs = 0, cluster_leapt = 0;
     static const double spread[4] = {0.5, 1.0, 3.0, 8.0}; /* arrival time factors */
     for (uint64_t seed = 1; seed <= 160; seed++) {
         run_config cfg;
@@ -1031,15 +1035,22 @@ START_TEST(test_sgl_leaps_identical)
         ck_assert_int_eq(a.itl.n_done, b.itl.n_done);
         itl_pair_free(&a, &b, ra, rb);
         check_pipeline(&cfg, &tr, &cost, seed);
+        /* replicas: behind a router that routes ahead, and one that reads state */
+        cfg.replicas = 2 + (int64_t)(seed % 3);
+        snprintf(cfg.router, sizeof cfg.router, "%s", seed % 2 ? "round-robin" : "random");
+        cluster_leapt += check_pipeline(&cfg, &tr, &cost, seed);
+        snprintf(cfg.router, sizeof cfg.router, "%s", seed % 2 ? "least-requests" : "least-kv");
+        cluster_leapt += check_pipeline(&cfg, &tr, &cost, seed);
         runs++;
         free_trace(&tr);
     }
     printf("test_leaps: SGLang: %lld runs; steps leapt without / with overlap: %lld / %lld "
            "(radix cache: %lld / %lld); %lld same-set steps while requests waited; %lld "
-           "retractions and %lld rejections in runs that leapt\n", (long long)runs,
-           (long long)(leapt[0][0] + leapt[0][1]), (long long)(leapt[1][0] + leapt[1][1]),
-           (long long)leapt[0][1], (long long)leapt[1][1], (long long)waiting_leapt,
-           (long long)retracted, (long long)rejected);
+           "retractions and %lld rejections in runs that leapt; replicas leapt %lld steps\n",
+           (long long)runs, (long long)(leapt[0][0] + leapt[0][1]),
+           (long long)(leapt[1][0] + leapt[1][1]), (long long)leapt[0][1], (long long)leapt[1][1],
+           (long long)waiting_leapt, (long long)retracted, (long long)rejected,
+           (long long)cluster_leapt);
     /* 12,000 requests: the run's ITL tracker hands pages of done requests
      * back (4,096 a page), so a request listed after the tracker let it go
      * (a finisher's extra decode under overlap, O2, after a leap that told
@@ -1070,6 +1081,8 @@ START_TEST(test_sgl_leaps_identical)
         for (int rx = 0; rx < 2; rx++)
             ck_assert_msg(leapt[ov][rx] > 500, "SGLang leaps with overlap %d, radix %d: %lld "
                           "steps, toothless", ov, rx, (long long)leapt[ov][rx]);
+    ck_assert_msg(cluster_leapt > 1000, "SGLang replicas leapt %lld steps: toothless",
+                  (long long)cluster_leapt);
     ck_assert_msg(waiting_leapt > 500 && retracted > 50 && rejected > 10,
                   "SGLang: %lld leapt steps while requests waited, %lld retractions, %lld "
                   "rejections: toothless", (long long)waiting_leapt, (long long)retracted,
