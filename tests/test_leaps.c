@@ -544,19 +544,29 @@ static void random_v0_config(run_config *cfg, uint64_t seed)
     }
 }
 
+/* random_config's V1 draw for seed turned into engine e's: fcfs, no
+ * long-prefill threshold; *r is seeded with rseed for the caller's own
+ * draws.  Returns cfg's scheduler configuration. */
+static sched_config *profile_config(run_config *cfg, uint64_t seed, sched_engine e,
+                                    uint64_t rseed, rng *r)
+{
+    random_config(cfg, seed, 1);
+    rng_init(r, rseed);
+    sched_config *s = &cfg->sched;
+    s->engine = e;
+    s->policy = SCHED_POLICY_FCFS;
+    s->long_prefill_threshold = 0;
+    return s;
+}
+
 /* One random TensorRT-LLM configuration per seed: max utilization (paged,
  * pauses when blocks run short) or guaranteed no evict (reserved), with
  * or without context chunking, small caches. */
 static void random_trt_config(run_config *cfg, uint64_t seed)
 {
-    random_config(cfg, seed, 1);
-    sched_config *s = &cfg->sched;
     rng r;
-    rng_init(&r, seed * 7919ULL + 11);
-    s->engine = SCHED_ENGINE_TRTLLM;
-    s->policy = SCHED_POLICY_FCFS;
+    sched_config *s = profile_config(cfg, seed, SCHED_ENGINE_TRTLLM, seed * 7919ULL + 11, &r);
     s->prefix_caching = 0;
-    s->long_prefill_threshold = 0;
     s->segment_tokens = 0;
     s->alloc = rng_below(&r, 3) == 0 ? SCHED_ALLOC_RESERVED : SCHED_ALLOC_PAGED;
     s->block_size = 1 + (int64_t)rng_below(&r, 16);
@@ -800,6 +810,17 @@ static int v0_class(const sched_config *c)
     return V0C_PLAIN;
 }
 
+/* A random trace of 120-199 requests for seed (its generator seeded with
+ * seed * mult), its arrival times squeezed or spread by a factor of 0.5,
+ * 1, 3 or 8 by seed, so that queues form and drain. */
+static void spread_trace(trace *tr, uint64_t seed, uint64_t mult)
+{
+    static const double spread[4] = {0.5, 1.0, 3.0, 8.0}; /* arrival time factors */
+    tu_random_trace(tr, 120 + (int)(seed % 80), seed * mult, 300, 90, 1);
+    for (int64_t i = 0; i < tr->n; i++)
+        tr->reqs[i].arrival_s *= spread[seed % 4];
+}
+
 /* cfg on tr run through the event loop with a leap sink, horizons on and
  * off (KVSIM_NO_LEAP=1: one step per plan, the reference): the step
  * records (the leapt flag included if keep_leapt), request results,
@@ -868,7 +889,6 @@ START_TEST(test_v0_leaps_identical)
     cost_model cost;
     tu_cost_affine(&cost);
     int64_t leapt[V0C_COUNT] = {0}, waiting_leapt = 0, preempted = 0;
-    static const double spread[4] = {0.5, 1.0, 3.0, 8.0}; /* arrival time factors */
     for (uint64_t seed = 1; seed <= 240; seed++) {
         run_config cfg;
         random_v0_config(&cfg, seed);
@@ -880,9 +900,7 @@ START_TEST(test_v0_leaps_identical)
         if (sched_config_check(c, 200, &err) != 0)
             continue;
         trace tr;
-        tu_random_trace(&tr, 120 + (int)(seed % 80), seed * 104729, 300, 90, 1);
-        for (int64_t i = 0; i < tr.n; i++)
-            tr.reqs[i].arrival_s *= spread[seed % 4];
+        spread_trace(&tr, seed, 104729);
         if (c->prefix_caching)
             add_prefixes(&tr, seed, 8, seed % 3 != 0);
         sched_counters ca;
@@ -922,7 +940,6 @@ START_TEST(test_trt_leaps_identical)
     cost_model cost;
     tu_cost_affine(&cost);
     int64_t leapt = 0, waiting_leapt = 0, rejected = 0, reserved_runs = 0;
-    static const double spread[4] = {0.5, 1.0, 3.0, 8.0}; /* arrival time factors */
     for (uint64_t seed = 1; seed <= 120; seed++) {
         run_config cfg;
         random_trt_config(&cfg, seed);
@@ -934,9 +951,7 @@ START_TEST(test_trt_leaps_identical)
         if (sched_config_check(c, 200, &err) != 0)
             continue;
         trace tr;
-        tu_random_trace(&tr, 120 + (int)(seed % 80), seed * 15485863, 300, 90, 1);
-        for (int64_t i = 0; i < tr.n; i++)
-            tr.reqs[i].arrival_s *= spread[seed % 4];
+        spread_trace(&tr, seed, 15485863);
         sched_counters ca;
         const int64_t leaps = leaps_as_steps(&cfg, &tr, &cost, seed, 0, &ca, &waiting_leapt);
         if (c->alloc == SCHED_ALLOC_PAGED)
@@ -965,14 +980,9 @@ END_TEST
  * for some. */
 static void random_sgl_config(run_config *cfg, uint64_t seed)
 {
-    random_config(cfg, seed, 1);
-    sched_config *s = &cfg->sched;
     rng r;
-    rng_init(&r, seed * 104723ULL + 5);
-    s->engine = SCHED_ENGINE_SGLANG;
-    s->policy = SCHED_POLICY_FCFS;
+    sched_config *s = profile_config(cfg, seed, SCHED_ENGINE_SGLANG, seed * 104723ULL + 5, &r);
     s->block_size = 1;
-    s->long_prefill_threshold = 0;
     s->segment_tokens = 8;
     s->total_blocks = 300 + (int64_t)rng_below(&r, 900);
     s->max_seqs = 2 + (int64_t)rng_below(&r, 40);
@@ -1002,7 +1012,6 @@ START_TEST(test_sgl_leaps_identical)
     tu_cost_affine(&cost);
     int64_t leapt[2][2] = {{0}}; /* [overlap][radix] */
     int64_t waiting_leapt = 0, retracted = 0, rejected = 0, runs = 0, cluster_leapt = 0;
-    static const double spread[4] = {0.5, 1.0, 3.0, 8.0}; /* arrival time factors */
     for (uint64_t seed = 1; seed <= 160; seed++) {
         run_config cfg;
         random_sgl_config(&cfg, seed);
@@ -1010,9 +1019,7 @@ START_TEST(test_sgl_leaps_identical)
         if (sched_config_check(c, 200, &err) != 0)
             continue;
         trace tr;
-        tu_random_trace(&tr, 120 + (int)(seed % 80), seed * 49979687, 300, 90, 1);
-        for (int64_t i = 0; i < tr.n; i++)
-            tr.reqs[i].arrival_s *= spread[seed % 4];
+        spread_trace(&tr, seed, 49979687);
         if (c->prefix_caching)
             add_prefixes(&tr, seed, 8, seed % 3 != 0);
         sched_counters ca;
