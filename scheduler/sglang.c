@@ -617,22 +617,33 @@ static int leap_may_go(sched *s, double t)
 }
 
 /* Whether the plan just made may go on as a leap: a leap sink (a horizon
- * then lets it go on, leap_may_go), no chunked request, a decode step of R launched, admission shut
- * (W empty, or R full), and with overlap the next step decided a decode
- * of the same requests (nobody finished or was retracted in between).
- * O(|R|). */
+ * then lets it go on, leap_may_go), no chunked request, a decode step
+ * launched, admission shut (W empty, or R full), and R the step's members
+ * (without overlap: it was decided just now) or, with overlap, the next
+ * step decided a decode of R, which is the launched step's members but
+ * for those that finished since it was decided (their extra decode of O2;
+ * nobody retracted in between).  O(|R|). */
 static int leap_ready(const sched *s)
 {
     const sched_sgl *v = s->sgl;
     const sgl_batch *b = v->inflight, *p = v->pending;
     if (!s->leap_fn || v->K >= 0 || !b || b->kind != SGL_BATCH_DECODE ||
-        (v->nw > 0 && !v->full) || b->n != v->nR)
+        (v->nw > 0 && !v->full))
         return 0;
     if (!v->overlap)
-        return p == NULL;
-    return p && p->kind == SGL_BATCH_DECODE && p->n == b->n &&
-           memcmp(p->id, b->id, (size_t)b->n * sizeof *b->id) == 0 &&
-           memcmp(p->gen, b->gen, (size_t)b->n * sizeof *b->gen) == 0;
+        return p == NULL && b->n == v->nR;
+    if (!p || p->kind != SGL_BATCH_DECODE || p->n != v->nR)
+        return 0;
+    int64_t j = 0;
+    for (int64_t i = 0; i < b->n; i++) {
+        const int32_t id = b->id[i];
+        if (v->rq[id].st == SGL_FINISHED)
+            continue; /* its token there is dropped (O3) */
+        if (j >= p->n || p->id[j] != id || p->gen[j] != b->gen[i])
+            return 0;
+        j++;
+    }
+    return j == p->n;
 }
 
 /* A step of the leap launched at t with record r (sgl_leap): sunk leapt,
@@ -672,7 +683,7 @@ static double sgl_leap(sched *s, double t)
 {
     sched_sgl *v = s->sgl;
     const int ov = v->overlap;
-    sgl_batch *b = v->inflight;
+    sgl_batch *b = ov ? v->pending : v->inflight; /* R's decode (leap_ready) */
     const int64_t n = b->n;
     int64_t rem = INT64_MAX; /* tokens left after the step in flight's, the least */
     for (int64_t i = 0; i < n; i++) {
@@ -683,7 +694,7 @@ static double sgl_leap(sched *s, double t)
             rem = left;
     }
     /* the record of the last decision; with overlap, the step to launch next */
-    sched_step rec = ov ? v->pending->step : b->step;
+    sched_step rec = b->step;
     const cost_run *run = cost_run_get(&v->cruns, s->cost, &rec.batch);
     /* plans made here: each applies a step's tokens and launches the next;
      * the step that makes someone's last token is left to the normal plan
@@ -722,13 +733,16 @@ static double sgl_leap(sched *s, double t)
     v->ndecided += plans; /* the buffers are used in turn (decide) */
     sgl_batch *dec = &v->buf[(v->ndecided - 1) % 2]; /* the last decision */
     sgl_batch *fly = ov ? &v->buf[(v->ndecided - 2) % 2] : dec;
-    if (dec != b) { /* without overlap, the other buffer: R's batch again */
-        memcpy(dec->id, b->id, (size_t)n * sizeof *b->id);
-        memcpy(dec->gen, b->gen, (size_t)n * sizeof *b->gen);
-        memcpy(dec->tok, b->tok, (size_t)n * sizeof *b->tok);
-        memcpy(dec->mem, b->mem, (size_t)n * sizeof *b->mem);
-        dec->kind = b->kind;
-        dec->n = n;
+    for (int k = 0; k < 2; k++) { /* each of them R's decode (sgl_finish reads fly's) */
+        sgl_batch *x = k ? fly : dec;
+        if (x == b)
+            continue;
+        memcpy(x->id, b->id, (size_t)n * sizeof *b->id);
+        memcpy(x->gen, b->gen, (size_t)n * sizeof *b->gen);
+        memcpy(x->tok, b->tok, (size_t)n * sizeof *b->tok);
+        memcpy(x->mem, b->mem, (size_t)n * sizeof *b->mem);
+        x->kind = b->kind;
+        x->n = n;
     }
     for (int64_t i = 0; i < n; i++) /* contexts as decided: c + 1 then */
         dec->mem[i].context = v->rq[b->id[i]].c;
