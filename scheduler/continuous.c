@@ -276,6 +276,16 @@ static void v0_leap_step(sched *s)
     s->step.leapt = 1;
 }
 
+void sched_same_set_step(sched *s, const int32_t *ids, int64_t n)
+{
+    if (s->lk_steps == 0) { /* a stretch starts: ids are its set */
+        memcpy(s->lk_ids, ids, (size_t)n * sizeof *ids);
+        s->lk_n = n;
+    }
+    assert(s->lk_n == n);
+    s->lk_steps++;
+}
+
 void sched_same_set_flush(sched *s)
 {
     if (s->lk_steps == 0)

@@ -337,6 +337,19 @@ void sched_arrival_taken(sched *s, int64_t id)
     *s->arr_cur = s->arr_next ? s->arr_next[id] : id + 1;
 }
 
+int sched_leap_may_go(sched *s, double t, int shut)
+{
+    if (t < s->horizon)
+        return 1;
+    if (!shut || !s->arr_cur || !(t < s->arr_other_s))
+        return 0;
+    for (int64_t id; (id = sched_arrival_due(s, t)) >= 0;) {
+        sched_arrival_taken(s, id);
+        sched_arrive(s, id);
+    }
+    return 1;
+}
+
 void sched_reject(sched *s, int32_t id, sched_reject_reason why)
 {
     s->state[id] = SCHED_REQ_REJECTED;

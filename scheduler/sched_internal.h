@@ -284,6 +284,14 @@ void sched_results_reset(sched_req_result *res, int64_t n);
  * moving the cursor past it once the engine takes it.  O(1). */
 int64_t sched_arrival_due(const sched *s, double t);
 void sched_arrival_taken(sched *s, int64_t id);
+/* Whether a leap's next step, starting at t, may be planned without an
+ * event from outside: no external event comes before t (sched_set_horizon);
+ * or `shut` (the engine's admission cannot reach a request appended to its
+ * waiting list: trtllm's stopped capacity pass, sglang's full flag) and
+ * the arrivals due by t are then taken in here (sched_set_arrivals,
+ * through the engine's arrival rule) while no other event comes before t.
+ * O(1 + arrivals taken). */
+int sched_leap_may_go(sched *s, double t, int shut);
 void sched_emit(sched *s, double now);
 int sched_plan_continuous(sched *s, double now, double *t_end);
 void sched_finish_continuous(sched *s, double t);
@@ -298,6 +306,10 @@ void sched_preempt_at(sched *s, int64_t idx, double now, int force_recompute);
 /* continuous.c: end the V0 same-set stretch in progress (if any): tell the
  * leap sink its requests and steps.  O(its requests). */
 void sched_same_set_flush(sched *s);
+/* A step sunk leapt as a same-set stretch's (its members not listed): a
+ * stretch starts with ids[0, n) as its set if none is open, and counts
+ * one more step.  O(n) at a stretch's start, else O(1). */
+void sched_same_set_step(sched *s, const int32_t *ids, int64_t n);
 
 /* continuous.c: write the lazy stretch's entries up to date (no-op if
  * none).  O(its entries). */

@@ -390,6 +390,17 @@ void sgl_batch_add(sgl_batch *b, const sched_sgl *v, int32_t id, int64_t q, int 
                                                                 : SCHED_MEMBER_PREFILL, q, c + q};
 }
 
+/* x becomes a copy of b's members (its record aside).  O(b->n). */
+static void batch_copy(sgl_batch *x, const sgl_batch *b)
+{
+    memcpy(x->id, b->id, (size_t)b->n * sizeof *b->id);
+    memcpy(x->gen, b->gen, (size_t)b->n * sizeof *b->gen);
+    memcpy(x->tok, b->tok, (size_t)b->n * sizeof *b->tok);
+    memcpy(x->mem, b->mem, (size_t)b->n * sizeof *b->mem);
+    x->kind = b->kind;
+    x->n = b->n;
+}
+
 /* Rank for retraction (7.4.1): (g, -P) descending, stable over R's order. */
 static int rank_before(const sched *s, int32_t a, int32_t b)
 {
@@ -598,26 +609,8 @@ static void launch(sched *s, sgl_batch *b, double now, double *t_end)
 }
 
 /* ------------------------------------------------------------- leaps */
-/* Whether the decision at t (the plan when a leap's step ends) still sees
- * no admission: no arrival comes before t (sched_set_horizon), or R's full
- * flag shuts admission whatever W holds (5.10, gate 1), and then the
- * arrivals due by t are taken in here (sched_set_arrivals; rejected here
- * as on their event).  O(1 + arrivals taken). */
-static int leap_may_go(sched *s, double t)
-{
-    if (t < s->horizon)
-        return 1;
-    if (!s->sgl->full || !s->arr_cur || !(t < s->arr_other_s))
-        return 0;
-    for (int64_t id; (id = sched_arrival_due(s, t)) >= 0;) {
-        sched_arrival_taken(s, id);
-        sched_arrive(s, id);
-    }
-    return 1;
-}
-
 /* Whether the plan just made may go on as a leap: a leap sink (a horizon
- * then lets it go on, leap_may_go), no chunked request, a decode step
+ * then lets it go on, sched_leap_may_go), no chunked request, a decode step
  * launched, admission shut (W empty, or R full), and R the step's members
  * (without overlap: it was decided just now) or, with overlap, the next
  * step decided a decode of R, which is the launched step's members but
@@ -655,11 +648,7 @@ static void leap_launch(sched *s, const sched_step *r, const sgl_batch *b, doubl
     s->step.index = s->ctr.steps++;
     s->step.start_s = t;
     s->step.leapt = 1;
-    if (s->lk_steps == 0) { /* a stretch starts: R is its set */
-        memcpy(s->lk_ids, b->id, (size_t)b->n * sizeof *b->id);
-        s->lk_n = b->n;
-    }
-    s->lk_steps++;
+    sched_same_set_step(s, b->id, b->n);
     s->ctr.leap_steps++;
     if (s->sink)
         s->sink(s->sink_ctx, &s->step, b->mem, 0);
@@ -672,7 +661,9 @@ static void leap_launch(sched *s, const sched_step *r, const sgl_batch *b, doubl
  * a decode of R again: admission shut (gate 1), the check of 7.2 passing
  * after its eviction (F >= n), rho decaying, n more slots, each member's
  * context one longer.  Those plans are made here in O(1) each (plus the
- * tree's evictions), while each starts before the horizon (leap_may_go),
+ * tree's evictions), while each starts before the horizon (the decision
+ * at its end then still sees admission shut: sched_leap_may_go, R's full
+ * flag shutting it whatever W holds, 5.10 gate 1),
  * the results it applies finish nobody, and its check passes without a
  * retraction; their steps are sunk leapt.  The members' g and c are
  * written once at the end, and the two batches in play (in flight and,
@@ -702,7 +693,7 @@ static double sgl_leap(sched *s, double t)
      * anyone finishes: with overlap a finisher is listed once more after
      * its finish (O2), and the run's trackers must not have let it go */
     int64_t plans = 0;
-    while (plans < rem - 1 && leap_may_go(s, t)) {
+    while (plans < rem - 1 && sched_leap_may_go(s, t, v->full)) {
         evict_to(v, n); /* 7.2's check of the decision (its shortfall evicted) */
         if (v->F < n)
             break; /* it would retract: the normal plan's */
@@ -733,17 +724,10 @@ static double sgl_leap(sched *s, double t)
     v->ndecided += plans; /* the buffers are used in turn (decide) */
     sgl_batch *dec = &v->buf[(v->ndecided - 1) % 2]; /* the last decision */
     sgl_batch *fly = ov ? &v->buf[(v->ndecided - 2) % 2] : dec;
-    for (int k = 0; k < 2; k++) { /* each of them R's decode (sgl_finish reads fly's) */
-        sgl_batch *x = k ? fly : dec;
-        if (x == b)
-            continue;
-        memcpy(x->id, b->id, (size_t)n * sizeof *b->id);
-        memcpy(x->gen, b->gen, (size_t)n * sizeof *b->gen);
-        memcpy(x->tok, b->tok, (size_t)n * sizeof *b->tok);
-        memcpy(x->mem, b->mem, (size_t)n * sizeof *b->mem);
-        x->kind = b->kind;
-        x->n = n;
-    }
+    if (dec != b) /* each of them R's decode (sgl_finish reads fly's) */
+        batch_copy(dec, b);
+    if (fly != b && fly != dec)
+        batch_copy(fly, b);
     for (int64_t i = 0; i < n; i++) /* contexts as decided: c + 1 then */
         dec->mem[i].context = v->rq[b->id[i]].c;
     dec->step = rec;

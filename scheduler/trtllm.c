@@ -420,11 +420,7 @@ static void emit(sched *s, double now, double *t_end)
     st->n_waiting = t->nact - t->nstarted;
     st->limit = trt_limit(s, cut);
     if (leapt) { /* each member made a token at the last step's end, this one's start */
-        if (s->lk_steps == 0) { /* a stretch starts: S is its set */
-            memcpy(s->lk_ids, t->S, (size_t)t->ns * sizeof *t->S);
-            s->lk_n = t->ns;
-        }
-        s->lk_steps++;
+        sched_same_set_step(s, t->S, t->ns);
         st->leapt = 1;
     } else if (s->lk_steps > 0) { /* members follow: the stretch's tokens first */
         sched_same_set_flush(s);
@@ -437,25 +433,6 @@ static void emit(sched *s, double now, double *t_end)
     *t_end = now + st->dur_s;
 }
 
-/* Whether a leap's next step, starting at t, may be planned in O(1): no
- * external event comes before t (sched_set_horizon), or the arrivals due
- * by t are taken in here (sched_set_arrivals) because the capacity pass
- * stops before A's end, so that a request appended to A changes no step
- * (an arrival is rejected here as it would be on its event).  O(1 +
- * arrivals taken). */
-static int leap_may_go(sched *s, double t)
-{
-    if (t < s->horizon)
-        return 1;
-    if (!s->arr_cur || !(t < s->arr_other_s) || !s->trt->blocked)
-        return 0;
-    for (int64_t id; (id = sched_arrival_due(s, t)) >= 0;) {
-        sched_arrival_taken(s, id);
-        sched_arrive(s, id);
-    }
-    return 1;
-}
-
 /* Step 1 (just emitted by trt_plan, ending at t) gave a token to each of
  * its members S, all generation requests, under guaranteed no evict.
  * Until one of them makes its last token (step j* = min over S of O - g),
@@ -465,7 +442,7 @@ static int leap_may_go(sched *s, double t)
  * is S again, a same-set step whose record differs from step 1's only in
  * its start, index, KV read (n more tokens a step), duration and the
  * waiting count.  Those steps are emitted here while each starts before
- * the horizon (leap_may_go), up to step j*; S's g and C then advance by
+ * the horizon (sched_leap_may_go), up to step j*; S's g and C then advance by
  * the steps before the last, which trt_finish ends as usual.  Returns the
  * end of the last step emitted (t if none).  O(|S|) plus O(1) per step
  * (docs/engine-trtllm.md, section 4). */
@@ -485,7 +462,8 @@ static double trt_leap(sched *s, double t)
     assert(st->kind == SCHED_STEP_DECODE && st->batch.n_decode == n && st->n_preempted == 0);
     const cost_run *run = cost_run_get(&tr->runs, s->cost, &st->batch);
     int64_t j = 1; /* steps of the leap emitted, step 1 included */
-    while (j < jstar && leap_may_go(s, t)) {
+    /* an arrival appended behind a stopped capacity pass is not reached */
+    while (j < jstar && sched_leap_may_go(s, t, tr->blocked)) {
         j++;
         st->batch.kv_read += n;
         st->dur_s = cost_run_s(run, st->batch.kv_read); /* = cost_step_s(s->cost, &st->batch) */
@@ -494,11 +472,7 @@ static double trt_leap(sched *s, double t)
         st->n_waiting = tr->nact - tr->nstarted;
         st->limit = trt_limit(s, 0);
         st->leapt = 1;
-        if (s->lk_steps == 0) { /* a stretch starts: S is its set */
-            memcpy(s->lk_ids, tr->S, (size_t)n * sizeof *tr->S);
-            s->lk_n = n;
-        }
-        s->lk_steps++;
+        sched_same_set_step(s, tr->S, n);
         s->ctr.leap_steps++;
         s->n_members = 0;
         if (s->sink)
@@ -543,7 +517,7 @@ static int trt_plan(sched *s, double now, int more_arrivals, double *t_end)
     take_blocks(s);
     emit(s, now, t_end);
     /* a step of generation requests only (nprev) under guaranteed no evict,
-     * with a leap sink (as same_set); a horizon lets it go on (leap_may_go) */
+     * with a leap sink (as same_set); a horizon lets it go on (sched_leap_may_go) */
     if (t->reserve && t->nprev > 0 && s->leap_fn)
         *t_end = trt_leap(s, *t_end);
     return SCHED_PLAN_STEP;
