@@ -43,7 +43,7 @@
 
 typedef struct step_log {
     sched_step *st;
-    uint64_t *dig; /* [n] a digest of the members the step listed, 0 none */
+    uint64_t *dig; /* [n] a digest of the members the step listed, 0 none or leapt */
     int64_t n, cap;
 } step_log;
 
@@ -62,7 +62,8 @@ static void log_step(void *ctx, const sched_step *st, const sched_member *m, int
         for (int k = 0; k < 4; k++)
             h = (h ^ (uint64_t)f[k]) * 1099511628211ULL;
     }
-    l->dig[l->n] = n > 0 ? h | 1 : 0;
+    /* a leapt step lists some members at most (a V1 leap's chunks): none compared */
+    l->dig[l->n] = n > 0 && !st->leapt ? h | 1 : 0;
     l->st[l->n++] = *st;
 }
 
@@ -645,6 +646,34 @@ static void itl_pair_free(itl_sink *a, itl_sink *b, sched_req_result *ra, sched_
     free(rb);
 }
 
+/* cfg on tr with a leap sink against the same run listing every member
+ * (no leap sink): the step records but the leapt flag, the members of the
+ * steps both list, results, ITL state and figures must be byte-identical,
+ * and the run without a leap sink must sink nothing leapt.  Returns the
+ * steps sunk leapt; *preempted adds the requests preempted in a run that
+ * sank some. */
+static int64_t sink_as_listed(const run_config *cfg, const trace *tr, const cost_model *cost,
+                              uint64_t seed, int64_t *preempted)
+{
+    itl_sink a, b;
+    sched_req_result *ra, *rb;
+    run_itl_engine(cfg, tr, cost, 1, &a, &ra);
+    run_itl_engine(cfg, tr, cost, 0, &b, &rb);
+    ck_assert_int_eq(b.leapt, 0);
+    ck_assert_int_eq(a.log.n, b.log.n);
+    ck_assert_msg(memcmp(a.log.st, b.log.st, (size_t)a.log.n * sizeof *a.log.st) == 0,
+                  "seed %llu: step records differ", (unsigned long long)seed);
+    same_members(&a.log, &b.log, seed);
+    ck_assert(memcmp(ra, rb, (size_t)tr->n * sizeof *ra) == 0);
+    itl_same(&a, &b, tr->n, seed);
+    ck_assert_int_eq(a.itl.n_done, b.itl.n_done);
+    for (int64_t i = 0; i < tr->n; i++)
+        *preempted += a.leapt > 0 && ra[i].preemptions > 0;
+    const int64_t leapt = a.leapt;
+    itl_pair_free(&a, &b, ra, rb);
+    return leapt;
+}
+
 /* The whole pipeline, leap sink (record_steps 0) against every member
  * listed (record_steps 1): rows, largest gaps and summaries.  A cluster
  * behind round-robin or random also routes ahead without recorded steps
@@ -712,29 +741,17 @@ START_TEST(test_same_set_identical)
         tu_random_trace(&tr, 120 + (int)(seed % 80), seed * 6151, 300, 90, 1);
         if (cfg.sched.prefix_caching)
             add_prefixes(&tr, seed, v1 ? cfg.sched.segment_tokens : 8, seed % 3 != 0);
-        itl_sink a, b;
-        sched_req_result *ra, *rb;
-        run_itl_engine(&cfg, &tr, &cost, 1, &a, &ra);
-        run_itl_engine(&cfg, &tr, &cost, 0, &b, &rb);
-        ck_assert_int_eq(b.leapt, 0);
-        ck_assert_int_eq(a.log.n, b.log.n);
-        ck_assert_msg(memcmp(a.log.st, b.log.st, (size_t)a.log.n * sizeof *a.log.st) == 0,
-                      "seed %llu: step records differ", (unsigned long long)seed);
-        ck_assert(memcmp(ra, rb, (size_t)tr.n * sizeof *ra) == 0);
-        itl_same(&a, &b, tr.n, seed);
-        ck_assert_int_eq(a.itl.n_done, b.itl.n_done);
+        const int64_t sunk = sink_as_listed(&cfg, &tr, &cost, seed, &preempted);
         if (cfg.sched.kv_cache_off || cfg.sched.batching == SCHED_BATCHING_STATIC)
-            ck_assert_int_eq(a.leapt, 0); /* listed: their costs read the members */
+            ck_assert_int_eq(sunk, 0); /* listed: their costs read the members */
         if (trt) {
-            leapt_trt += a.leapt;
+            leapt_trt += sunk;
         } else if (v1) {
-            leapt_v1 += a.leapt;
+            leapt_v1 += sunk;
         } else {
-            leapt += a.leapt;
+            leapt += sunk;
             runs++;
         }
-        for (int64_t i = 0; i < tr.n; i++)
-            preempted += a.leapt > 0 && ra[i].preemptions > 0;
         check_pipeline(&cfg, &tr, &cost, seed);
         /* clusters: each engine's stretches interleave with the others' steps */
         cfg.replicas = 2 + (int64_t)(seed % 3);
@@ -758,7 +775,6 @@ START_TEST(test_same_set_identical)
             cfg.kv_bytes_per_token = 4096;
             check_pipeline(&cfg, &tr, &cost, seed);
         }
-        itl_pair_free(&a, &b, ra, rb);
         free_trace(&tr);
     }
     ck_assert_msg(runs >= 60 && leapt > 1000 && leapt_v1 > 1000,
@@ -819,6 +835,20 @@ static void spread_trace(trace *tr, uint64_t seed, uint64_t mult)
     tu_random_trace(tr, 120 + (int)(seed % 80), seed * mult, 300, 90, 1);
     for (int64_t i = 0; i < tr->n; i++)
         tr->reqs[i].arrival_s *= spread[seed % 4];
+}
+
+/* The case of seed for cfg: 0 when sched_config_check refuses cfg, else 1
+ * with *tr the spread trace (spread_trace) and, under prefix caching, its
+ * prefix ids (segments of 8 tokens, on a grid for two seeds in three). */
+static int random_case(const run_config *cfg, uint64_t seed, uint64_t mult, trace *tr)
+{
+    kvs_err err;
+    if (sched_config_check(&cfg->sched, 200, &err) != 0)
+        return 0;
+    spread_trace(tr, seed, mult);
+    if (cfg->sched.prefix_caching)
+        add_prefixes(tr, seed, 8, seed % 3 != 0);
+    return 1;
 }
 
 /* cfg on tr run through the event loop with a leap sink, horizons on and
@@ -885,7 +915,6 @@ static int64_t leaps_as_steps(const run_config *cfg, const trace *tr, const cost
 
 START_TEST(test_v0_leaps_identical)
 {
-    kvs_err err;
     cost_model cost;
     tu_cost_affine(&cost);
     int64_t leapt[V0C_COUNT] = {0}, waiting_leapt = 0, preempted = 0;
@@ -897,12 +926,9 @@ START_TEST(test_v0_leaps_identical)
             c->policy = SCHED_POLICY_LPM;
             c->priority_preemption = 0;
         }
-        if (sched_config_check(c, 200, &err) != 0)
-            continue;
         trace tr;
-        spread_trace(&tr, seed, 104729);
-        if (c->prefix_caching)
-            add_prefixes(&tr, seed, 8, seed % 3 != 0);
+        if (!random_case(&cfg, seed, 104729, &tr))
+            continue;
         sched_counters ca;
         const int64_t leaps = leaps_as_steps(&cfg, &tr, &cost, seed, 1, &ca, &waiting_leapt);
         leapt[v0_class(c)] += leaps;
@@ -936,7 +962,6 @@ END_TEST
  * waited too, so the test cannot pass by leaping never. */
 START_TEST(test_trt_leaps_identical)
 {
-    kvs_err err;
     cost_model cost;
     tu_cost_affine(&cost);
     int64_t leapt = 0, waiting_leapt = 0, rejected = 0, reserved_runs = 0;
@@ -948,10 +973,9 @@ START_TEST(test_trt_leaps_identical)
             c->alloc = SCHED_ALLOC_RESERVED;
         if (seed % 3 == 0)
             c->max_model_len = 330; /* some requests rejected on arrival */
-        if (sched_config_check(c, 200, &err) != 0)
-            continue;
         trace tr;
-        spread_trace(&tr, seed, 15485863);
+        if (!random_case(&cfg, seed, 15485863, &tr))
+            continue;
         sched_counters ca;
         const int64_t leaps = leaps_as_steps(&cfg, &tr, &cost, seed, 0, &ca, &waiting_leapt);
         if (c->alloc == SCHED_ALLOC_PAGED)
@@ -1007,7 +1031,6 @@ static void random_sgl_config(run_config *cfg, uint64_t seed)
  * have happened. */
 START_TEST(test_sgl_leaps_identical)
 {
-    kvs_err err;
     cost_model cost;
     tu_cost_affine(&cost);
     int64_t leapt[2][2] = {{0}}; /* [overlap][radix] */
@@ -1015,32 +1038,17 @@ START_TEST(test_sgl_leaps_identical)
     for (uint64_t seed = 1; seed <= 160; seed++) {
         run_config cfg;
         random_sgl_config(&cfg, seed);
-        sched_config *c = &cfg.sched;
-        if (sched_config_check(c, 200, &err) != 0)
-            continue;
+        const sched_config *c = &cfg.sched;
         trace tr;
-        spread_trace(&tr, seed, 49979687);
-        if (c->prefix_caching)
-            add_prefixes(&tr, seed, 8, seed % 3 != 0);
+        if (!random_case(&cfg, seed, 49979687, &tr))
+            continue;
         sched_counters ca;
         const int64_t leaps = leaps_as_steps(&cfg, &tr, &cost, seed, 0, &ca, &waiting_leapt);
         leapt[c->overlap][c->prefix_caching] += leaps;
         retracted += leaps > 0 ? ca.preempt_recompute : 0;
         rejected += leaps > 0 ? ca.n_rejected : 0;
-        /* a leap sink against every member listed */
-        itl_sink a, b;
-        sched_req_result *ra, *rb;
-        run_itl_engine(&cfg, &tr, &cost, 1, &a, &ra);
-        run_itl_engine(&cfg, &tr, &cost, 0, &b, &rb);
-        ck_assert_int_eq(b.leapt, 0);
-        ck_assert_int_eq(a.log.n, b.log.n);
-        ck_assert_msg(memcmp(a.log.st, b.log.st, (size_t)a.log.n * sizeof *a.log.st) == 0,
-                      "seed %llu: step records differ", (unsigned long long)seed);
-        same_members(&a.log, &b.log, seed);
-        ck_assert(memcmp(ra, rb, (size_t)tr.n * sizeof *ra) == 0);
-        itl_same(&a, &b, tr.n, seed);
-        ck_assert_int_eq(a.itl.n_done, b.itl.n_done);
-        itl_pair_free(&a, &b, ra, rb);
+        int64_t preempted = 0;
+        sink_as_listed(&cfg, &tr, &cost, seed, &preempted); /* every member listed */
         check_pipeline(&cfg, &tr, &cost, seed);
         /* replicas: behind a router that routes ahead, and one that reads state */
         cfg.replicas = 2 + (int64_t)(seed % 3);
