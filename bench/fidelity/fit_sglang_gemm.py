@@ -25,8 +25,8 @@ SGLang v0.3's ShareGPT table (A100 TP 1, H100 TP 4) and issue #1362.
 
 What it printed (2026-12-04): 0.45 (median |err| 8.3%; 0.425 8.6%, 0.475
 9.1%, 0.4 9.2%, 0.7 45.8%); row by row the optimum runs from 0.40 (the
-4096-token prompts) to 0.47 (256/512).  At 0.45 the same runs' median ITL
-rows are worse than at 0.7 (docs/cost-models.md, section 5, says why).
+4096-token prompts) to 0.47 (256/512).  The checks at 0.45 are in
+docs/cost-models.md, section 5.
 """
 import os
 import statistics
