@@ -47,6 +47,12 @@
  *   = 20 PF*, FP8 10 PF*, INT8 10 POPS*, FP16/BF16 5 PF*; 13.4 TB HBM3e / 72
  *   = 186 GB at 576 TB/s / 72 = 8 TB/s; NVLink 1.8 TB/s; host: NVLink-C2C
  *   900 GB/s per Grace shared by two GPUs = 225 GB/s per GPU per direction.
+ * - GH200 (480GB, the 96 GB HBM3 part): NVIDIA GH200 Grace Hopper
+ *   Superchip datasheet (2023): the H100's compute (FP8 3,958 TF*, INT8
+ *   3,958 TOPS*, BF16 1,979 TF*); 96 GB HBM3 at 4 TB/s; NVLink-C2C to the
+ *   Grace CPU 900 GB/s total = 450 GB/s per direction (the host link);
+ *   NVLink 900 GB/s between superchips (NVL2/NVL32).  nvidia-smi shows
+ *   "NVIDIA GH200 480GB ... 97871MiB" in public logs (the H20's total).
  * - MI300X: AMD Instinct MI300X data sheet (2023): FP16/BF16 1,307.4 TF,
  *   FP8 2,614.9 TF, INT8 2,614.9 TOPS (dense); 192 GB HBM3 at 5.3 TB/s;
  *   7 Infinity Fabric links of 128 GB/s (bidirectional) = 448 GB/s per
@@ -84,6 +90,7 @@ static const gpu_spec gpus[] = {
     GPU("h100-pcie", 81559 * MIB, 2.0e12, 756e12, 64e9, 64e9, 1513e12, 1513e12, 0, 81559 * MIB),
     GPU("h100-nvl", 95830 * MIB, 3.9e12, 835e12, 64e9, 300e9, 1670e12, 1670e12, 0, 95830 * MIB),
     GPU("h20", 97871 * MIB, 4.0e12, 148e12, 64e9, 450e9, 296e12, 296e12, 0, 97871 * MIB),
+    GPU("gh200", 97871 * MIB, 4.0e12, 989e12, 450e9, 450e9, 1979e12, 1979e12, 0, 97871 * MIB),
     GPU("l40s", 46068 * MIB, 864e9, 362e12, 32e9, 32e9, 733e12, 733e12, 0, 46068 * MIB),
     GPU("l4", 23034 * MIB, 300e9, 121e12, 32e9, 32e9, 242e12, 242e12, 0, 23034 * MIB),
     GPU("a10g", 23028 * MIB, 600e9, 70e12, 32e9, 32e9, 0, 140e12, 0, 23028 * MIB),

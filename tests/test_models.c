@@ -744,8 +744,8 @@ START_TEST(test_gpus_2026)
     ck_assert(tu_gpu("a100-80g").fp8_flops == 0 && tu_gpu("a100-80g").int8_ops == 624e12);
     ck_assert(tu_gpu("h100-sxm").fp8_flops == 1979e12 && tu_gpu("h200").fp8_flops == 1979e12);
     ck_assert_int_eq(tu_gpu("h100-sxm").mem_runtime_bytes, 81559LL << 20);
-    /* The ten added: every figure positive, bf16 = fp16, FP4 on Blackwell only. */
-    const char *added[] = {"h100-pcie", "h100-nvl", "h20", "l40s", "l4", "a10g",
+    /* The eleven added: every figure positive, bf16 = fp16, FP4 on Blackwell only. */
+    const char *added[] = {"h100-pcie", "h100-nvl", "h20", "gh200", "l40s", "l4", "a10g",
                            "b200", "gb200", "mi300x", "mi325x"};
     for (size_t i = 0; i < sizeof added / sizeof added[0]; i++) {
         gpu_spec g = tu_gpu(added[i]);
@@ -763,7 +763,11 @@ START_TEST(test_gpus_2026)
     ck_assert(tu_gpu("mi325x").mem_bytes == 256000000000LL && tu_gpu("mi325x").hbm_Bps == 6.0e12);
     ck_assert(tu_gpu("l40s").fp8_flops == 733e12 && tu_gpu("l4").hbm_Bps == 300e9);
     ck_assert(tu_gpu("h20").fp16_flops == 148e12 && tu_gpu("h100-nvl").hbm_Bps == 3.9e12);
-    ck_assert_uint_eq(gpu_builtin_count(), 14);
+    /* GH200: the H100's compute beside 96 GB HBM3 at 4 TB/s and a 450 GB/s
+     * NVLink-C2C host link (its swap and offload run at that rate). */
+    ck_assert(tu_gpu("gh200").fp8_flops == tu_gpu("h100-sxm").fp8_flops &&
+              tu_gpu("gh200").hbm_Bps == 4.0e12 && tu_gpu("gh200").host_link_Bps == 450e9);
+    ck_assert_uint_eq(gpu_builtin_count(), 15);
 }
 END_TEST
 
