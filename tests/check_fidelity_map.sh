@@ -9,7 +9,9 @@
 #   - the ITL metrics read kvsim's pooled inter-token gaps, not its TPOT: on
 #     a trace whose requests have different output lengths the pooled mean
 #     ITL and the mean TPOT differ, and itl_mean_ms must be the former;
-#   - a malformed map.csv line is refused with its file and line, exit 2.
+#   - a malformed map.csv line is refused with its file and line, exit 2;
+#   - every fit script answers --help, and a wrong argument or a missing
+#     kvsim binary with one line naming the script, exit 2.
 set -u
 KVSIM=$(realpath "${1:-build/kvsim}")
 T=$(mktemp -d)
@@ -82,6 +84,23 @@ EOF
 rc=$?
 if [ "$rc" -eq 2 ] && grep -q "map.csv" "$T/bad.txt" && [ "$(wc -l < "$T/bad.txt")" -eq 1 ]; then ok
 else bad "malformed map.csv: rc=$rc, $(cat "$T/bad.txt")"; fi
+
+# ------------------------------------------------ the fit scripts' arguments
+# --help prints the script's docstring; a wrong argument or a kvsim binary
+# that is not there is one line naming the script, exit 2 (no traceback)
+for f in bench/fidelity/fit_*.py bench/fidelity/durations.py; do
+    name=$(basename "$f")
+    python3 "$f" --help > "$T/h.txt" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && grep -q "$name" "$T/h.txt"; then ok; else bad "$name --help: rc=$rc"; fi
+    for args in "$T/no-such-kvsim" "--bogus" "$KVSIM extra"; do
+        # shellcheck disable=SC2086
+        python3 "$f" $args > "$T/h.txt" 2>&1
+        rc=$?
+        if [ "$rc" -eq 2 ] && [ "$(wc -l < "$T/h.txt")" -eq 1 ] && grep -q "^$name: " "$T/h.txt"; then ok
+        else bad "$name $args: rc=$rc, $(head -3 "$T/h.txt")"; fi
+    done
+done
 
 echo "check_fidelity_map: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

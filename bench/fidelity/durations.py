@@ -40,4 +40,4 @@ def main(args):
 
 
 if __name__ == "__main__":
-    run.fit_script_main(main, "durations.py")
+    run.fit_script_main(main, "durations.py", __doc__)

@@ -51,4 +51,4 @@ def main(args):
 
 
 if __name__ == "__main__":
-    run.fit_script_main(main, "fit_collective.py")
+    run.fit_script_main(main, "fit_collective.py", __doc__)

@@ -83,4 +83,4 @@ def main(args):
 
 
 if __name__ == "__main__":
-    run.fit_script_main(main, "fit_fp8.py")
+    run.fit_script_main(main, "fit_fp8.py", __doc__)

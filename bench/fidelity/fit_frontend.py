@@ -53,4 +53,4 @@ def main(args):
 
 
 if __name__ == "__main__":
-    run.fit_script_main(main, "fit_frontend.py")
+    run.fit_script_main(main, "fit_frontend.py", __doc__)

@@ -60,4 +60,4 @@ def main(args):
 
 
 if __name__ == "__main__":
-    run.fit_script_main(main, "fit_ridge.py")
+    run.fit_script_main(main, "fit_ridge.py", __doc__)

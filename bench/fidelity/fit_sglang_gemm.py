@@ -67,4 +67,4 @@ def main(args):
 
 
 if __name__ == "__main__":
-    run.fit_script_main(main, "fit_sglang_gemm.py")
+    run.fit_script_main(main, "fit_sglang_gemm.py", __doc__)

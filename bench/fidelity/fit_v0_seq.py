@@ -55,4 +55,4 @@ def main(args):
 
 
 if __name__ == "__main__":
-    run.fit_script_main(main, "fit_v0_seq.py")
+    run.fit_script_main(main, "fit_v0_seq.py", __doc__)

@@ -449,11 +449,27 @@ def without_flag(argv, flag):
     return out
 
 
-def fit_script_main(main, script):
-    """Run a fit script's main(argv) and exit with its status; a row kvsim
-    failed on ends it with one line naming the script and the row, exit 2."""
+def fit_script_main(main, script, doc=None):
+    """Run a fit script's main(argv) and exit with its status.  The
+    arguments are at most one, the kvsim binary (default build/kvsim):
+    -h/--help prints doc (the script's docstring) and exits 0; an unknown
+    option, a second argument or a binary that is not there is one line
+    naming the script, exit 2, as is a row kvsim failed on (naming it)."""
+    args = sys.argv[1:]
+    if any(a in ("-h", "--help") for a in args):
+        print((doc or f"{script} [KVSIM]").strip())
+        sys.exit(0)
+    bad = [a for a in args if a.startswith("-")]
+    if bad or len(args) > 1:
+        print(f"{script}: unknown argument {(bad or args[1:])[0]!r} (usage: {script} [KVSIM])",
+              file=sys.stderr)
+        sys.exit(2)
+    kvsim = os.path.abspath(args[0] if args else "build/kvsim")
+    if not os.access(kvsim, os.X_OK):
+        print(f"{script}: {kvsim}: no kvsim binary (build it, or give its path)", file=sys.stderr)
+        sys.exit(2)
     try:
-        sys.exit(main(sys.argv[1:]))
+        sys.exit(main(args))
     except KvsimFailed as e:
         print(f"{script}: {e}", file=sys.stderr)
         sys.exit(2)
