@@ -35,6 +35,10 @@
 #   DEVICE=cpu MODEL=models/tiny.conf runs the same stages on the CPU backend
 #   (a dry run of this script without a GPU; figures are then meaningless).
 set -uo pipefail
+case "${1:-}" in
+-h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+?*) echo "gpu_run.sh: unknown argument '$1': it takes none (OUT=dir to choose the folder; see --help)" >&2; exit 2 ;;
+esac
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 device=${DEVICE:-cuda}

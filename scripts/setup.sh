@@ -21,6 +21,10 @@
 # (/usr/local/cuda*/bin) and the CUDA backend built when a toolkit is there;
 # no GPU is needed to build.
 set -euo pipefail
+case "${1:-}" in
+-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+-*) echo "setup.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 level=tests
 case "${1:-}" in

@@ -5,6 +5,10 @@
 #   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
 #      (CPU only), unless KVSIM_SKIP_SANITIZE=1.
 set -euo pipefail
+case "${1:-}" in
+-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+?*) echo "test.sh: unknown argument '$1': it takes none (see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
