@@ -274,6 +274,16 @@ static double tensor_peak(const kernels_device_info *info, char *which, size_t n
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("usage: bench_attention [cpu|cuda]   (default: cuda, falling back to cpu)\n"
+               "Decode and prefill attention and GEMM throughput of a kernel backend.\n");
+        return 0;
+    }
+    if (argc > 2 || (argc > 1 && strcmp(argv[1], "cpu") && strcmp(argv[1], "cuda"))) {
+        fprintf(stderr, "bench_attention: unknown argument '%s' (usage: bench_attention [cpu|cuda])\n",
+                argv[argc > 2 ? 2 : 1]);
+        return 2;
+    }
     const char *want = argc > 1 ? argv[1] : "cuda";
     kernels_backend *be = NULL;
     if (kernels_backend_open(want, &be, &err) != KVS_OK) {

@@ -28,6 +28,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "base/str.h"
 #include "job/job.h"
 
 static double cpu_s(void) /* the process's CPU seconds */
@@ -126,6 +127,13 @@ static double median(double *v, int n)
 #define MAX_ROUTERS 8
 #define MAX_REPEAT 50
 
+/* A bad flag value: one line, exit status 2. */
+static int bad_arg(const kvs_err *e)
+{
+    fprintf(stderr, "bench_cluster: %s\n", e->msg);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     long long n = 1000000, k = 16;
@@ -143,20 +151,42 @@ int main(int argc, char **argv)
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int o;
+    int64_t v;
+    kvs_err err;
+    opterr = 0; /* unknown flags: one line below, not getopt's and the usage */
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
-        case 'n': n = atoll(optarg); break;
-        case 'r': rate = atof(optarg); break;
-        case 'k': k = atoll(optarg); break;
+        case 'n':
+            if (str_parse_i64("--requests", optarg, 1, 1000000000, &v, &err))
+                return bad_arg(&err);
+            n = v;
+            break;
+        case 'r':
+            if (str_parse_f64("--rate", optarg, 1e-9, 1e9, &rate, &err))
+                return bad_arg(&err);
+            break;
+        case 'k':
+            if (str_parse_i64("--replicas", optarg, 1, 4096, &v, &err))
+                return bad_arg(&err);
+            k = v;
+            break;
         case 'R': snprintf(routers, sizeof routers, "%s", optarg); break;
         case 's': same = 1; break;
         case 'e': engine = optarg; break;
-        case 'p': rep = atoi(optarg); break;
-        default:
+        case 'p':
+            if (str_parse_i64("--repeat", optarg, 1, MAX_REPEAT, &v, &err))
+                return bad_arg(&err);
+            rep = (int)v;
+            break;
+        case 'h':
             printf("usage: bench_cluster [--requests N] [--rate R] [--replicas K]\n"
                    "                     [--routers A,B] [--engine vllm-v1|vllm-v0]\n"
                    "                     [--same-arrivals] [--repeat R]\n");
-            return o == 'h' ? 0 : 2;
+            return 0;
+        default:
+            fprintf(stderr, "bench_cluster: unknown flag or missing value: '%s' (see --help)\n",
+                    argv[optind - 1]);
+            return 2;
         }
     }
     if (rep < 1 || rep > MAX_REPEAT) {

@@ -60,6 +60,16 @@ static void run_one(const model_spec *m, const gpu_spec *g, int64_t p, int64_t o
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("usage: bench_nokv [MODEL [GPU]]   (default llama-7b a100-80g)\n"
+               "One request with and without the KV cache at S = 128..2048 (roofline).\n");
+        return 0;
+    }
+    if (argc > 3 || (argc > 1 && argv[1][0] == '-')) {
+        fprintf(stderr, "bench_nokv: unknown argument '%s' (usage: bench_nokv [MODEL [GPU]])\n",
+                argv[argc > 3 ? 3 : 1]);
+        return 2;
+    }
     const char *mname = argc > 1 ? argv[1] : "llama-7b", *gname = argc > 2 ? argv[2] : "a100-80g";
     kvs_err err;
     model_spec m;

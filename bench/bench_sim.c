@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/str.h"
 #include "job/job.h"
 
 static double wall(void)
@@ -331,7 +332,15 @@ typedef struct bench_args {
     int rep, want_targets, record_steps;
 } bench_args;
 
-/* Parse argv into *a: 0, or the exit status (usage printed). */
+/* A bad flag value: one line, exit status 2. */
+static int bad_arg(const kvs_err *e)
+{
+    fprintf(stderr, "bench_sim: %s\n", e->msg);
+    return 2;
+}
+
+/* Parse argv into *a: -1 to go on, or the exit status (usage printed for
+ * --help; one line on stderr for an unknown flag or a bad value). */
 static int parse_args(int argc, char **argv, bench_args *a)
 {
     *a = (bench_args){1000000, 6.0, NULL, "traces/lengths_sharegpt_8k_llama2tok.csv", "vllm-v1",
@@ -348,22 +357,40 @@ static int parse_args(int argc, char **argv, bench_args *a)
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int o;
+    int64_t v;
+    kvs_err err;
+    opterr = 0; /* unknown flags: one line below, not getopt's and the usage */
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
-        case 'n': a->n = atoll(optarg); break;
-        case 'r': a->rate = atof(optarg); break;
+        case 'n':
+            if (str_parse_i64("--requests", optarg, 1, 1000000000, &v, &err))
+                return bad_arg(&err);
+            a->n = v;
+            break;
+        case 'r':
+            if (str_parse_f64("--rate", optarg, 1e-9, 1e9, &a->rate, &err))
+                return bad_arg(&err);
+            break;
         case 'd': a->db = optarg; break;
         case 'l': a->lengths = optarg; break;
         case 'e': a->engine = optarg; break;
-        case 'R': a->rep = atoi(optarg); break;
+        case 'R':
+            if (str_parse_i64("--repeat", optarg, 1, MAX_REP, &v, &err))
+                return bad_arg(&err);
+            a->rep = (int)v;
+            break;
         case 'T': a->want_targets = 1; break;
         case 'S': a->sizes = optarg; break;
         case 'k': a->record_steps = 1; break;
-        default:
+        case 'h':
             printf("usage: bench_sim [--requests N] [--rate R] [--db FILE] [--lengths FILE]\n"
                    "                 [--engine vllm-v1|vllm-v0|trtllm|sglang] [--repeat R] [--targets]\n"
                    "                 [--sizes N,N,...] [--record-steps]\n");
-            return o == 'h' ? 0 : 2;
+            return 0;
+        default:
+            fprintf(stderr, "bench_sim: unknown flag or missing value: '%s' (see --help)\n",
+                    argv[optind - 1]);
+            return 2;
         }
     }
     if (a->rep < 1 || a->rep > MAX_REP) {

@@ -12,10 +12,11 @@ speedup would be ~1.
 """
 import argparse
 import os
+import sys
 import threading
 import time
 
-import kvsim
+kvsim = None  # imported in main(), so that --help works without the package
 
 
 def one(seed: int, n: int) -> None:
@@ -43,6 +44,14 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=40000, help="requests per run (default 40000)")
     ap.add_argument("--repeat", type=int, default=3, help="best of K timings (default 3)")
     a = ap.parse_args()
+    global kvsim
+    try:
+        import kvsim as k
+    except ImportError as e:
+        print(f"py_threads.py: the kvsim package is not importable ({e}): pip install ./python",
+              file=sys.stderr)
+        sys.exit(2)
+    kvsim = k
     best = {k: min(timed(k, a.n) for _ in range(a.repeat)) for k in (1, 2, 4)}
     cores = len(os.sched_getaffinity(0))
     print(f"kvsim {kvsim.__version__}, {cores} cores, {a.n} requests per run, best of {a.repeat}")

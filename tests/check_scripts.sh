@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# check_scripts.sh — every script under scripts/ answers --help (its header,
-# exit 0) and refuses an unknown option with one line naming itself, exit 2,
+# check_scripts.sh — every script under scripts/ and every benchmark under
+# bench/ (the binaries next to kvsim, py_threads.py) answers --help (exit 0)
+# and refuses an unknown option with one line naming itself, exit 2,
 # before it does anything: no package installed, nothing built, no run
 # started (test.sh --help used to start the whole suite, gpu_run.sh --help a
 # GPU run).
@@ -23,6 +24,26 @@ for f in scripts/*.sh; do
     if [ "$rc" -eq 2 ] && [ "$(wc -l < "$T/out.txt")" -eq 1 ] && grep -q "^$name: " "$T/out.txt"; then ok
     else bad "$name --no-such-option: rc=$rc, $(head -3 "$T/out.txt")"; fi
 done
+
+# the benchmark binaries next to kvsim, and the Python benchmark
+bindir=$(dirname "$(realpath "${1:-build/kvsim}")")
+for b in bench_sim bench_cluster bench_nokv bench_attention; do
+    [ -x "$bindir/$b" ] || continue
+    timeout 20 "$bindir/$b" --help > "$T/out.txt" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && grep -q "^usage: $b" "$T/out.txt"; then ok
+    else bad "$b --help: rc=$rc, $(head -2 "$T/out.txt")"; fi
+    timeout 20 "$bindir/$b" --no-such-option > "$T/out.txt" 2>&1
+    rc=$?
+    if [ "$rc" -eq 2 ] && [ "$(wc -l < "$T/out.txt")" -eq 1 ] && grep -q "^$b: " "$T/out.txt"; then ok
+    else bad "$b --no-such-option: rc=$rc, $(head -2 "$T/out.txt")"; fi
+done
+if command -v python3 > /dev/null; then
+    timeout 20 python3 bench/py_threads.py --help > "$T/out.txt" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && grep -q "py_threads.py" "$T/out.txt"; then ok
+    else bad "py_threads.py --help: rc=$rc, $(head -2 "$T/out.txt")"; fi
+fi
 
 echo "check_scripts: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
