@@ -332,6 +332,23 @@ typedef struct bench_args {
     int rep, want_targets, record_steps;
 } bench_args;
 
+/* --sizes: 1 to 8 request counts in [1, 1e9], comma-separated (targets()
+ * copies the list into 200 bytes).  0, or KVS_EINVAL naming the bad one. */
+static int check_sizes(const char *s, kvs_err *err)
+{
+    char list[200], *save = NULL;
+    if (strlen(s) >= sizeof list)
+        return kvs_errf(err, KVS_EINVAL, "--sizes: longer than %zu characters", sizeof list - 1);
+    snprintf(list, sizeof list, "%s", s);
+    int n = 0;
+    for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save), n++) {
+        int64_t v;
+        if (n == 8 || str_parse_i64("--sizes", tok, 1, 1000000000, &v, err))
+            return n == 8 ? kvs_errf(err, KVS_EINVAL, "--sizes: at most 8 sizes") : KVS_EINVAL;
+    }
+    return n > 0 ? 0 : kvs_errf(err, KVS_EINVAL, "--sizes: no size given");
+}
+
 /* A bad flag value: one line, exit status 2. */
 static int bad_arg(const kvs_err *e)
 {
@@ -380,7 +397,11 @@ static int parse_args(int argc, char **argv, bench_args *a)
             a->rep = (int)v;
             break;
         case 'T': a->want_targets = 1; break;
-        case 'S': a->sizes = optarg; break;
+        case 'S':
+            if (check_sizes(optarg, &err))
+                return bad_arg(&err);
+            a->sizes = optarg;
+            break;
         case 'k': a->record_steps = 1; break;
         case 'h':
             printf("usage: bench_sim [--requests N] [--rate R] [--db FILE] [--lengths FILE]\n"
