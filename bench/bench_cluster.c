@@ -30,6 +30,7 @@
 
 #include "base/str.h"
 #include "job/job.h"
+#include "sim/router.h"
 
 static double cpu_s(void) /* the process's CPU seconds */
 {
@@ -198,6 +199,11 @@ int main(int argc, char **argv)
     for (char *save, *r = strtok_r(routers, ",", &save); r; r = strtok_r(NULL, ",", &save)) {
         if (nr == MAX_ROUTERS) {
             fprintf(stderr, "bench_cluster: --routers: at most %d\n", MAX_ROUTERS);
+            return 2;
+        }
+        if (!router_find(r)) { /* before any run, not after the first one */
+            fprintf(stderr, "bench_cluster: --routers: unknown router '%s' (%s)\n", r,
+                    router_names());
             return 2;
         }
         names[nr++] = r;
