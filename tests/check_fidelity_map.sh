@@ -12,13 +12,7 @@
 #   - a malformed map.csv line is refused with its file and line, exit 2;
 #   - every fit script answers --help, and a wrong argument or a missing
 #     kvsim binary with one line naming the script, exit 2.
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/testlib.sh"
 cd "$(dirname "$0")/.." || exit 1
 
 if ! command -v python3 > /dev/null; then

@@ -5,12 +5,7 @@
 # before it does anything: no package installed, nothing built, no run
 # started (test.sh --help used to start the whole suite, gpu_run.sh --help a
 # GPU run).
-set -u
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/testlib.sh"
 cd "$(dirname "$0")/.." || exit 1
 
 for f in scripts/*.sh; do
@@ -26,7 +21,7 @@ for f in scripts/*.sh; do
 done
 
 # the benchmark binaries next to kvsim, and the Python benchmark
-bindir=$(dirname "$(realpath "${1:-build/kvsim}")")
+bindir=$(dirname "$KVSIM")
 for b in bench_sim bench_cluster bench_nokv bench_attention; do
     [ -x "$bindir/$b" ] || continue
     timeout 20 "$bindir/$b" --help > "$T/out.txt" 2>&1

@@ -8,13 +8,7 @@
 #     shows its relative error, bad input exits 2;
 #   - --goodput (vLLM's ms syntax) sets the same SLOs as --slo (seconds);
 #   - the summary counts rejections by reason and says what limited the batch.
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/testlib.sh"
 DB=$T/a.db
 # prompts up to 2400 + 64 output against max-model-len 2048: some rejected
 SYN='arrival=poisson,rate=6,n=300,prompt=uniform:16:2400,output=uniform:1:64'

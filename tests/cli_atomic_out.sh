@@ -8,14 +8,8 @@
 # leaves no file and exits 2.
 #
 #   tests/cli_atomic_out.sh KVSIM [KILLS]
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
+. "$(dirname "$0")/testlib.sh"
 N=${2:-50}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 SPEC='n=300000,rate=100,prompt=uniform:1:4096,output=uniform:1:512'
 "$KVSIM" trace gen --synthetic "$SPEC" --seed 3 --out "$T/ref.csv" || bad "reference"
 start=$(date +%s%N)

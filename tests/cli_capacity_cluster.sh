@@ -9,13 +9,7 @@
 #     3600 / its throughput * 10^6;
 #   - bad input (a price for a GPU not searched, a GPU without a price, a zero
 #     price, --tp given) exits 2 with one line naming the flag.
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/testlib.sh"
 q() { sqlite3 "$DB" "$1" 2>> "$T/sqlerr"; }
 DB=$T/cap.db
 SYN='arrival=poisson,rate=150,n=300,prompt=512,output=64'

@@ -14,13 +14,7 @@
 #   - every probe is stored with its point's pd and pd-tp (P:D probes) and
 #     its cost; the link (--kv-link) reaches the P:D probes only;
 #   - bad input: one line, exit 2.
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/testlib.sh"
 q() { sqlite3 "$DB" "$1" 2>> "$T/sqlerr"; }
 DB=$T/cap.db
 SYN='arrival=poisson,rate=150,n=300,prompt=512,output=64'

@@ -8,13 +8,7 @@
 #   - an unreachable SLO says so with the best point (exit 2); an unknown
 #     metric and other bad input exit 2 naming the culprit;
 #   - --compare-tp / --compare-attn against hand-computed KV bytes.
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/testlib.sh"
 # an SQL error is a failure (recorded in $T/sqlerr), never an empty match
 q() { sqlite3 "$DB" "$1" 2>> "$T/sqlerr"; }
 DB=$T/cap.db

@@ -7,15 +7,9 @@
 # without a gap, and PRAGMA integrity_check is ok.  The reader never fails.
 #
 #   tests/cli_concurrent.sh KVSIM [WRITERS] [RUNS_PER_WRITER]
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
+. "$(dirname "$0")/testlib.sh"
 W=${2:-4}
 R=${3:-25}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 command -v sqlite3 >/dev/null || { echo "SKIP: cli_concurrent needs the sqlite3 shell (scripts/setup.sh installs it)"; exit 0; }
 
 DB=$T/shared.db

@@ -13,17 +13,11 @@
 #
 #   tests/cli_crash.sh KVSIM [KILLS]      (default 30 kills; $KVSIM_CRASH_SEED
 #                                          fixes the random delays)
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
+. "$(dirname "$0")/testlib.sh"
 KILLS=${2:-${KVSIM_CRASH_KILLS:-30}}
 SEED=${KVSIM_CRASH_SEED:-$$}
 RANDOM=$SEED
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 export KVSIM_BUSY_TIMEOUT_MS=5000
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 command -v sqlite3 >/dev/null || { echo "SKIP: cli_crash needs the sqlite3 shell (scripts/setup.sh installs it)"; exit 0; }
 
 SPEC='arrival=poisson,rate=2000,n=200000,prompt=uniform:16:256,output=uniform:1:64'

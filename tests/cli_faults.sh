@@ -16,13 +16,8 @@
 #                ignores them)
 #   memory       RLIMIT_AS (`ulimit -v`) stepped from too small to enough
 #                (skipped under ASan, which needs terabytes of address space)
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
+. "$(dirname "$0")/testlib.sh"
 trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 skip() { echo "SKIP: $*"; }
 command -v sqlite3 >/dev/null || { echo "SKIP: cli_faults needs the sqlite3 shell (scripts/setup.sh installs it)"; exit 0; }
 

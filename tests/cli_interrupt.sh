@@ -14,15 +14,10 @@
 # arrives is reported (note:) and the interrupted checks are skipped for it.
 #
 #   tests/cli_interrupt.sh KVSIM
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
+. "$(dirname "$0")/testlib.sh"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 command -v sqlite3 >/dev/null || { echo "SKIP: cli_interrupt needs the sqlite3 shell"; exit 0; }
 cd "$T" || exit 1
 

@@ -13,13 +13,7 @@
 #     the context limit, a config.json that is not JSON) is one line naming
 #     the flag or file, exit 2;
 #   - models lists MoE aliases with active < total parameters; gpus lists FP4.
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/testlib.sh"
 # the shipped configs are read from models/hf under the working directory
 cd "$(dirname "$0")/.." || exit 1
 

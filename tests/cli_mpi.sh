@@ -7,8 +7,7 @@
 # ends every rank with exit 2.
 # Skipped (exit 0, with a note) when mpirun is missing or kvsim was built
 # without MPI (-DKVSIM_MPI=OFF or no libopenmpi-dev).
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
+. "$(dirname "$0")/testlib.sh"
 if ! command -v mpirun > /dev/null 2>&1; then
   echo "SKIP: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"
   exit 0
@@ -17,11 +16,6 @@ if ! "$KVSIM" --version | grep -q '^MPI sweeps: yes'; then
   echo "SKIP: $KVSIM was built without MPI"
   exit 0
 fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 # an SQL error is a failure (recorded in $T/sqlerr), never an empty match
 q() { sqlite3 "$1" "$2" 2>> "$T/sqlerr"; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -7,17 +7,11 @@
 # The notebooks use the kvsim Python package (python/ with the build's
 # libkvsim.so) and run no subprocess: none may import subprocess.
 # Skipped (exit 0, with a note) when jupyter nbconvert is not installed.
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
+. "$(dirname "$0")/testlib.sh"
 if ! command -v jupyter-nbconvert > /dev/null 2>&1 && ! command -v jupyter > /dev/null 2>&1; then
   echo "SKIP: jupyter nbconvert not found (scripts/setup.sh full installs jupyter-nbconvert)"
   exit 0
 fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 # The CPU kernels take minutes to calibrate and validate in a sanitizer
 # build (their own tests cover them there): skip that part of the database.

@@ -21,13 +21,7 @@
 #     carries the same keys; a sweep over pd-tp and a compare whose variants
 #     set pd-tp store each pool's TP;
 #   - bad input: one line, exit 2, no run stored.
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/testlib.sh"
 q() { sqlite3 "$DB" "$1" 2>> "$T/sqlerr"; }
 DB=$T/pdtp.db
 BASE=(--synthetic 'arrival=burst,n=1,prompt=512,output=4' --model llama-3-8b --gpu h100-sxm

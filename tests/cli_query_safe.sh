@@ -5,13 +5,8 @@
 # query stops at --timeout; too many rows stop at --max-rows instead of
 # being cut silently; a database the user cannot write (WAL, no -shm) is
 # still read; a missing database is named and not created.
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
+. "$(dirname "$0")/testlib.sh"
 trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 DB=$T/d/runs.db
 mkdir -p "$T/d"
 "$KVSIM" run --db "$DB" --quiet --synthetic 'rate=5,n=30,prompt=100,output=10' >/dev/null || {

@@ -17,14 +17,8 @@
 #   - the group ends `complete`.
 #
 #   tests/cli_resume_groups.sh KVSIM
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
+. "$(dirname "$0")/testlib.sh"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 command -v sqlite3 >/dev/null || { echo "SKIP: cli_resume_groups needs the sqlite3 shell"; exit 0; }
 mkdir -p "$T/a" "$T/b" "$T/c"
 head -n 201 "$SRC/traces/azure_llm_2023_conv.csv" >"$T/a/t.csv"

@@ -2,13 +2,7 @@
 # cli_run.sh — `kvsim run` end to end: the default job, the stored columns,
 # determinism, the classic static-vs-continuous result, and bad input (one
 # line naming the file:line or flag, exit 2, no run in the database).
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/testlib.sh"
 q() { sqlite3 "$1" "$2"; }
 
 # --- the default job: Llama-3-8B / A100-80GB / Azure conv, stored in kvsim.db

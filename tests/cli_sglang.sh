@@ -5,13 +5,7 @@
 # naming the flag and the profile (exit 2, no run stored), SGLang-only
 # flags refused under the other engines, and the profile in `compare` and
 # `capacity`.
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/testlib.sh"
 W='arrival=burst,n=50,prompt=128,output=64'
 R=(--model llama-3.1-8b --gpu a100-80g --synthetic "$W")
 

@@ -16,14 +16,8 @@
 #  4. `--db :memory:` refused (exit 2) instead of a run that is gone at exit.
 #
 #   tests/cli_spool.sh KVSIM
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
+. "$(dirname "$0")/testlib.sh"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 command -v sqlite3 >/dev/null || { echo "SKIP: cli_spool needs the sqlite3 shell"; exit 0; }
 command -v python3 >/dev/null || { echo "SKIP: cli_spool needs python3"; exit 0; }
 unset KVSIM_BUSY_TIMEOUT_MS KVSIM_DB_WAIT_S

@@ -17,14 +17,9 @@
 # search.
 #
 #   tests/cli_spool_groups.sh KVSIM
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
+. "$(dirname "$0")/testlib.sh"
 hpid=
 trap '[ -n "$hpid" ] && kill "$hpid" 2>/dev/null; rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 command -v sqlite3 >/dev/null || { echo "SKIP: cli_spool_groups needs the sqlite3 shell"; exit 0; }
 command -v python3 >/dev/null || { echo "SKIP: cli_spool_groups needs python3"; exit 0; }
 unset KVSIM_BUSY_TIMEOUT_MS KVSIM_DB_WAIT_S

@@ -10,15 +10,10 @@
 #      naming the resume command;
 #   4. bad input: an empty grid, an unknown option, a bad value (naming
 #      file:line), a bad combination, a bad --resume: exit 2, nothing stored.
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
+. "$(dirname "$0")/testlib.sh"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 # an SQL error is a failure (recorded in $T/sqlerr), never an empty match
 q() { sqlite3 "$1" "$2" 2>> "$T/sqlerr"; }
 

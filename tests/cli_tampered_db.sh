@@ -9,13 +9,7 @@
 # its flag's range or its metric's kind, with `show` and `validate`.
 #
 #   tests/cli_tampered_db.sh KVSIM
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/testlib.sh"
 command -v sqlite3 >/dev/null || { echo "SKIP: cli_tampered_db needs the sqlite3 shell"; exit 0; }
 command -v python3 >/dev/null || { echo "SKIP: cli_tampered_db needs python3"; exit 0; }
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1}

@@ -3,14 +3,8 @@
 # sample in tests/data/import gives exactly the rows worked out by hand
 # below; malformed input is one line naming the file and the record, exit
 # 2, and leaves OUT as it was (no temporary file either).
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
+. "$(dirname "$0")/testlib.sh"
 D=tests/data/import
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 # golden NAME WANT ARGS...: import with ARGS into $T/NAME.csv, compare bytes
 golden() {

@@ -3,13 +3,7 @@
 # capacity rule in the summary and the store, its flags refused with one
 # line naming the flag and the profile (exit 2, no run stored), and the
 # profile in `compare`.
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/testlib.sh"
 W='arrival=burst,n=50,prompt=128,output=64'
 R=(--model llama-3.1-8b --gpu a100-80g --synthetic "$W")
 

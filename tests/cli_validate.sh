@@ -4,13 +4,7 @@
 # stored (validations + validation_steps rows that agree with the run's
 # steps), and reported again; sampling and window flags; and bad input (one
 # line on stderr, exit 2, nothing stored).  Timings are never asserted.
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/testlib.sh"
 q() { sqlite3 "$DB" "$1"; }
 DB=$T/v.db
 SPEC='arrival=poisson,rate=200,n=30,prompt=uniform:8:64,output=uniform:2:12'

@@ -14,19 +14,13 @@
 #   - kvsim.import_trace writes the file `kvsim trace import` writes.
 # Skipped (exit 0, with a note) only when python3 -m venv does not work.
 # Speed is bench/py_threads.py's business, not this test's.
-set -u
-KVSIM=$(realpath "${1:-build/kvsim}")
+. "$(dirname "$0")/testlib.sh"
 ROOT=$(pwd)
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 if ! python3 -m venv "$T/venv" > "$T/venv.txt" 2>&1; then
   echo "SKIP: python3 -m venv does not work here (scripts/setup.sh installs python3-venv):" \
        "$(tail -1 "$T/venv.txt")"
   exit 0
 fi
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 PY=$T/venv/bin/python
 # pip's cache (~/.cache/pip) is kept between runs: only the first downloads.
