@@ -30,6 +30,7 @@
 
 #include "base/str.h"
 #include "job/job.h"
+#include "sim/cluster.h"
 #include "sim/router.h"
 
 static double cpu_s(void) /* the process's CPU seconds */
@@ -167,7 +168,7 @@ int main(int argc, char **argv)
                 return bad_arg(&err);
             break;
         case 'k':
-            if (str_parse_i64("--replicas", optarg, 1, 4096, &v, &err))
+            if (str_parse_i64("--replicas", optarg, 1, CLUSTER_MAX_REPLICAS, &v, &err))
                 return bad_arg(&err);
             k = v;
             break;
@@ -189,10 +190,6 @@ int main(int argc, char **argv)
                     argv[optind - 1]);
             return 2;
         }
-    }
-    if (rep < 1 || rep > MAX_REPEAT) {
-        fprintf(stderr, "bench_cluster: --repeat %d: must be in [1, %d]\n", rep, MAX_REPEAT);
-        return 2;
     }
     char *names[MAX_ROUTERS];
     int nr = 0;

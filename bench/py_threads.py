@@ -46,12 +46,11 @@ def main() -> None:
     a = ap.parse_args()
     global kvsim
     try:
-        import kvsim as k
+        import kvsim
     except ImportError as e:
         print(f"py_threads.py: the kvsim package is not importable ({e}): pip install ./python",
               file=sys.stderr)
         sys.exit(2)
-    kvsim = k
     best = {k: min(timed(k, a.n) for _ in range(a.repeat)) for k in (1, 2, 4)}
     cores = len(os.sched_getaffinity(0))
     print(f"kvsim {kvsim.__version__}, {cores} cores, {a.n} requests per run, best of {a.repeat}")
