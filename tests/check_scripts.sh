@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # check_scripts.sh — every script under scripts/ and every benchmark under
 # bench/ (the binaries next to kvsim, py_threads.py) answers --help (exit 0)
-# and refuses an unknown option with one line naming itself, exit 2,
+# and refuses an unknown option (and the benchmarks a bad flag value: a
+# count that is not a number or out of range, an unknown router) with one
+# line naming itself, exit 2,
 # before it does anything: no package installed, nothing built, no run
 # started (test.sh --help used to start the whole suite, gpu_run.sh --help a
 # GPU run).
@@ -32,6 +34,20 @@ for b in bench_sim bench_cluster bench_nokv bench_attention; do
     rc=$?
     if [ "$rc" -eq 2 ] && [ "$(wc -l < "$T/out.txt")" -eq 1 ] && grep -q "^$b: " "$T/out.txt"; then ok
     else bad "$b --no-such-option: rc=$rc, $(head -2 "$T/out.txt")"; fi
+done
+# bad values of the benchmarks' flags: one line naming the flag, exit 2,
+# before anything runs ('abc' used to be taken as 0)
+for c in "bench_sim --requests abc" "bench_sim --rate 0" "bench_sim --sizes 100,abc" \
+         "bench_sim --repeat 17" "bench_cluster --requests abc" "bench_cluster --replicas 0" \
+         "bench_cluster --routers round-robin,nosuch"; do
+    set -- $c
+    [ -x "$bindir/$1" ] || continue
+    b=$1
+    shift
+    timeout 20 "$bindir/$b" "$@" > "$T/out.txt" 2>&1
+    rc=$?
+    if [ "$rc" -eq 2 ] && [ "$(wc -l < "$T/out.txt")" -eq 1 ] && grep -q "^$b: $1" "$T/out.txt"; then ok
+    else bad "$c: rc=$rc, $(head -2 "$T/out.txt")"; fi
 done
 if command -v python3 > /dev/null; then
     timeout 20 python3 bench/py_threads.py --help > "$T/out.txt" 2>&1
