@@ -32,6 +32,8 @@
 #   OUT [mktemp -d]  BUILD_DIR [build-gpu]  JOBS [nproc]  TOTAL_S [480]
 #   MODEL [llama-7b]  DEVICE [cuda]  WORKLOAD [see below]  MAX_STEPS [4000]
 #   KV_BLOCKS [6144]: the simulated (and replayed) KV pool, blocks
+#   DEPS [.gpudeps when present]: build dependencies carried from a machine
+#   with a network (scripts/gpu_deps.sh makes the folder)
 #   DEVICE=cpu MODEL=models/tiny.conf runs the same stages on the CPU backend
 #   (a dry run of this script without a GPU; figures are then meaningless).
 set -uo pipefail
@@ -68,6 +70,24 @@ cd "$root" || exit 1
 start=$SECONDS
 : >"$out/stages.tsv"
 failed=""
+
+# Build dependencies carried from a machine with a network (scripts/gpu_deps.sh
+# gathers them; the lent GPU machines have none and no network): DEPS, or
+# .gpudeps when it is there.  Its pkg-config goes last on PATH (the machine's
+# own, if any, wins).
+deps=${DEPS:-}
+[ -z "$deps" ] && [ -d "$root/.gpudeps/root/usr" ] && deps=$root/.gpudeps
+if [ -n "$deps" ]; then
+    [ -d "$deps/root/usr" ] ||
+        { echo "gpu_run: DEPS=$deps holds no root/usr (make it with scripts/gpu_deps.sh)" >&2; exit 2; }
+    deps=$(cd "$deps" && pwd)
+    dl=$deps/root/usr/lib/x86_64-linux-gnu
+    export PKG_CONFIG_PATH="$dl/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+    export CMAKE_PREFIX_PATH="$deps/root/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+    export LD_LIBRARY_PATH="$dl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export PATH="$PATH:$deps/root/usr/bin"
+fi
+export deps
 
 # The CUDA toolkit, as scripts/setup.sh finds it.
 if ! command -v nvcc >/dev/null 2>&1; then
@@ -184,20 +204,23 @@ preflight() {
     # build dependencies: present, never installed here (no network)
     local miss=()
     command -v cmake >/dev/null 2>&1 || miss+=(cmake)
-    command -v cc >/dev/null 2>&1 || miss+=("C compiler (build-essential)")
+    command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || miss+=("C compiler (build-essential)")
+    command -v make >/dev/null 2>&1 || command -v ninja >/dev/null 2>&1 || miss+=("make or ninja")
     command -v pkg-config >/dev/null 2>&1 || miss+=(pkg-config)
     if command -v pkg-config >/dev/null 2>&1; then
         pkg-config --exists sqlite3 || miss+=(libsqlite3-dev)
         pkg-config --exists json-c || miss+=(libjson-c-dev)
         pkg-config --exists check || miss+=("check (the kernel tests)")
     fi
-    [ -e /usr/include/csv.h ] || [ -e /usr/local/include/csv.h ] || miss+=(libcsv-dev)
+    [ -e /usr/include/csv.h ] || [ -e /usr/local/include/csv.h ] ||
+        { [ -n "$deps" ] && [ -e "$deps/root/usr/include/csv.h" ]; } || miss+=(libcsv-dev)
     if ((${#miss[@]})); then
         echo "CAUSE: missing build dependencies: ${miss[*]}; this script installs nothing" \
-             "(GPU machines have no network): run scripts/setup.sh tests where there is one"
+             "(GPU machines have no network): run scripts/setup.sh tests where there is one," \
+             "or scripts/gpu_deps.sh there and carry .gpudeps here"
         bad=1
     else
-        echo "build dependencies: present"
+        echo "build dependencies: present${deps:+ (carried in $deps)}"
     fi
     return $bad
 }
@@ -209,7 +232,9 @@ cuda=OFF
 [ "$device" = cuda ] && cuda=ON
 export cuda
 build_all() {
-    cmake -S "$root" -B "$build" -DKVSIM_CUDA="$cuda" -DKVSIM_TESTS=ON -DKVSIM_MPI=OFF \
+    local gen=()
+    command -v make >/dev/null 2>&1 || gen=(-G Ninja)
+    cmake -S "$root" -B "$build" "${gen[@]}" -DKVSIM_CUDA="$cuda" -DKVSIM_TESTS=ON -DKVSIM_MPI=OFF \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/cmake.log" 2>&1 || { cat "$out/cmake.log"; return 1; }
     grep 'kvsim: CUDA backend' "$out/cmake.log"
     if [ "$cuda" = ON ] && ! grep -q 'kvsim: CUDA backend ON' "$out/cmake.log"; then
