@@ -19,6 +19,6 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 tests/emu/emu_transform.py kernels/cuda_attention.cu "$tmp/cuda_attention_emu.cpp"
-g++ -std=c++17 -O2 -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -I. -Itests/emu \
+g++ -std=c++17 -O2 -fno-strict-aliasing -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -I. -Itests/emu \
   -pthread "$tmp/cuda_attention_emu.cpp" tests/emu/emu_attention.cpp -o "$tmp/emu_attention"
 "$tmp/emu_attention" "$mode"

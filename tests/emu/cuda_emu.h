@@ -49,6 +49,9 @@ static inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d)
 struct float2 {
     float x, y;
 };
+struct float4 {
+    float x, y, z, w;
+};
 
 /* ------------------------------------------------------------ fp16 */
 struct __half {
@@ -107,6 +110,10 @@ static inline __half __float2half(float v) /* round to nearest even */
     return h;
 }
 static inline __half __float2half_rn(float v) { return __float2half(v); }
+struct __half2 {
+    __half x, y;
+};
+static inline float2 __half22float2(__half2 h) { return float2{__half2float(h.x), __half2float(h.y)}; }
 #define __expf emu_expf
 static inline float emu_expf(float x) { return expf(x); }
 static inline int min(int a, int b) { return a < b ? a : b; }
