@@ -5,11 +5,13 @@
 # json-c, libcsv or Check headers).  Run it on a Debian or Ubuntu machine
 # that has a network; it installs nothing here.
 #
-#   scripts/gpu_deps.sh [DIR]          (default: .gpudeps, which git ignores)
+#   scripts/gpu_deps.sh [--installed] [DIR]   (default DIR: .gpudeps, which git ignores)
 #
 # It downloads the .deb files of pkg-config (pkgconf), SQLite, json-c,
 # libcsv, Check and subunit with `apt-get download`, unpacks each under
-# DIR/root with `dpkg -x` (never into /), and rewrites every pkg-config file's
+# DIR/root with `dpkg -x` (never into /); with --installed it copies those
+# packages' files from this machine instead (dpkg -L; no network, the
+# packages must be installed); and it rewrites every pkg-config file's
 # prefix to its own place (${pcfiledir}), so the folder works wherever it
 # lands.  scripts/gpu_run.sh uses DIR (DEPS=DIR, or .gpudeps when present):
 # PKG_CONFIG_PATH, CMAKE_PREFIX_PATH and LD_LIBRARY_PATH point into it, and
@@ -17,8 +19,12 @@
 # packages must match the GPU machine's architecture (x86-64) and its C
 # library must not be older than the one they were built for.
 set -euo pipefail
+installed=0
 case "${1:-}" in
 -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+--installed) installed=1; shift ;;
+esac
+case "${1:-}" in
 -*) echo "gpu_deps.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,10 +38,24 @@ pkgs=(pkgconf pkgconf-bin libpkgconf3 libsqlite3-dev libsqlite3-0 libjson-c-dev 
 rm -rf "$dir"
 mkdir -p "$dir/debs" "$dir/root"
 dir=$(cd "$dir" && pwd)
-# apt-get download writes into the current folder
-(cd "$dir/debs" && apt-get download "${pkgs[@]}") >"$dir/download.log" 2>&1 ||
-    { tail -5 "$dir/download.log" >&2; echo "gpu_deps.sh: apt-get download failed ($dir/download.log)" >&2; exit 1; }
-for deb in "$dir"/debs/*.deb; do dpkg -x "$deb" "$dir/root"; done
+if ((installed)); then
+    # each package's files as installed here (dpkg -L), links kept as links
+    for pkg in "${pkgs[@]}"; do
+        files=$(dpkg -L "$pkg" 2>/dev/null) ||
+            { echo "gpu_deps.sh: package $pkg is not installed here (--installed copies what is)" >&2; exit 2; }
+        while IFS= read -r f; do
+            if [ -L "$f" ] || [ -f "$f" ]; then
+                mkdir -p "$dir/root$(dirname "$f")"
+                cp -P "$f" "$dir/root$f"
+            fi
+        done <<<"$files"
+    done
+else
+    # apt-get download writes into the current folder
+    (cd "$dir/debs" && apt-get download "${pkgs[@]}") >"$dir/download.log" 2>&1 ||
+        { tail -5 "$dir/download.log" >&2; echo "gpu_deps.sh: apt-get download failed ($dir/download.log)" >&2; exit 1; }
+    for deb in "$dir"/debs/*.deb; do dpkg -x "$deb" "$dir/root"; done
+fi
 # prefix=/usr -> the folder three levels above the .pc file (usr/lib/<arch>/pkgconfig)
 n=0
 while IFS= read -r -d '' pc; do
@@ -47,5 +67,7 @@ while IFS= read -r -d '' pc; do
     if grep -n '/usr' "$pc" >&2; then echo "gpu_deps.sh: $pc: a /usr path left (above)" >&2; exit 1; fi
     n=$((n + 1))
 done < <(find "$dir/root" -name '*.pc' -print0)
-echo "gpu_deps.sh: ${#pkgs[@]} packages unpacked under $dir/root ($n pkg-config files," \
+how=unpacked
+((installed)) && how=copied
+echo "gpu_deps.sh: ${#pkgs[@]} packages $how under $dir/root ($n pkg-config files," \
      "$(du -sh "$dir" | cut -f1)); carry it to the GPU machine and run scripts/gpu_run.sh there"

@@ -54,23 +54,6 @@ if [ "$device" = cuda ]; then
 else
     workload=${WORKLOAD:-arrival=poisson,rate=200,n=60,prompt=uniform:16:96,output=uniform:4:24}
 fi
-if [ -n "${OUT:-}" ]; then
-    out=$OUT
-    mkdir -p "$out" || { echo "gpu_run: cannot create OUT=$out" >&2; exit 1; }
-else
-    out=$(mktemp -d "${TMPDIR:-/tmp}/kvsim-gpu-run.XXXXXX")
-fi
-out=$(cd "$out" && pwd)
-db=$out/kvsim.db
-# the stages' functions run under `timeout` in a child bash: export them
-# (export -f after each definition) and what they read
-export root device model build jobs total_s max_steps workload out db
-echo "gpu_run: writing logs, figures and the database to $out"
-cd "$root" || exit 1
-start=$SECONDS
-: >"$out/stages.tsv"
-failed=""
-
 # Build dependencies carried from a machine with a network (scripts/gpu_deps.sh
 # gathers them; the lent GPU machines have none and no network): DEPS, or
 # .gpudeps when it is there.  Its pkg-config goes last on PATH (the machine's
@@ -88,6 +71,23 @@ if [ -n "$deps" ]; then
     export PATH="$PATH:$deps/root/usr/bin"
 fi
 export deps
+
+if [ -n "${OUT:-}" ]; then
+    out=$OUT
+    mkdir -p "$out" || { echo "gpu_run: cannot create OUT=$out" >&2; exit 1; }
+else
+    out=$(mktemp -d "${TMPDIR:-/tmp}/kvsim-gpu-run.XXXXXX")
+fi
+out=$(cd "$out" && pwd)
+db=$out/kvsim.db
+# the stages' functions run under `timeout` in a child bash: export them
+# (export -f after each definition) and what they read
+export root device model build jobs total_s max_steps workload out db
+echo "gpu_run: writing logs, figures and the database to $out"
+cd "$root" || exit 1
+start=$SECONDS
+: >"$out/stages.tsv"
+failed=""
 
 # The CUDA toolkit, as scripts/setup.sh finds it.
 if ! command -v nvcc >/dev/null 2>&1; then
