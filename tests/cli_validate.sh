@@ -49,6 +49,9 @@ kr=$(js '$.checks.kv_requests')
 [ "${kr:-0}" -gt 0 ] && ok || bad "no request's KV was checked ($kr)"
 [ "$(js '$.checks.kv_ok')" = 1 ] && ok || bad "KV contents differ: NMSE $(js '$.checks.kv_max_nmse')"
 [ "$(js '$.e2e.all.n_requests')" = 30 ] && ok || bad "e2e over $(js '$.e2e.all.n_requests') requests"
+# on cpu the steps are timed cold unless --warmup says otherwise (on cuda the
+# default is one untimed run first: docs/validation.md)
+[ "$(js '$.warmup')" = 0 ] && ok || bad "cpu default warmup $(js '$.warmup'), want 0"
 
 # --- --report prints the same tables again
 "$KVSIM" validate --report 1 --db "$DB" > "$T/rep.txt" 2>&1 && ok || bad "--report failed"
