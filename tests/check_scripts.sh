@@ -56,5 +56,27 @@ if command -v python3 > /dev/null; then
     else bad "py_threads.py --help: rc=$rc, $(head -2 "$T/out.txt")"; fi
 fi
 
+# bench/gpu/gemm_vs_roofline.py: --help, a bad option, a malformed
+# measurements file (one line naming file:line, exit 2), and the stored H200
+# run (45 GEMMs: 4 layer GEMMs x 10 token counts + lm_head x 5)
+if command -v python3 > /dev/null 2>&1; then
+    g=bench/gpu/gemm_vs_roofline.py
+    python3 "$g" --help > "$T/out.txt" 2>&1 && grep -q '^gemm_vs_roofline.py — ' "$T/out.txt" && ok ||
+        bad "gemm_vs_roofline.py --help: $(head -2 "$T/out.txt")"
+    python3 "$g" "$KVSIM" --no-such-option > "$T/out.txt" 2>&1
+    rc=$?
+    if [ "$rc" -eq 2 ] && [ "$(wc -l < "$T/out.txt")" -eq 1 ] && grep -q '^gemm_vs_roofline.py: ' "$T/out.txt"
+    then ok; else bad "gemm_vs_roofline.py --no-such-option: rc=$rc, $(head -2 "$T/out.txt")"; fi
+    printf 'op,tokens,median_s\nqkv_proj,1,2.99e-05\nqkv_proj,abc,3e-05\n' > "$T/bad.csv"
+    python3 "$g" "$KVSIM" "$T/bad.csv" > "$T/out.txt" 2>&1
+    rc=$?
+    if [ "$rc" -eq 2 ] && [ "$(wc -l < "$T/out.txt")" -eq 1 ] && grep -q "bad.csv:3: bad tokens" "$T/out.txt"
+    then ok; else bad "gemm_vs_roofline.py on a malformed CSV: rc=$rc, $(head -2 "$T/out.txt")"; fi
+    python3 "$g" "$KVSIM" > "$T/out.txt" 2>&1
+    if grep -q '^45 GEMMs;' "$T/out.txt" && grep -Eq '^qkv_proj +1 +29\.9us' "$T/out.txt" &&
+       grep -Eq '^  trtllm ' "$T/out.txt"; then ok
+    else bad "gemm_vs_roofline.py on the stored H200 run: $(tail -3 "$T/out.txt")"; fi
+fi
+
 echo "check_scripts: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
