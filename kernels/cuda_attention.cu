@@ -139,6 +139,60 @@ __device__ static inline void dec_issue_tile(__half (*ks)[HD], __half (*vs)[HD],
     }
 }
 
+/* What a decode block works on: grid (partition, KV head x chunk, sequence). */
+typedef struct dec_block {
+    int si;          /* index into seq_idx (the batch's decode sequences) */
+    int p;           /* partition of the sequence's context */
+    int t_begin;     /* first token of the partition */
+    int t_end;       /* one past its last token */
+    int kvh;         /* KV head */
+    int h0;          /* first query head of the block */
+    int gc;          /* query heads of the block (<= its capacity NH) */
+    int tok;         /* the sequence's query row in qkv and out */
+    const int32_t *bt; /* the sequence's block table */
+} dec_block;
+
+/* Locate this block; 0 when its partition starts past the sequence's end
+ * (the sequence has fewer partitions; uniform per block: return). */
+__device__ static inline int dec_locate(dec_block *b, const int32_t *seq_idx,
+                                        const int32_t *qstart, const int32_t *ctx_a,
+                                        const int32_t *bt_off, const int32_t *tables, int z0,
+                                        int group, int chunks, int part_len, int nh)
+{
+    b->si = (int)blockIdx.z + z0;
+    const int s = seq_idx[b->si], ctx = ctx_a[s];
+    b->p = (int)blockIdx.x;
+    b->t_begin = b->p * part_len;
+    if (b->t_begin >= ctx)
+        return 0;
+    b->t_end = min(ctx, b->t_begin + part_len);
+    b->kvh = (int)blockIdx.y / chunks;
+    const int chunk = (int)blockIdx.y % chunks;
+    b->h0 = b->kvh * group + chunk * nh;
+    b->gc = min(nh, group - chunk * nh);
+    b->tok = qstart[s];
+    b->bt = tables + bt_off[s];
+    return 1;
+}
+
+/* Dimension d of head h: the normalised output with one partition, else the
+ * partition's unnormalised accumulator and (max, sum) for decode_reduce_k. */
+__device__ static inline void dec_store(const dec_block &b, __half *out, float *ws_acc,
+                                        float *ws_ml, int heads, int hd, int max_parts, int h,
+                                        int d, float acc, float m, float l)
+{
+    if (max_parts == 1) {
+        out[(size_t)b.tok * heads * hd + (size_t)h * hd + d] = __float2half(acc / l);
+        return;
+    }
+    const size_t i = ((size_t)b.si * heads + h) * max_parts + b.p;
+    ws_acc[i * hd + d] = acc;
+    if (d == 0) {
+        ws_ml[2 * i] = m;
+        ws_ml[2 * i + 1] = l;
+    }
+}
+
 /* HS head slots x (DEC_WARPS / HS) token slices; HPW heads per warp. */
 template <int HD, int HS, int HPW>
 __global__ static void __launch_bounds__(DEC_THREADS)
@@ -157,17 +211,14 @@ decode_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     __shared__ float sm_ml[DEC_WARPS][HPW][2];
     __shared__ float sm_acc[DEC_WARPS][HPW][HD];
 
-    const int si = (int)blockIdx.z + z0, s = seq_idx[si], ctx = ctx_a[s];
-    const int p = (int)blockIdx.x, t_begin = p * part_len;
-    if (t_begin >= ctx)
-        return; /* this sequence has fewer partitions (uniform per block) */
-    const int t_end = min(ctx, t_begin + part_len);
-    const int kvh = (int)blockIdx.y / chunks, chunk = (int)blockIdx.y % chunks;
-    const int h0 = kvh * group + chunk * NH, gc = min(NH, group - chunk * NH);
+    dec_block b;
+    if (!dec_locate(&b, seq_idx, qstart, ctx_a, bt_off, tables, z0, group, chunks, part_len, NH))
+        return;
+    const int t_begin = b.t_begin, t_end = b.t_end, kvh = b.kvh, h0 = b.h0, gc = b.gc;
+    const int tok = b.tok;
+    const int32_t *bt = b.bt;
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
     const int hs = warp % HS, ts = warp / HS;
-    const int tok = qstart[s];
-    const int32_t *bt = tables + bt_off[s];
     const size_t row = (size_t)kv_heads * HD;
 
     /* this warp's heads: slot hs + HS k, k < HPW (a head past gc is idle) */
@@ -251,16 +302,7 @@ decode_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
             L += sm_ml[w][k][1] * f;
             A += sm_acc[w][k][d] * f;
         }
-        if (max_parts == 1) {
-            out[(size_t)tok * heads * HD + (size_t)h * HD + d] = __float2half(A / L);
-        } else {
-            const size_t b = ((size_t)si * heads + h) * max_parts + p;
-            ws_acc[b * HD + d] = A;
-            if (d == 0) {
-                ws_ml[2 * b] = M;
-                ws_ml[2 * b + 1] = L;
-            }
-        }
+        dec_store(b, out, ws_acc, ws_ml, heads, HD, max_parts, h, d, A, M, L);
     }
 }
 
@@ -297,16 +339,13 @@ decode_gqa_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     __shared__ __align__(16) float qs[NH][HD];              /* scaled q of the block's heads */
     __shared__ float ps[DEC_WARPS][HPW][DEC_TILE];           /* a tile's probabilities */
 
-    const int si = (int)blockIdx.z + z0, s = seq_idx[si], ctx = ctx_a[s];
-    const int p = (int)blockIdx.x, t_begin = p * part_len;
-    if (t_begin >= ctx)
-        return; /* this sequence has fewer partitions (uniform per block) */
-    const int t_end = min(ctx, t_begin + part_len);
-    const int kvh = (int)blockIdx.y / chunks, chunk = (int)blockIdx.y % chunks;
-    const int h0 = kvh * group + chunk * NH, gc = min(NH, group - chunk * NH);
+    dec_block b;
+    if (!dec_locate(&b, seq_idx, qstart, ctx_a, bt_off, tables, z0, group, chunks, part_len, NH))
+        return;
+    const int t_begin = b.t_begin, t_end = b.t_end, kvh = b.kvh, h0 = b.h0, gc = b.gc;
+    const int tok = b.tok;
+    const int32_t *bt = b.bt;
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
-    const int tok = qstart[s];
-    const int32_t *bt = tables + bt_off[s];
     const size_t row = (size_t)kv_heads * HD;
 
     const int n_tiles = (t_end - t_begin + DEC_TILE - 1) / DEC_TILE;
@@ -419,19 +458,9 @@ decode_gqa_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
         if (g >= gc)
             continue;
 #pragma unroll
-        for (int i = 0; i < DPL; i++) {
-            const int d = lane * DPL + i;
-            if (max_parts == 1) {
-                out[(size_t)tok * heads * HD + (size_t)h * HD + d] = __float2half(acc[k][i] / l[k]);
-            } else {
-                const size_t b = ((size_t)si * heads + h) * max_parts + p;
-                ws_acc[b * HD + d] = acc[k][i];
-                if (d == 0) {
-                    ws_ml[2 * b] = m[k];
-                    ws_ml[2 * b + 1] = l[k];
-                }
-            }
-        }
+        for (int i = 0; i < DPL; i++)
+            dec_store(b, out, ws_acc, ws_ml, heads, HD, max_parts, h, lane * DPL + i, acc[k][i],
+                      m[k], l[k]);
     }
 }
 
