@@ -35,8 +35,13 @@ for tool in apt-get dpkg; do
 done
 pkgs=(pkgconf pkgconf-bin libpkgconf3 libsqlite3-dev libsqlite3-0 libjson-c-dev libjson-c5
       libcsv-dev libcsv3 check libsubunit-dev libsubunit0)
+# DIR is replaced whole: only an empty folder or one this script made
+if [ -e "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ] && [ ! -d "$dir/root/usr" ]; then
+    echo "gpu_deps.sh: $dir exists and is not a folder gpu_deps.sh made (no root/usr): not replaced" >&2
+    exit 2
+fi
 rm -rf "$dir"
-mkdir -p "$dir/debs" "$dir/root"
+mkdir -p "$dir/root" || { echo "gpu_deps.sh: cannot create $dir" >&2; exit 2; }
 dir=$(cd "$dir" && pwd)
 if ((installed)); then
     # each package's files as installed here (dpkg -L), links kept as links
@@ -52,6 +57,7 @@ if ((installed)); then
     done
 else
     # apt-get download writes into the current folder
+    mkdir -p "$dir/debs"
     (cd "$dir/debs" && apt-get download "${pkgs[@]}") >"$dir/download.log" 2>&1 ||
         { tail -5 "$dir/download.log" >&2; echo "gpu_deps.sh: apt-get download failed ($dir/download.log)" >&2; exit 1; }
     for deb in "$dir"/debs/*.deb; do dpkg -x "$deb" "$dir/root"; done

@@ -56,8 +56,9 @@ else
 fi
 # Build dependencies carried from a machine with a network (scripts/gpu_deps.sh
 # gathers them; the lent GPU machines have none and no network): DEPS, or
-# .gpudeps when it is there.  Its pkg-config goes last on PATH (the machine's
-# own, if any, wins).
+# .gpudeps when it is there.  Its pkg-config goes last on PATH, for the
+# preflight on a machine that has none (CMake finds it first through
+# CMAKE_PREFIX_PATH; either one reads the carried .pc files first).
 deps=${DEPS:-}
 [ -z "$deps" ] && [ -d "$root/.gpudeps/root/usr" ] && deps=$root/.gpudeps
 if [ -n "$deps" ]; then

@@ -58,6 +58,13 @@ for name in calibrated roofline; do
     if grep -Eq "^  $name +run [0-9]+ +median \|step error\| +[0-9.]+%" "$T/out/summary.txt" 2>/dev/null
     then ok; else bad "summary has no $name validation line"; fi
 done
+# gpu_deps.sh replaces its folder whole, so it refuses one it did not make
+mkdir -p "$T/mine" && echo keep > "$T/mine/file"
+scripts/gpu_deps.sh --installed "$T/mine" > "$T/bad.txt" 2>&1
+rc=$?
+if [ "$rc" -eq 2 ] && [ "$(wc -l < "$T/bad.txt")" -eq 1 ] && grep -q "not a folder gpu_deps.sh made" "$T/bad.txt" &&
+   [ "$(cat "$T/mine/file")" = keep ]; then ok
+else bad "gpu_deps.sh into a foreign folder: rc=$rc, $(head -2 "$T/bad.txt")"; fi
 # a DEPS folder that gpu_deps.sh did not make: one line, exit 2, nothing run
 DEPS="$T" OUT="$T/out2" scripts/gpu_run.sh > "$T/bad.txt" 2>&1
 rc=$?
