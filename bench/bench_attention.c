@@ -1,8 +1,9 @@
 /* bench_attention.c — a benchmark (not a test): decode attention bandwidth,
  * prefill attention and GEMM throughput of the kernel backends.
  *
- * CUDA: decode attention of Llama-2-7B (MHA) and Llama-3-8B (GQA, 4 query
- * heads per KV head) at batch {1,8,32,64,128} x context {512,2048,4096},
+ * CUDA: decode attention of Llama-2-7B (MHA), Llama-3-8B (GQA, 4 query
+ * heads per KV head) and Llama-2-70B at TP 1 (GQA 8: the two-heads-per-warp
+ * path) at batch {1,8,32,64,128} x context {512,2048,4096},
  * plus an uneven batch of 64 (half at 512, half at 3584: the same tokens as
  * 64 x 2048), as achieved GB/s (K and V bytes read / time) against the
  * device's peak (memory clock x bus width x 2); prefill attention of 8
@@ -311,6 +312,9 @@ int main(int argc, char **argv)
         bench_decode(be, &m, B, 5, C, 3, info.peak_mem_Bps, 20);
         printf("\n");
         CHECK(model_lookup("llama-3-8b", &m, &err));
+        bench_decode(be, &m, B, 5, C, 3, info.peak_mem_Bps, 20);
+        printf("\n");
+        CHECK(model_lookup("llama-2-70b", &m, &err));
         bench_decode(be, &m, B, 5, C, 3, info.peak_mem_Bps, 20);
         CHECK(model_lookup("llama-2-7b", &m, &err));
         bench_prefill(be, &m, 8, 2048, 10);

@@ -356,6 +356,9 @@ verdict() { # verdict VALUE OP TARGET
         printf '  decode attention %-11s uneven 64:      %6s%% of HBM   (load balance, no target)\n' \
             "$m" "${v:--}"
     done
+    v=$(result "decode_llama-2-70b_pct_hbm")
+    printf '  decode attention llama-2-70b batch 64 x 2048: %6s%% of HBM   (GQA 8 at TP 1, no target)\n' \
+        "${v:--}"
     for op in qkv_proj o_proj gate_up_proj down_proj; do
         v=$(result "gemm_${op}_pct_peak")
         printf '  FP16 GEMM %-13s 4096 tokens:     %6s%% of dense peak (target >= 70%%: %s)\n' \
