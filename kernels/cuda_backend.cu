@@ -1,7 +1,8 @@
 /* cuda_backend.cu — the "cuda" backend: device memory with fp16 storage,
  * fp32 <-> fp16 staging on the host, cuBLAS tensor-core GEMMs (fp16 in, fp32
  * accumulate), CUDA-event timing, device properties and versions.  The ops
- * themselves live in cuda_elementwise.cu and cuda_attention.cu. */
+ * themselves live in cuda_elementwise.cu, cuda_decode.cu and
+ * cuda_prefill.cu. */
 #include "cuda_internal.cuh"
 
 #include <stdarg.h>

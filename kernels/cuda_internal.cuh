@@ -55,7 +55,7 @@ int cu_swiglu(void *self, const void *gu, void *out, int64_t rows, int64_t inter
 int cu_gather_rows(void *self, const void *x, const int32_t *idx, void *out, int64_t n,
                    int64_t dim, kvs_err *err);
 
-/* cuda_attention.cu */
+/* cuda_decode.cu (decode attention and the workspace), cuda_prefill.cu */
 int cu_decode_attention(void *self, const kernels_attn_args *a, kvs_err *err);
 int cu_prefill_attention(void *self, const kernels_attn_args *a, kvs_err *err);
 int64_t cu_attn_workspace_bytes(void *self, int64_t n_decode, int64_t max_ctx,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# check_cuda_emu.sh — the CUDA attention kernels (kernels/cuda_attention.cu)
+# check_cuda_emu.sh — the CUDA attention kernels (kernels/cuda_decode.cu,
+# kernels/cuda_prefill.cu)
 # run on the host under tests/emu/cuda_emu.h (one std::thread per CUDA
 # thread, real barriers, shuffles through shared buffers, cp.async copies
 # that land only at their wait, WMMA tiles) and compared with a double
@@ -18,7 +19,9 @@ for tool in g++ python3; do
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-python3 tests/emu/emu_transform.py kernels/cuda_attention.cu "$tmp/cuda_attention_emu.cpp"
+for k in decode prefill; do
+  python3 tests/emu/emu_transform.py "kernels/cuda_$k.cu" "$tmp/cuda_${k}_emu.cpp"
+done
 g++ -std=c++17 -O2 -fno-strict-aliasing -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -I. -Itests/emu \
-  -pthread "$tmp/cuda_attention_emu.cpp" tests/emu/emu_attention.cpp -o "$tmp/emu_attention"
+  -pthread "$tmp/cuda_decode_emu.cpp" "$tmp/cuda_prefill_emu.cpp" tests/emu/emu_attention.cpp -o "$tmp/emu_attention"
 "$tmp/emu_attention" "$mode"

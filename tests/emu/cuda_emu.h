@@ -1,8 +1,8 @@
 /* cuda_emu.h — just enough of the CUDA runtime, fp16 and WMMA to run
- * kvsim's attention kernels (kernels/cuda_attention.cu) on the host, one
- * block at a time with one std::thread per CUDA thread, so their indexing,
- * barriers, shuffles, cp.async pipeline and tensor-core tiles can be checked
- * without a GPU (tests/check_cuda_emu.sh).  Semantics kept strict where a
+ * kvsim's attention kernels (kernels/cuda_decode.cu, cuda_prefill.cu) on
+ * the host, one block at a time with one std::thread per CUDA thread, so
+ * their indexing, barriers, shuffles, cp.async pipeline and tensor-core
+ * tiles can be checked without a GPU (tests/check_cuda_emu.sh).  Semantics kept strict where a
  * kernel could get them wrong:
  *   - __syncthreads / __syncwarp are real barriers of the block / warp;
  *   - __shfl_xor_sync exchanges through a per-warp buffer between barriers;

@@ -1,4 +1,4 @@
-/* emu_attention.cpp — kvsim's CUDA attention kernels (kernels/cuda_attention.cu,
+/* emu_attention.cpp — kvsim's CUDA attention kernels (kernels/cuda_decode.cu and cuda_prefill.cu,
  * rewritten by emu_transform.py and compiled against cuda_emu.h) run on the
  * host and compared with a double-precision reference on the same fp16
  * inputs: decode (split-KV plan, cp.async tiles, heads across warps) and

@@ -1,0 +1,242 @@
+/* cuda_prefill.cu — prefill attention over the paged KV cache on CUDA.
+ *
+ * Prefill (q >= 1, causal over c cached + q new tokens, all read from the
+ * pools) is a FlashAttention-style kernel on tensor cores (WMMA, fp16 in,
+ * fp32 accumulate): a block takes 64 query rows of one head (16 per warp),
+ * walks the KV tiles of 32 tokens up to its last row's position (tiles past
+ * the causal limit are skipped; the diagonal tile is masked), keeps an online
+ * softmax per row, and accumulates O in shared memory.  No score matrix is
+ * materialised, so any prompt length runs in the same ~80 KiB of shared
+ * memory and no workspace. */
+#include "cuda_internal.cuh"
+
+#include <math.h>
+#include <mma.h>
+
+/* ------------------------------------------------------------ prefill */
+
+#define PF_BQ 64      /* query rows per block (16 per warp) */
+#define PF_BK 32      /* keys per tile */
+#define PF_WARPS 4
+#define PF_THREADS (32 * PF_WARPS)
+#define PF_PAD_H 8    /* halves of padding per row (16 bytes: no bank conflicts) */
+#define PF_PAD_F 4    /* floats of padding per row */
+
+static size_t round128(size_t x) { return (x + 127) & ~(size_t)127; }
+
+/* Shared-memory layout of the prefill kernel for head_dim hd (bytes). */
+typedef struct pf_layout {
+    size_t q, k, v, s, p, o, total;
+} pf_layout;
+
+static pf_layout pf_layout_for(int hd)
+{
+    pf_layout L;
+    size_t lh = (size_t)hd + PF_PAD_H, lo = (size_t)hd + PF_PAD_F;
+    L.q = 0;
+    L.k = L.q + round128(PF_BQ * lh * sizeof(__half));
+    L.v = L.k + round128(PF_BK * lh * sizeof(__half));
+    L.s = L.v + round128(PF_BK * lh * sizeof(__half));
+    L.p = L.s + round128(PF_BQ * (PF_BK + PF_PAD_F) * sizeof(float));
+    L.o = L.p + round128(PF_BQ * (PF_BK + PF_PAD_H) * sizeof(__half));
+    L.total = L.o + round128(PF_BQ * lo * sizeof(float));
+    return L;
+}
+
+/* grid (query tiles, heads, prefill sequences); smem laid out as pf_layout. */
+template <int HD>
+__global__ static void __launch_bounds__(PF_THREADS)
+prefill_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
+          const __half *__restrict__ vp, __half *__restrict__ out, const int32_t *seq_idx,
+          const int32_t *qstart, const int32_t *ctx_a, const int32_t *bt_off,
+          const int32_t *tables, int z0, int64_t width, int heads, int kv_heads, int bs,
+          float scale, size_t off_k, size_t off_v, size_t off_s, size_t off_p, size_t off_o)
+{
+    using namespace nvcuda;
+    constexpr int LH = HD + PF_PAD_H, LO = HD + PF_PAD_F, LS = PF_BK + PF_PAD_F,
+                  LP = PF_BK + PF_PAD_H, CPR = HD / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    __half *Qs = (__half *)smem, *Ks = (__half *)(smem + off_k), *Vs = (__half *)(smem + off_v);
+    float *S = (float *)(smem + off_s), *O = (float *)(smem + off_o);
+    __half *P = (__half *)(smem + off_p);
+
+    const int s = seq_idx[(int)blockIdx.z + z0], q0 = qstart[s], q = qstart[s + 1] - q0;
+    const int ctx = ctx_a[s], c = ctx - q, r0 = (int)blockIdx.x * PF_BQ;
+    if (r0 >= q)
+        return; /* uniform per block */
+    const int h = (int)blockIdx.y, kvh = h / (heads / kv_heads);
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+    const int32_t *bt = tables + bt_off[s];
+    const size_t row = (size_t)kv_heads * HD;
+
+    /* Q rows of the tile (zero past q), O = 0 */
+    for (int e = (int)threadIdx.x; e < PF_BQ * CPR; e += PF_THREADS) {
+        const int r = e / CPR, part = e % CPR;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r0 + r < q)
+            v = *(const uint4 *)(qkv + (size_t)(q0 + r0 + r) * width + (size_t)h * HD + part * 8);
+        *(uint4 *)(Qs + r * LH + part * 8) = v;
+    }
+    for (int e = (int)threadIdx.x; e < PF_BQ * LO; e += PF_THREADS)
+        O[e] = 0.0f;
+
+    /* lanes 2i and 2i+1 own row wr = 16 warp + i: half of its keys and of
+     * its output columns each; (m, l) are kept by both */
+    const int wr = warp * 16 + lane / 2, half_ = lane & 1;
+    const int qi = min(r0 + wr, q - 1); /* rows past q mirror the last row */
+    const int limit = c + qi;           /* last key position this row sees */
+    const int warp_last = c + min(r0 + warp * 16 + 15, q - 1);
+    float m = -INFINITY, l = 0.0f;
+
+    const int block_last = c + min(r0 + PF_BQ - 1, q - 1);
+    const int n_tiles = block_last / PF_BK + 1; /* tiles past it: causally masked, skipped */
+    for (int kt = 0; kt < n_tiles; kt++) {
+        const int k0 = kt * PF_BK;
+        __syncthreads(); /* previous tile fully consumed (and Q/O ready at kt = 0) */
+        for (int e = (int)threadIdx.x; e < PF_BK * CPR; e += PF_THREADS) {
+            const int t = e / CPR, part = e % CPR, tok = k0 + t;
+            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+            if (tok < ctx) {
+                size_t off = ((size_t)bt[tok / bs] * bs + tok % bs) * row + (size_t)kvh * HD +
+                             part * 8;
+                kv = *(const uint4 *)(kp + off);
+                vv = *(const uint4 *)(vp + off);
+            }
+            *(uint4 *)(Ks + t * LH + part * 8) = kv;
+            *(uint4 *)(Vs + t * LH + part * 8) = vv;
+        }
+        __syncthreads();
+        if (k0 > warp_last)
+            continue; /* the whole tile is after this warp's rows */
+
+        /* S[16 rows][32 keys] = Q K^T */
+        float *Sw = S + warp * 16 * LS;
+#pragma unroll
+        for (int j = 0; j < PF_BK / 16; j++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
+            wmma::fill_fragment(sf, 0.0f);
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> af;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> bf;
+                wmma::load_matrix_sync(af, Qs + warp * 16 * LH + kk * 16, LH);
+                wmma::load_matrix_sync(bf, Ks + j * 16 * LH + kk * 16, LH);
+                wmma::mma_sync(sf, af, bf, sf);
+            }
+            wmma::store_matrix_sync(Sw + j * 16, sf, LS, wmma::mem_row_major);
+        }
+        __syncwarp();
+
+        /* online softmax of row wr over this tile (16 keys per lane) */
+        const float *sr = Sw + (lane / 2) * LS + half_ * 16;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+            if (k0 + half_ * 16 + j <= limit)
+                mx = fmaxf(mx, sr[j] * scale);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        const float mn = fmaxf(m, mx); /* finite: key 0 <= limit is in tile 0 */
+        const float corr = __expf(m - mn);
+        float sum = 0.0f;
+        __half *pr = P + wr * LP + half_ * 16;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            float pv = k0 + half_ * 16 + j <= limit ? __expf(sr[j] * scale - mn) : 0.0f;
+            __half ph = __float2half(pv);
+            pr[j] = ph;
+            sum += __half2float(ph); /* the sum of what P V adds */
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        l = l * corr + sum;
+        m = mn;
+        float *orow = O + wr * LO + half_ * (HD / 2);
+#pragma unroll 8
+        for (int d = 0; d < HD / 2; d++)
+            orow[d] *= corr;
+        __syncwarp();
+
+        /* O[16 rows][HD] += P[16][32] V[32][HD] */
+#pragma unroll
+        for (int j = 0; j < HD / 16; j++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
+            wmma::load_matrix_sync(of, O + warp * 16 * LO + j * 16, LO, wmma::mem_row_major);
+#pragma unroll
+            for (int kk = 0; kk < PF_BK / 16; kk++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> af;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> bf;
+                wmma::load_matrix_sync(af, P + warp * 16 * LP + kk * 16, LP);
+                wmma::load_matrix_sync(bf, Vs + kk * 16 * LH + j * 16, LH);
+                wmma::mma_sync(of, af, bf, of);
+            }
+            wmma::store_matrix_sync(O + warp * 16 * LO + j * 16, of, LO, wmma::mem_row_major);
+        }
+        __syncwarp();
+    }
+    __syncwarp();
+    if (r0 + wr < q) {
+        const float inv = 1.0f / l;
+        const float *orow = O + wr * LO + half_ * (HD / 2);
+        __half *dst = out + (size_t)(q0 + r0 + wr) * heads * HD + (size_t)h * HD + half_ * (HD / 2);
+        for (int d = 0; d < HD / 2; d++)
+            dst[d] = __float2half(orow[d] * inv);
+    }
+}
+
+/* Opt the prefill kernels into more than 48 KiB of shared memory (once). */
+static int prefill_setup(cuda_state *st, kvs_err *err)
+{
+    if (st->prefill_ready)
+        return KVS_OK;
+    int rc;
+    if ((rc = cu_check(cudaFuncSetAttribute(prefill_k<32>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)pf_layout_for(32).total),
+                       "cudaFuncSetAttribute(prefill 32)", err)) != KVS_OK ||
+        (rc = cu_check(cudaFuncSetAttribute(prefill_k<64>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)pf_layout_for(64).total),
+                       "cudaFuncSetAttribute(prefill 64)", err)) != KVS_OK ||
+        (rc = cu_check(cudaFuncSetAttribute(prefill_k<128>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)pf_layout_for(128).total),
+                       "cudaFuncSetAttribute(prefill 128)", err)) != KVS_OK)
+        return rc;
+    st->prefill_ready = 1;
+    return KVS_OK;
+}
+
+int cu_prefill_attention(void *self, const kernels_attn_args *a, kvs_err *err)
+{
+    cuda_state *st = (cuda_state *)self;
+    const int hd = (int)a->head_dim;
+    if (hd != 32 && hd != 64 && hd != 128)
+        return cu_errf(err, KVS_EINVAL, "cuda prefill attention: head_dim %d not supported "
+                                        "(32, 64 or 128)", hd);
+    if (a->heads > 65535)
+        return cu_errf(err, KVS_EINVAL, "cuda prefill attention: %lld heads exceed the grid",
+                       (long long)a->heads);
+    int rc = prefill_setup(st, err);
+    if (rc != KVS_OK)
+        return rc;
+    const pf_layout L = pf_layout_for(hd);
+    const int64_t width = (a->heads + 2 * a->kv_heads) * hd;
+    const unsigned qtiles = (unsigned)(((a->max_q > 0 ? a->max_q : 1) + PF_BQ - 1) / PF_BQ);
+    for (int64_t z0 = 0; z0 < a->n; z0 += 65535) {
+        const int64_t nz = a->n - z0 < 65535 ? a->n - z0 : 65535;
+        dim3 grid(qtiles, (unsigned)a->heads, (unsigned)nz);
+#define PF_CASE(HD_)                                                                          \
+    else if (hd == HD_) prefill_k<HD_><<<grid, PF_THREADS, L.total, st->stream>>>(             \
+        (const __half *)a->qkv, (const __half *)a->k_pool, (const __half *)a->v_pool,          \
+        (__half *)a->out, a->seq_idx, a->seq_qstart, a->seq_ctx, a->seq_bt, a->block_tables,   \
+        (int)z0, width, (int)a->heads, (int)a->kv_heads, (int)a->block_size, a->scale, L.k,    \
+        L.v, L.s, L.p, L.o);
+        if (0) {
+        }
+        PF_CASE(32) PF_CASE(64) PF_CASE(128)
+#undef PF_CASE
+        if ((rc = cu_check_launch("prefill attention kernel", err)) != KVS_OK)
+            return rc;
+    }
+    return KVS_OK;
+}
+
