@@ -27,6 +27,10 @@ esac
 case "${1:-}" in
 -*) echo "gpu_deps.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 esac
+if [ $# -gt 1 ]; then
+    echo "gpu_deps.sh: unexpected argument '$2' (one folder at most; see --help)" >&2
+    exit 2
+fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$root/.gpudeps}
 for tool in apt-get dpkg; do
