@@ -33,34 +33,6 @@
 #define PART_MIN 256         /* tokens per split-KV partition, at least */
 #define PART_MAX_SPLIT 64    /* partitions per sequence, at most */
 
-/* ------------------------------------------------------------ cp.async */
-
-__device__ static inline void cp_async16(void *smem, const void *gmem, bool valid)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    int n = valid ? 16 : 0; /* src-size 0: zero-fill, nothing read */
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
-#else
-    *(uint4 *)smem = valid ? *(const uint4 *)gmem : make_uint4(0, 0, 0, 0);
-#endif
-}
-
-__device__ static inline void cp_async_commit()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-/* Wait until at most N committed groups are still in flight. */
-template <int N> __device__ static inline void cp_async_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-
 /* ------------------------------------------------------------ decode */
 
 /* K rows of a swizzled tile: token t's 16-byte chunk c lands at chunk

@@ -42,6 +42,37 @@ int cu_check_launch(const char *what, kvs_err *err);
  * cleared, so no later launch is blamed for it). */
 int cu_scratch(cuda_state *st, size_t bytes, void **out, kvs_err *err);
 
+/* cp.async (sm_80+): 16-byte copies from global to shared memory that land
+ * at a later wait, so a tile's loads can fly while the previous tile is
+ * computed; plain loads on older parts.  (tests/emu/cuda_internal_emu.h has
+ * their host emulation.) */
+
+__device__ static inline void cp_async16(void *smem, const void *gmem, bool valid)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    int n = valid ? 16 : 0; /* src-size 0: zero-fill, nothing read */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+#else
+    *(uint4 *)smem = valid ? *(const uint4 *)gmem : make_uint4(0, 0, 0, 0);
+#endif
+}
+
+__device__ static inline void cp_async_commit()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+/* Wait until at most N committed groups are still in flight. */
+template <int N> __device__ static inline void cp_async_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
 /* cuda_elementwise.cu */
 int cu_rmsnorm(void *self, const void *x, const void *w, void *out, int64_t rows,
                int64_t dim, float eps, kvs_err *err);

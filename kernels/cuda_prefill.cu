@@ -6,8 +6,10 @@
  * walks the KV tiles of 32 tokens up to its last row's position (tiles past
  * the causal limit are skipped; the diagonal tile is masked), keeps an online
  * softmax per row, and accumulates O in shared memory.  No score matrix is
- * materialised, so any prompt length runs in the same ~80 KiB of shared
- * memory and no workspace. */
+ * materialised, so any prompt length runs in the same ~98 KiB of shared
+ * memory and no workspace.  K/V tiles are copied with cp.async, double
+ * buffered (the next tile's copies fly while this one is computed), and a
+ * row's O is rescaled only when its running max moved. */
 #include "cuda_internal.cuh"
 
 #include <math.h>
@@ -35,12 +37,109 @@ static pf_layout pf_layout_for(int hd)
     size_t lh = (size_t)hd + PF_PAD_H, lo = (size_t)hd + PF_PAD_F;
     L.q = 0;
     L.k = L.q + round128(PF_BQ * lh * sizeof(__half));
-    L.v = L.k + round128(PF_BK * lh * sizeof(__half));
-    L.s = L.v + round128(PF_BK * lh * sizeof(__half));
+    L.v = L.k + 2 * round128(PF_BK * lh * sizeof(__half)); /* two stages each */
+    L.s = L.v + 2 * round128(PF_BK * lh * sizeof(__half));
     L.p = L.s + round128(PF_BQ * (PF_BK + PF_PAD_F) * sizeof(float));
     L.o = L.p + round128(PF_BQ * (PF_BK + PF_PAD_H) * sizeof(__half));
     L.total = L.o + round128(PF_BQ * lo * sizeof(float));
     return L;
+}
+
+/* Copy keys [k0, k0 + PF_BK) of K and V (kv head kvh) into one stage with
+ * cp.async (rows of LH halves; keys at or past ctx zero-filled). */
+template <int HD>
+__device__ static inline void pf_issue_tile(__half *Ks, __half *Vs, const __half *__restrict__ kp,
+                                            const __half *__restrict__ vp, const int32_t *bt,
+                                            int bs, size_t row, int kvh, int k0, int ctx)
+{
+    constexpr int LH = HD + PF_PAD_H, CPR = HD / 8;
+    for (int e = (int)threadIdx.x; e < PF_BK * CPR; e += PF_THREADS) {
+        const int t = e / CPR, part = e % CPR, tok = k0 + t;
+        const bool ok = tok < ctx;
+        const size_t off =
+            ok ? ((size_t)bt[tok / bs] * bs + tok % bs) * row + (size_t)kvh * HD + part * 8 : 0;
+        cp_async16(Ks + t * LH + part * 8, kp + off, ok);
+        cp_async16(Vs + t * LH + part * 8, vp + off, ok);
+    }
+}
+
+/* One warp's 16 query rows against one tile of keys at k0 (Kc, Vc: the
+ * stage): S = Q K^T (WMMA), the online softmax of each row (lanes 2i and
+ * 2i+1 own row wr, half of its keys and output columns each; m, l kept by
+ * both), P rounded to fp16, O = O * corr + P V (O in shared memory; the
+ * rescale is skipped when the row's max did not move, corr = 1). */
+template <int HD>
+__device__ static inline void pf_tile(const __half *Qs, const __half *Kc, const __half *Vc,
+                                      float *S, __half *P, float *O, int warp, int lane, int k0,
+                                      int limit, float scale, float *m, float *l)
+{
+    using namespace nvcuda;
+    constexpr int LH = HD + PF_PAD_H, LO = HD + PF_PAD_F, LS = PF_BK + PF_PAD_F,
+                  LP = PF_BK + PF_PAD_H;
+    const int wr = warp * 16 + lane / 2, half_ = lane & 1;
+    float *Sw = S + warp * 16 * LS;
+#pragma unroll
+    for (int j = 0; j < PF_BK / 16; j++) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
+        wmma::fill_fragment(sf, 0.0f);
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> af;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> bf;
+            wmma::load_matrix_sync(af, Qs + warp * 16 * LH + kk * 16, LH);
+            wmma::load_matrix_sync(bf, Kc + j * 16 * LH + kk * 16, LH);
+            wmma::mma_sync(sf, af, bf, sf);
+        }
+        wmma::store_matrix_sync(Sw + j * 16, sf, LS, wmma::mem_row_major);
+    }
+    __syncwarp();
+
+    /* online softmax of row wr over this tile (16 keys per lane) */
+    const float *sr = Sw + (lane / 2) * LS + half_ * 16;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+        if (k0 + half_ * 16 + j <= limit)
+            mx = fmaxf(mx, sr[j] * scale);
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    const float mn = fmaxf(*m, mx); /* finite: key 0 <= limit is in tile 0 */
+    const float corr = __expf(*m - mn);
+    float sum = 0.0f;
+    __half *pr = P + wr * LP + half_ * 16;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        float pv = k0 + half_ * 16 + j <= limit ? __expf(sr[j] * scale - mn) : 0.0f;
+        __half ph = __float2half(pv);
+        pr[j] = ph;
+        sum += __half2float(ph); /* the sum of what P V adds */
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    *l = *l * corr + sum;
+    *m = mn;
+    if (corr != 1.0f) { /* exp(0) is exactly 1: the row's max did not move */
+        float *orow = O + wr * LO + half_ * (HD / 2);
+#pragma unroll 8
+        for (int d = 0; d < HD / 2; d++)
+            orow[d] *= corr;
+    }
+    __syncwarp();
+
+    /* O[16 rows][HD] += P[16][32] V[32][HD] */
+#pragma unroll
+    for (int j = 0; j < HD / 16; j++) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
+        wmma::load_matrix_sync(of, O + warp * 16 * LO + j * 16, LO, wmma::mem_row_major);
+#pragma unroll
+        for (int kk = 0; kk < PF_BK / 16; kk++) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> af;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> bf;
+            wmma::load_matrix_sync(af, P + warp * 16 * LP + kk * 16, LP);
+            wmma::load_matrix_sync(bf, Vc + kk * 16 * LH + j * 16, LH);
+            wmma::mma_sync(of, af, bf, of);
+        }
+        wmma::store_matrix_sync(O + warp * 16 * LO + j * 16, of, LO, wmma::mem_row_major);
+    }
+    __syncwarp();
 }
 
 /* grid (query tiles, heads, prefill sequences); smem laid out as pf_layout. */
@@ -52,9 +151,9 @@ prefill_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
           const int32_t *tables, int z0, int64_t width, int heads, int kv_heads, int bs,
           float scale, size_t off_k, size_t off_v, size_t off_s, size_t off_p, size_t off_o)
 {
-    using namespace nvcuda;
-    constexpr int LH = HD + PF_PAD_H, LO = HD + PF_PAD_F, LS = PF_BK + PF_PAD_F,
-                  LP = PF_BK + PF_PAD_H, CPR = HD / 8;
+    constexpr int LH = HD + PF_PAD_H, LO = HD + PF_PAD_F, CPR = HD / 8;
+    constexpr int KST = PF_BK * LH; /* halves per K (or V) stage: pf_layout's stage */
+    static_assert(KST * sizeof(__half) % 128 == 0, "a stage is a whole number of 128 bytes");
     extern __shared__ __align__(128) unsigned char smem[];
     __half *Qs = (__half *)smem, *Ks = (__half *)(smem + off_k), *Vs = (__half *)(smem + off_v);
     float *S = (float *)(smem + off_s), *O = (float *)(smem + off_o);
@@ -90,87 +189,22 @@ prefill_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
 
     const int block_last = c + min(r0 + PF_BQ - 1, q - 1);
     const int n_tiles = block_last / PF_BK + 1; /* tiles past it: causally masked, skipped */
+    /* K/V tiles double buffered: tile kt + 1's copies fly while tile kt is
+     * computed */
+    pf_issue_tile<HD>(Ks, Vs, kp, vp, bt, bs, row, kvh, 0, ctx);
+    cp_async_commit();
     for (int kt = 0; kt < n_tiles; kt++) {
-        const int k0 = kt * PF_BK;
-        __syncthreads(); /* previous tile fully consumed (and Q/O ready at kt = 0) */
-        for (int e = (int)threadIdx.x; e < PF_BK * CPR; e += PF_THREADS) {
-            const int t = e / CPR, part = e % CPR, tok = k0 + t;
-            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-            if (tok < ctx) {
-                size_t off = ((size_t)bt[tok / bs] * bs + tok % bs) * row + (size_t)kvh * HD +
-                             part * 8;
-                kv = *(const uint4 *)(kp + off);
-                vv = *(const uint4 *)(vp + off);
-            }
-            *(uint4 *)(Ks + t * LH + part * 8) = kv;
-            *(uint4 *)(Vs + t * LH + part * 8) = vv;
-        }
-        __syncthreads();
-        if (k0 > warp_last)
-            continue; /* the whole tile is after this warp's rows */
-
-        /* S[16 rows][32 keys] = Q K^T */
-        float *Sw = S + warp * 16 * LS;
-#pragma unroll
-        for (int j = 0; j < PF_BK / 16; j++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
-            wmma::fill_fragment(sf, 0.0f);
-#pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> af;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> bf;
-                wmma::load_matrix_sync(af, Qs + warp * 16 * LH + kk * 16, LH);
-                wmma::load_matrix_sync(bf, Ks + j * 16 * LH + kk * 16, LH);
-                wmma::mma_sync(sf, af, bf, sf);
-            }
-            wmma::store_matrix_sync(Sw + j * 16, sf, LS, wmma::mem_row_major);
-        }
-        __syncwarp();
-
-        /* online softmax of row wr over this tile (16 keys per lane) */
-        const float *sr = Sw + (lane / 2) * LS + half_ * 16;
-        float mx = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-            if (k0 + half_ * 16 + j <= limit)
-                mx = fmaxf(mx, sr[j] * scale);
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        const float mn = fmaxf(m, mx); /* finite: key 0 <= limit is in tile 0 */
-        const float corr = __expf(m - mn);
-        float sum = 0.0f;
-        __half *pr = P + wr * LP + half_ * 16;
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            float pv = k0 + half_ * 16 + j <= limit ? __expf(sr[j] * scale - mn) : 0.0f;
-            __half ph = __float2half(pv);
-            pr[j] = ph;
-            sum += __half2float(ph); /* the sum of what P V adds */
-        }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        l = l * corr + sum;
-        m = mn;
-        float *orow = O + wr * LO + half_ * (HD / 2);
-#pragma unroll 8
-        for (int d = 0; d < HD / 2; d++)
-            orow[d] *= corr;
-        __syncwarp();
-
-        /* O[16 rows][HD] += P[16][32] V[32][HD] */
-#pragma unroll
-        for (int j = 0; j < HD / 16; j++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
-            wmma::load_matrix_sync(of, O + warp * 16 * LO + j * 16, LO, wmma::mem_row_major);
-#pragma unroll
-            for (int kk = 0; kk < PF_BK / 16; kk++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> af;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> bf;
-                wmma::load_matrix_sync(af, P + warp * 16 * LP + kk * 16, LP);
-                wmma::load_matrix_sync(bf, Vs + kk * 16 * LH + j * 16, LH);
-                wmma::mma_sync(of, af, bf, of);
-            }
-            wmma::store_matrix_sync(O + warp * 16 * LO + j * 16, of, LO, wmma::mem_row_major);
-        }
-        __syncwarp();
+        const int k0 = kt * PF_BK, cur = kt & 1;
+        if (kt + 1 < n_tiles) /* stage cur ^ 1 was released by the barrier below */
+            pf_issue_tile<HD>(Ks + (cur ^ 1) * KST, Vs + (cur ^ 1) * KST, kp, vp, bt, bs, row,
+                              kvh, k0 + PF_BK, ctx);
+        cp_async_commit(); /* possibly empty: keeps the group count uniform */
+        cp_async_wait<1>(); /* tile kt has landed (this thread's part) */
+        __syncthreads();    /* ... every thread's part (and Q, O are ready at kt = 0) */
+        if (k0 <= warp_last) /* else the whole tile is after this warp's rows */
+            pf_tile<HD>(Qs, Ks + cur * KST, Vs + cur * KST, S, P, O, warp, lane, k0, limit, scale,
+                        &m, &l);
+        __syncthreads(); /* stage cur is consumed before it is refilled */
     }
     __syncwarp();
     if (r0 + wr < q) {

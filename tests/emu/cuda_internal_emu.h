@@ -18,6 +18,14 @@ typedef struct cuda_state {
 
 #define CU_THREADS 256
 
+/* cp.async, emulated (tests/emu/cuda_emu.h): queued, landing at the wait */
+__device__ static inline void cp_async16(void *smem, const void *gmem, bool valid)
+{
+    emu_cp_async16(smem, gmem, valid);
+}
+__device__ static inline void cp_async_commit() { emu_cp_commit(); }
+template <int N> __device__ static inline void cp_async_wait() { emu_cp_wait(N); }
+
 int cu_errf(kvs_err *err, int status, const char *fmt, ...);
 int cu_check(cudaError_t e, const char *what, kvs_err *err);
 int cu_check_launch(const char *what, kvs_err *err);

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """emu_transform.py IN.cu OUT.cpp — rewrite a kvsim .cu file for the host
 emulation (tests/emu/cuda_emu.h): the internal header becomes the emulated
-one, `extern __shared__` becomes the block's dynamic buffer, the cp.async
-helpers become queued copies, and every kernel<<<grid, block, smem,
+one (whose cp.async helpers are queued copies), `extern __shared__` becomes
+the block's dynamic buffer, and every kernel<<<grid, block, smem,
 stream>>>(args) launch becomes emu::launch(grid, block, smem, [&] {
 kernel(args); })."""
 import re, sys
@@ -12,19 +12,6 @@ src = src.replace('#include "cuda_internal.cuh"', '#include "cuda_internal_emu.h
 src = src.replace('#include <mma.h>', '')
 src = re.sub(r'extern __shared__ __align__\(\d+\) unsigned char (\w+)\[\];',
              r'unsigned char *\1 = emu::cur_block->dyn_smem;', src)
-a = src.find('/* ------------------------------------------------------------ cp.async */')
-b = src.find('/* ------------------------------------------------------------ decode */')
-if a >= 0 and b > a:  # cuda_decode.cu: its cp.async helpers become queued copies
-    src = src[:a] + '''/* cp.async, emulated (tests/emu/cuda_emu.h) */
-__device__ static inline void cp_async16(void *smem, const void *gmem, bool valid)
-{
-    emu_cp_async16(smem, gmem, valid);
-}
-__device__ static inline void cp_async_commit() { emu_cp_commit(); }
-template <int N> __device__ static inline void cp_async_wait() { emu_cp_wait(N); }
-
-''' + src[b:]
-
 out, i = [], 0
 while True:
     j = src.find('<<<', i)
