@@ -38,6 +38,15 @@ r=$(q "select count(*) from validation_steps v join steps s on s.run_id=1 and s.
 [ "$r" = "$half" ] && ok || bad "only $r of $half rows agree with steps"
 js() { q "select json_extract(summary_json, '$1') from validations where validation_id=${2:-1}"; }
 [ "$(js '$.step_error.all.n')" = "$half" ] && ok || bad "summary n $(js '$.step_error.all.n')"
+# by shape: "new" holds the replay's first step of each token count (one per
+# distinct count among the replayed steps), "repeat" the rest
+ntok=$(q "select count(distinct tokens) from steps where run_id=1 and step_id < $half")
+[ "$(js '$.step_error.by_shape.new.n')" = "$ntok" ] && ok ||
+  bad "by_shape.new.n $(js '$.step_error.by_shape.new.n'), want $ntok distinct token counts"
+[ "$(js '$.step_error.by_shape.repeat.n')" = "$((half - ntok))" ] && ok ||
+  bad "by_shape.repeat.n $(js '$.step_error.by_shape.repeat.n'), want $((half - ntok))"
+grep -q '^  tokens new ' "$T/out.txt" && grep -q '^  tokens repeat ' "$T/out.txt" && ok ||
+  bad "no tokens new / repeat rows"
 [ "$(js '$.checks.schedule_mismatch_steps')" = 0 ] && ok || bad "block tables disagree with kv_blocks_used"
 [ "$(js '$.memory.blocks_match')" = 1 ] && ok || bad "peak blocks differ: $(js '$.memory.note')"
 peak=$(q "select max(kv_blocks_used) from steps where run_id=1 and step_id < $half")

@@ -164,6 +164,10 @@ static void print_steps(FILE *f, jreader *j, const char *sampling)
         snprintf(label, sizeof label, "batch %s", bins[k]);
         group_row(f, j, label, p);
     }
+    /* the replay's first step of a token count, and the others (absent from
+     * validations stored before the split: rows of 0) */
+    group_row(f, j, "tokens new", "$.step_error.by_shape.new");
+    group_row(f, j, "tokens repeat", "$.step_error.by_shape.repeat");
     fprintf(f, "  mean absolute error %.6g s per step; total predicted %.6g s, measured %.6g s\n",
             jd(j, "$.step_error.all.mae_s"), jd(j, "$.step_error.all.predicted_total_s"),
             jd(j, "$.step_error.all.measured_total_s"));

@@ -275,8 +275,40 @@ static void header_section(str_buf *b, const val_run *r, const val_info *info, c
     jstr(b, "error_convention", "(predicted - measured) / measured");
 }
 
-/* Step-time error, all steps, by kind and by batch size (sel, sg and ab are
- * [n] scratch). */
+typedef struct tok_at {
+    int64_t tok; /* the step's token count: the M of its GEMMs */
+    int64_t k;   /* its position among the replayed steps */
+} tok_at;
+
+static int cmp_tok_at(const void *a, const void *b)
+{
+    const tok_at *x = a, *y = b;
+    if (x->tok != y->tok)
+        return (x->tok > y->tok) - (x->tok < y->tok);
+    return (x->k > y->k) - (x->k < y->k);
+}
+
+/* is_new[k] = 1 when replayed step k is the first of the replay with its
+ * token count: cuBLAS chooses and loads kernels on the first call of a
+ * shape, so cold replays time such steps slower (docs/validation.md).
+ * O(n log n); 0, or -1 when out of memory. */
+static int mark_new_shapes(const val_run *r, const int64_t *idx, int64_t n, int *is_new)
+{
+    tok_at *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    if (!v)
+        return -1;
+    for (int64_t k = 0; k < n; k++)
+        v[k] = (tok_at){r->steps[idx[k]].step.batch.tokens, k};
+    qsort(v, (size_t)n, sizeof *v, cmp_tok_at);
+    for (int64_t k = 0; k < n; k++)
+        is_new[v[k].k] = k == 0 || v[k].tok != v[k - 1].tok;
+    free(v);
+    return 0;
+}
+
+/* Step-time error, all steps, by kind, by batch size and by whether the
+ * step's token count was new to the replay (sel, sg and ab are [n]
+ * scratch). */
 static void step_error_section(str_buf *b, const val_run *r, const int64_t *idx, const double *pred,
                                const double *meas, int64_t n, int *sel, double *sg, double *ab)
 {
@@ -302,6 +334,20 @@ static void step_error_section(str_buf *b, const val_run *r, const int64_t *idx,
         group_stats(b, batch_names[bin], idx, pred, meas, n, sel, sg, ab);
     }
     jclose(b, "}");
+    int *is_new = malloc((size_t)(n > 0 ? n : 1) * sizeof *is_new);
+    if (!is_new || mark_new_shapes(r, idx, n, is_new) != 0) {
+        free(is_new);
+        b->oom = 1; /* the summary reports out of memory */
+        return;
+    }
+    str_buf_printf(b, "\"by_shape\":{");
+    for (int fresh = 1; fresh >= 0; fresh--) {
+        for (int64_t k = 0; k < n; k++)
+            sel[k] = is_new[k] == fresh;
+        group_stats(b, fresh ? "new" : "repeat", idx, pred, meas, n, sel, sg, ab);
+    }
+    jclose(b, "}");
+    free(is_new);
     jclose(b, "}");
 }
 
