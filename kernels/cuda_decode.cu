@@ -9,9 +9,10 @@
  *     number of tokens, so a long sequence gets more partitions instead of
  *     straggling; a second kernel merges the partitions' softmax states;
  *   - K/V tiles of 32 tokens are copied into shared memory with cp.async,
- *     double buffered (the next tile's block-table lookups and loads are in
- *     flight while the current tile is computed), so each KV row is read
- *     from HBM once for all the query heads of the block;
+ *     double buffered (the next tile's copies are in flight while the
+ *     current tile is computed; issuing them waits on their block-table
+ *     entries in decode_k, which decode_gqa_k reads a tile earlier), so each
+ *     KV row is read from HBM once for all the query heads of the block;
  *   - query heads are spread across warps (head slot = warp % HS), and when
  *     the block has fewer heads than warps the warps split the tile's tokens
  *     instead (token slice = warp / HS), merged through shared memory at the
