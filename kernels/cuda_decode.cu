@@ -24,12 +24,14 @@
  *     with lane = token, then P V with lane = dimensions), reading the block
  *     table one tile ahead. */
 #include "cuda_internal.cuh"
+#include "cuda_kv_tile.cuh"
 
 #include <math.h>
 
 #define DEC_WARPS 4
 #define DEC_THREADS (32 * DEC_WARPS)
-#define DEC_TILE 32          /* tokens per shared-memory KV tile */
+static_assert(DEC_THREADS == KV_TILE_THREADS, "the block copies its tiles");
+#define DEC_TILE KV_TILE     /* tokens per shared-memory KV tile (32) */
 #define DEC_MAX_HEADS 8      /* query heads per block */
 #define PART_MIN 256         /* tokens per split-KV partition, at least */
 #define PART_MAX_SPLIT 64    /* partitions per sequence, at most */
@@ -41,71 +43,6 @@
  * of 8 consecutive tokens hit 8 different bank groups (unswizzled, every
  * row starts at bank 0 and they would all hit the same 4 banks). */
 #define DEC_SWZ(HD) ((HD) / 8 < 8 ? (HD) / 8 - 1 : 7)
-
-/* Copy tokens [t0, t0 + DEC_TILE) of K and V (kv head kvh) into the stage;
- * tokens at or past t_end are zero-filled. */
-template <int HD>
-__device__ static inline void dec_load_tile(__half (*ks)[HD], __half (*vs)[HD],
-                                            const __half *__restrict__ kp,
-                                            const __half *__restrict__ vp,
-                                            const int32_t *__restrict__ bt, int bs, size_t row,
-                                            int kvh, int t0, int t_end)
-{
-    constexpr int CPR = HD / 8; /* 16-byte chunks per token row */
-    for (int e = (int)threadIdx.x; e < DEC_TILE * CPR; e += DEC_THREADS) {
-        const int t = e / CPR, part = e % CPR, tok = t0 + t;
-        const bool ok = tok < t_end;
-        size_t off = 0;
-        if (ok)
-            off = ((size_t)bt[tok / bs] * bs + tok % bs) * row + (size_t)kvh * HD + part * 8;
-        cp_async16(&ks[t][part * 8], kp + off, ok);
-        cp_async16(&vs[t][part * 8], vp + off, ok);
-    }
-}
-
-/* Tile loads with the block table read one tile ahead (decode_gqa_k): the
- * block numbers of tile i + 1 are loaded into registers while tile i is
- * issued, so issuing a tile's copies never waits on a block-table load (in
- * dec_load_tile each copy waits for its table entry first).  A thread
- * handles DEC_EPT(HD) 16-byte chunks of a tile: element e = tid + k * threads,
- * token e / CPR, chunk e % CPR. */
-#define DEC_EPT(HD) (DEC_TILE * ((HD) / 8) / DEC_THREADS)
-
-/* Block numbers of this thread's tokens of the tile at t0 (-1 past t_end). */
-template <int HD>
-__device__ static inline void dec_tile_blocks(int (&blk)[DEC_EPT(HD)],
-                                              const int32_t *__restrict__ bt, int bs, int t0,
-                                              int t_end)
-{
-    constexpr int CPR = HD / 8;
-#pragma unroll
-    for (int k = 0; k < DEC_EPT(HD); k++) {
-        const int tok = t0 + ((int)threadIdx.x + k * DEC_THREADS) / CPR;
-        blk[k] = tok < t_end ? bt[tok / bs] : -1;
-    }
-}
-
-/* Copy the tile at t0 whose block numbers dec_tile_blocks read; K rows
- * swizzled (DEC_SWZ), tokens past the end zero-filled. */
-template <int HD>
-__device__ static inline void dec_issue_tile(__half (*ks)[HD], __half (*vs)[HD],
-                                             const __half *__restrict__ kp,
-                                             const __half *__restrict__ vp,
-                                             const int (&blk)[DEC_EPT(HD)], int bs, size_t row,
-                                             int kvh, int t0)
-{
-    constexpr int CPR = HD / 8;
-#pragma unroll
-    for (int k = 0; k < DEC_EPT(HD); k++) {
-        const int e = (int)threadIdx.x + k * DEC_THREADS, t = e / CPR, part = e % CPR;
-        const int tok = t0 + t;
-        const bool ok = blk[k] >= 0;
-        const size_t off = ok ? ((size_t)blk[k] * bs + tok % bs) * row + (size_t)kvh * HD + part * 8
-                              : 0;
-        cp_async16(&ks[t][(part ^ (t & DEC_SWZ(HD))) * 8], kp + off, ok);
-        cp_async16(&vs[t][part * 8], vp + off, ok);
-    }
-}
 
 /* What a decode block works on: grid (partition, KV head x chunk, sequence). */
 typedef struct dec_block {
@@ -206,13 +143,13 @@ decode_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     }
 
     const int n_tiles = (t_end - t_begin + DEC_TILE - 1) / DEC_TILE;
-    dec_load_tile<HD>(ks[0], vs[0], kp, vp, bt, bs, row, kvh, t_begin, t_end);
+    kv_load_tile<HD, HD, 0>(ks[0], vs[0], kp, vp, bt, bs, row, kvh, t_begin, t_end);
     cp_async_commit();
     for (int it = 0; it < n_tiles; it++) {
         const int cur = it & 1, t0 = t_begin + it * DEC_TILE;
         if (it + 1 < n_tiles) /* the other stage was released by the barrier below */
-            dec_load_tile<HD>(ks[cur ^ 1], vs[cur ^ 1], kp, vp, bt, bs, row, kvh,
-                              t0 + DEC_TILE, t_end);
+            kv_load_tile<HD, HD, 0>(ks[cur ^ 1], vs[cur ^ 1], kp, vp, bt, bs, row, kvh,
+                                    t0 + DEC_TILE, t_end);
         cp_async_commit(); /* possibly empty: keeps the group count uniform */
         cp_async_wait<1>(); /* the current tile has landed (this thread's part) */
         __syncthreads();    /* ... and every thread's part */
@@ -300,8 +237,6 @@ decode_gqa_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     constexpr int DPL = HD / 32;   /* dimensions per lane in the value phase */
     constexpr int CPR = HD / 8;    /* 16-byte chunks per K row */
     static_assert(DEC_TILE == 32, "one lane per token of a tile");
-    static_assert(DEC_EPT(HD) >= 1 && DEC_TILE * CPR % DEC_THREADS == 0,
-                  "whole 16-byte chunks per thread");
     __shared__ __align__(16) __half ks[2][DEC_TILE][HD];
     __shared__ __align__(16) __half vs[2][DEC_TILE][HD];
     __shared__ __align__(16) float qs[NH][HD];              /* scaled q of the block's heads */
@@ -317,11 +252,11 @@ decode_gqa_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     const size_t row = (size_t)kv_heads * HD;
 
     const int n_tiles = (t_end - t_begin + DEC_TILE - 1) / DEC_TILE;
-    int blk[DEC_EPT(HD)]; /* block numbers of the next tile to issue */
-    dec_tile_blocks<HD>(blk, bt, bs, t_begin, t_end);
-    dec_issue_tile<HD>(ks[0], vs[0], kp, vp, blk, bs, row, kvh, t_begin);
+    int blk[KV_TILE_EPT(HD)]; /* block numbers of the next tile to issue */
+    kv_tile_blocks<HD>(blk, bt, bs, t_begin, t_end);
+    kv_issue_tile<HD, HD, DEC_SWZ(HD)>(ks[0], vs[0], kp, vp, blk, bs, row, kvh, t_begin);
     cp_async_commit();
-    dec_tile_blocks<HD>(blk, bt, bs, t_begin + DEC_TILE, t_end); /* tile 1's, if any */
+    kv_tile_blocks<HD>(blk, bt, bs, t_begin + DEC_TILE, t_end); /* tile 1's, if any */
     for (int e = (int)threadIdx.x; e < NH * HD; e += DEC_THREADS) {
         const int g = e / HD, d = e % HD;
         qs[g][d] = g < gc ? __half2float(qkv[(size_t)tok * width + (size_t)(h0 + g) * HD + d]) *
@@ -342,10 +277,10 @@ decode_gqa_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     for (int it = 0; it < n_tiles; it++) {
         const int cur = it & 1, t0 = t_begin + it * DEC_TILE;
         if (it + 1 < n_tiles) { /* the other stage was released by the barrier below */
-            dec_issue_tile<HD>(ks[cur ^ 1], vs[cur ^ 1], kp, vp, blk, bs, row, kvh,
-                               t0 + DEC_TILE);
+            kv_issue_tile<HD, HD, DEC_SWZ(HD)>(ks[cur ^ 1], vs[cur ^ 1], kp, vp, blk, bs,
+                                               row, kvh, t0 + DEC_TILE);
             /* tile it + 2's table entries: in flight while this tile is computed */
-            dec_tile_blocks<HD>(blk, bt, bs, t0 + 2 * DEC_TILE, t_end);
+            kv_tile_blocks<HD>(blk, bt, bs, t0 + 2 * DEC_TILE, t_end);
         }
         cp_async_commit(); /* possibly empty: keeps the group count uniform */
         cp_async_wait<1>(); /* the current tile has landed (this thread's part) */

@@ -11,6 +11,7 @@
  * buffered (the next tile's copies fly while this one is computed), and a
  * row's O is rescaled only when its running max moved. */
 #include "cuda_internal.cuh"
+#include "cuda_kv_tile.cuh"
 
 #include <math.h>
 #include <mma.h>
@@ -18,9 +19,10 @@
 /* ------------------------------------------------------------ prefill */
 
 #define PF_BQ 64      /* query rows per block (16 per warp) */
-#define PF_BK 32      /* keys per tile */
+#define PF_BK KV_TILE /* keys per tile (32) */
 #define PF_WARPS 4
 #define PF_THREADS (32 * PF_WARPS)
+static_assert(PF_THREADS == KV_TILE_THREADS, "the block copies its tiles");
 #define PF_PAD_H 8    /* halves of padding per row (16 bytes: no bank conflicts) */
 #define PF_PAD_F 4    /* floats of padding per row */
 
@@ -43,24 +45,6 @@ static pf_layout pf_layout_for(int hd)
     L.o = L.p + round128(PF_BQ * (PF_BK + PF_PAD_H) * sizeof(__half));
     L.total = L.o + round128(PF_BQ * lo * sizeof(float));
     return L;
-}
-
-/* Copy keys [k0, k0 + PF_BK) of K and V (kv head kvh) into one stage with
- * cp.async (rows of LH halves; keys at or past ctx zero-filled). */
-template <int HD>
-__device__ static inline void pf_issue_tile(__half *Ks, __half *Vs, const __half *__restrict__ kp,
-                                            const __half *__restrict__ vp, const int32_t *bt,
-                                            int bs, size_t row, int kvh, int k0, int ctx)
-{
-    constexpr int LH = HD + PF_PAD_H, CPR = HD / 8;
-    for (int e = (int)threadIdx.x; e < PF_BK * CPR; e += PF_THREADS) {
-        const int t = e / CPR, part = e % CPR, tok = k0 + t;
-        const bool ok = tok < ctx;
-        const size_t off =
-            ok ? ((size_t)bt[tok / bs] * bs + tok % bs) * row + (size_t)kvh * HD + part * 8 : 0;
-        cp_async16(Ks + t * LH + part * 8, kp + off, ok);
-        cp_async16(Vs + t * LH + part * 8, vp + off, ok);
-    }
 }
 
 /* One warp's 16 query rows against one tile of keys at k0 (Kc, Vc: the
@@ -190,14 +174,15 @@ prefill_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     const int block_last = c + min(r0 + PF_BQ - 1, q - 1);
     const int n_tiles = block_last / PF_BK + 1; /* tiles past it: causally masked, skipped */
     /* K/V tiles double buffered: tile kt + 1's copies fly while tile kt is
-     * computed */
-    pf_issue_tile<HD>(Ks, Vs, kp, vp, bt, bs, row, kvh, 0, ctx);
+     * computed (stages of PF_BK rows of LH halves) */
+    __half(*Krow)[LH] = (__half(*)[LH])Ks, (*Vrow)[LH] = (__half(*)[LH])Vs;
+    kv_load_tile<HD, LH, 0>(Krow, Vrow, kp, vp, bt, bs, row, kvh, 0, ctx);
     cp_async_commit();
     for (int kt = 0; kt < n_tiles; kt++) {
         const int k0 = kt * PF_BK, cur = kt & 1;
         if (kt + 1 < n_tiles) /* stage cur ^ 1 was released by the barrier below */
-            pf_issue_tile<HD>(Ks + (cur ^ 1) * KST, Vs + (cur ^ 1) * KST, kp, vp, bt, bs, row,
-                              kvh, k0 + PF_BK, ctx);
+            kv_load_tile<HD, LH, 0>(Krow + (cur ^ 1) * PF_BK, Vrow + (cur ^ 1) * PF_BK, kp, vp, bt,
+                                    bs, row, kvh, k0 + PF_BK, ctx);
         cp_async_commit(); /* possibly empty: keeps the group count uniform */
         cp_async_wait<1>(); /* tile kt has landed (this thread's part) */
         __syncthreads();    /* ... every thread's part (and Q, O are ready at kt = 0) */

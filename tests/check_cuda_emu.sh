@@ -22,6 +22,6 @@ trap 'rm -rf "$tmp"' EXIT
 for k in decode prefill; do
   python3 tests/emu/emu_transform.py "kernels/cuda_$k.cu" "$tmp/cuda_${k}_emu.cpp"
 done
-g++ -std=c++17 -O2 -fno-strict-aliasing -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -I. -Itests/emu \
+g++ -std=c++17 -O2 -fno-strict-aliasing -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -I. -Ikernels -Itests/emu \
   -pthread "$tmp/cuda_decode_emu.cpp" "$tmp/cuda_prefill_emu.cpp" tests/emu/emu_attention.cpp -o "$tmp/emu_attention"
 "$tmp/emu_attention" "$mode"
