@@ -38,21 +38,21 @@ def die(msg):
     sys.exit(2)
 
 
-def kvsim_json(kvsim, *args):
+def kvsim_out(kvsim, *args):
+    """What `kvsim ARGS` prints; one line naming the command when it fails."""
     try:
-        out = subprocess.run([kvsim, *args], check=True, capture_output=True, text=True).stdout
+        return subprocess.run([kvsim, *args], check=True, capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         die(f"{kvsim} {' '.join(args)} failed: {e}")
-    return json.loads(out)
+
+
+def kvsim_json(kvsim, *args):
+    return json.loads(kvsim_out(kvsim, *args))
 
 
 def constants(kvsim, engine):
     """The effective roofline constants of an engine profile, in SI units."""
-    try:
-        out = subprocess.run([kvsim, "cost", "show", "--engine", engine], check=True,
-                             capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        die(f"{kvsim} cost show --engine {engine} failed: {e}")
+    out = kvsim_out(kvsim, "cost", "show", "--engine", engine)
     k = {}
     for line in out.splitlines()[1:]:
         f = line.split()
