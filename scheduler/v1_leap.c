@@ -561,6 +561,137 @@ static double leap_join_step(sched *s, double t, int32_t lim, int64_t step, int6
     return t;
 }
 
+/* The blocks step `step` of the leap takes and registers, ph = (step - 1)
+ * mod bs: the requests of the residue group whose stored tokens reach a
+ * multiple of bs take a block each, and with prefix caching those of the
+ * group a step behind register their full one, in R's order as the running
+ * walk would; the chunking request x (S_[n], or -1) gets its next chunk,
+ * *cx over *qx (rule 4.4), and its blocks through the same alloc.  0 with
+ * nothing taken when the free blocks cannot cover the step or x gets no
+ * budget (S would not be R: the leap stops short of blocks).
+ * O(1 + blocks taken). */
+static inline int leap_take_blocks(sched_v1 *v, int64_t n, int64_t ph, int32_t x, int64_t *cx,
+                                   int64_t *qx)
+{
+    const int64_t bs = v->bs;
+    int64_t nt, nr = 0;
+    const int32_t *take = group_of(v, ph == 0 ? 0 : bs - ph, &nt); /* (bs - (step-1)%bs) % bs */
+    const int32_t *regs = v->pfx ? group_of(v, ph + 1 == bs ? 0 : bs - ph - 1, &nr) : NULL;
+    int64_t need = nt;
+    if (x >= 0) { /* the running walk reaches x last: its next chunk (rule 4.4) */
+        const v1_sched_ent *ex = &v->S_[n];
+        *cx = ex->c + ex->q;
+        assert(*cx < (int64_t)v->rq[x].P + v->rq[x].g);
+        *qx = v1_chunk(v, x, *cx, v->B - n);
+        need += sched_ceil_div(*cx + *qx, bs) - v->rq[x].held;
+    }
+    if (need > v->pool.F || (x >= 0 && *qx <= 0))
+        return 0;
+    for (int64_t k = 0; k < nt; k++) {
+        int32_t id = take[k];
+        table_of(v, id)[v->rq[id].held++] = v1_pool_take(&v->pool);
+    }
+    for (int64_t k = 0; k < nr; k++) {
+        int32_t id = regs[k];
+        const int32_t blk = table_of(v, id)[v->rq[id].reg];
+        /* a decode's full block lies past the prompt's ids: private */
+        assert(v->rq[id].reg >= v1_shared_blocks(v, id));
+        v1_pool_register_private(&v->pool, blk);
+        v->rq[id].reg++;
+    }
+    if (x >= 0) { /* its last chunk is stored (v1_finish), this one scheduled */
+        v1_sched_ent *ex = &v->S_[n];
+        ex->c = *cx;
+        ex->q = *qx;
+        v->rq[x].C = (int32_t)*cx;
+        v->rq[x].sq = (int32_t)*qx;
+        const int ok = v1_alloc_running(v, x, *cx, *qx);
+        assert(ok);
+        (void)ok;
+    }
+    return 1;
+}
+
+/* The arrivals due by t, then the waiting walk of the leap's step starting
+ * at t, as v1_plan's, with the limit it leaves in *lim.  A lone newcomer
+ * whose first chunk falls short of its prompt, while there is no chunking
+ * request, becomes it (*x, with its chunk *cx over *qx; the leap goes on
+ * with it); newcomers whose chunks make a token, and x at its last chunk,
+ * join (*joins, leap_joiners).  1 when the step must be completed as a
+ * normal one instead: the walk admitted someone who cannot join, or x's
+ * last chunk cannot join, or newcomers follow a chunk that goes on.  The
+ * walk reads and changes nothing of R's lazy state.  O(1 + the walk). */
+static inline int leap_walk(sched *s, double t, int64_t n, int32_t *x, int64_t *cx, int64_t *qx,
+                            int32_t *lim, int64_t *joins)
+{
+    sched_v1 *v = s->v1;
+    take_arrivals(s, t); /* the arrivals before this step (sched_set_arrivals) */
+    int64_t b = v->B - n - *qx;
+    v->walk_t = t;
+    if (v->wn > 0 || v->pd.nready > 0) {
+        if (b <= 0)
+            *lim = SCHED_LIMIT_TOKEN_BUDGET;
+        else if (v->nrun >= s->cfg.max_seqs)
+            *lim = SCHED_LIMIT_MAX_SEQS;
+        else {
+            s->step.limit = SCHED_LIMIT_NONE_WAITING;
+            v1_waiting_walk(s, &b);
+            *lim = s->step.limit;
+            const v1_sched_ent *e = &v->S_[n];
+            if (*x < 0 && v->ns == n + 1 && leap_chunk_short(v, e)) {
+                /* one newcomer whose first chunk falls short of its
+                 * prompt: the leap goes on with it as its chunking one */
+                *x = v->lk_x = e->id;
+                *cx = e->c;
+                *qx = e->q;
+            } else if (*x < 0 && v->ns > n && (*joins = leap_joiners(s, n)) <= 0) {
+                return 1; /* it admitted someone who cannot join */
+            }
+        }
+    } else {
+        *lim = SCHED_LIMIT_NONE_WAITING;
+    }
+    if (*x >= 0 && (*cx + *qx == (int64_t)v->rq[*x].P + v->rq[*x].g || v->ns > n + 1)) {
+        /* x's last chunk (it makes a token): x and any newcomers behind
+         * it join if they may; newcomers behind a chunk that goes on, or
+         * anyone who may not join, make the step a normal one */
+        if (*cx + *qx < (int64_t)v->rq[*x].P + v->rq[*x].g || (*joins = leap_joiners(s, n)) <= 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The leap, stopped after planning up to step `step` (numbered from 1;
+ * normal: that step is completed as a normal one, left by the walk with
+ * limit lim), ends: its steps are told to the leap sink, and S's n
+ * members and R's g, C written once, as v1_finish of its last step would
+ * have left them; then the normal step, if any, is emitted, and *again
+ * says whether it is a step 1 a next leap can start from.  Returns the end
+ * of the last step.  O(|S|) plus the normal step's. */
+static double leap_write_out(sched *s, double t, int64_t n, int64_t step, int normal,
+                             int32_t lim, int *again)
+{
+    sched_v1 *v = s->v1;
+    v->lk_paused = 0;
+    leap_tell_all(s, n);
+    const int64_t L = step - 2 + normal; /* steps after step 1 */
+    for (int64_t k = 0; k < n && L > 0; k++) {
+        v1_sched_ent *e = &v->S_[k];
+        e->c += L;
+        v->rq[e->id].C = e->c;
+        v->rq[e->id].g += L;
+    }
+    if (normal) { /* this step is a normal one from here */
+        memset(&s->step, 0, sizeof s->step);
+        s->step.limit = lim;
+        s->n_members = 0;
+        t += v1_emit_step(s, t);
+        /* a step 1 as v1_plan's: nobody was preempted and S is R */
+        *again = v->ns == v->nrun && v1_leap_ready(v) && t < v1_leap_horizon(s);
+    }
+    return t;
+}
+
 /* The leap's steps from lk_step on (v1_leap), the first starting at t:
  * planned while they start before the horizon, up to lk_jstar, while the
  * free blocks cover the step's new ones and the waiting walk admits
@@ -598,81 +729,15 @@ static double leap_steps(sched *s, double t, int *again)
             decode_record_init(s, n);
             run = cost_run_get(&v->lk_runs, s->cost, &s->step.batch);
         }
-        int64_t nt, nr = 0, cx = 0, qx = 0, joins = 0;
         assert(ph == (step - 1) % bs);
-        const int32_t *take = group_of(v, ph == 0 ? 0 : bs - ph, &nt); /* (bs - (step-1)%bs) % bs */
-        const int32_t *regs = v->pfx ? group_of(v, ph + 1 == bs ? 0 : bs - ph - 1, &nr) : NULL;
-        int64_t need = nt;
-        if (x >= 0) { /* the running walk reaches x last: its next chunk (rule 4.4) */
-            const v1_sched_ent *ex = &v->S_[n];
-            cx = ex->c + ex->q;
-            assert(cx < (int64_t)v->rq[x].P + v->rq[x].g);
-            qx = v1_chunk(v, x, cx, v->B - n);
-            need += sched_ceil_div(cx + qx, bs) - v->rq[x].held;
-        }
-        if (need > v->pool.F || (x >= 0 && qx <= 0)) {
-            short_of_blocks = 1; /* or x gets no budget: S would not be R */
+        int64_t cx = 0, qx = 0, joins = 0;
+        if (!leap_take_blocks(v, n, ph, x, &cx, &qx)) {
+            short_of_blocks = 1;
             break;
         }
-        for (int64_t k = 0; k < nt; k++) {
-            int32_t id = take[k];
-            table_of(v, id)[v->rq[id].held++] = v1_pool_take(&v->pool);
-        }
-        for (int64_t k = 0; k < nr; k++) {
-            int32_t id = regs[k];
-            const int32_t blk = table_of(v, id)[v->rq[id].reg];
-            /* a decode's full block lies past the prompt's ids: private */
-            assert(v->rq[id].reg >= v1_shared_blocks(v, id));
-            v1_pool_register_private(&v->pool, blk);
-            v->rq[id].reg++;
-        }
-        if (x >= 0) { /* its last chunk is stored (v1_finish), this one scheduled */
-            v1_sched_ent *ex = &v->S_[n];
-            ex->c = cx;
-            ex->q = qx;
-            v->rq[x].C = (int32_t)cx;
-            v->rq[x].sq = (int32_t)qx;
-            const int ok = v1_alloc_running(v, x, cx, qx);
-            assert(ok);
-            (void)ok;
-        }
-        take_arrivals(s, t); /* the arrivals before this step (sched_set_arrivals) */
-        /* the waiting walk, and the limit it leaves, as v1_plan's */
-        int64_t b = v->B - n - qx;
-        v->walk_t = t;
-        if (v->wn > 0 || v->pd.nready > 0) {
-            if (b <= 0)
-                lim = SCHED_LIMIT_TOKEN_BUDGET;
-            else if (v->nrun >= s->cfg.max_seqs)
-                lim = SCHED_LIMIT_MAX_SEQS;
-            else {
-                s->step.limit = SCHED_LIMIT_NONE_WAITING;
-                v1_waiting_walk(s, &b); /* reads and changes nothing of R's lazy state */
-                lim = s->step.limit;
-                const v1_sched_ent *e = &v->S_[n];
-                if (x < 0 && v->ns == n + 1 &&
-                    e->c + e->q < (int64_t)v->rq[e->id].P + v->rq[e->id].g) {
-                    /* one newcomer whose first chunk falls short of its
-                     * prompt: the leap goes on with it as its chunking one */
-                    x = v->lk_x = e->id;
-                    cx = e->c;
-                    qx = e->q;
-                } else if (x < 0 && v->ns > n && (joins = leap_joiners(s, n)) <= 0) {
-                    normal = 1; /* it admitted someone who cannot join */
-                    break;
-                }
-            }
-        } else {
-            lim = SCHED_LIMIT_NONE_WAITING;
-        }
-        if (x >= 0 && (cx + qx == (int64_t)v->rq[x].P + v->rq[x].g || v->ns > n + 1)) {
-            /* x's last chunk (it makes a token): x and any newcomers behind
-             * it join if they may; newcomers behind a chunk that goes on, or
-             * anyone who may not join, make the step a normal one */
-            if (cx + qx < (int64_t)v->rq[x].P + v->rq[x].g || (joins = leap_joiners(s, n)) <= 0) {
-                normal = 1;
-                break;
-            }
+        if (leap_walk(s, t, n, &x, &cx, &qx, &lim, &joins)) {
+            normal = 1;
+            break;
         }
         if (joins > 0) { /* newcomers (and x at its last chunk) whose chunks
                             make a token join; a last one whose chunk falls
@@ -703,25 +768,7 @@ static double leap_steps(sched *s, double t, int *again)
         v->lk_paused = 1; /* the horizon alone: go on in the next plan */
         return t;
     }
-    v->lk_paused = 0;
-    leap_tell_all(s, n);
-    const int64_t L = step - 2 + normal; /* steps after step 1 */
-    for (int64_t k = 0; k < n && L > 0; k++) {
-        v1_sched_ent *e = &v->S_[k];
-        e->c += L;
-        v->rq[e->id].C = e->c;
-        v->rq[e->id].g += L;
-    }
-    if (normal) { /* this step is a normal one from here */
-        memset(&s->step, 0, sizeof s->step);
-        s->step.limit = lim;
-        s->n_members = 0;
-        t += v1_emit_step(s, t);
-        /* a step 1 as v1_plan's: nobody was preempted and S is R */
-        *again = v->ns == v->nrun && v1_leap_ready(v) &&
-                 t < v1_leap_horizon(s);
-    }
-    return t;
+    return leap_write_out(s, t, n, step, normal, lim, again);
 }
 
 /* End a paused leap where it stopped: its steps told to the leap sink, and
