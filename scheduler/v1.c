@@ -131,6 +131,35 @@ int64_t sched_state_released(const sched *s)
     return s->cfg.engine == SCHED_ENGINE_VLLM_V1 && s->v1 ? (int64_t)s->v1->rq_mem.released : 0;
 }
 
+/* The largest block table: ceil((P + O - 1) / bs) blocks of any request
+ * that is not rejected for its length, at most N.  O(n). */
+static int64_t table_cap(const sched *s, int64_t bs, int64_t N)
+{
+    int64_t maxt = 1;
+    for (int64_t i = 0; i < s->n; i++) {
+        const trace_req *r = &s->reqs[i];
+        int64_t t = r->prompt_tokens + r->output_tokens - 1;
+        if (r->prompt_tokens + r->output_tokens <= s->cfg.max_model_len && t > maxt)
+            maxt = t;
+    }
+    const int64_t cap = sched_ceil_div(maxt, bs);
+    return cap < N ? cap : N;
+}
+
+/* The leaps' arrays (v1_leap.c): the residue groups' starts [bs + 1] and
+ * per-slot scratch.  -1 when out of memory (v1_free frees what was got). */
+static int leap_arrays_init(sched_v1 *v)
+{
+    v->lk_start = malloc((size_t)(v->bs + 1) * sizeof *v->lk_start);
+    v->lk_ids = malloc((size_t)v->slots * sizeof *v->lk_ids);
+    v->lk_tell = malloc((size_t)v->slots * sizeof *v->lk_tell);
+    v->lk_each = malloc((size_t)v->slots * sizeof *v->lk_each);
+    v->lk_fin = malloc((size_t)v->slots * sizeof *v->lk_fin);
+    v->lk_pos = malloc((size_t)v->slots * sizeof *v->lk_pos);
+    return v->lk_start && v->lk_ids && v->lk_tell && v->lk_each && v->lk_fin && v->lk_pos ? 0
+                                                                                         : -1;
+}
+
 static int v1_init(sched *s, kvs_err *err)
 {
     const sched_config *c = &s->cfg;
@@ -166,18 +195,7 @@ static int v1_init(sched *s, kvs_err *err)
             v->rq = calloc(nn, sizeof *v->rq);
         s->state = calloc(nn, sizeof *s->state);
     }
-    /* the largest block table: ceil((P + O - 1) / bs) of any request that
-     * is not rejected for its length, at most N */
-    int64_t maxt = 1;
-    for (int64_t i = 0; i < n; i++) {
-        const trace_req *r = &s->reqs[i];
-        int64_t t = r->prompt_tokens + r->output_tokens - 1;
-        if (r->prompt_tokens + r->output_tokens <= c->max_model_len && t > maxt)
-            maxt = t;
-    }
-    v->tcap = sched_ceil_div(maxt, v->bs);
-    if (v->tcap > v->N)
-        v->tcap = v->N;
+    v->tcap = table_cap(s, v->bs, v->N);
     v->slots = c->max_seqs < n ? c->max_seqs : n;
     if (v->slots < 1)
         v->slots = 1;
@@ -209,17 +227,8 @@ static int v1_init(sched *s, kvs_err *err)
     /* leaps need a group per residue of bs; with more than one KV group a
      * step's pages also change as windows slide, so every step is planned */
     v->lk_x = -1;
-    if (v->bs <= V1_LEAP_MAX_BS && !v->xtab) {
-        v->lk_start = malloc((size_t)(v->bs + 1) * sizeof *v->lk_start);
-        v->lk_ids = malloc((size_t)v->slots * sizeof *v->lk_ids);
-        v->lk_tell = malloc((size_t)v->slots * sizeof *v->lk_tell);
-        v->lk_each = malloc((size_t)v->slots * sizeof *v->lk_each);
-        v->lk_fin = malloc((size_t)v->slots * sizeof *v->lk_fin);
-        v->lk_pos = malloc((size_t)v->slots * sizeof *v->lk_pos);
-        if (!v->lk_start || !v->lk_ids || !v->lk_tell || !v->lk_each || !v->lk_fin ||
-            !v->lk_pos)
-            goto nomem;
-    }
+    if (v->bs <= V1_LEAP_MAX_BS && !v->xtab && leap_arrays_init(v))
+        goto nomem;
     /* for tests: the table as the reference of the saved rows (test_leaps) */
     v->saved_rows = !v->xtab && !getenv("KVSIM_V1_PRIVATE_TABLE");
     v->nslots = v->slots;
