@@ -249,14 +249,25 @@ static void bench_prefill(kernels_backend *be, const model_spec *m, int64_t B, i
     kernels_batch *b;
     CHECK(kernels_batch_create(be, seqs, B, bs, B * nblk, &b, &err));
     pre_ctx p = {be, m, qkv, out, b, &kv};
-    double t = time_median(be, run_prefill, &p, 2, reps);
-    double fl = 4.0 * (double)B * (double)m->heads * (double)m->head_dim * (double)L * (double)L / 2;
-    printf("\nprefill attention, %s, %lld x %lld tokens (causal): %.1f us, %.1f TFLOP/s\n",
-           m->name, (long long)B, (long long)L, t * 1e6, fl / t / 1e12);
+    const double fl =
+        4.0 * (double)B * (double)m->heads * (double)m->head_dim * (double)L * (double)L / 2;
+    /* the CUDA backend's two kernels: mma.sync (its default) and WMMA
+     * (KVSIM_CUDA_PREFILL=wmma, read at each launch); the CPU has one */
+    const int both = !strcmp(kernels_backend_name(be), "cuda");
+    for (int k = 0; k < 1 + both; k++) {
+        if (both && setenv("KVSIM_CUDA_PREFILL", k ? "wmma" : "mma", 1) != 0)
+            exit(2);
+        const double t = time_median(be, run_prefill, &p, 2, reps);
+        printf("\nprefill attention%s, %s, %lld x %lld tokens (causal): %.1f us, %.1f TFLOP/s\n",
+               both ? (k ? " (WMMA kernel)" : " (mma.sync kernel)") : "", m->name, (long long)B,
+               (long long)L, t * 1e6, fl / t / 1e12);
+        printf("RESULT prefill%s_%s_%lldx%lld_tflops %.1f\n", k ? "_wmma" : "", m->name,
+               (long long)B, (long long)L, fl / t / 1e12);
+    }
+    if (both && unsetenv("KVSIM_CUDA_PREFILL") != 0)
+        exit(2);
     printf("  FlashAttention-2 published (forward, causal, head_dim 128, 2K): ~190 TFLOP/s on "
            "A100, ~330 on H100; target: within 2x\n");
-    printf("RESULT prefill_%s_%lldx%lld_tflops %.1f\n", m->name, (long long)B, (long long)L,
-           fl / t / 1e12);
     kernels_batch_free(b);
     free(table);
     free(seqs);

@@ -73,6 +73,46 @@ template <int N> __device__ static inline void cp_async_wait()
 #endif
 }
 
+/* mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (sm_80+; the backend
+ * refuses older parts): d += a b for one warp, fragments in the PTX ISA's
+ * layout (lane = 4 g + t): A 16 x 16 in a[0] = (g, 2t..2t+1),
+ * a[1] = (g + 8, 2t..), a[2] = (g, 2t + 8..), a[3] = (g + 8, 2t + 8..); B 16 x 8
+ * in b[0] = (k = 2t..2t+1, n = g), b[1] = (k = 2t + 8.., n = g); D 16 x 8 in
+ * d[0], d[1] = (g, 2t), (g, 2t + 1), d[2], d[3] = (g + 8, ...).  Pairs of fp16
+ * hold the lower column (or k) in the low half.  (Emulated in
+ * tests/emu/cuda_internal_emu.h.) */
+__device__ static inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane 8 j + r passes
+ * the address of row r (8 contiguous fp16, 16-byte aligned) of 8 x 8
+ * matrix j; lane 4 g + t receives in r[j] elements (g, 2t), (g, 2t + 1) of
+ * matrix j, or with .trans (2t, g), (2t + 1, g).  (Emulated in
+ * tests/emu/cuda_internal_emu.h.) */
+__device__ static inline void ldsm_x4(uint32_t (&r)[4], const __half *row)
+{
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+__device__ static inline void ldsm_x4_trans(uint32_t (&r)[4], const __half *row)
+{
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+/* A pair of fp16 as the 32 bits a fragment register holds, and back. */
+__device__ static inline uint32_t h2_bits(__half2 h) { return *(uint32_t *)&h; }
+__device__ static inline __half2 h2_of(uint32_t v) { return *(__half2 *)&v; }
+
 /* cuda_elementwise.cu */
 int cu_rmsnorm(void *self, const void *x, const void *w, void *out, int64_t rows,
                int64_t dim, float eps, kvs_err *err);

@@ -1,19 +1,28 @@
 /* cuda_prefill.cu — prefill attention over the paged KV cache on CUDA.
  *
  * Prefill (q >= 1, causal over c cached + q new tokens, all read from the
- * pools) is a FlashAttention-style kernel on tensor cores (WMMA, fp16 in,
- * fp32 accumulate): a block takes 64 query rows of one head (16 per warp),
- * walks the KV tiles of 32 tokens up to its last row's position (tiles past
- * the causal limit are skipped; the diagonal tile is masked), keeps an online
- * softmax per row, and accumulates O in shared memory.  No score matrix is
- * materialised, so any prompt length runs in the same ~98 KiB of shared
- * memory and no workspace.  K/V tiles are copied with cp.async, double
- * buffered (the next tile's copies fly while this one is computed), and a
- * row's O is rescaled only when its running max moved. */
+ * pools) is a FlashAttention-2-style kernel on tensor cores: a block takes
+ * 64 query rows of one head (16 per warp), walks the KV tiles of 32 tokens
+ * up to its last row's position (tiles past the causal limit are skipped;
+ * the diagonal tile is masked) and keeps an online softmax per row.  K/V
+ * tiles are copied with cp.async, double buffered (the next tile's copies
+ * fly while this one is computed).  No score matrix is materialised, so
+ * any prompt length runs in the same shared memory and no workspace.
+ *
+ * Two kernels do it.  prefill_mma_k (the default) keeps everything of a
+ * warp's rows in registers: Q's fragments, S = Q K^T, the softmax, P (the
+ * accumulator fragments of S become the A fragments of P V as they are)
+ * and O, with mma.sync m16n8k16; shared memory holds Q's tile once and the
+ * K/V stages (~52 KiB at head_dim 128).  prefill_k, the first one (WMMA
+ * 16x16x16, whose fragment layout is opaque), goes through shared memory
+ * for S, P and O (~98 KiB); KVSIM_CUDA_PREFILL=wmma selects it, so a GPU
+ * run can time both (bench_attention) and check both against the CPU. */
 #include "cuda_internal.cuh"
 #include "cuda_kv_tile.cuh"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 #include <mma.h>
 
 /* ------------------------------------------------------------ prefill */
@@ -201,27 +210,229 @@ prefill_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     }
 }
 
+/* ------------------------------------------------- prefill, mma.sync */
+
+/* Shared-memory layout of prefill_mma_k: Q's 64 rows, then two stages of
+ * K and of V (bytes). */
+static pf_layout pm_layout_for(int hd)
+{
+    pf_layout L;
+    const size_t lh = (size_t)hd + PF_PAD_H;
+    L.q = 0;
+    L.k = L.q + round128(PF_BQ * lh * sizeof(__half));
+    L.v = L.k + 2 * round128(PF_BK * lh * sizeof(__half));
+    L.s = L.p = L.o = 0; /* none: S, P and O stay in registers */
+    L.total = L.v + 2 * round128(PF_BK * lh * sizeof(__half));
+    return L;
+}
+
+/* One warp's 16 query rows (lane = 4 g + t holds rows g and g + 8, "lo"
+ * and "hi") against one tile of PF_BK keys at k0 (Kc, Vc: the stage, rows
+ * LH halves apart): S = Q K^T from Q's fragments qf, scaled into log2
+ * units (sl2 = scale x log2 e) and masked past each row's last key
+ * (lim_lo, lim_hi); the online softmax (the quad of lanes sharing a row
+ * meets through two shuffles; m, l per row); P rounded to fp16, its row
+ * sums taken from the rounded values (what P V adds); O = O x corr + P V.
+ * The accumulator fragments of two adjacent key n-tiles of S are the A
+ * fragment of one 16-key step of P V, so P never leaves the registers.
+ * K's and V's B fragments come from shared memory through ldmatrix (V's
+ * transposed: a fragment pairs two keys of one dimension). */
+template <int HD>
+__device__ static inline void pm_tile(const uint32_t (&qf)[HD / 16][4], const __half *Kc,
+                                      const __half *Vc, float (&o)[HD / 8][4], int g, int t,
+                                      int k0, int lim_lo, int lim_hi, float sl2, float (&m)[2],
+                                      float (&l)[2])
+{
+    constexpr int LH = HD + PF_PAD_H, NT = PF_BK / 8, DT = HD / 8;
+    float sc[NT][4];
+    /* K's B fragments (k = dim, n = key): one ldmatrix.x4 reads two
+     * 16-dim steps of an 8-key n-tile (lane 8 j + r: key r, dims 8 j on) */
+    const int lane = 4 * g + t, lr = lane & 7, lj = lane >> 3;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
+        const __half *kr = Kc + (nt * 8 + lr) * LH + lj * 8;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk += 2) {
+            uint32_t b4[4];
+            ldsm_x4(b4, kr + kk * 16);
+            const uint32_t b0[2] = {b4[0], b4[1]}, b1[2] = {b4[2], b4[3]};
+            mma_16816(sc[nt], qf[kk], b0);
+            mma_16816(sc[nt], qf[kk + 1], b1);
+        }
+    }
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int key = k0 + nt * 8 + 2 * t + e;
+            sc[nt][e] = key <= lim_lo ? sc[nt][e] * sl2 : -INFINITY;
+            sc[nt][2 + e] = key <= lim_hi ? sc[nt][2 + e] * sl2 : -INFINITY;
+            mx[0] = fmaxf(mx[0], sc[nt][e]);
+            mx[1] = fmaxf(mx[1], sc[nt][2 + e]);
+        }
+    float corr[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float mn = fmaxf(m[r], mx[r]); /* finite: key 0 <= limit is in tile 0 */
+        corr[r] = exp2f(m[r] - mn);          /* 0 at the first tile (m = -inf) */
+        m[r] = mn;
+    }
+    uint32_t pf[NT / 2][4]; /* P's A fragments, one per 16-key step */
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const __half2 lo = __floats2half2_rn(exp2f(sc[nt][0] - m[0]), exp2f(sc[nt][1] - m[0]));
+        const __half2 hi = __floats2half2_rn(exp2f(sc[nt][2] - m[1]), exp2f(sc[nt][3] - m[1]));
+        const float2 fl = __half22float2(lo), fh = __half22float2(hi);
+        sum[0] += fl.x + fl.y;
+        sum[1] += fh.x + fh.y;
+        pf[nt / 2][(nt & 1) * 2] = h2_bits(lo);
+        pf[nt / 2][(nt & 1) * 2 + 1] = h2_bits(hi);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+        sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+        l[r] = l[r] * corr[r] + sum[r];
+    }
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++) {
+        o[dt][0] *= corr[0];
+        o[dt][1] *= corr[0];
+        o[dt][2] *= corr[1];
+        o[dt][3] *= corr[1];
+    }
+    /* V's B fragments (k = key, n = dim): one ldmatrix.x4.trans reads a
+     * 16-key step of two 8-dim n-tiles (lane 8 j + r: key 8 (j & 1) + r,
+     * dims 8 (j >> 1) on) */
+    const __half *vr = Vc + ((lj & 1) * 8 + lr) * LH + (lj >> 1) * 8;
+#pragma unroll
+    for (int dt = 0; dt < DT; dt += 2) {
+#pragma unroll
+        for (int kk = 0; kk < NT / 2; kk++) {
+            uint32_t b4[4];
+            ldsm_x4_trans(b4, vr + kk * 16 * LH + dt * 8);
+            const uint32_t b0[2] = {b4[0], b4[1]}, b1[2] = {b4[2], b4[3]};
+            mma_16816(o[dt], pf[kk], b0);
+            mma_16816(o[dt + 1], pf[kk], b1);
+        }
+    }
+}
+
+/* grid (query tiles, heads, prefill sequences); smem laid out as
+ * pm_layout_for; the arguments are prefill_k's. */
+template <int HD>
+__global__ static void __launch_bounds__(PF_THREADS)
+prefill_mma_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
+              const __half *__restrict__ vp, __half *__restrict__ out, const int32_t *seq_idx,
+              const int32_t *qstart, const int32_t *ctx_a, const int32_t *bt_off,
+              const int32_t *tables, int z0, int64_t width, int heads, int kv_heads, int bs,
+              float scale, size_t off_k, size_t off_v)
+{
+    constexpr int LH = HD + PF_PAD_H, CPR = HD / 8, KST = PF_BK * LH;
+    static_assert(KST * sizeof(__half) % 128 == 0, "a stage is a whole number of 128 bytes");
+    extern __shared__ __align__(128) unsigned char smem[];
+    __half *Qs = (__half *)smem, *Ks = (__half *)(smem + off_k), *Vs = (__half *)(smem + off_v);
+
+    const int s = seq_idx[(int)blockIdx.z + z0], q0 = qstart[s], q = qstart[s + 1] - q0;
+    const int ctx = ctx_a[s], c = ctx - q, r0 = (int)blockIdx.x * PF_BQ;
+    if (r0 >= q)
+        return; /* uniform per block */
+    const int h = (int)blockIdx.y, kvh = h / (heads / kv_heads);
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+    const int g = lane >> 2, t = lane & 3, wr = warp * 16; /* rows wr + g, wr + g + 8 */
+    const int32_t *bt = tables + bt_off[s];
+    const size_t row = (size_t)kv_heads * HD;
+
+    __half(*Krow)[LH] = (__half(*)[LH])Ks, (*Vrow)[LH] = (__half(*)[LH])Vs;
+    kv_load_tile<HD, LH, 0>(Krow, Vrow, kp, vp, bt, bs, row, kvh, 0, ctx); /* tile 0 flies */
+    cp_async_commit();
+    for (int e = (int)threadIdx.x; e < PF_BQ * CPR; e += PF_THREADS) { /* Q, zero past q */
+        const int r = e / CPR, part = e % CPR;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r0 + r < q)
+            v = *(const uint4 *)(qkv + (size_t)(q0 + r0 + r) * width + (size_t)h * HD + part * 8);
+        *(uint4 *)(Qs + r * LH + part * 8) = v;
+    }
+    __syncthreads();
+    uint32_t qf[HD / 16][4]; /* this warp's rows of Q as A fragments, k = dims */
+    /* lane 8 j + r: row wr + 8 (j & 1) + r, dims 8 (j >> 1) on of each step */
+    const __half *qr = Qs + (wr + (lane >> 3 & 1) * 8 + (lane & 7)) * LH + (lane >> 4) * 8;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++)
+        ldsm_x4(qf[kk], qr + kk * 16);
+    /* rows past q mirror the last row (their output is not written) */
+    const int lim_lo = c + min(r0 + wr + g, q - 1), lim_hi = c + min(r0 + wr + g + 8, q - 1);
+    const int warp_last = c + min(r0 + wr + 15, q - 1);
+    const float sl2 = scale * 1.4426950408889634f; /* exp(x) = exp2(x log2 e) */
+    float o[HD / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int dt = 0; dt < HD / 8; dt++)
+        o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+
+    const int block_last = c + min(r0 + PF_BQ - 1, q - 1);
+    const int n_tiles = block_last / PF_BK + 1; /* tiles past it: causally masked, skipped */
+    for (int kt = 0; kt < n_tiles; kt++) {
+        const int k0 = kt * PF_BK, cur = kt & 1;
+        if (kt + 1 < n_tiles) /* stage cur ^ 1 was released by the barrier below */
+            kv_load_tile<HD, LH, 0>(Krow + (cur ^ 1) * PF_BK, Vrow + (cur ^ 1) * PF_BK, kp, vp, bt,
+                                    bs, row, kvh, k0 + PF_BK, ctx);
+        cp_async_commit(); /* possibly empty: keeps the group count uniform */
+        cp_async_wait<1>(); /* tile kt has landed (this thread's part) */
+        __syncthreads();    /* ... every thread's part */
+        if (k0 <= warp_last) /* else the whole tile is after this warp's rows */
+            pm_tile<HD>(qf, Ks + cur * KST, Vs + cur * KST, o, g, t, k0, lim_lo, lim_hi, sl2, m,
+                        l);
+        __syncthreads(); /* stage cur is consumed before it is refilled */
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int qi = r0 + wr + g + 8 * r;
+        if (qi >= q)
+            continue;
+        const float inv = 1.0f / l[r];
+        __half *dst = out + (size_t)(q0 + qi) * heads * HD + (size_t)h * HD + 2 * t;
+#pragma unroll
+        for (int dt = 0; dt < HD / 8; dt++)
+            *(__half2 *)(dst + dt * 8) =
+                __floats2half2_rn(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+    }
+}
+
+/* Opt one prefill kernel into the shared memory its layout needs. */
+template <class K>
+static int pf_smem_attr(K kernel, size_t bytes, const char *what, kvs_err *err)
+{
+    return cu_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)bytes),
+                    what, err);
+}
+
 /* Opt the prefill kernels into more than 48 KiB of shared memory (once). */
 static int prefill_setup(cuda_state *st, kvs_err *err)
 {
     if (st->prefill_ready)
         return KVS_OK;
     int rc;
-    if ((rc = cu_check(cudaFuncSetAttribute(prefill_k<32>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)pf_layout_for(32).total),
-                       "cudaFuncSetAttribute(prefill 32)", err)) != KVS_OK ||
-        (rc = cu_check(cudaFuncSetAttribute(prefill_k<64>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)pf_layout_for(64).total),
-                       "cudaFuncSetAttribute(prefill 64)", err)) != KVS_OK ||
-        (rc = cu_check(cudaFuncSetAttribute(prefill_k<128>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)pf_layout_for(128).total),
-                       "cudaFuncSetAttribute(prefill 128)", err)) != KVS_OK)
+    if ((rc = pf_smem_attr(prefill_k<32>, pf_layout_for(32).total, "cudaFuncSetAttribute(prefill 32)", err)) != KVS_OK ||
+        (rc = pf_smem_attr(prefill_k<64>, pf_layout_for(64).total, "cudaFuncSetAttribute(prefill 64)", err)) != KVS_OK ||
+        (rc = pf_smem_attr(prefill_k<128>, pf_layout_for(128).total, "cudaFuncSetAttribute(prefill 128)", err)) != KVS_OK ||
+        (rc = pf_smem_attr(prefill_mma_k<32>, pm_layout_for(32).total, "cudaFuncSetAttribute(prefill mma 32)", err)) != KVS_OK ||
+        (rc = pf_smem_attr(prefill_mma_k<64>, pm_layout_for(64).total, "cudaFuncSetAttribute(prefill mma 64)", err)) != KVS_OK ||
+        (rc = pf_smem_attr(prefill_mma_k<128>, pm_layout_for(128).total, "cudaFuncSetAttribute(prefill mma 128)", err)) != KVS_OK)
         return rc;
     st->prefill_ready = 1;
     return KVS_OK;
+}
+
+/* Whether KVSIM_CUDA_PREFILL=wmma asks for the first (WMMA) kernel. */
+static bool prefill_wmma(void)
+{
+    const char *e = getenv("KVSIM_CUDA_PREFILL");
+    return e && !strcmp(e, "wmma");
 }
 
 int cu_prefill_attention(void *self, const kernels_attn_args *a, kvs_err *err)
@@ -237,22 +448,26 @@ int cu_prefill_attention(void *self, const kernels_attn_args *a, kvs_err *err)
     int rc = prefill_setup(st, err);
     if (rc != KVS_OK)
         return rc;
-    const pf_layout L = pf_layout_for(hd);
+    const bool wmma = prefill_wmma();
+    const pf_layout L = wmma ? pf_layout_for(hd) : pm_layout_for(hd);
     const int64_t width = (a->heads + 2 * a->kv_heads) * hd;
     const unsigned qtiles = (unsigned)(((a->max_q > 0 ? a->max_q : 1) + PF_BQ - 1) / PF_BQ);
     for (int64_t z0 = 0; z0 < a->n; z0 += 65535) {
         const int64_t nz = a->n - z0 < 65535 ? a->n - z0 : 65535;
         dim3 grid(qtiles, (unsigned)a->heads, (unsigned)nz);
-#define PF_CASE(HD_)                                                                          \
-    else if (hd == HD_) prefill_k<HD_><<<grid, PF_THREADS, L.total, st->stream>>>(             \
-        (const __half *)a->qkv, (const __half *)a->k_pool, (const __half *)a->v_pool,          \
+#define PF_ARGS                                                                                \
+    (const __half *)a->qkv, (const __half *)a->k_pool, (const __half *)a->v_pool,              \
         (__half *)a->out, a->seq_idx, a->seq_qstart, a->seq_ctx, a->seq_bt, a->block_tables,   \
-        (int)z0, width, (int)a->heads, (int)a->kv_heads, (int)a->block_size, a->scale, L.k,    \
-        L.v, L.s, L.p, L.o);
+        (int)z0, width, (int)a->heads, (int)a->kv_heads, (int)a->block_size, a->scale, L.k, L.v
+#define PF_CASE(HD_)                                                                          \
+    else if (hd == HD_ && wmma) prefill_k<HD_><<<grid, PF_THREADS, L.total, st->stream>>>(     \
+        PF_ARGS, L.s, L.p, L.o);                                                               \
+    else if (hd == HD_) prefill_mma_k<HD_><<<grid, PF_THREADS, L.total, st->stream>>>(PF_ARGS);
         if (0) {
         }
         PF_CASE(32) PF_CASE(64) PF_CASE(128)
 #undef PF_CASE
+#undef PF_ARGS
         if ((rc = cu_check_launch("prefill attention kernel", err)) != KVS_OK)
             return rc;
     }

@@ -370,6 +370,8 @@ verdict() { # verdict VALUE OP TARGET
     v=$(result "prefill_llama-2-7b_8x2048_tflops")
     printf '  prefill attention 8 x 2048 (causal):      %6s TFLOP/s (target: >= ~165 on H100/H200, ~95 on A100:\n' "${v:--}"
     printf '                                            within 2x of FlashAttention-2 published)\n'
+    v=$(result "prefill_wmma_llama-2-7b_8x2048_tflops")
+    printf '  the same, the first (WMMA) kernel:        %6s TFLOP/s (run 2: 34.5, before double buffering)\n' "${v:--}"
     if ((sim_ok)); then
         for pair in "calibrated:$cal" "roofline:$roof"; do
             name=${pair%%:*}

@@ -873,6 +873,26 @@ START_TEST(test_cuda_vs_cpu_long_split_and_chunks)
 }
 END_TEST
 
+/* The CUDA backend's first prefill kernel (WMMA, KVSIM_CUDA_PREFILL=wmma,
+ * read at each launch; the mma.sync kernel is the default the tests above
+ * check) against the CPU: the three head sizes, GQA, query- and key-tile
+ * edges and short chunks over stored context.  Check forks each test, so
+ * the variable stays in this one. */
+START_TEST(test_cuda_vs_cpu_wmma_prefill)
+{
+    ck_assert_int_eq(setenv("KVSIM_CUDA_PREFILL", "wmma", 1), 0);
+    int64_t q[] = {1, 1, 65, 33, 64, 2, 5}, c[] = {31, 255, 0, 31, 1, 500, 1023};
+    static const int64_t shapes[][3] = {{4, 4, 32}, {12, 2, 64}, {24, 2, 128}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        char label[96];
+        snprintf(label, sizeof label, "WMMA prefill, %lld/%lld heads, head_dim %lld",
+                 (long long)shapes[i][0], (long long)shapes[i][1], (long long)shapes[i][2]);
+        check_cuda_vs_cpu_batch(label, shapes[i][0], shapes[i][1], shapes[i][2], 16, q, c, 7);
+    }
+    ck_assert_int_eq(unsetenv("KVSIM_CUDA_PREFILL"), 0);
+}
+END_TEST
+
 /* Dense ops (GEMM with beta 0 and 1, RMSNorm, SwiGLU) on one backend. */
 static void dense_on(const char *name, const float *a, const float *w, const float *c0,
                      int64_t M, int64_t N, int64_t K, int64_t I, float **g0, float **g1,
@@ -946,6 +966,7 @@ int main(void)
     tcase_add_test(tc, test_cuda_vs_cpu_groups);
     tcase_add_test(tc, test_cuda_vs_cpu_block_sizes);
     tcase_add_test(tc, test_cuda_vs_cpu_long_split_and_chunks);
+    tcase_add_test(tc, test_cuda_vs_cpu_wmma_prefill);
     tcase_add_test(tc, test_cuda_vs_cpu_dense_ops);
     suite_add_tcase(s, tc);
     return tu_run_suites(&s, 1);

@@ -10,7 +10,14 @@
  *     cp.async.wait_group lets them (the latest N groups stay in flight), so
  *     reading a stage before its wait sees stale data;
  *   - a WMMA store is done by lane 0 alone: other lanes see it only after a
- *     __syncwarp, as on hardware (where each lane writes its own part).
+ *     __syncwarp, as on hardware (where each lane writes its own part);
+ *   - ldmatrix.x4 (emu_ldsm_x4, plain and .trans) is a warp-wide exchange
+ *     too: lane 8 j + r gives row r of matrix j, and each lane gets the
+ *     elements the PTX ISA says it gets;
+ *   - mma.sync.m16n8k16 (emu_mma_16816) is a warp-wide exchange: each lane
+ *     holds only its own fragment registers, in the PTX ISA's layout, and
+ *     gets its part of D from the others' A and B, so a kernel that puts a
+ *     value in the wrong lane or register computes a wrong product.
  * Not a general emulator: no atomics, no streams, blocks run one by one. */
 #ifndef CUDA_EMU_H
 #define CUDA_EMU_H
@@ -114,6 +121,8 @@ struct __half2 {
     __half x, y;
 };
 static inline float2 __half22float2(__half2 h) { return float2{__half2float(h.x), __half2float(h.y)}; }
+static inline __half2 __floats2half2_rn(float a, float b) { return __half2{__float2half(a), __float2half(b)}; }
+static inline __half2 __halves2half2(__half a, __half b) { return __half2{a, b}; }
 #define __expf emu_expf
 static inline float emu_expf(float x) { return expf(x); }
 static inline int min(int a, int b) { return a < b ? a : b; }
@@ -125,6 +134,8 @@ struct block_ctx {
     pthread_barrier_t block_bar;
     pthread_barrier_t warp_bar[32];
     float shfl[32][32];
+    uint32_t mma_a[32][32][4], mma_b[32][32][2]; /* [warp][lane]: fragments in flight */
+    const uint16_t *ldsm[32][32];                /* [warp][lane]: ldmatrix row addresses */
     unsigned char *dyn_smem;
 };
 extern block_ctx *cur_block;
@@ -165,6 +176,66 @@ static inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask, int w
     return r;
 }
 template <class T> static inline T __ldg(const T *p) { return *p; }
+
+/* The fp16 element of a packed pair (x in the low half, y in the high). */
+static inline float emu_h16(uint32_t v, int hi) { return __half2float(__half{(uint16_t)(hi ? v >> 16 : v & 0xffffu)}); }
+
+/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane 8 j + r gives the
+ * address of row r (8 contiguous fp16) of 8 x 8 matrix j; lane i = 4 g + t
+ * gets in r[j] elements (g, 2t) and (g, 2t + 1) of matrix j, or with .trans
+ * (2t, g) and (2t + 1, g) (the first in the low half). */
+static inline void emu_ldsm_x4(uint32_t (&r)[4], const void *row, bool trans)
+{
+    const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    auto *ctx = emu::cur_block;
+    ctx->ldsm[w][lane] = (const uint16_t *)row;
+    __syncwarp();
+    const int g = (int)lane >> 2, t = (int)lane & 3;
+    for (int j = 0; j < 4; j++) {
+        uint16_t lo, hi;
+        if (trans) {
+            lo = ctx->ldsm[w][8 * j + 2 * t][g];
+            hi = ctx->ldsm[w][8 * j + 2 * t + 1][g];
+        } else {
+            lo = ctx->ldsm[w][8 * j + g][2 * t];
+            hi = ctx->ldsm[w][8 * j + g][2 * t + 1];
+        }
+        r[j] = (uint32_t)lo | (uint32_t)hi << 16;
+    }
+    __syncwarp();
+}
+
+/* mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32, D = A B + D, as the
+ * PTX ISA lays the fragments out over the warp (lane = 4 g + t):
+ *   A 16 x 16: a[0] = (g, 2t..2t+1), a[1] = (g + 8, 2t..), a[2] = (g, 2t + 8..),
+ *              a[3] = (g + 8, 2t + 8..), each a pair of fp16 (lower column low);
+ *   B 16 x 8:  b[0] = (k = 2t..2t+1, n = g), b[1] = (k = 2t + 8.., n = g);
+ *   D 16 x 8:  d[0], d[1] = (g, 2t), (g, 2t + 1); d[2], d[3] = (g + 8, 2t), (g + 8, 2t + 1).
+ * Every lane publishes its A and B, the warp meets, each lane computes its
+ * four elements of D from the others' registers, and the warp meets again
+ * before the buffers are reused. */
+static inline void emu_mma_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
+{
+    const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    auto *ctx = emu::cur_block;
+    memcpy(ctx->mma_a[w][lane], a, sizeof a);
+    memcpy(ctx->mma_b[w][lane], b, sizeof b);
+    __syncwarp();
+    const int g = (int)lane >> 2, t = (int)lane & 3;
+    for (int i = 0; i < 4; i++) {
+        const int r = g + (i >= 2 ? 8 : 0), n = 2 * t + (i & 1);
+        float acc = d[i];
+        for (int k = 0; k < 16; k++) {
+            /* A(r, k): lane 4 (r % 8) + (k % 8) / 2, register (r >= 8) + 2 (k >= 8) */
+            const uint32_t av = ctx->mma_a[w][4 * (r % 8) + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)];
+            /* B(k, n): lane 4 n + (k % 8) / 2, register k >= 8 */
+            const uint32_t bv = ctx->mma_b[w][4 * n + (k % 8) / 2][k >= 8];
+            acc += emu_h16(av, k & 1) * emu_h16(bv, k & 1);
+        }
+        d[i] = acc;
+    }
+    __syncwarp();
+}
 
 /* cp.async: queue, commit, wait (see the header comment) */
 static inline void emu_cp_async16(void *smem, const void *gmem, bool valid)

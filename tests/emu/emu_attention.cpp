@@ -2,7 +2,8 @@
  * rewritten by emu_transform.py and compiled against cuda_emu.h) run on the
  * host and compared with a double-precision reference on the same fp16
  * inputs: decode (split-KV plan, cp.async tiles, heads across warps) and
- * prefill (WMMA tiles, online softmax, causal skipping) over GQA groups
+ * prefill (both kernels: mma.sync fragments in registers, and WMMA tiles;
+ * online softmax, causal skipping) over GQA groups
  * 1-12, head_dim 32/64/128, block sizes 1-32, contexts at the tile and
  * partition edges, a 6,000-token split decode, chunks over stored context.
  * Bound: NMSE <= 1e-5 per op (the GPU suite's bound).  Exit 0 when every
@@ -234,15 +235,22 @@ int main(int argc, char **argv)
     double worst = 0;
     auto check = [&](const char *label, const shape &sh, int bs, const std::vector<seq> &ss,
                      int sm) {
-        for (int dec = 0; dec < 2; dec++) {
-            double e = run_case(label, sh.heads, sh.kvh, sh.hd, bs, ss, sm, dec == 1,
+        /* kind 0: prefill (mma.sync kernel), 1: decode, 2: prefill on the
+         * WMMA kernel (KVSIM_CUDA_PREFILL=wmma, read at each launch) */
+        for (int kind = 0; kind < 3; kind++) {
+            if (kind == 2 && setenv("KVSIM_CUDA_PREFILL", "wmma", 1) != 0)
+                exit(2);
+            double e = run_case(label, sh.heads, sh.kvh, sh.hd, bs, ss, sm, kind == 1,
                                 (unsigned)(cases + 1));
+            if (kind == 2 && unsetenv("KVSIM_CUDA_PREFILL") != 0)
+                exit(2);
             cases++;
             worst = std::max(worst, e);
             bool ok = e <= 1e-5;
             fails += !ok;
             printf("%s %-44s %-7s %2d/%d heads hd %3d bs %2d sms %3d: NMSE %.2e\n",
-                   ok ? "ok  " : "FAIL", label, dec ? "decode" : "prefill", sh.heads, sh.kvh,
+                   ok ? "ok  " : "FAIL", label,
+                   kind == 1 ? "decode" : kind == 2 ? "pf-wmma" : "prefill", sh.heads, sh.kvh,
                    sh.hd, bs, sm, e);
         }
     };
