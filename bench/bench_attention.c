@@ -147,6 +147,17 @@ static void bench_decode(kernels_backend *be, const model_spec *m, const int64_t
                                     target ? "   <- target >= 85%" : "");
             if (target && peak_Bps > 0)
                 printf("RESULT decode_%s_pct_hbm %.1f\n", m->name, 100 * Bps / peak_Bps);
+            /* GQA groups of 4 and more: also the SIMT kernel (decode_gqa_k,
+             * KVSIM_CUDA_DECODE=simt, read at each launch) at the target */
+            if (target && peak_Bps > 0 && m->heads / m->kv_heads >= 4) {
+                if (setenv("KVSIM_CUDA_DECODE", "simt", 1) != 0)
+                    exit(2);
+                Bps = decode_row(be, m, &kv, qkv, out, seqs, B, blocks, lab, peak_Bps, reps,
+                                 "   (the SIMT kernel, decode_gqa_k)");
+                if (unsetenv("KVSIM_CUDA_DECODE") != 0)
+                    exit(2);
+                printf("RESULT decode_simt_%s_pct_hbm %.1f\n", m->name, 100 * Bps / peak_Bps);
+            }
         }
     /* uneven: 32 at 512 and 32 at 3584 (the tokens of 64 x 2048) */
     int64_t B = 64, lo = 512, hi = 3584, nlo = (lo + bs - 1) / bs, nhi = (hi + bs - 1) / bs;

@@ -19,20 +19,25 @@
  *     end; each lane owns head_dim / 32 dimensions, so a thread holds at
  *     most 2 heads x head_dim/32 accumulators (no register spills at 8
  *     heads per block, see docs/kernels.md for the counts);
- *   - groups of 4 query heads per KV head and more run decode_gqa_k instead,
- *     where a warp owns whole heads and does a tile in two phases (scores
- *     with lane = token, then P V with lane = dimensions), reading the block
- *     table one tile ahead. */
+ *   - groups of 4 query heads per KV head and more run decode_mma_k
+ *     instead, where the block's heads are the rows of tensor-core tiles
+ *     (mma.sync) and each warp takes a quarter of every K/V tile; or, with
+ *     KVSIM_CUDA_DECODE=simt, decode_gqa_k, where a warp owns whole heads and
+ *     does a tile in two phases (scores with lane = token, then P V with
+ *     lane = dimensions), reading the block table one tile ahead. */
 #include "cuda_internal.cuh"
 #include "cuda_kv_tile.cuh"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define DEC_WARPS 4
 #define DEC_THREADS (32 * DEC_WARPS)
 static_assert(DEC_THREADS == KV_TILE_THREADS, "the block copies its tiles");
 #define DEC_TILE KV_TILE     /* tokens per shared-memory KV tile (32) */
-#define DEC_MAX_HEADS 8      /* query heads per block */
+#define DEC_MAX_HEADS 8      /* query heads per block (decode_k, decode_gqa_k) */
+#define DEC_MMA_MAX_HEADS 16 /* query heads per block of decode_mma_k: a tile's rows */
 #define PART_MIN 256         /* tokens per split-KV partition, at least */
 #define PART_MAX_SPLIT 64    /* partitions per sequence, at most */
 
@@ -367,6 +372,167 @@ decode_gqa_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     }
 }
 
+/* Decode for GQA groups of 4 or more on tensor cores (the default; the
+ * kernel above runs with KVSIM_CUDA_DECODE=simt).  The block's query heads
+ * are the 16 rows of an mma.sync m16n8k16 tile (rows past gc are zero), so
+ * q . k of every head and token is one tensor-core product, as in
+ * TensorRT-LLM's XQA: per 32-token tile, warp w takes tokens 8w ... 8w + 7
+ * (one 8-key n-tile): S = Q K^T (HD / 16 mma), its own online softmax per
+ * row (the quad of lanes sharing a row meets through two shuffles), then
+ * O += P V, where P's A fragment has those 8 keys in its low half and
+ * zeros in its high half (HD / 8 mma).  Each warp keeps (m, l, O) of its
+ * token slice in registers; at the end the four slices are merged through
+ * shared memory (the stages' space) and stored as decode_k's (dec_store).
+ * K/V rows are padded (HD + 8 halves) so that ldmatrix reads them without
+ * bank conflicts.  Same plan (but up to 16 heads a block: groups up to 16
+ * read each KV head once), grid, workspace and partition merge as
+ * decode_k; nh = the block's head capacity (4, 8, 12 or 16). */
+template <int HD>
+__global__ static void __launch_bounds__(DEC_THREADS, 4) /* the plan's 4 blocks an SM */
+decode_mma_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
+             const __half *__restrict__ vp, __half *__restrict__ out, const int32_t *seq_idx,
+             const int32_t *qstart, const int32_t *ctx_a, const int32_t *bt_off,
+             const int32_t *tables, int z0, int64_t width, int heads, int kv_heads, int group,
+             int chunks, int bs, int part_len, int max_parts, float scale, float *ws_acc,
+             float *ws_ml, int nh)
+{
+    constexpr int LH = HD + 8, DT = HD / 8;
+    static_assert(DEC_TILE == 8 * DEC_WARPS, "one 8-key n-tile per warp");
+    /* [stage][K, V][token][LH]; after the loop, the slices' merge buffer */
+    __shared__ __align__(128) __half kvs[2][2][DEC_TILE][LH];
+    __shared__ __align__(128) __half qs[16][LH];
+    static_assert(sizeof kvs >= (DEC_WARPS * 16 * HD + DEC_WARPS * 16 * 2) * sizeof(float),
+                  "the merge buffer fits in the stages");
+
+    dec_block b;
+    if (!dec_locate(&b, seq_idx, qstart, ctx_a, bt_off, tables, z0, group, chunks, part_len, nh))
+        return;
+    const int t_begin = b.t_begin, t_end = b.t_end, kvh = b.kvh, h0 = b.h0, gc = b.gc;
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+    const int g = lane >> 2, t = lane & 3, lr = lane & 7, lj = lane >> 3;
+    const size_t row = (size_t)kv_heads * HD;
+
+    const int n_tiles = (t_end - t_begin + DEC_TILE - 1) / DEC_TILE;
+    kv_load_tile<HD, LH, 0>(kvs[0][0], kvs[0][1], kp, vp, b.bt, bs, row, kvh, t_begin, t_end);
+    cp_async_commit();
+    for (int e = (int)threadIdx.x; e < 16 * (HD / 8); e += DEC_THREADS) { /* Q rows, zero past gc */
+        const int r = e / (HD / 8), part = e % (HD / 8);
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r < gc)
+            v = *(const uint4 *)(qkv + (size_t)b.tok * width + (size_t)(h0 + r) * HD + part * 8);
+        *(uint4 *)&qs[r][part * 8] = v;
+    }
+    /* Q's A fragments are read from qs at each tile (ldmatrix; lane 8 j + r:
+     * row 8 (j & 1) + r, dims 8 (j >> 1) on): held in registers they would
+     * cost 32 more at head_dim 128 and spill at 4 blocks an SM */
+    const __half *qr = &qs[(lj & 1) * 8 + lr][(lj >> 1) * 8];
+    float o[DT][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++)
+        o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+
+    for (int it = 0; it < n_tiles; it++) {
+        const int cur = it & 1, t0 = t_begin + it * DEC_TILE;
+        if (it + 1 < n_tiles) /* the other stage was released by the barrier below */
+            kv_load_tile<HD, LH, 0>(kvs[cur ^ 1][0], kvs[cur ^ 1][1], kp, vp, b.bt, bs, row, kvh,
+                                    t0 + DEC_TILE, t_end);
+        cp_async_commit(); /* possibly empty: keeps the group count uniform */
+        cp_async_wait<1>(); /* the current tile has landed (this thread's part) */
+        __syncthreads();    /* ... and every thread's part (and qs, at it == 0) */
+        const int k0 = t0 + warp * 8; /* this warp's 8 tokens */
+        if (k0 < t_end) { /* else they are past the partition (zero-filled) */
+            /* S (16 heads x 8 tokens): K's B fragments, two 16-dim steps per
+             * ldmatrix (lane 8 j + r: token r, dims 8 j on) */
+            float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            const __half *kr = &kvs[cur][0][warp * 8 + lr][lj * 8];
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk += 2) {
+                uint32_t b4[4], qa[4], qb[4];
+                ldsm_x4(b4, kr + kk * 16);
+                ldsm_x4(qa, qr + kk * 16);
+                ldsm_x4(qb, qr + kk * 16 + 16);
+                const uint32_t b0[2] = {b4[0], b4[1]}, b1[2] = {b4[2], b4[3]};
+                mma_16816(sc, qa, b0);
+                mma_16816(sc, qb, b1);
+            }
+            float corr[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                float x0 = k0 + 2 * t < t_end ? sc[2 * r] * scale : -INFINITY;
+                float x1 = k0 + 2 * t + 1 < t_end ? sc[2 * r + 1] * scale : -INFINITY;
+                float mx = fmaxf(x0, x1);
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float mn = fmaxf(m[r], mx); /* finite: token k0 < t_end */
+                corr[r] = __expf(m[r] - mn);
+                m[r] = mn;
+                sc[2 * r] = __expf(x0 - mn);
+                sc[2 * r + 1] = __expf(x1 - mn);
+            }
+            const __half2 plo = __floats2half2_rn(sc[0], sc[1]), phi = __floats2half2_rn(sc[2], sc[3]);
+            const uint32_t pa[4] = {h2_bits(plo), h2_bits(phi), 0u, 0u}; /* keys 8-15: none */
+            float sum[2] = {__low2float(plo) + __high2float(plo), __low2float(phi) + __high2float(phi)};
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+                sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+                l[r] = l[r] * corr[r] + sum[r];
+            }
+            /* O += P V: V's B fragments, transposed, for 4 dim n-tiles per
+             * ldmatrix (lane 8 j + r: token r, dims 8 j on of the four) */
+            const __half *vr = &kvs[cur][1][warp * 8 + lr][lj * 8];
+#pragma unroll
+            for (int dt = 0; dt < DT; dt += 4) {
+                uint32_t b4[4];
+                ldsm_x4_trans(b4, vr + dt * 8);
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    o[dt + j][0] *= corr[0];
+                    o[dt + j][1] *= corr[0];
+                    o[dt + j][2] *= corr[1];
+                    o[dt + j][3] *= corr[1];
+                    const uint32_t bj[2] = {b4[j], 0u}; /* keys 8-15 of the step: P is 0 */
+                    mma_16816(o[dt + j], pa, bj);
+                }
+            }
+        }
+        __syncthreads(); /* everyone is done with stage cur before it is refilled */
+    }
+
+    /* merge the four token slices of each head through the stages' space */
+    float *acc_s = (float *)&kvs[0][0][0][0];        /* [warp][16][HD] */
+    float *ml_s = acc_s + DEC_WARPS * 16 * HD;       /* [warp][16][2] */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int hr = g + 8 * r;
+        if (t == 0) {
+            ml_s[(warp * 16 + hr) * 2] = m[r];
+            ml_s[(warp * 16 + hr) * 2 + 1] = l[r];
+        }
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++) {
+            acc_s[(warp * 16 + hr) * HD + dt * 8 + 2 * t] = o[dt][2 * r];
+            acc_s[(warp * 16 + hr) * HD + dt * 8 + 2 * t + 1] = o[dt][2 * r + 1];
+        }
+    }
+    __syncthreads();
+    for (int e = (int)threadIdx.x; e < gc * HD; e += DEC_THREADS) {
+        const int hr = e / HD, d = e % HD;
+        float M = -INFINITY, L = 0.0f, A = 0.0f;
+        for (int w = 0; w < DEC_WARPS; w++)
+            M = fmaxf(M, ml_s[(w * 16 + hr) * 2]);
+        for (int w = 0; w < DEC_WARPS; w++) {
+            const float mw = ml_s[(w * 16 + hr) * 2];
+            if (mw == -INFINITY)
+                continue; /* this slice saw no token */
+            const float f = __expf(mw - M);
+            L += ml_s[(w * 16 + hr) * 2 + 1] * f;
+            A += acc_s[(w * 16 + hr) * HD + d] * f;
+        }
+        dec_store(b, out, ws_acc, ws_ml, heads, HD, max_parts, h0 + hr, d, A, M, L);
+    }
+}
+
 /* Merge a sequence's partitions: one block per (decode sequence, head). */
 __global__ static void decode_reduce_k(const float *ws_acc, const float *ws_ml, __half *out,
                                        const int32_t *seq_idx, const int32_t *qstart,
@@ -403,12 +569,12 @@ static int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
  * longest.  Blocks: n x kv_heads x chunks per partition index; the plan aims
  * at 4 blocks per SM (resident: 4 x 128 threads, ~36 KiB shared each). */
 static decode_plan plan_decode(const cuda_state *st, int64_t total_ctx,
-                               int64_t max_ctx, int64_t heads, int64_t kv_heads)
+                               int64_t max_ctx, int64_t heads, int64_t kv_heads, int max_heads)
 {
     decode_plan pl;
-    const int64_t group = heads / kv_heads, nh = group < DEC_MAX_HEADS ? group : DEC_MAX_HEADS;
+    const int64_t group = heads / kv_heads, nh = group < max_heads ? group : max_heads;
     pl.hs = nh >= 4 ? 4 : nh >= 2 ? 2 : 1;
-    pl.hpw = (int)ceil_div64(nh, pl.hs); /* 1 or 2 */
+    pl.hpw = (int)ceil_div64(nh, pl.hs); /* 1 or 2 (up to 4: decode_mma_k's 16 rows) */
     pl.chunks = (int)ceil_div64(group, (int64_t)pl.hs * pl.hpw);
     const int64_t target = 4 * (int64_t)(st ? st->sm_count : 132);
     const int64_t per_tok = kv_heads * pl.chunks; /* blocks a token's partition spans */
@@ -447,7 +613,12 @@ int cu_decode_attention(void *self, const kernels_attn_args *a, kvs_err *err)
     int64_t total = 0;
     for (int64_t i = 0; i < a->n; i++)
         total += a->host_seq_ctx[a->host_seq_idx[i]];
-    decode_plan pl = plan_decode(st, total, a->max_ctx, a->heads, a->kv_heads);
+    const char *ek = getenv("KVSIM_CUDA_DECODE"); /* "simt": decode_gqa_k for groups >= 4 */
+    const bool simt = ek && !strcmp(ek, "simt");
+    /* decode_mma_k takes up to 16 heads a block (its tile's rows): one
+     * block, one read of the KV head, for groups up to 16 */
+    decode_plan pl = plan_decode(st, total, a->max_ctx, a->heads, a->kv_heads,
+                                 simt ? DEC_MAX_HEADS : DEC_MMA_MAX_HEADS);
     if (a->kv_heads * pl.chunks > 65535 || a->heads > 65535)
         return cu_errf(err, KVS_EINVAL, "cuda decode attention: %lld heads exceed the grid",
                        (long long)a->heads);
@@ -476,20 +647,28 @@ int cu_decode_attention(void *self, const kernels_attn_args *a, kvs_err *err)
             (int)(a->heads / a->kv_heads), pl.chunks, (int)a->block_size, pl.part_len,        \
             pl.max_parts, a->scale, ws_acc, ws_ml);
 #define DEC_GQA(HD_, HPW_)                                                                    \
-    else if (hd == HD_ && pl.hs == DEC_WARPS && pl.hpw == HPW_)                               \
+    else if (hd == HD_ && pl.hs == DEC_WARPS && pl.hpw == HPW_ && simt)                       \
         decode_gqa_k<HD_, HPW_><<<grid, DEC_THREADS, 0, st->stream>>>(                        \
             qkv, kp, vp, out, a->seq_idx, a->seq_qstart, a->seq_ctx, a->seq_bt,               \
             a->block_tables, (int)z0, width, (int)a->heads, (int)a->kv_heads,                 \
             (int)(a->heads / a->kv_heads), pl.chunks, (int)a->block_size, pl.part_len,        \
             pl.max_parts, a->scale, ws_acc, ws_ml);
+#define DEC_MMA(HD_)                                                                          \
+    else if (hd == HD_ && pl.hs == DEC_WARPS)                                                 \
+        decode_mma_k<HD_><<<grid, DEC_THREADS, 0, st->stream>>>(                              \
+            qkv, kp, vp, out, a->seq_idx, a->seq_qstart, a->seq_ctx, a->seq_bt,               \
+            a->block_tables, (int)z0, width, (int)a->heads, (int)a->kv_heads,                 \
+            (int)(a->heads / a->kv_heads), pl.chunks, (int)a->block_size, pl.part_len,        \
+            pl.max_parts, a->scale, ws_acc, ws_ml, pl.hs * pl.hpw);
 #define DEC_HD(HD_) DEC_CASE(HD_, 1, 1) DEC_CASE(HD_, 2, 1) DEC_CASE(HD_, 2, 2)               \
-                    DEC_GQA(HD_, 1) DEC_GQA(HD_, 2)
+                    DEC_GQA(HD_, 1) DEC_GQA(HD_, 2) DEC_MMA(HD_)
         if (0) {
         }
         DEC_HD(32) DEC_HD(64) DEC_HD(128)
         else return cu_errf(err, KVS_EINVAL, "cuda decode attention: no kernel for plan "
                                              "hs=%d hpw=%d", pl.hs, pl.hpw);
 #undef DEC_HD
+#undef DEC_MMA
 #undef DEC_GQA
 #undef DEC_CASE
         int rc = cu_check_launch("decode attention kernel", err);
@@ -518,6 +697,7 @@ int64_t cu_attn_workspace_bytes(void *self, int64_t n_decode, int64_t max_ctx,
      * partitions per sequence come with the shortest partitions, i.e. the
      * least total load (PART_MIN or max_ctx / PART_MAX_SPLIT). */
     const cuda_state *st = (const cuda_state *)self;
-    decode_plan pl = plan_decode(st, 1, max_ctx > 0 ? max_ctx : 1, heads, kv_heads);
+    /* (the worst case does not depend on the heads a block takes) */
+    decode_plan pl = plan_decode(st, 1, max_ctx > 0 ? max_ctx : 1, heads, kv_heads, DEC_MAX_HEADS);
     return (int64_t)decode_ws_bytes(&pl, n_decode, heads, head_dim);
 }

@@ -362,6 +362,11 @@ verdict() { # verdict VALUE OP TARGET
     v=$(result "decode_llama-2-70b_pct_hbm")
     printf '  decode attention llama-2-70b batch 64 x 2048: %6s%% of HBM   (GQA 8 at TP 1, no target)\n' \
         "${v:--}"
+    for m in llama-3-8b llama-2-70b; do
+        v=$(result "decode_simt_${m}_pct_hbm")
+        printf '  the same, %-11s on the SIMT kernel:  %6s%% of HBM   (decode_gqa_k; run 2: 37.1%% for llama-3-8b)\n' \
+            "$m" "${v:--}"
+    done
     for op in qkv_proj o_proj gate_up_proj down_proj; do
         v=$(result "gemm_${op}_pct_peak")
         printf '  FP16 GEMM %-13s 4096 tokens:     %6s%% of dense peak (target >= 70%%: %s)\n' \

@@ -893,6 +893,26 @@ START_TEST(test_cuda_vs_cpu_wmma_prefill)
 }
 END_TEST
 
+/* The CUDA backend's SIMT decode kernel for GQA groups of 4 and more
+ * (decode_gqa_k, KVSIM_CUDA_DECODE=simt; the tensor-core one is the default
+ * the tests above check) against the CPU: groups 4, 6, 8 and 12 (two
+ * blocks per KV head), contexts at tile and partition edges, a long split
+ * decode. */
+START_TEST(test_cuda_vs_cpu_simt_decode)
+{
+    ck_assert_int_eq(setenv("KVSIM_CUDA_DECODE", "simt", 1), 0);
+    int64_t q[] = {1, 1, 1, 1, 1, 1, 9}, c[] = {31, 32, 255, 256, 5999, 0, 40};
+    static const int64_t shapes[][3] = {{8, 2, 128}, {12, 2, 64}, {16, 2, 32}, {24, 2, 128}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        char label[96];
+        snprintf(label, sizeof label, "SIMT GQA decode, %lld/%lld heads, head_dim %lld",
+                 (long long)shapes[i][0], (long long)shapes[i][1], (long long)shapes[i][2]);
+        check_cuda_vs_cpu_batch(label, shapes[i][0], shapes[i][1], shapes[i][2], 16, q, c, 7);
+    }
+    ck_assert_int_eq(unsetenv("KVSIM_CUDA_DECODE"), 0);
+}
+END_TEST
+
 /* Dense ops (GEMM with beta 0 and 1, RMSNorm, SwiGLU) on one backend. */
 static void dense_on(const char *name, const float *a, const float *w, const float *c0,
                      int64_t M, int64_t N, int64_t K, int64_t I, float **g0, float **g1,
@@ -967,6 +987,7 @@ int main(void)
     tcase_add_test(tc, test_cuda_vs_cpu_block_sizes);
     tcase_add_test(tc, test_cuda_vs_cpu_long_split_and_chunks);
     tcase_add_test(tc, test_cuda_vs_cpu_wmma_prefill);
+    tcase_add_test(tc, test_cuda_vs_cpu_simt_decode);
     tcase_add_test(tc, test_cuda_vs_cpu_dense_ops);
     suite_add_tcase(s, tc);
     return tu_run_suites(&s, 1);

@@ -235,14 +235,19 @@ int main(int argc, char **argv)
     double worst = 0;
     auto check = [&](const char *label, const shape &sh, int bs, const std::vector<seq> &ss,
                      int sm) {
-        /* kind 0: prefill (mma.sync kernel), 1: decode, 2: prefill on the
-         * WMMA kernel (KVSIM_CUDA_PREFILL=wmma, read at each launch) */
-        for (int kind = 0; kind < 3; kind++) {
-            if (kind == 2 && setenv("KVSIM_CUDA_PREFILL", "wmma", 1) != 0)
+        /* kind 0: prefill (mma.sync kernel), 1: decode (mma.sync for GQA
+         * groups of 4 and more), 2: prefill on the WMMA kernel
+         * (KVSIM_CUDA_PREFILL=wmma, read at each launch), 3: decode of such
+         * groups on the SIMT kernel (KVSIM_CUDA_DECODE=simt) */
+        for (int kind = 0; kind < 4; kind++) {
+            if (kind == 3 && sh.heads / sh.kvh < 4)
+                continue; /* the same kernel as kind 1 */
+            const char *var = kind == 2 ? "KVSIM_CUDA_PREFILL" : "KVSIM_CUDA_DECODE";
+            if (kind >= 2 && setenv(var, kind == 2 ? "wmma" : "simt", 1) != 0)
                 exit(2);
-            double e = run_case(label, sh.heads, sh.kvh, sh.hd, bs, ss, sm, kind == 1,
+            double e = run_case(label, sh.heads, sh.kvh, sh.hd, bs, ss, sm, kind % 2 == 1,
                                 (unsigned)(cases + 1));
-            if (kind == 2 && unsetenv("KVSIM_CUDA_PREFILL") != 0)
+            if (kind >= 2 && unsetenv(var) != 0)
                 exit(2);
             cases++;
             worst = std::max(worst, e);
@@ -250,7 +255,8 @@ int main(int argc, char **argv)
             fails += !ok;
             printf("%s %-44s %-7s %2d/%d heads hd %3d bs %2d sms %3d: NMSE %.2e\n",
                    ok ? "ok  " : "FAIL", label,
-                   kind == 1 ? "decode" : kind == 2 ? "pf-wmma" : "prefill", sh.heads, sh.kvh,
+                   kind == 1 ? "decode" : kind == 2 ? "pf-wmma" : kind == 3 ? "dc-simt" : "prefill",
+                   sh.heads, sh.kvh,
                    sh.hd, bs, sm, e);
         }
     };
