@@ -56,6 +56,42 @@ static pf_layout pf_layout_for(int hd)
     return L;
 }
 
+/* The block's Q tile in shared memory: rows r0 ... r0 + PF_BQ - 1 of the
+ * sequence's q rows (from qkv row q0 on, head h), LH halves apart, zero
+ * past q.  Both prefill kernels. */
+template <int HD, int LH>
+__device__ static inline void pf_load_q(__half *Qs, const __half *__restrict__ qkv, int q0, int r0,
+                                        int q, int64_t width, int h)
+{
+    constexpr int CPR = HD / 8;
+    for (int e = (int)threadIdx.x; e < PF_BQ * CPR; e += PF_THREADS) {
+        const int r = e / CPR, part = e % CPR;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r0 + r < q)
+            v = *(const uint4 *)(qkv + (size_t)(q0 + r0 + r) * width + (size_t)h * HD + part * 8);
+        *(uint4 *)(Qs + r * LH + part * 8) = v;
+    }
+}
+
+/* Tile kt of n_tiles (stage kt & 1) made ready, the next one's copies
+ * issued into the other stage first (released by the barrier that ended
+ * tile kt - 1): on return every thread's part of tile kt has landed.  Tile
+ * 0's copies were issued and committed before the loop.  Both kernels. */
+template <int HD, int LH>
+__device__ static inline void pf_stage(__half (*Krow)[LH], __half (*Vrow)[LH],
+                                       const __half *__restrict__ kp,
+                                       const __half *__restrict__ vp, const int32_t *bt, int bs,
+                                       size_t row, int kvh, int kt, int n_tiles, int ctx)
+{
+    const int cur = kt & 1;
+    if (kt + 1 < n_tiles)
+        kv_load_tile<HD, LH, 0>(Krow + (cur ^ 1) * PF_BK, Vrow + (cur ^ 1) * PF_BK, kp, vp, bt, bs,
+                                row, kvh, (kt + 1) * PF_BK, ctx);
+    cp_async_commit(); /* possibly empty: keeps the group count uniform */
+    cp_async_wait<1>(); /* tile kt has landed (this thread's part) */
+    __syncthreads();    /* ... every thread's part */
+}
+
 /* One warp's 16 query rows against one tile of keys at k0 (Kc, Vc: the
  * stage): S = Q K^T (WMMA), the online softmax of each row (lanes 2i and
  * 2i+1 own row wr, half of its keys and output columns each; m, l kept by
@@ -144,7 +180,7 @@ prefill_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
           const int32_t *tables, int z0, int64_t width, int heads, int kv_heads, int bs,
           float scale, size_t off_k, size_t off_v, size_t off_s, size_t off_p, size_t off_o)
 {
-    constexpr int LH = HD + PF_PAD_H, LO = HD + PF_PAD_F, CPR = HD / 8;
+    constexpr int LH = HD + PF_PAD_H, LO = HD + PF_PAD_F;
     constexpr int KST = PF_BK * LH; /* halves per K (or V) stage: pf_layout's stage */
     static_assert(KST * sizeof(__half) % 128 == 0, "a stage is a whole number of 128 bytes");
     extern __shared__ __align__(128) unsigned char smem[];
@@ -162,13 +198,7 @@ prefill_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     const size_t row = (size_t)kv_heads * HD;
 
     /* Q rows of the tile (zero past q), O = 0 */
-    for (int e = (int)threadIdx.x; e < PF_BQ * CPR; e += PF_THREADS) {
-        const int r = e / CPR, part = e % CPR;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (r0 + r < q)
-            v = *(const uint4 *)(qkv + (size_t)(q0 + r0 + r) * width + (size_t)h * HD + part * 8);
-        *(uint4 *)(Qs + r * LH + part * 8) = v;
-    }
+    pf_load_q<HD, LH>(Qs, qkv, q0, r0, q, width, h);
     for (int e = (int)threadIdx.x; e < PF_BQ * LO; e += PF_THREADS)
         O[e] = 0.0f;
 
@@ -189,12 +219,7 @@ prefill_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     cp_async_commit();
     for (int kt = 0; kt < n_tiles; kt++) {
         const int k0 = kt * PF_BK, cur = kt & 1;
-        if (kt + 1 < n_tiles) /* stage cur ^ 1 was released by the barrier below */
-            kv_load_tile<HD, LH, 0>(Krow + (cur ^ 1) * PF_BK, Vrow + (cur ^ 1) * PF_BK, kp, vp, bt,
-                                    bs, row, kvh, k0 + PF_BK, ctx);
-        cp_async_commit(); /* possibly empty: keeps the group count uniform */
-        cp_async_wait<1>(); /* tile kt has landed (this thread's part) */
-        __syncthreads();    /* ... every thread's part (and Q, O are ready at kt = 0) */
+        pf_stage<HD, LH>(Krow, Vrow, kp, vp, bt, bs, row, kvh, kt, n_tiles, ctx); /* Q, O too at 0 */
         if (k0 <= warp_last) /* else the whole tile is after this warp's rows */
             pf_tile<HD>(Qs, Ks + cur * KST, Vs + cur * KST, S, P, O, warp, lane, k0, limit, scale,
                         &m, &l);
@@ -332,7 +357,7 @@ prefill_mma_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
               const int32_t *tables, int z0, int64_t width, int heads, int kv_heads, int bs,
               float scale, size_t off_k, size_t off_v)
 {
-    constexpr int LH = HD + PF_PAD_H, CPR = HD / 8, KST = PF_BK * LH;
+    constexpr int LH = HD + PF_PAD_H, KST = PF_BK * LH;
     static_assert(KST * sizeof(__half) % 128 == 0, "a stage is a whole number of 128 bytes");
     extern __shared__ __align__(128) unsigned char smem[];
     __half *Qs = (__half *)smem, *Ks = (__half *)(smem + off_k), *Vs = (__half *)(smem + off_v);
@@ -350,13 +375,7 @@ prefill_mma_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     __half(*Krow)[LH] = (__half(*)[LH])Ks, (*Vrow)[LH] = (__half(*)[LH])Vs;
     kv_load_tile<HD, LH, 0>(Krow, Vrow, kp, vp, bt, bs, row, kvh, 0, ctx); /* tile 0 flies */
     cp_async_commit();
-    for (int e = (int)threadIdx.x; e < PF_BQ * CPR; e += PF_THREADS) { /* Q, zero past q */
-        const int r = e / CPR, part = e % CPR;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (r0 + r < q)
-            v = *(const uint4 *)(qkv + (size_t)(q0 + r0 + r) * width + (size_t)h * HD + part * 8);
-        *(uint4 *)(Qs + r * LH + part * 8) = v;
-    }
+    pf_load_q<HD, LH>(Qs, qkv, q0, r0, q, width, h);
     __syncthreads();
     uint32_t qf[HD / 16][4]; /* this warp's rows of Q as A fragments, k = dims */
     /* lane 8 j + r: row wr + 8 (j & 1) + r, dims 8 (j >> 1) on of each step */
@@ -377,12 +396,7 @@ prefill_mma_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     const int n_tiles = block_last / PF_BK + 1; /* tiles past it: causally masked, skipped */
     for (int kt = 0; kt < n_tiles; kt++) {
         const int k0 = kt * PF_BK, cur = kt & 1;
-        if (kt + 1 < n_tiles) /* stage cur ^ 1 was released by the barrier below */
-            kv_load_tile<HD, LH, 0>(Krow + (cur ^ 1) * PF_BK, Vrow + (cur ^ 1) * PF_BK, kp, vp, bt,
-                                    bs, row, kvh, k0 + PF_BK, ctx);
-        cp_async_commit(); /* possibly empty: keeps the group count uniform */
-        cp_async_wait<1>(); /* tile kt has landed (this thread's part) */
-        __syncthreads();    /* ... every thread's part */
+        pf_stage<HD, LH>(Krow, Vrow, kp, vp, bt, bs, row, kvh, kt, n_tiles, ctx);
         if (k0 <= warp_last) /* else the whole tile is after this warp's rows */
             pm_tile<HD>(qf, Ks + cur * KST, Vs + cur * KST, o, g, t, k0, lim_lo, lim_hi, sl2, m,
                         l);

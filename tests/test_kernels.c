@@ -873,43 +873,44 @@ START_TEST(test_cuda_vs_cpu_long_split_and_chunks)
 }
 END_TEST
 
-/* The CUDA backend's first prefill kernel (WMMA, KVSIM_CUDA_PREFILL=wmma,
- * read at each launch; the mma.sync kernel is the default the tests above
- * check) against the CPU: the three head sizes, GQA, query- and key-tile
- * edges and short chunks over stored context.  Check forks each test, so
- * the variable stays in this one. */
+/* check_cuda_vs_cpu_batch over shapes {heads, kv_heads, head_dim} with the
+ * environment variable var set to value (the CUDA backend reads its kernel
+ * choices at each launch); Check forks each test, so it stays in that one. */
+static void check_variant(const char *var, const char *value, const char *what,
+                          const int64_t (*shapes)[3], size_t n_shapes, const int64_t *q,
+                          const int64_t *c, int64_t n)
+{
+    ck_assert_int_eq(setenv(var, value, 1), 0);
+    for (size_t i = 0; i < n_shapes; i++) {
+        char label[96];
+        snprintf(label, sizeof label, "%s, %lld/%lld heads, head_dim %lld", what,
+                 (long long)shapes[i][0], (long long)shapes[i][1], (long long)shapes[i][2]);
+        check_cuda_vs_cpu_batch(label, shapes[i][0], shapes[i][1], shapes[i][2], 16, q, c, n);
+    }
+    ck_assert_int_eq(unsetenv(var), 0);
+}
+
+/* The first prefill kernel (WMMA, KVSIM_CUDA_PREFILL=wmma; the mma.sync
+ * kernel is the default the tests above check) against the CPU: the three
+ * head sizes, GQA, query- and key-tile edges and short chunks over stored
+ * context. */
 START_TEST(test_cuda_vs_cpu_wmma_prefill)
 {
-    ck_assert_int_eq(setenv("KVSIM_CUDA_PREFILL", "wmma", 1), 0);
-    int64_t q[] = {1, 1, 65, 33, 64, 2, 5}, c[] = {31, 255, 0, 31, 1, 500, 1023};
+    static const int64_t q[] = {1, 1, 65, 33, 64, 2, 5}, c[] = {31, 255, 0, 31, 1, 500, 1023};
     static const int64_t shapes[][3] = {{4, 4, 32}, {12, 2, 64}, {24, 2, 128}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        char label[96];
-        snprintf(label, sizeof label, "WMMA prefill, %lld/%lld heads, head_dim %lld",
-                 (long long)shapes[i][0], (long long)shapes[i][1], (long long)shapes[i][2]);
-        check_cuda_vs_cpu_batch(label, shapes[i][0], shapes[i][1], shapes[i][2], 16, q, c, 7);
-    }
-    ck_assert_int_eq(unsetenv("KVSIM_CUDA_PREFILL"), 0);
+    check_variant("KVSIM_CUDA_PREFILL", "wmma", "WMMA prefill", shapes, 3, q, c, 7);
 }
 END_TEST
 
-/* The CUDA backend's SIMT decode kernel for GQA groups of 4 and more
- * (decode_gqa_k, KVSIM_CUDA_DECODE=simt; the tensor-core one is the default
- * the tests above check) against the CPU: groups 4, 6, 8 and 12 (two
- * blocks per KV head), contexts at tile and partition edges, a long split
- * decode. */
+/* The SIMT decode kernel for GQA groups of 4 and more (decode_gqa_k,
+ * KVSIM_CUDA_DECODE=simt; the tensor-core one is the default the tests
+ * above check) against the CPU: groups 4, 6, 8 and 12 (two blocks per KV
+ * head), contexts at tile and partition edges, a long split decode. */
 START_TEST(test_cuda_vs_cpu_simt_decode)
 {
-    ck_assert_int_eq(setenv("KVSIM_CUDA_DECODE", "simt", 1), 0);
-    int64_t q[] = {1, 1, 1, 1, 1, 1, 9}, c[] = {31, 32, 255, 256, 5999, 0, 40};
+    static const int64_t q[] = {1, 1, 1, 1, 1, 1, 9}, c[] = {31, 32, 255, 256, 5999, 0, 40};
     static const int64_t shapes[][3] = {{8, 2, 128}, {12, 2, 64}, {16, 2, 32}, {24, 2, 128}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        char label[96];
-        snprintf(label, sizeof label, "SIMT GQA decode, %lld/%lld heads, head_dim %lld",
-                 (long long)shapes[i][0], (long long)shapes[i][1], (long long)shapes[i][2]);
-        check_cuda_vs_cpu_batch(label, shapes[i][0], shapes[i][1], shapes[i][2], 16, q, c, 7);
-    }
-    ck_assert_int_eq(unsetenv("KVSIM_CUDA_DECODE"), 0);
+    check_variant("KVSIM_CUDA_DECODE", "simt", "SIMT GQA decode", shapes, 4, q, c, 7);
 }
 END_TEST
 
