@@ -469,9 +469,11 @@ decode_mma_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
                 sc[2 * r] = __expf(x0 - mn);
                 sc[2 * r + 1] = __expf(x1 - mn);
             }
-            const __half2 plo = __floats2half2_rn(sc[0], sc[1]), phi = __floats2half2_rn(sc[2], sc[3]);
+            const __half2 plo = __floats2half2_rn(sc[0], sc[1]);
+            const __half2 phi = __floats2half2_rn(sc[2], sc[3]);
             const uint32_t pa[4] = {h2_bits(plo), h2_bits(phi), 0u, 0u}; /* keys 8-15: none */
-            float sum[2] = {__low2float(plo) + __high2float(plo), __low2float(phi) + __high2float(phi)};
+            float sum[2] = {__low2float(plo) + __high2float(plo),
+                            __low2float(phi) + __high2float(phi)};
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);

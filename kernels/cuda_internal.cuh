@@ -81,7 +81,8 @@ template <int N> __device__ static inline void cp_async_wait()
  * d[0], d[1] = (g, 2t), (g, 2t + 1), d[2], d[3] = (g + 8, ...).  Pairs of fp16
  * hold the lower column (or k) in the low half.  (Emulated in
  * tests/emu/cuda_internal_emu.h.) */
-__device__ static inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
+__device__ static inline void mma_16816(float (&d)[4], const uint32_t (&a)[4],
+                                        const uint32_t (&b)[2])
 {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
         "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"

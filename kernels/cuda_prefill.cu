@@ -21,6 +21,7 @@
 #include "cuda_kv_tile.cuh"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <mma.h>
@@ -219,7 +220,8 @@ prefill_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     cp_async_commit();
     for (int kt = 0; kt < n_tiles; kt++) {
         const int k0 = kt * PF_BK, cur = kt & 1;
-        pf_stage<HD, LH>(Krow, Vrow, kp, vp, bt, bs, row, kvh, kt, n_tiles, ctx); /* Q, O too at 0 */
+        /* (Q and O are ready too after the barrier of tile 0) */
+        pf_stage<HD, LH>(Krow, Vrow, kp, vp, bt, bs, row, kvh, kt, n_tiles, ctx);
         if (k0 <= warp_last) /* else the whole tile is after this warp's rows */
             pf_tile<HD>(Qs, Ks + cur * KST, Vs + cur * KST, S, P, O, warp, lane, k0, limit, scale,
                         &m, &l);
@@ -416,28 +418,33 @@ prefill_mma_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     }
 }
 
-/* Opt one prefill kernel into the shared memory its layout needs. */
-template <class K>
-static int pf_smem_attr(K kernel, size_t bytes, const char *what, kvs_err *err)
-{
-    return cu_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)bytes),
-                    what, err);
-}
-
 /* Opt the prefill kernels into more than 48 KiB of shared memory (once). */
 static int prefill_setup(cuda_state *st, kvs_err *err)
 {
     if (st->prefill_ready)
         return KVS_OK;
-    int rc;
-    if ((rc = pf_smem_attr(prefill_k<32>, pf_layout_for(32).total, "cudaFuncSetAttribute(prefill 32)", err)) != KVS_OK ||
-        (rc = pf_smem_attr(prefill_k<64>, pf_layout_for(64).total, "cudaFuncSetAttribute(prefill 64)", err)) != KVS_OK ||
-        (rc = pf_smem_attr(prefill_k<128>, pf_layout_for(128).total, "cudaFuncSetAttribute(prefill 128)", err)) != KVS_OK ||
-        (rc = pf_smem_attr(prefill_mma_k<32>, pm_layout_for(32).total, "cudaFuncSetAttribute(prefill mma 32)", err)) != KVS_OK ||
-        (rc = pf_smem_attr(prefill_mma_k<64>, pm_layout_for(64).total, "cudaFuncSetAttribute(prefill mma 64)", err)) != KVS_OK ||
-        (rc = pf_smem_attr(prefill_mma_k<128>, pm_layout_for(128).total, "cudaFuncSetAttribute(prefill mma 128)", err)) != KVS_OK)
-        return rc;
+    const struct {
+        const void *kernel;
+        size_t bytes;
+        const char *what;
+    } k[] = {
+        {(const void *)prefill_k<32>, pf_layout_for(32).total, "prefill 32"},
+        {(const void *)prefill_k<64>, pf_layout_for(64).total, "prefill 64"},
+        {(const void *)prefill_k<128>, pf_layout_for(128).total, "prefill 128"},
+        {(const void *)prefill_mma_k<32>, pm_layout_for(32).total, "prefill mma 32"},
+        {(const void *)prefill_mma_k<64>, pm_layout_for(64).total, "prefill mma 64"},
+        {(const void *)prefill_mma_k<128>, pm_layout_for(128).total, "prefill mma 128"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "cudaFuncSetAttribute(%s)", k[i].what);
+        const int rc = cu_check(cudaFuncSetAttribute(k[i].kernel,
+                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     (int)k[i].bytes),
+                                what, err);
+        if (rc != KVS_OK)
+            return rc;
+    }
     st->prefill_ready = 1;
     return KVS_OK;
 }

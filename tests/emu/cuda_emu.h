@@ -121,7 +121,10 @@ struct __half2 {
     __half x, y;
 };
 static inline float2 __half22float2(__half2 h) { return float2{__half2float(h.x), __half2float(h.y)}; }
-static inline __half2 __floats2half2_rn(float a, float b) { return __half2{__float2half(a), __float2half(b)}; }
+static inline __half2 __floats2half2_rn(float a, float b)
+{
+    return __half2{__float2half(a), __float2half(b)};
+}
 static inline __half2 __halves2half2(__half a, __half b) { return __half2{a, b}; }
 static inline float __low2float(__half2 h) { return __half2float(h.x); }
 static inline float __high2float(__half2 h) { return __half2float(h.y); }
@@ -180,7 +183,10 @@ static inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask, int w
 template <class T> static inline T __ldg(const T *p) { return *p; }
 
 /* The fp16 element of a packed pair (x in the low half, y in the high). */
-static inline float emu_h16(uint32_t v, int hi) { return __half2float(__half{(uint16_t)(hi ? v >> 16 : v & 0xffffu)}); }
+static inline float emu_h16(uint32_t v, int hi)
+{
+    return __half2float(__half{(uint16_t)(hi ? v >> 16 : v & 0xffffu)});
+}
 
 /* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane 8 j + r gives the
  * address of row r (8 contiguous fp16) of 8 x 8 matrix j; lane i = 4 g + t

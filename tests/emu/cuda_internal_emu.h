@@ -27,12 +27,19 @@ __device__ static inline void cp_async_commit() { emu_cp_commit(); }
 template <int N> __device__ static inline void cp_async_wait() { emu_cp_wait(N); }
 
 /* mma.sync m16n8k16 and fp16 pairs, emulated (tests/emu/cuda_emu.h) */
-__device__ static inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
+__device__ static inline void mma_16816(float (&d)[4], const uint32_t (&a)[4],
+                                        const uint32_t (&b)[2])
 {
     emu_mma_16816(d, a, b);
 }
-__device__ static inline void ldsm_x4(uint32_t (&r)[4], const __half *row) { emu_ldsm_x4(r, row, false); }
-__device__ static inline void ldsm_x4_trans(uint32_t (&r)[4], const __half *row) { emu_ldsm_x4(r, row, true); }
+__device__ static inline void ldsm_x4(uint32_t (&r)[4], const __half *row)
+{
+    emu_ldsm_x4(r, row, false);
+}
+__device__ static inline void ldsm_x4_trans(uint32_t (&r)[4], const __half *row)
+{
+    emu_ldsm_x4(r, row, true);
+}
 __device__ static inline uint32_t h2_bits(__half2 h)
 {
     uint32_t v;
