@@ -110,9 +110,8 @@ __device__ static inline void ldsm_x4_trans(uint32_t (&r)[4], const __half *row)
                  : "r"(a));
 }
 
-/* A pair of fp16 as the 32 bits a fragment register holds, and back. */
+/* A pair of fp16 as the 32 bits a fragment register holds. */
 __device__ static inline uint32_t h2_bits(__half2 h) { return *(uint32_t *)&h; }
-__device__ static inline __half2 h2_of(uint32_t v) { return *(__half2 *)&v; }
 
 /* cuda_elementwise.cu */
 int cu_rmsnorm(void *self, const void *x, const void *w, void *out, int64_t rows,

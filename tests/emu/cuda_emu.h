@@ -125,7 +125,6 @@ static inline __half2 __floats2half2_rn(float a, float b)
 {
     return __half2{__float2half(a), __float2half(b)};
 }
-static inline __half2 __halves2half2(__half a, __half b) { return __half2{a, b}; }
 static inline float __low2float(__half2 h) { return __half2float(h.x); }
 static inline float __high2float(__half2 h) { return __half2float(h.y); }
 #define __expf emu_expf

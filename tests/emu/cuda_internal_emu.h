@@ -46,12 +46,6 @@ __device__ static inline uint32_t h2_bits(__half2 h)
     memcpy(&v, &h, 4);
     return v;
 }
-__device__ static inline __half2 h2_of(uint32_t v)
-{
-    __half2 h;
-    memcpy(&h, &v, 4);
-    return h;
-}
 
 int cu_errf(kvs_err *err, int status, const char *fmt, ...);
 int cu_check(cudaError_t e, const char *what, kvs_err *err);
