@@ -238,6 +238,10 @@ START_TEST(test_retime_reproduces_stored)
             val_retime(&vr, dur, out, ends);
             for (int64_t i = 0; i < vr.n_steps; i++)
                 ck_assert(ends[i] == vr.steps[i].step.start_s + vr.steps[i].step.dur_s);
+            /* each request on its own clock, with the predicted durations:
+             * the same times bit for bit (val_retime_local's contract) */
+            sched_req_result *loc = malloc((size_t)tr.n * sizeof *loc);
+            ck_assert_int_eq(val_retime_local(&vr, dur, ends, dur, NULL, loc), KVS_OK);
             for (int64_t q = 0; q < tr.n; q++) {
                 ck_assert_int_eq(out[q].status, res.reqs[q].status);
                 if (res.reqs[q].status != SCHED_REQ_FINISHED)
@@ -246,7 +250,14 @@ START_TEST(test_retime_reproduces_stored)
                                   out[q].finish_s == res.reqs[q].finish_s,
                               "%s seed %llu req %lld", variants[v].name,
                               (unsigned long long)seed, (long long)q);
+                ck_assert_msg(loc[q].first_token_s == res.reqs[q].first_token_s &&
+                                  loc[q].finish_s == res.reqs[q].finish_s,
+                              "local: %s seed %llu req %lld: %.17g %.17g vs %.17g %.17g",
+                              variants[v].name, (unsigned long long)seed, (long long)q,
+                              loc[q].first_token_s, loc[q].finish_s,
+                              res.reqs[q].first_token_s, res.reqs[q].finish_s);
             }
+            free(loc);
             free(dur);
             free(ends);
             free(out);
@@ -301,6 +312,31 @@ START_TEST(test_retime_golden)
     val_retime(&vr, mixed, out, ends);
     ck_assert(out[0].first_token_s == 2 && out[0].finish_s == 4.25);
     ck_assert(out[1].first_token_s == 2.25 && out[1].finish_s == 3.25);
+    /* Each request on its own clock (val_retime_local), predicted durations
+     * 1 s, predicted ends 1, 2, 3, 4.  r0 arrives at 0 with nothing running:
+     * its clock re-times steps 0..3 as val_retime does (first 2, finish
+     * 4.25 with `mixed`).  r1 arrives at 0.5 while step 0 runs (it is not a
+     * member): its clock starts at the end of step 0 with the rest of that
+     * step scaled, 1 + (1 - 0.5) * (2 - 1) / 1 = 1.5; step 1 [1.5, 1.75]
+     * gives its first token, step 2 [1.75, 2.75] its last: TTFT 1.25 and
+     * E2E 2.25 where the back-to-back re-timing gave 1.75 and 2.75, since
+     * step 0's extra second ran mostly before r1 arrived.  With `quick`:
+     * r1's clock starts at 1 + 0.5 * (0.25 - 1) = 0.625, steps 1 and 2 end
+     * at 0.875 and 1.125; r0's step 1 waits for r1's arrival at 0.5, so r0
+     * ends as in val_retime: 0.25 and 1.25. */
+    const double one[4] = {1, 1, 1, 1}, pred_ends[4] = {1, 2, 3, 4};
+    sched_req_result loc[2];
+    ck_assert_int_eq(val_retime_local(&vr, one, pred_ends, mixed, NULL, loc), KVS_OK);
+    ck_assert(loc[0].first_token_s == 2 && loc[0].finish_s == 4.25);
+    ck_assert(loc[1].first_token_s == 1.75 && loc[1].finish_s == 2.75);
+    ck_assert_int_eq(val_retime_local(&vr, one, pred_ends, quick, NULL, loc), KVS_OK);
+    ck_assert(loc[0].first_token_s == 0.25 && loc[0].finish_s == 1.25);
+    ck_assert(loc[1].first_token_s == 0.875 && loc[1].finish_s == 1.125);
+    /* keep: only r1 is re-timed; r0 gets no times */
+    const int keep[2] = {0, 1};
+    ck_assert_int_eq(val_retime_local(&vr, one, pred_ends, quick, keep, loc), KVS_OK);
+    ck_assert(isnan(loc[0].first_token_s) && isnan(loc[0].finish_s));
+    ck_assert(loc[1].first_token_s == 0.875 && loc[1].finish_s == 1.125);
     run_result_free(&res);
     cost_model_free(&cost);
 }

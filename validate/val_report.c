@@ -121,7 +121,8 @@ static void e2e_table(FILE *f, jreader *j, const char *sec, const char *title)
     static const char *const names[] = {"TTFT p50 (s)", "TTFT p99 (s)", "TPOT p50 (s/token)",
                                         "TPOT p99 (s/token)", "E2E p50 (s)", "E2E p99 (s)",
                                         "throughput (tok/s)"};
-    for (size_t k = 0; k < 7; k++) {
+    const size_t rows = strncmp(sec, "local", 5) ? 7 : 6; /* no throughput on own clocks */
+    for (size_t k = 0; k < rows; k++) {
         fprintf(f, "  %-22s", names[k]);
         snprintf(p, sizeof p, "$.e2e.%s.simulated.%s", sec, keys[k]);
         num(f, jd(j, p));
@@ -173,6 +174,8 @@ static void print_steps(FILE *f, jreader *j, const char *sampling)
             jd(j, "$.step_error.all.measured_total_s"));
     e2e_table(f, j, "all", "all requests (unreplayed steps at predicted times)");
     e2e_table(f, j, "covered", "requests whose every step was replayed");
+    if (!isnan(jd(j, "$.e2e.local.covered.n_requests")))
+        e2e_table(f, j, "local.covered", "the same requests, each on its own clock (drift-free)");
 }
 
 /* The checks: KV memory at the peak, block tables, KV contents. */

@@ -100,6 +100,29 @@ int val_pick_steps(int64_t n_steps, val_sampling s, int64_t start, int64_t max_s
  * out[tr.n]; ends[n_steps] optional (NULL).  Cost: O(members). */
 void val_retime(const val_run *r, const double *dur, sched_req_result *out, double *ends);
 
+/* Re-time each request on its own clock ("drift-free"): its latencies with
+ * the steps it waited for and ran in at durations dur, every earlier step
+ * as predicted.  pred[n_steps] are the predicted durations, pred_ends their
+ * step ends from val_retime(pred).  For request q arriving at a, with first
+ * step f and last step l: k is the first step whose predicted end is after
+ * a.  If k < f and step k had started before a (it was running when q
+ * arrived), q's clock starts at
+ *   pred_ends[k] + (pred_ends[k] - a) * (dur[k] - pred[k]) / pred[k]
+ * (the rest of step k, scaled) and re-times steps k+1..l; otherwise it
+ * starts at pred_ends[k-1] and re-times k..l, each with val_retime's rule
+ * (start = max(clock, latest member arrival) + the stored wait).
+ * first_token_s = end of f, finish_s = end of l (finished requests only).
+ * A step-time error thus counts in the latencies of the requests that wait
+ * for or run in that step; in val_retime a back-to-back schedule carries it
+ * into every later step, so there TTFT measures the accumulated drift.
+ * With dur = pred this reproduces val_retime(pred) bit for bit.  Only
+ * requests with keep[q] (all when keep is NULL) are re-timed; the others
+ * get NAN times.  Throughput has no meaning on these clocks.  out[tr.n].
+ * Cost: O(members + requests log steps + the steps from each kept request's
+ * arrival to its finish); KVS_ENOMEM or KVS_OK. */
+int val_retime_local(const val_run *r, const double *pred, const double *pred_ends,
+                     const double *dur, const int *keep, sched_req_result *out);
+
 /* ------------------------------------------------------------ summary */
 
 /* What the replay found besides the step times (filled by replay.h). */
