@@ -148,13 +148,13 @@ decode_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     }
 
     const int n_tiles = (t_end - t_begin + DEC_TILE - 1) / DEC_TILE;
-    kv_load_tile<HD, HD, 0>(ks[0], vs[0], kp, vp, bt, bs, row, kvh, t_begin, t_end);
+    kv_load_tile_rolled<HD, HD>(ks[0], vs[0], kp, vp, bt, bs, row, kvh, t_begin, t_end);
     cp_async_commit();
     for (int it = 0; it < n_tiles; it++) {
         const int cur = it & 1, t0 = t_begin + it * DEC_TILE;
         if (it + 1 < n_tiles) /* the other stage was released by the barrier below */
-            kv_load_tile<HD, HD, 0>(ks[cur ^ 1], vs[cur ^ 1], kp, vp, bt, bs, row, kvh,
-                                    t0 + DEC_TILE, t_end);
+            kv_load_tile_rolled<HD, HD>(ks[cur ^ 1], vs[cur ^ 1], kp, vp, bt, bs, row, kvh,
+                                        t0 + DEC_TILE, t_end);
         cp_async_commit(); /* possibly empty: keeps the group count uniform */
         cp_async_wait<1>(); /* the current tile has landed (this thread's part) */
         __syncthreads();    /* ... and every thread's part */
@@ -413,8 +413,15 @@ decode_mma_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     const size_t row = (size_t)kv_heads * HD;
 
     const int n_tiles = (t_end - t_begin + DEC_TILE - 1) / DEC_TILE;
-    kv_load_tile<HD, LH, 0>(kvs[0][0], kvs[0][1], kp, vp, b.bt, bs, row, kvh, t_begin, t_end);
+    /* the block numbers of the tile after next are read while a tile is
+     * computed (as in decode_gqa_k), so issuing copies never waits on the
+     * block table: 65.9% of HBM against 64.6% at 64 x 2048 on Llama-3-8B
+     * (H200, run 4; three stages instead of two gave 64.6%) */
+    int blk[KV_TILE_EPT(HD)];
+    kv_tile_blocks<HD>(blk, b.bt, bs, t_begin, t_end);
+    kv_issue_tile<HD, LH, 0>(kvs[0][0], kvs[0][1], kp, vp, blk, bs, row, kvh, t_begin);
     cp_async_commit();
+    kv_tile_blocks<HD>(blk, b.bt, bs, t_begin + DEC_TILE, t_end); /* tile 1's, if any */
     for (int e = (int)threadIdx.x; e < 16 * (HD / 8); e += DEC_THREADS) { /* Q rows, zero past gc */
         const int r = e / (HD / 8), part = e % (HD / 8);
         uint4 v = make_uint4(0, 0, 0, 0);
@@ -433,9 +440,12 @@ decode_mma_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
 
     for (int it = 0; it < n_tiles; it++) {
         const int cur = it & 1, t0 = t_begin + it * DEC_TILE;
-        if (it + 1 < n_tiles) /* the other stage was released by the barrier below */
-            kv_load_tile<HD, LH, 0>(kvs[cur ^ 1][0], kvs[cur ^ 1][1], kp, vp, b.bt, bs, row, kvh,
-                                    t0 + DEC_TILE, t_end);
+        if (it + 1 < n_tiles) { /* the other stage was released by the barrier below */
+            kv_issue_tile<HD, LH, 0>(kvs[cur ^ 1][0], kvs[cur ^ 1][1], kp, vp, blk, bs, row, kvh,
+                                     t0 + DEC_TILE);
+            /* tile it + 2's table entries: in flight while this tile is computed */
+            kv_tile_blocks<HD>(blk, b.bt, bs, t0 + 2 * DEC_TILE, t_end);
+        }
         cp_async_commit(); /* possibly empty: keeps the group count uniform */
         cp_async_wait<1>(); /* the current tile has landed (this thread's part) */
         __syncthreads();    /* ... and every thread's part (and qs, at it == 0) */

@@ -9,9 +9,11 @@
  * of token e / (HD / 8).  A copy is two steps: kv_tile_blocks reads the
  * block numbers of the thread's tokens from the block table, kv_issue_tile
  * issues the copies.  Reading the numbers one tile ahead keeps the issue
- * from waiting on the block table (decode_gqa_k); kv_load_tile does both at
- * once.  Tokens at or past the end are zero-filled (nothing read).  Rows are
- * LD halves apart in shared memory; K's chunk c of token t can be stored
+ * from waiting on the block table (decode_gqa_k, decode_mma_k);
+ * kv_load_tile does both at once (the prefill kernels), kv_load_tile_rolled
+ * the same in a rolled loop (decode_k, where it measured faster).  Tokens
+ * at or past the end are zero-filled (nothing read).  Rows are LD halves
+ * apart in shared memory; K's chunk c of token t can be stored
  * at c ^ (t & SWZ) (SWZ + 1 a power of two <= HD / 8, 0 = unswizzled). */
 #ifndef CUDA_KV_TILE_CUH
 #define CUDA_KV_TILE_CUH
@@ -72,6 +74,31 @@ __device__ static inline void kv_load_tile(__half (*ks)[LD], __half (*vs)[LD],
     int blk[KV_TILE_EPT(HD)];
     kv_tile_blocks<HD>(blk, bt, bs, t0, t_end);
     kv_issue_tile<HD, LD, SWZ>(ks, vs, kp, vp, blk, bs, row, kvh, t0);
+}
+
+/* The same copy as kv_load_tile, but each chunk's table read and its two
+ * copies one after another in a loop the compiler keeps rolled.  decode_k
+ * (MHA) reads 85.4% of an H200's HBM at 64 x 2048 with it and 80.2% with
+ * kv_load_tile (the same machine and run, builds before and after 6e8a972,
+ * which gave decode_k kv_load_tile; bench/gpu/h200-2026-12-04/run4).  The
+ * prefill kernels keep kv_load_tile, with which they were measured. */
+template <int HD, int LD>
+__device__ static inline void kv_load_tile_rolled(__half (*ks)[LD], __half (*vs)[LD],
+                                                  const __half *__restrict__ kp,
+                                                  const __half *__restrict__ vp,
+                                                  const int32_t *__restrict__ bt, int bs,
+                                                  size_t row, int kvh, int t0, int t_end)
+{
+    constexpr int CPR = HD / 8; /* 16-byte chunks per token row */
+    for (int e = (int)threadIdx.x; e < KV_TILE * CPR; e += KV_TILE_THREADS) {
+        const int t = e / CPR, part = e % CPR, tok = t0 + t;
+        const bool ok = tok < t_end;
+        size_t off = 0;
+        if (ok)
+            off = ((size_t)bt[tok / bs] * bs + tok % bs) * row + (size_t)kvh * HD + part * 8;
+        cp_async16(&ks[t][part * 8], kp + off, ok);
+        cp_async16(&vs[t][part * 8], vp + off, ok);
+    }
 }
 
 #endif
