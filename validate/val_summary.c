@@ -39,6 +39,18 @@ int val_pick_steps(int64_t n_steps, val_sampling s, int64_t start, int64_t max_s
 
 /* ------------------------------------------------------------ re-timing */
 
+/* The latest arrival among step i's members (-INFINITY without members). */
+static double step_latest_arrival(const val_run *r, int64_t i)
+{
+    int64_t n;
+    const sched_member *m = val_run_step_members(r, i, &n);
+    double arr = -INFINITY;
+    for (int64_t j = 0; j < n; j++)
+        if (r->tr.reqs[m[j].req_id].arrival_s > arr)
+            arr = r->tr.reqs[m[j].req_id].arrival_s;
+    return arr;
+}
+
 void val_retime(const val_run *r, const double *dur, sched_req_result *out, double *ends)
 {
     for (int64_t q = 0; q < r->tr.n; q++) {
@@ -51,10 +63,7 @@ void val_retime(const val_run *r, const double *dur, sched_req_result *out, doub
         const sched_step *s = &r->steps[i].step;
         int64_t n;
         const sched_member *m = val_run_step_members(r, i, &n);
-        double arr = -INFINITY;
-        for (int64_t j = 0; j < n; j++)
-            if (r->tr.reqs[m[j].req_id].arrival_s > arr)
-                arr = r->tr.reqs[m[j].req_id].arrival_s;
+        const double arr = step_latest_arrival(r, i);
         double old_bound = old_end > arr ? old_end : arr;
         double new_bound = new_end > arr ? new_end : arr;
         double start;
@@ -79,20 +88,15 @@ void val_retime(const val_run *r, const double *dur, sched_req_result *out, doub
     }
 }
 
-/* Per step: the latest arrival among its members (-INFINITY without
- * members) and the stored schedule's idle wait beyond its bound (the wait_i
- * of val_retime).  arr[n_steps], wait[n_steps]. */
+/* Per step: the latest arrival among its members and the stored
+ * schedule's idle wait beyond its bound (the wait_i of val_retime).
+ * arr[n_steps], wait[n_steps]. */
 static void step_bounds(const val_run *r, double *arr, double *wait)
 {
     double old_end = -INFINITY;
     for (int64_t i = 0; i < r->n_steps; i++) {
         const sched_step *s = &r->steps[i].step;
-        int64_t n;
-        const sched_member *m = val_run_step_members(r, i, &n);
-        double a = -INFINITY;
-        for (int64_t j = 0; j < n; j++)
-            if (r->tr.reqs[m[j].req_id].arrival_s > a)
-                a = r->tr.reqs[m[j].req_id].arrival_s;
+        const double a = step_latest_arrival(r, i);
         double bound = old_end > a ? old_end : a;
         arr[i] = a;
         wait[i] = isinf(bound) || !(s->start_s - bound > 0) ? 0.0 : s->start_s - bound;
