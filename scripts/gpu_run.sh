@@ -362,10 +362,11 @@ verdict() { # verdict VALUE OP TARGET
     v=$(result "decode_llama-2-70b_pct_hbm")
     printf '  decode attention llama-2-70b batch 64 x 2048: %6s%% of HBM   (GQA 8 at TP 1, no target)\n' \
         "${v:--}"
-    for m in llama-3-8b llama-2-70b; do
+    for pair in llama-3-8b:49.6 llama-2-70b:37.7; do
+        m=${pair%%:*}
         v=$(result "decode_simt_${m}_pct_hbm")
-        printf '  the same, %-11s on the SIMT kernel:  %6s%% of HBM   (decode_gqa_k; run 3: 49.4%% and 37.7%%)\n' \
-            "$m" "${v:--}"
+        printf '  the same, %-11s on the SIMT kernel:  %6s%% of HBM   (decode_gqa_k; run 4: %s%%)\n' \
+            "$m" "${v:--}" "${pair#*:}"
     done
     for op in qkv_proj o_proj gate_up_proj down_proj; do
         v=$(result "gemm_${op}_pct_peak")
@@ -376,7 +377,7 @@ verdict() { # verdict VALUE OP TARGET
     printf '  prefill attention 8 x 2048 (causal):      %6s TFLOP/s (target: >= ~165 on H100/H200, ~95 on A100:\n' "${v:--}"
     printf '                                            within 2x of FlashAttention-2 published)\n'
     v=$(result "prefill_wmma_llama-2-7b_8x2048_tflops")
-    printf '  the same, the first (WMMA) kernel:        %6s TFLOP/s (run 3: 45.5; the default mma.sync kernel 116.0)\n' "${v:--}"
+    printf '  the same, the first (WMMA) kernel:        %6s TFLOP/s (run 4: 45.1; the default mma.sync kernel 115.0)\n' "${v:--}"
     if ((sim_ok)); then
         for pair in "calibrated:$cal" "roofline:$roof"; do
             name=${pair%%:*}
