@@ -5,7 +5,8 @@
 # (--installed: copied from this machine's packages; the system's
 # pkg-config files are hidden with PKG_CONFIG_LIBDIR).  Every stage must
 # pass, the build must have found SQLite, json-c, libcsv and Check in that
-# folder, the summary must carry both validations' lines, and a DEPS
+# folder, the summary must carry both validations' lines (p99 TTFT on each
+# request's own clock, the back-to-back figure beside it), and a DEPS
 # folder that is not one is refused with one line, exit 2.  The GPU run is
 # the one piece of the project that only a lent machine runs: this keeps
 # it from rotting between loans.  Needs dpkg and the packages that
@@ -55,9 +56,17 @@ grep -q "^build dependencies: present (carried in $T/deps)" "$T/out/preflight.lo
     bad "preflight did not name the carried folder: $(cat "$T/out/preflight.log" 2>/dev/null | tail -3)"
 # the summary: both validations measured (CPU figures, meaningless as speed)
 for name in calibrated roofline; do
-    if grep -Eq "^  $name +run [0-9]+ +median \|step error\| +[0-9.]+%" "$T/out/summary.txt" 2>/dev/null
-    then ok; else bad "summary has no $name validation line"; fi
+    if grep -Eq "^  $name +run [0-9]+ +median \|step error\| +[0-9.]+%.*p99 TTFT error +-?[0-9.]+%" \
+        "$T/out/summary.txt" 2>/dev/null
+    then ok; else bad "summary has no $name validation line with its p99 TTFT error"; fi
 done
+# the p99 TTFT target is judged on each request's own clock (the report's
+# third table); the back-to-back figure is printed beside it
+n=$(grep -Ec "p99 TTFT error with the drift of all earlier steps carried \(back to back\): -?[0-9.]+%" \
+    "$T/out/summary.txt" 2>/dev/null)
+if [ "$n" -eq 2 ]; then ok; else bad "summary: $n back-to-back TTFT lines (want 2)"; fi
+if grep -q "each on its own clock (drift-free)" "$T/out/validate-calibrated.log" 2>/dev/null; then ok
+else bad "the validation report has no own-clock table"; fi
 # gpu_deps.sh replaces its folder whole, so it refuses one it did not make
 mkdir -p "$T/mine" && echo keep > "$T/mine/file"
 scripts/gpu_deps.sh --installed "$T/mine" > "$T/bad.txt" 2>&1
