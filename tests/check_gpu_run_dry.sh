@@ -67,6 +67,24 @@ n=$(grep -Ec "p99 TTFT error with the drift of all earlier steps carried \(back 
 if [ "$n" -eq 2 ]; then ok; else bad "summary: $n back-to-back TTFT lines (want 2)"; fi
 if grep -q "each on its own clock (drift-free)" "$T/out/validate-calibrated.log" 2>/dev/null; then ok
 else bad "the validation report has no own-clock table"; fi
+# both re-timings against a model of them written apart from the C code
+# (bench/gpu/retime_local.py): the same TTFT and E2E percentiles
+for vid in 1 2; do
+    if python3 bench/gpu/retime_local.py "$T/out/kvsim.db" "$vid" --json > "$T/py$vid.json" 2>&1 &&
+        python3 - "$T/out/kvsim.db" "$vid" "$T/py$vid.json" > "$T/cmp$vid.txt" 2>&1 <<'PY'
+import json, sqlite3, sys
+db, vid, py = sqlite3.connect(sys.argv[1]), int(sys.argv[2]), json.load(open(sys.argv[3]))
+c = json.loads(db.execute("SELECT summary_json FROM validations WHERE validation_id = ?",
+                          (vid,)).fetchone()[0])["e2e"]
+sec = {"simulated": c["covered"]["simulated"], "global": c["covered"]["measured"],
+       "local": c["local"]["covered"]["measured"]}
+bad = [f"{n}.{k}: C {sec[n][k]!r}, Python {v!r}" for n in py for k, v in py[n].items()
+       if abs(sec[n][k] - v) > 1e-9 * max(abs(v), 1e-12)]
+print("; ".join(bad) or "agree")
+sys.exit(1 if bad else 0)
+PY
+    then ok; else bad "validation $vid: C and retime_local.py differ: $(cat "$T/py$vid.json" "$T/cmp$vid.txt" | tail -3)"; fi
+done
 # gpu_deps.sh replaces its folder whole, so it refuses one it did not make
 mkdir -p "$T/mine" && echo keep > "$T/mine/file"
 scripts/gpu_deps.sh --installed "$T/mine" > "$T/bad.txt" 2>&1

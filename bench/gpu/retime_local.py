@@ -9,12 +9,16 @@ written apart from the C code (validate/val_summary.c) as a check of it.
   local:  each request on its own clock from its arrival (val_retime_local):
           the steps it waits for and runs in take their measured durations.
 
-    bench/gpu/retime_local.py KVSIM.DB VALIDATION_ID
+    bench/gpu/retime_local.py KVSIM.DB VALIDATION_ID [--json]
 
 Prints p50/p99 TTFT and E2E, simulated vs measured, over the requests whose
-every step was replayed.  docs/validation.md states both rules."""
+every step was replayed (--json: the figures as exact numbers, for
+tests/check_gpu_run_dry.sh, which compares them with the report's).
+docs/validation.md states both rules."""
+import json
 import bisect
 import math
+import os
 import sqlite3
 import struct
 import sys
@@ -26,13 +30,20 @@ def pct(v, p):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit(__doc__.split("\n\n")[1])
-    db = sqlite3.connect(sys.argv[1])
+    as_json = "--json" in sys.argv[3:]
+    usage = "usage: bench/gpu/retime_local.py KVSIM.DB VALIDATION_ID [--json]"
+    if len(sys.argv) != 3 + as_json or not sys.argv[2].isdigit():
+        print(usage, file=sys.stderr)
+        sys.exit(2)
+    if not os.path.isfile(sys.argv[1]):
+        print(f"retime_local.py: {sys.argv[1]}: no such database", file=sys.stderr)
+        sys.exit(2)
+    db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
     vid = int(sys.argv[2])
     run = db.execute("SELECT run_id FROM validations WHERE validation_id = ?", (vid,)).fetchone()
     if not run:
-        sys.exit(f"{sys.argv[1]}: no validation {vid}")
+        print(f"retime_local.py: {sys.argv[1]}: no validation {vid}", file=sys.stderr)
+        sys.exit(2)
     run = run[0]
     arr = dict(db.execute("SELECT req_id, arrival_s FROM requests WHERE run_id = ?", (run,)))
     status = dict(db.execute("SELECT req_id, status FROM requests WHERE run_id = ?", (run,)))
@@ -83,6 +94,11 @@ def main():
             out[name][0].append(e[f] - a)
             if fin:
                 out[name][1].append(e[l] - a)
+    if as_json:
+        print(json.dumps({name: {f"{m}_p{int(p * 100)}_s": pct(out[name][i], p)
+                                 for i, m in enumerate(("ttft", "e2e")) for p in (0.50, 0.99)}
+                          for name in out}))
+        return
     print(f"validation {vid} (run {run}): {len(covered)} requests covered")
     for i, metric in enumerate(("TTFT", "E2E")):
         for p in (0.50, 0.99):
