@@ -736,6 +736,15 @@ START_TEST(test_summary_golden)
     }
     CK_NEAR(by_kind, 4);
     CK_NEAR(by_batch, 4);
+    CK_NEAR(jnum_at(db, json, "$.step_error.by_shape.new.n") +
+                jnum_at(db, json, "$.step_error.by_shape.repeat.n"),
+            4);
+    /* by_shape_decode: the decode steps alone, split the same way */
+    const double n_dec = jnum_at(db, json, "$.step_error.by_kind.decode.n");
+    ck_assert(n_dec > 0);
+    CK_NEAR(jnum_at(db, json, "$.step_error.by_shape_decode.new.n") +
+                jnum_at(db, json, "$.step_error.by_shape_decode.repeat.n"),
+            n_dec);
     ck_assert(isnan(jnum_at(db, json, "$.checks.kv_requests")));
     /* memory: simulator bytes = peak x 8 tokens x 2 x 4 layers x 2 heads x 32 x 2 bytes */
     int64_t sim_peak = 0;
@@ -760,6 +769,13 @@ START_TEST(test_summary_golden)
     ck_assert(jnum_at(db, json, "$.e2e.all.simulated.tpot_p50_s") == res.sum.tpot.p50);
     /* every step replayed: every request is covered */
     CK_NEAR(jnum_at(db, json, "$.e2e.covered.n_requests"), (double)tr.n);
+    /* each request on its own clock, measured == predicted: the run's own
+     * latencies exactly, and no throughput (the clocks share no makespan) */
+    CK_NEAR(jnum_at(db, json, "$.e2e.local.covered.n_requests"), (double)tr.n);
+    ck_assert(jnum_at(db, json, "$.e2e.local.covered.measured.ttft_p99_s") == res.sum.ttft.p99);
+    ck_assert(jnum_at(db, json, "$.e2e.local.covered.measured.e2e_p50_s") == res.sum.e2e.p50);
+    CK_NEAR(jnum_at(db, json, "$.e2e.local.covered.error.ttft_p50_s"), 0);
+    ck_assert(isnan(jnum_at(db, json, "$.e2e.local.covered.measured.throughput_tok_s")));
     free(json);
     free(all);
     sqlite3_close(db);

@@ -169,6 +169,10 @@ static void print_steps(FILE *f, jreader *j, const char *sampling)
      * validations stored before the split: rows of 0) */
     group_row(f, j, "tokens new", "$.step_error.by_shape.new");
     group_row(f, j, "tokens repeat", "$.step_error.by_shape.repeat");
+    if (!isnan(jd(j, "$.step_error.by_shape_decode.new.n"))) {
+        group_row(f, j, "decode new", "$.step_error.by_shape_decode.new");
+        group_row(f, j, "decode repeat", "$.step_error.by_shape_decode.repeat");
+    }
     fprintf(f, "  mean absolute error %.6g s per step; total predicted %.6g s, measured %.6g s\n",
             jd(j, "$.step_error.all.mae_s"), jd(j, "$.step_error.all.predicted_total_s"),
             jd(j, "$.step_error.all.measured_total_s"));
