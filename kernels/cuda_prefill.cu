@@ -57,6 +57,38 @@ static pf_layout pf_layout_for(int hd)
     return L;
 }
 
+/* What a prefill block works on: grid (query tile, head, prefill sequence). */
+typedef struct pf_block {
+    int q0;            /* the sequence's first row in qkv and out */
+    int q;             /* its prompt tokens in this step (query rows) */
+    int ctx;           /* its context after the step, tokens */
+    int c;             /* tokens stored before the step (ctx - q) */
+    int r0;            /* the block's first query row, < q */
+    int h, kvh;        /* query head, its KV head */
+    const int32_t *bt; /* the sequence's block table */
+} pf_block;
+
+/* Fill b for this block; 0 when its query tile starts past the sequence's
+ * rows (uniform per block: the block returns).  Both prefill kernels. */
+__device__ static inline int pf_locate(pf_block *b, const int32_t *seq_idx,
+                                       const int32_t *qstart, const int32_t *ctx_a,
+                                       const int32_t *bt_off, const int32_t *tables, int z0,
+                                       int heads, int kv_heads)
+{
+    const int s = seq_idx[(int)blockIdx.z + z0];
+    b->q0 = qstart[s];
+    b->q = qstart[s + 1] - b->q0;
+    b->ctx = ctx_a[s];
+    b->c = b->ctx - b->q;
+    b->r0 = (int)blockIdx.x * PF_BQ;
+    if (b->r0 >= b->q)
+        return 0;
+    b->h = (int)blockIdx.y;
+    b->kvh = b->h / (heads / kv_heads);
+    b->bt = tables + bt_off[s];
+    return 1;
+}
+
 /* The block's Q tile in shared memory: rows r0 ... r0 + PF_BQ - 1 of the
  * sequence's q rows (from qkv row q0 on, head h), LH halves apart, zero
  * past q.  Both prefill kernels. */
@@ -189,13 +221,12 @@ prefill_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     float *S = (float *)(smem + off_s), *O = (float *)(smem + off_o);
     __half *P = (__half *)(smem + off_p);
 
-    const int s = seq_idx[(int)blockIdx.z + z0], q0 = qstart[s], q = qstart[s + 1] - q0;
-    const int ctx = ctx_a[s], c = ctx - q, r0 = (int)blockIdx.x * PF_BQ;
-    if (r0 >= q)
+    pf_block b;
+    if (!pf_locate(&b, seq_idx, qstart, ctx_a, bt_off, tables, z0, heads, kv_heads))
         return; /* uniform per block */
-    const int h = (int)blockIdx.y, kvh = h / (heads / kv_heads);
+    const int q0 = b.q0, q = b.q, ctx = b.ctx, c = b.c, r0 = b.r0, h = b.h, kvh = b.kvh;
+    const int32_t *bt = b.bt;
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
-    const int32_t *bt = tables + bt_off[s];
     const size_t row = (size_t)kv_heads * HD;
 
     /* Q rows of the tile (zero past q), O = 0 */
@@ -364,14 +395,13 @@ prefill_mma_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     extern __shared__ __align__(128) unsigned char smem[];
     __half *Qs = (__half *)smem, *Ks = (__half *)(smem + off_k), *Vs = (__half *)(smem + off_v);
 
-    const int s = seq_idx[(int)blockIdx.z + z0], q0 = qstart[s], q = qstart[s + 1] - q0;
-    const int ctx = ctx_a[s], c = ctx - q, r0 = (int)blockIdx.x * PF_BQ;
-    if (r0 >= q)
+    pf_block b;
+    if (!pf_locate(&b, seq_idx, qstart, ctx_a, bt_off, tables, z0, heads, kv_heads))
         return; /* uniform per block */
-    const int h = (int)blockIdx.y, kvh = h / (heads / kv_heads);
+    const int q0 = b.q0, q = b.q, ctx = b.ctx, c = b.c, r0 = b.r0, h = b.h, kvh = b.kvh;
+    const int32_t *bt = b.bt;
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
     const int g = lane >> 2, t = lane & 3, wr = warp * 16; /* rows wr + g, wr + g + 8 */
-    const int32_t *bt = tables + bt_off[s];
     const size_t row = (size_t)kv_heads * HD;
 
     __half(*Krow)[LH] = (__half(*)[LH])Ks, (*Vrow)[LH] = (__half(*)[LH])Vs;
