@@ -51,6 +51,15 @@ static double step_latest_arrival(const val_run *r, int64_t i)
     return arr;
 }
 
+/* The stored schedule's idle wait before a step beyond its bound,
+ * max(stored end of the step before, latest member arrival) (0 but for
+ * static batch-timeout waits; 0 when nothing bounds the step). */
+static double stored_wait(const sched_step *s, double old_end, double arr)
+{
+    const double bound = old_end > arr ? old_end : arr;
+    return isinf(bound) || !(s->start_s - bound > 0) ? 0.0 : s->start_s - bound;
+}
+
 void val_retime(const val_run *r, const double *dur, sched_req_result *out, double *ends)
 {
     for (int64_t q = 0; q < r->tr.n; q++) {
@@ -66,13 +75,10 @@ void val_retime(const val_run *r, const double *dur, sched_req_result *out, doub
         const double arr = step_latest_arrival(r, i);
         double old_bound = old_end > arr ? old_end : arr;
         double new_bound = new_end > arr ? new_end : arr;
-        double start;
-        if (isinf(old_bound) || isinf(new_bound)) {
-            start = s->start_s; /* the first step without members: nothing bounds it */
-        } else {
-            double wait = s->start_s - old_bound; /* 0 but for static batch-timeout waits */
-            start = new_bound + (wait > 0 ? wait : 0.0);
-        }
+        /* the first step without members: nothing bounds it */
+        const double start = isinf(old_bound) || isinf(new_bound)
+                                 ? s->start_s
+                                 : new_bound + stored_wait(s, old_end, arr);
         double end = start + dur[i];
         for (int64_t j = 0; j < n; j++) {
             sched_req_result *q = &out[m[j].req_id];
@@ -96,10 +102,8 @@ static void step_bounds(const val_run *r, double *arr, double *wait)
     double old_end = -INFINITY;
     for (int64_t i = 0; i < r->n_steps; i++) {
         const sched_step *s = &r->steps[i].step;
-        const double a = step_latest_arrival(r, i);
-        double bound = old_end > a ? old_end : a;
-        arr[i] = a;
-        wait[i] = isinf(bound) || !(s->start_s - bound > 0) ? 0.0 : s->start_s - bound;
+        arr[i] = step_latest_arrival(r, i);
+        wait[i] = stored_wait(s, old_end, arr[i]);
         old_end = s->start_s + s->dur_s;
     }
 }
@@ -601,8 +605,8 @@ int val_summary_json(const val_run *r, const val_info *info, const int64_t *idx,
                      malloc(ns * sizeof *x.ends), malloc(nr * sizeof *x.ps),
                      malloc(nr * sizeof *x.ms), malloc(nr * sizeof *x.ls)};
     int rc = KVS_OK;
-    if (!sg || !ab || !sel || !x.keep || !x.seen || !x.seen_rep || !x.dmeas || !x.ends || !x.ps || !x.ms ||
-        !x.ls)
+    if (!sg || !ab || !sel || !x.keep || !x.seen || !x.seen_rep || !x.dmeas || !x.ends ||
+        !x.ps || !x.ms || !x.ls)
         goto nomem;
     int64_t excluded = 0, sim_peak = 0;
     for (int64_t k = 0; k < n; k++) {
