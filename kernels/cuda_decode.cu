@@ -103,6 +103,30 @@ __device__ static inline void dec_store(const dec_block &b, __half *out, float *
     }
 }
 
+/* Merge n token slices of one head's (max, sum, accumulator) state, slice
+ * j at ml[j * ml_step] (max, then sum) and acc[j * acc_step] (dimension d):
+ * a slice that saw no token (max -inf) is skipped.  Into *M, *L, *A, as
+ * dec_store takes them.  decode_k and decode_mma_k. */
+__device__ static inline void dec_merge_slices(const float *ml, int ml_step, const float *acc,
+                                               int acc_step, int n, float *M, float *L,
+                                               float *A)
+{
+    float mx = -INFINITY, sum = 0.0f, a = 0.0f;
+    for (int j = 0; j < n; j++)
+        mx = fmaxf(mx, ml[j * ml_step]);
+    for (int j = 0; j < n; j++) {
+        const float mj = ml[j * ml_step];
+        if (mj == -INFINITY)
+            continue; /* this slice saw no token */
+        const float f = __expf(mj - mx);
+        sum += ml[j * ml_step + 1] * f;
+        a += acc[j * acc_step] * f;
+    }
+    *M = mx;
+    *L = sum;
+    *A = a;
+}
+
 /* HS head slots x (DEC_WARPS / HS) token slices; HPW heads per warp. */
 template <int HD, int HS, int HPW>
 __global__ static void __launch_bounds__(DEC_THREADS)
@@ -201,17 +225,9 @@ decode_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     __syncthreads();
     for (int e = (int)threadIdx.x; e < gc * HD; e += DEC_THREADS) {
         const int g = e / HD, d = e % HD, k = g / HS, slot = g % HS, h = h0 + g;
-        float M = -INFINITY, L = 0.0f, A = 0.0f;
-        for (int j = 0; j < TS; j++)
-            M = fmaxf(M, sm_ml[slot + HS * j][k][0]);
-        for (int j = 0; j < TS; j++) {
-            const int w = slot + HS * j;
-            if (sm_ml[w][k][0] == -INFINITY)
-                continue; /* this slice saw no token */
-            const float f = __expf(sm_ml[w][k][0] - M);
-            L += sm_ml[w][k][1] * f;
-            A += sm_acc[w][k][d] * f;
-        }
+        float M, L, A; /* slices: warps slot, slot + HS, ... */
+        dec_merge_slices(&sm_ml[slot][k][0], HS * HPW * 2, &sm_acc[slot][k][d], HS * HPW * HD, TS,
+                         &M, &L, &A);
         dec_store(b, out, ws_acc, ws_ml, heads, HD, max_parts, h, d, A, M, L);
     }
 }
@@ -530,17 +546,9 @@ decode_mma_k(const __half *__restrict__ qkv, const __half *__restrict__ kp,
     __syncthreads();
     for (int e = (int)threadIdx.x; e < gc * HD; e += DEC_THREADS) {
         const int hr = e / HD, d = e % HD;
-        float M = -INFINITY, L = 0.0f, A = 0.0f;
-        for (int w = 0; w < DEC_WARPS; w++)
-            M = fmaxf(M, ml_s[(w * 16 + hr) * 2]);
-        for (int w = 0; w < DEC_WARPS; w++) {
-            const float mw = ml_s[(w * 16 + hr) * 2];
-            if (mw == -INFINITY)
-                continue; /* this slice saw no token */
-            const float f = __expf(mw - M);
-            L += ml_s[(w * 16 + hr) * 2 + 1] * f;
-            A += acc_s[(w * 16 + hr) * HD + d] * f;
-        }
+        float M, L, A; /* slices: the four warps */
+        dec_merge_slices(ml_s + hr * 2, 16 * 2, acc_s + hr * HD + d, 16 * HD, DEC_WARPS, &M, &L,
+                         &A);
         dec_store(b, out, ws_acc, ws_ml, heads, HD, max_parts, h0 + hr, d, A, M, L);
     }
 }
