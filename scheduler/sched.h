@@ -389,6 +389,8 @@ typedef struct sched_counters {
                                     of the prompt's end (R's last request) */
     int64_t leap_joins;          /* V1 leapt steps in which a newcomer's chunk made
                                     its token and it joined the leap (leap_join) */
+    int64_t leap_preempted;      /* V1 leaps whose step 1 preempted (its victims
+                                    then wait at W's head) */
 } sched_counters;
 void sched_get_counters(const sched *s, sched_counters *out);
 /* Bytes of per-request engine state handed back to the system so far: a

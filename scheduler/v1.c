@@ -1148,8 +1148,7 @@ static int v1_plan(sched *s, double now, int more_arrivals, double *t_end)
         carry = s->step.n_preempted; /* 4.6: no time passes, iterate again */
     }
     *t_end = now + v1_emit_step(s, now);
-    const sched_step *st = &s->step;
-    if (v->lk_start && (!s->want_members || s->leap_fn) && st->n_preempted == 0 &&
+    if (v->lk_start && (!s->want_members || s->leap_fn) &&
         v->ns == v->nrun && *t_end < v1_leap_horizon(s) &&
         v1_leap_ready(v))
         *t_end = v1_leap(s, *t_end), v->sa_armed = 0;

@@ -1,8 +1,9 @@
 /* v1_leap.c — the V1 engine's leaps (docs/semantics-v1.md, section 9):
  * after a step in which every running request made a token (a decode, or
  * a prefill chunk reaching all its known tokens) but perhaps R's last,
- * which is still chunking its prompt, and nobody was preempted, the steps
- * that follow are forced until a step is short of blocks, the waiting walk
+ * which is still chunking its prompt (the step may have preempted: its
+ * victims are W's head, looked up like any blocked head), the steps that
+ * follow are forced until a step is short of blocks, the waiting walk
  * admits someone who cannot join (newcomers whose chunks make a token join
  * the leap, leap_join; a lone one whose first chunk falls short of its
  * prompt becomes the chunking one, whose last chunk joins too), a request
@@ -103,10 +104,11 @@ static void take_arrivals(sched *s, double t)
 }
 
 /* Step 1 (just emitted, ending at t) made a token for every running
- * request but perhaps R's last, x = lk_x, which is chunking its prompt,
- * and preempted nobody; its prefill chunks that made a token are written
- * as decodes (prefills_as_decodes).  Each step then gives x its next chunk
- * after the decodes, as the running walk would (the same size, its blocks
+ * request but perhaps R's last, x = lk_x, which is chunking its prompt
+ * (victims of its preemptions, if any, wait at W's head); its prefill
+ * chunks that made a token are written as decodes (prefills_as_decodes).
+ * Each step then gives x its next chunk after the decodes, as the running
+ * walk would (the same size, its blocks
  * through the same alloc), its last chunk joining the leap (or, when it
  * cannot, planned as a normal step); x's state is kept eager.  Each next step's running walk is then
  * forced until a request finishes (at step j* = min(O - g), which is still
@@ -259,7 +261,7 @@ static void prefills_as_decodes(sched *s, double t)
 
 /* One leap from step 1 (just emitted, ending at t); *again = 1 when it
  * ended in a step planned the normal way that is itself a step 1
- * (v1_leap_ready, nobody preempted, S = R) before the horizon. */
+ * (v1_leap_ready, S = R) before the horizon. */
 static double leap_once(sched *s, double t, int *again)
 {
     sched_same_set_flush(s); /* the leap's steps go to the same leap sink */
@@ -274,6 +276,7 @@ static double leap_once(sched *s, double t, int *again)
     leap_group(v, n, &jstar, &kv);
     if (jstar <= 1 || n == 0)
         return t;
+    s->ctr.leap_preempted += s->step.n_preempted > 0; /* s->step: step 1's record */
     v->lk_n = n;
     v->lk_jstar = jstar;
     v->lk_kv = kv;

@@ -226,6 +226,7 @@ static void same_as_step_by_step(const run_config *cfg, const trace *tr, const c
     ca.leap_prefills = 0;
     ca.leap_chunks = 0;
     ca.leap_joins = 0;
+    ca.leap_preempted = 0;
     ck_assert_msg(memcmp(&ca, &b.ctr, sizeof ca) == 0, "seed %llu: counters differ "
                   "(prefill chunks %lld vs %lld)", (unsigned long long)seed,
                   (long long)ca.prefill_chunks, (long long)b.ctr.prefill_chunks);
@@ -240,7 +241,7 @@ START_TEST(test_leaps_identical)
     /* leapt steps per class: [pfx][chunked][priority] */
     int64_t leapt[2][2][2] = {{{0}}};
     int64_t preempted_runs = 0, leapt_v0 = 0, leap_finishes = 0, leap_prefills = 0,
-            leap_chunks = 0, leap_joins = 0;
+            leap_chunks = 0, leap_joins = 0, leap_preempted = 0;
     /* 200 seeds: seed 192 (V0, one prefix id named with two segment lengths)
      * broke the prefix cache's closure until segment lengths joined the chain */
     for (uint64_t seed = 1; seed <= 200; seed++) {
@@ -258,6 +259,7 @@ START_TEST(test_leaps_identical)
         leap_finishes += a.ctr.leap_finishes;
         leap_prefills += a.ctr.leap_prefills;
         leap_chunks += a.ctr.leap_chunks;
+        leap_preempted += a.ctr.leap_preempted;
         const sched_config *c = &cfg.sched;
         leapt[c->prefix_caching][c->chunked_prefill][c->policy == SCHED_POLICY_PRIORITY] +=
             a.ctr.leap_steps;
@@ -293,11 +295,15 @@ START_TEST(test_leaps_identical)
                               "no leap with prefix caching %d, chunked %d, priority %d: the "
                               "test is toothless there", p, ch, pr);
     ck_assert_msg(preempted_runs > 0, "no run both leapt and preempted");
+    /* a leap may start right after a step that preempted (docs/semantics-v1.md 9) */
+    ck_assert_msg(leap_preempted > 100, "%lld V1 leaps began at a step that preempted: toothless",
+                  (long long)leap_preempted);
     ck_assert_msg(leap_finishes > 10, "%lld V1 leaps went on past a finish: toothless",
                   (long long)leap_finishes);
-    printf("test_leaps: %lld leaps past a finish, %lld from a step with prefills, %lld leapt "
-           "steps with a chunk, %lld newcomers joined a leap\n", (long long)leap_finishes,
-           (long long)leap_prefills, (long long)leap_chunks, (long long)leap_joins);
+    printf("test_leaps: %lld leaps past a finish, %lld from a step with prefills, %lld from a "
+           "step that preempted, %lld leapt steps with a chunk, %lld newcomers joined a leap\n",
+           (long long)leap_finishes, (long long)leap_prefills, (long long)leap_preempted,
+           (long long)leap_chunks, (long long)leap_joins);
     ck_assert_msg(leap_joins > 100, "%lld newcomers joined a V1 leap: toothless",
                   (long long)leap_joins);
     ck_assert_msg(leap_prefills > 100, "%lld V1 leaps began at a step with prefills: toothless",
