@@ -79,6 +79,47 @@ rc=$?
 if [ "$rc" -eq 2 ] && grep -q "map.csv" "$T/bad.txt" && [ "$(wc -l < "$T/bad.txt")" -eq 1 ]; then ok
 else bad "malformed map.csv: rc=$rc, $(cat "$T/bad.txt")"; fi
 
+# ------------------------------------------------ out_from: another file's output shape
+# A ShareGPT spec with out_from takes the Azure conversation trace's output
+# lengths (a fixed shuffle, cycled) beside its own prompts: prompts are the
+# file's own, in order; the outputs are scaled to mean_out and keep the
+# Azure shape (median / mean about 0.61), where the file's own outputs have
+# a median near their mean (> 0.9); a spec naming a missing file is refused.
+python3 - "$T" > "$T/shape.txt" 2>&1 <<'EOF'
+import csv, os, statistics, sys
+sys.path.insert(0, "bench/fidelity")
+import run
+base = "traces/lengths_sharegpt_8k_llama2tok.csv|min_len=4|max_prompt=1024|max_total=2048"
+bad = 0
+def read(path):
+    with open(path, newline="") as f:
+        return [(int(r["num_prefill_tokens"]), int(r["num_decode_tokens"])) for r in csv.DictReader(f)]
+own = read(run.lengths_file(base + "|mean_out=190", sys.argv[1], {}))
+new = read(run.lengths_file(base + "|out_from=traces/azure_llm_2023_conv.csv|mean_out=190",
+                            sys.argv[1], {}))
+src = [p for p, _ in read(os.path.join(run.ROOT, base.split("|")[0]))]
+it = iter(src)  # the kept prompts, in the file's order
+if not all(any(p == q for q in it) for p, _ in new):
+    print("out_from changed the prompts or their order"); bad += 1
+for name, rows, lo, hi in (("own", own, 0.9, 1.1), ("out_from", new, 0.5, 0.7)):
+    o = [x for _, x in rows]
+    ratio = statistics.median(o) / statistics.mean(o)
+    if not (lo <= ratio <= hi) or abs(statistics.mean(o) - 190) > 2:
+        print(f"{name}: median/mean {ratio:.2f} (want {lo}-{hi}), mean {statistics.mean(o):.1f}"); bad += 1
+m = {"kind": "dataset", "name": "x", "precision": "", "kvsim": base + "|out_from=no/such.csv", "note": ""}
+run.MAP = os.path.join(sys.argv[1], "map-shape.csv")
+with open(run.MAP, "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(m)); w.writeheader(); w.writerow(m)
+try:
+    run.load_map()
+    print("out_from=no/such.csv accepted"); bad += 1
+except run.Malformed as e:
+    if "out_from" not in str(e):
+        print(f"refusal does not name out_from: {e}"); bad += 1
+sys.exit(1 if bad else 0)
+EOF
+if [ $? -eq 0 ]; then ok; else bad "out_from: $(cat "$T/shape.txt")"; fi
+
 # ------------------------------------------------ the fit scripts' arguments
 # --help prints the script's docstring; a wrong argument or a kvsim binary
 # that is not there is one line naming the script, exit 2 (no traceback)

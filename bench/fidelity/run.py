@@ -29,6 +29,7 @@ import io
 import json
 import math
 import os
+import random
 import re
 import shlex
 import statistics
@@ -124,10 +125,12 @@ def load_map():
             for kv in r["kvsim"].split("|")[1:]:
                 k, _, v = kv.partition("=")
                 ok = is_int(v) if k in ("min_len", "max_prompt", "max_total") else \
-                    is_pos_float(v) if k in ("mean_in", "mean_out") else False
+                    is_pos_float(v) if k in ("mean_in", "mean_out") else \
+                    os.path.isfile(os.path.join(ROOT, v)) if k == "out_from" else False
                 if not ok:
                     raise Malformed(f"{MAP}:{no}: bad dataset filter {kv!r} (min_len=N, "
-                                    "max_prompt=N, max_total=N, mean_in=X, mean_out=X)")
+                                    "max_prompt=N, max_total=N, mean_in=X, mean_out=X, "
+                                    "out_from=FILE)")
         m[r["kind"]][key] = (r["kvsim"], r["note"])
     return m
 
@@ -342,10 +345,28 @@ def trtllm_bench_settings(row, model, model_flags, gpu):
 LENGTHS_MARK = "@"  # in a planned argv: a dataset spec still to be made into a file
 
 
+OUTPUT_COLUMNS = ("num_decode_tokens", "GeneratedTokens")  # lengths files, Azure traces
+
+
+def output_shape(path):
+    """The output lengths of a lengths file or an Azure trace, in a fixed
+    shuffled order (random.Random(0): the same on every run)."""
+    with open(os.path.join(ROOT, path), newline="") as f:
+        rd = csv.reader(f)
+        head = next(rd)
+        col = next(head.index(c) for c in OUTPUT_COLUMNS if c in head)
+        out = [int(rec[col]) for rec in rd]
+    random.Random(0).shuffle(out)
+    return out
+
+
 def lengths_file(spec, tmp, made):
-    """A dataset spec from map.csv: 'FILE' or 'FILE|key=value|...' with the filters
-    min_len (prompt and output >= N), max_prompt (prompt <= N), max_total (prompt +
-    output <= N), then mean_in / mean_out (every kept prompt / output length scaled by
+    """A dataset spec from map.csv: 'FILE' or 'FILE|key=value|...' with
+    out_from=OTHER (row k's output length replaced by the k-th of OTHER's
+    output lengths in a fixed shuffled order, cycling: OTHER's output
+    distribution paired with FILE's prompts), the filters min_len (prompt and
+    output >= N), max_prompt (prompt <= N), max_total (prompt + output <= N),
+    then mean_in / mean_out (every kept prompt / output length scaled by
     one factor so that their mean is X, rounded, at least 1: the benchmark's own
     token totals where the file's tokenizer or sampling differ from the run's).  A
     filtered copy of FILE is written under tmp; returns its path."""
@@ -356,7 +377,7 @@ def lengths_file(spec, tmp, made):
     lim = {}
     for kv in parts[1:]:  # checked by load_map
         k, _, v = kv.partition("=")
-        lim[k] = float(v) if k.startswith("mean_") else int(v)
+        lim[k] = v if k == "out_from" else float(v) if k.startswith("mean_") else int(v)
     if not lim:
         made[spec] = src
         return src
@@ -367,7 +388,10 @@ def lengths_file(spec, tmp, made):
         wr.writerow(head)
         ip, io_ = head.index("num_prefill_tokens"), head.index("num_decode_tokens")
         kept = []
-        for rec in rd:
+        shape = output_shape(lim["out_from"]) if "out_from" in lim else None
+        for k, rec in enumerate(rd):
+            if shape:
+                rec[io_] = str(shape[k % len(shape)])
             p, o = int(rec[ip]), int(rec[io_])
             if p < lim.get("min_len", 0) or o < lim.get("min_len", 0):
                 continue
@@ -648,6 +672,13 @@ def sglang_gemm_fit_row(table, r):
             and "-run2-" not in r["id"])
 
 
+# The table ShareGPT's output shape (map.csv: out_from) was chosen on: its
+# E2E, TTFT and TPOT medians imply a median output of 117-122 tokens
+# (bench/fidelity/README.md, "ShareGPT's output lengths"); the other
+# ShareGPT tables check the choice.
+SHAREGPT_SHAPE_TABLE = "sglang_v0.3.0_sharegpt_check"
+
+
 THROUGHPUT = ("output_tok_s", "output_tok_s_per_gpu", "total_tok_s", "req_s")
 
 
@@ -669,6 +700,10 @@ def print_targets(pooled):
          "median <= 10%, worst <= 20%", over=20)
     line("  the same without the 6 rows the SGLang tables' eff_gemm was fitted on",
          [x for x in multi if not sglang_gemm_fit_row(x[0], x[1])],
+         "median <= 10%, worst <= 20%", over=20)
+    line("  the same without those and the table ShareGPT's output shape was chosen on",
+         [x for x in multi if not sglang_gemm_fit_row(x[0], x[1])
+          and x[0]["name"] != SHAREGPT_SHAPE_TABLE],
          "median <= 10%, worst <= 20%", over=20)
     line("batch-1 first-token latency (TensorRT-LLM v0.5)",
          [x for x in check if "batch1" in x[0]["name"]], "median <= 12% (batch-1 steps)")
