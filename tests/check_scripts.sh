@@ -73,10 +73,47 @@ if command -v python3 > /dev/null 2>&1; then
     if [ "$rc" -eq 2 ] && [ "$(wc -l < "$T/out.txt")" -eq 1 ] && grep -q "bad.csv:3: bad tokens" "$T/out.txt"
     then ok; else bad "gemm_vs_roofline.py on a malformed CSV: rc=$rc, $(head -2 "$T/out.txt")"; fi
     python3 "$g" "$KVSIM" > "$T/out.txt" 2>&1
-    if grep -q '^45 GEMMs;' "$T/out.txt" && grep -Eq '^qkv_proj +1 +29\.9us' "$T/out.txt" &&
+    if grep -q '^45 GEMMs of llama-7b;' "$T/out.txt" &&
+       grep -Eq '^qkv_proj +1 +4096 +12288 +29\.9us' "$T/out.txt" &&
        grep -Eq '^  trtllm ' "$T/out.txt"; then ok
     else bad "gemm_vs_roofline.py on the stored H200 run: $(tail -3 "$T/out.txt")"; fi
+    # a CSV with a model column (bench/gpu/shard_gemms.sh): each model its own
+    # rows, one of them a .conf shard; then the pooled gemm_dim_half grid,
+    # whose signed error must grow with h (a narrow weight only slows)
+    { echo 'model,op,tokens,median_s'
+      echo 'llama-7b,qkv_proj,1,2.99e-05'; echo 'llama-7b,o_proj,512,4.1e-05'
+      echo 'llama-3-8b-tp8,qkv_proj,1,9e-06'; echo 'llama-3-8b-tp8,o_proj,512,1.1e-05'
+      echo 'llama-3-8b-tp8,down_proj,64,1.4e-05'; } > "$T/shards.csv"
+    python3 "$g" "$KVSIM" "$T/shards.csv" --model llama-7b \
+        --model bench/gpu/shards/llama-3-8b-tp8.conf > "$T/out.txt" 2>&1
+    if grep -q '^2 GEMMs of llama-7b;' "$T/out.txt" && grep -q '^3 GEMMs of llama-3-8b-tp8;' "$T/out.txt" &&
+       grep -Eq '^qkv_proj +1 +4096 +768 ' "$T/out.txt" && grep -q '^all 5 GEMMs;' "$T/out.txt" &&
+       python3 - "$T/out.txt" <<'EOF'
+import re, sys
+rows = [l for l in open(sys.argv[1]) if l.startswith("  h = ")]
+signed = [float(re.search(r"trtllm +[0-9.]+% / ([+-][0-9.]+)%", l).group(1)) for l in rows]
+sys.exit(0 if len(signed) == 6 and all(a < b for a, b in zip(signed, signed[1:])) else 1)
+EOF
+    then ok; else bad "gemm_vs_roofline.py on shard GEMMs: $(tail -8 "$T/out.txt")"; fi
+    python3 "$g" "$KVSIM" "$T/shards.csv" --model llama-2-70b > "$T/out.txt" 2>&1
+    rc=$?
+    if [ "$rc" -eq 2 ] && [ "$(wc -l < "$T/out.txt")" -eq 1 ] && grep -q "no GEMM measurements of llama-2-70b" "$T/out.txt"
+    then ok; else bad "gemm_vs_roofline.py, a model without rows: rc=$rc, $(head -2 "$T/out.txt")"; fi
 fi
+
+# bench/gpu/shard_gemms.sh: --help, an unknown argument, and its dry run on
+# the CPU backend (tiny.conf: 28 GEMM timings, 5 ops, its model named)
+s=bench/gpu/shard_gemms.sh
+"$s" --help > "$T/out.txt" 2>&1 && grep -q '^shard_gemms.sh — ' "$T/out.txt" && ok ||
+    bad "shard_gemms.sh --help: $(head -2 "$T/out.txt")"
+"$s" bogus > "$T/out.txt" 2>&1
+rc=$?
+if [ "$rc" -eq 2 ] && [ "$(wc -l < "$T/out.txt")" -eq 1 ]; then ok
+else bad "shard_gemms.sh bogus: rc=$rc, $(head -2 "$T/out.txt")"; fi
+OUT="$T/sg" DEVICE=cpu KVSIM="$KVSIM" GPU=cpu MODELS=models/tiny.conf "$s" > "$T/out.txt" 2>&1
+if [ "$(tail -n +2 "$T/sg/gemms.csv" | grep -c '^tiny,')" -eq 28 ] &&
+   [ "$(tail -n +2 "$T/sg/gemms.csv" | cut -d, -f2 | sort -u | wc -l)" -eq 5 ]; then ok
+else bad "shard_gemms.sh dry run: $(tail -3 "$T/out.txt")"; fi
 
 echo "check_scripts: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
