@@ -108,9 +108,9 @@ static void take_arrivals(sched *s, double t)
  * (victims of its preemptions, if any, wait at W's head); its prefill
  * chunks that made a token are written as decodes (prefills_as_decodes).
  * Each step then gives x its next chunk after the decodes, as the running
- * walk would (the same size, its blocks
- * through the same alloc), its last chunk joining the leap (or, when it
- * cannot, planned as a normal step); x's state is kept eager.  Each next step's running walk is then
+ * walk would (the same size, its blocks through the same alloc), its last
+ * chunk joining the leap (or, when it cannot, planned as a normal step);
+ * x's state is kept eager.  Each next step's running walk is then
  * forced until a request finishes (at step j* = min(O - g), which is still
  * leapt to) or a step's new blocks would exceed F (a preemption): every
  * request stores one token per step, so request r takes a block at the
