@@ -842,9 +842,8 @@ int64_t v1_private_from(const sched_v1 *v, int32_t id);
 /* v1_leap.c: a leap after step 1 (just emitted, ending at t: S is R,
  * v1_leap_ready; it may have preempted); the end of its last step
  * planned.  A leap that ends in a step planned the normal way (an
- * admission, or the
- * chunking request's last chunk) goes on as a new leap when that step is
- * such a step 1 too.
+ * admission, or the chunking request's last chunk) goes on as a new leap
+ * when that step is such a step 1 too.
  * v1_leap_resume goes on with a paused leap at now: 1 with *t_end set if it
  * planned a step, 0 if none (the leap is then written out). */
 double v1_leap(sched *s, double t);
