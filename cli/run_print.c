@@ -68,7 +68,7 @@ static void print_limits(FILE *f, const run_summary *s)
         {"max-seqs", s->limit_max_seqs_share},
         {"token budget", s->limit_token_budget_share},
         {"nothing waiting", s->limit_none_share},
-        {"a running static batch", s->limit_other_share},
+        {"a running batch none may join", s->limit_other_share},
     };
     for (int a = 1; a < 5; a++) /* stable insertion sort, largest first */
         for (int b = a; b > 0 && l[b].v > l[b - 1].v; b--) {
@@ -102,6 +102,8 @@ static void print_head(FILE *f, const run_config *c, int64_t run_id)
         fprintf(f, " at %g req/s (its arrivals x%.4g)", c->rate_rps, c->rate_scale);
     else if (c->rate_scale != 1.0)
         fprintf(f, " at rate x%g", c->rate_scale);
+    char ms[48]; /* V0 multi-step scheduling, when on */
+    snprintf(ms, sizeof ms, ", multi-step %lld", (long long)k->num_scheduler_steps);
     if (k->engine == SCHED_ENGINE_VLLM_V1)
         fprintf(f, "\n  engine           vllm-v1: %s, chunked prefill %s, prefix caching %s%s; "
                    "cost %s\n",
@@ -121,8 +123,9 @@ static void print_head(FILE *f, const run_config *c, int64_t run_id)
                 k->alloc == SCHED_ALLOC_PAGED ? "max utilization" : "guaranteed no evict",
                 k->chunked_prefill ? "on" : "off", c->cost);
     else
-        fprintf(f, "\n  engine           vllm-v0: %s batching, %s, %s KV, %s preemption; cost %s\n",
-                sched_batching_name(k->batching), sched_policy_name(k->policy),
+        fprintf(f, "\n  engine           vllm-v0: %s batching%s, %s, %s KV, %s preemption; cost %s\n",
+                sched_batching_name(k->batching),
+                k->num_scheduler_steps > 1 ? ms : "", sched_policy_name(k->policy),
                 sched_alloc_name(k->alloc), sched_preempt_name(k->preemption), c->cost);
     fprintf(f, "  KV cache         %lld blocks x %lld tokens; max-seqs %lld, "
                "max-batched-tokens %lld, max-model-len %lld\n",

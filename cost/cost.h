@@ -51,6 +51,12 @@ typedef struct cost_model_vt {
      * decode steps, cost_run_init); 0 when the model has no such form for
      * b (then cost_run_s calls step_s).  Cost: O(ops). */
     int (*run_init)(void *self, const cost_batch *b, struct cost_run *out);
+    /* Optional: the part of step_s(b) that is the engine's CPU work per
+     * scheduling decision (scheduling, input preparation, output
+     * processing), which the steps of a V0 multi-step group after its first
+     * do not repeat (docs/semantics-extensions.md M5); absent: 0, the whole
+     * step is GPU time.  Cost: O(1). */
+    double (*overhead_s)(void *self, const cost_batch *b);
 } cost_model_vt;
 
 typedef struct cost_model {
@@ -195,6 +201,16 @@ int cost_roofline_breakdown(const cost_model *c, const cost_batch *b,
 static inline double cost_step_s(const cost_model *c, const cost_batch *b)
 {
     return c->vt->step_s(c->self, b);
+}
+
+/* The CPU part of cost_step_s(c, b) (cost_model_vt.overhead_s), 0 when the
+ * model has none; never more than the step.  O(1). */
+static inline double cost_overhead_s(const cost_model *c, const cost_batch *b)
+{
+    if (!c->vt->overhead_s)
+        return 0.0;
+    const double o = c->vt->overhead_s(c->self, b), s = c->vt->step_s(c->self, b);
+    return o < s ? o : s;
 }
 
 /* The steps of a leap are decode batches that differ only in kv_read, and

@@ -272,6 +272,17 @@ static double roofline_step_s(void *self, const cost_batch *b)
     return s;
 }
 
+/* The step's CPU part: step_overhead_s plus step_overhead_seq_s per
+ * request (0 for an empty step, as roofline_step_s). */
+static double roofline_overhead_s(void *self, const cost_batch *b)
+{
+    const roofline *r = self;
+    if (b->tokens <= 0 && b->n_prefill <= 0 && b->n_decode <= 0)
+        return 0.0;
+    return r->k.step_overhead_s +
+           r->k.step_overhead_seq_s * (double)(b->n_prefill + b->n_decode);
+}
+
 /* cost_run's terms for a decode batch (no prefill features): each linear
  * op's compute and memory sums of roofline_step_s split around the
  * kv_read term, the ops before the first one that reads the KV summed into
@@ -378,6 +389,7 @@ static const cost_model_vt roofline_vt = {
     .step_s = roofline_step_s,
     .free = roofline_free,
     .describe = roofline_describe,
+    .overhead_s = roofline_overhead_s,
     .run_init = roofline_run_init,
 };
 

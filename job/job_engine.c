@@ -51,6 +51,8 @@ static int v1_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_err
     int rc;
     if ((rc = refuse_given(o, "watermark", "vllm-v1", "V1 keeps no watermark", err)) ||
         (rc = refuse_given(o, "swap-gib", "vllm-v1", "V1 preempts by recompute only", err)) ||
+        (rc = refuse_given(o, "num-scheduler-steps", "vllm-v1",
+                           "V1 has no multi-step scheduling; it went with V0", err)) ||
         (rc = refuse_sglang_flags(o, "vllm-v1", err)))
         return rc;
     if (!job_param_given(o, "chunked-prefill") && !job_param_given(o, "no-chunked-prefill"))
@@ -132,6 +134,7 @@ static int trt_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_er
     int rc;
     if ((rc = refuse_given(o, "watermark", p, "TensorRT-LLM keeps no watermark", err)) ||
         (rc = refuse_given(o, "swap-gib", p, "a paused request recomputes", err)) ||
+        (rc = refuse_given(o, "num-scheduler-steps", p, "a vLLM V0 setting", err)) ||
         (rc = refuse_given(o, "segment-tokens", p, "KV block reuse is not modelled", err)) ||
         (rc = refuse_given(o, "prefix-caching", p, "KV block reuse is not modelled", err)) ||
         (rc = refuse_sglang_flags(o, p, err)))
@@ -213,7 +216,8 @@ static int sgl_apply(job_opts *o, const model_spec *m, const gpu_spec *g, kvs_er
     if ((rc = refuse_given(o, "watermark", p, "SGLang keeps no watermark", err)) ||
         (rc = refuse_given(o, "swap-gib", p, "a retracted request recomputes", err)) ||
         (rc = refuse_given(o, "long-prefill-threshold", p, "no such limit in SGLang", err)) ||
-        (rc = refuse_given(o, "kv-cache", p, "SGLang always keeps a KV cache", err)))
+        (rc = refuse_given(o, "kv-cache", p, "SGLang always keeps a KV cache", err)) ||
+        (rc = refuse_given(o, "num-scheduler-steps", p, "a vLLM V0 setting", err)))
         return rc;
     if (!job_param_given(o, "chunked-prefill") && !job_param_given(o, "no-chunked-prefill"))
         s->chunked_prefill = 1;

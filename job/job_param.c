@@ -19,7 +19,7 @@ enum {
     P_NO_CHUNKED, P_NO_PREFIX, P_LPT, P_SEG, P_DTYPE, P_KVDTYPE, P_EP, P_CP, P_REPLICAS,
     P_ROUTER, P_ROUTER_SEED, P_AFFINITY_CAP, P_PD, P_KV_LINK, P_GOODPUT, P_RESJSON,
     P_RESDETAIL, P_RATE_RPS, P_KVCACHE, P_PRIOS, P_FRONTEND, P_PD_TP, P_MPT, P_CONS,
-    P_OVERLAP, P_NO_OVERLAP
+    P_OVERLAP, P_NO_OVERLAP, P_MSTEPS
 };
 
 #define I64MAX40 1099511627776.0 /* 2^40 */
@@ -138,6 +138,11 @@ static const job_param params[] = {
     {"kv-cache", P_KVCACHE, JOB_PARAM_ENUM, 0, 0, "engine", "on|off",
      "off: no KV cache, every step recomputes each request's" IND
      "whole context (vllm-v0, continuous; the O(S^2) baseline)", JOB_VARY_ALL},
+    {"num-scheduler-steps", P_MSTEPS, JOB_PARAM_I64, 1, SCHED_MAX_SCHEDULER_STEPS, "engine", "K",
+     "vllm-v0: multi-step scheduling, K decode steps per" IND
+     "scheduling, their tokens streamed together (vLLM 0.6's" IND
+     "--num-scheduler-steps; default 1 = off; docs/semantics-" IND "extensions.md M)",
+     JOB_VARY_ALL},
     {"watermark", P_WM, JOB_PARAM_F64, 0.0, 0.99, "engine", "F",
      "vllm-v0: fraction of KV blocks kept free at admission" IND "(default 0.01)", JOB_VARY_ALL},
     {"max-model-len", P_MML, JOB_PARAM_I64, 1, I64MAX40, "engine", "N",
@@ -346,6 +351,7 @@ static int64_t *i64_field(job_opts *o, int id)
     case P_LPT: return &s->long_prefill_threshold;
     case P_SEG: return &s->segment_tokens;
     case P_MPT: return &s->max_prefill_tokens;
+    case P_MSTEPS: return &s->num_scheduler_steps;
     case P_REPLICAS: return &c->replicas;
     case P_AFFINITY_CAP: return &c->affinity_cap;
     default: return NULL;

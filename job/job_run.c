@@ -368,6 +368,7 @@ static const struct {
     {"frontend_ms", "frontend-ms", 0},
     {"max_prefill_tokens", "max-prefill-tokens", 1},
     {"conservativeness", "schedule-conservativeness", 1},
+    {"num_scheduler_steps", "num-scheduler-steps", 0},
 };
 
 /* x in the fewest digits that read back as x (up to 17). */

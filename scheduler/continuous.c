@@ -87,7 +87,7 @@ static int32_t blocked_by(const sched *s, int32_t id, int64_t tokens_used)
 }
 
 /* Step 3: admission.  Returns the number of requests admitted. */
-static int64_t admit(sched *s)
+int64_t sched_v0_admit(sched *s)
 {
     int64_t used = 0;
     const sched_config *c = &s->cfg;
@@ -139,7 +139,7 @@ static int64_t admit(sched *s)
 }
 
 /* Step 5: preempt running requests with a worse key than the blocked head. */
-static void priority_preempt(sched *s, double now)
+void sched_v0_priority_preempt(sched *s, double now)
 {
     int32_t w = sched_waitq_peek(&s->wq);
     while (s->n_run > 0 && !admissible(s, w, 0)) {
@@ -526,7 +526,7 @@ static int plan_once(sched *s, double now, double *t_end)
         /* 3. admission; none while any request is swapped out */
         if (s->swq.n > 0)
             s->step.limit = SCHED_LIMIT_KV;
-        if (s->swq.n == 0 && admit(s) > 0) {
+        if (s->swq.n == 0 && sched_v0_admit(s) > 0) {
             sched_v0_lazy_write(s); /* R grew: the stretch is over */
             s->last_token = 0;
             for (int64_t i = s->run_mark; i < s->n_run; i++)
@@ -538,7 +538,7 @@ static int plan_once(sched *s, double now, double *t_end)
         s->run_mark = s->n_run;
         /* 5. priority preemption */
         if (s->cfg.priority_preemption && s->wq.n > 0 && s->swq.n == 0)
-            priority_preempt(s, now);
+            sched_v0_priority_preempt(s, now);
         /* 6. decode step over every running request.  Fast path: when the
          * free blocks cover one new block per running request, no request
          * can be preempted or skipped, so the blocks are taken in the same
@@ -654,7 +654,7 @@ int sched_plan_continuous(sched *s, double now, double *t_end)
 
 /* With prefix caching the blocks are returned after the finish loop
  * (sched_finish_continuous), which keeps calls out of the loop. */
-static void finish_request(sched *s, sched_entry *e, double t)
+void sched_v0_finish_entry(sched *s, sched_entry *e, double t)
 {
     if (s->pc.on)
         s->fin[s->n_fin++] = *e;
@@ -692,7 +692,7 @@ void sched_finish_continuous(sched *s, double t)
                     sched_same_set_flush(s);
                 /* lk_armed stays: the others made a token at t, and a next
                  * step of theirs alone is a same-set step of a new stretch */
-                finish_request(s, e, t);
+                sched_v0_finish_entry(s, e, t);
                 continue;
             }
         }

@@ -87,6 +87,12 @@ int sched_config_check(const sched_config *c, int64_t n, kvs_err *err)
         (c->max_prefill_tokens != 0 || c->conservativeness != 0.0 || c->overlap != 0))
         return kvs_errf(err, KVS_EINVAL, "--max-prefill-tokens, --schedule-conservativeness and "
                                          "--overlap-schedule: need --engine sglang");
+    if (c->num_scheduler_steps < 0 || c->num_scheduler_steps > SCHED_MAX_SCHEDULER_STEPS)
+        return kvs_errf(err, KVS_EINVAL, "--num-scheduler-steps: must be in [1, %d]",
+                        SCHED_MAX_SCHEDULER_STEPS);
+    if (c->num_scheduler_steps > 1 && c->engine != SCHED_ENGINE_VLLM_V0)
+        return kvs_errf(err, KVS_EINVAL, "--num-scheduler-steps: needs --engine vllm-v0 "
+                                         "(multi-step scheduling is a V0 engine feature)");
     if (c->engine == SCHED_ENGINE_VLLM_V1)
         return sched_v1_config_check(c, err); /* v1.c; V1 has no watermark */
     if (c->engine == SCHED_ENGINE_TRTLLM)
@@ -128,6 +134,15 @@ int sched_config_check(const sched_config *c, int64_t n, kvs_err *err)
             return kvs_errf(err, KVS_EINVAL,
                             "--priority-preemption: static batches are never preempted");
     }
+    if (c->num_scheduler_steps > 1 &&
+        (c->batching != SCHED_BATCHING_CONTINUOUS || c->chunked_prefill || c->prefix_caching ||
+         c->alloc != SCHED_ALLOC_PAGED || c->preemption != SCHED_PREEMPT_RECOMPUTE ||
+         c->kv_cache_off))
+        return kvs_errf(err, KVS_EINVAL,
+                        "--num-scheduler-steps %lld: only with continuous batching, the paged "
+                        "allocator, recompute preemption and the KV cache on, without chunked "
+                        "prefill or prefix caching (docs/semantics-extensions.md M6)",
+                        (long long)c->num_scheduler_steps);
     return check_extensions(c, err);
 }
 
@@ -408,6 +423,8 @@ static int v0_plan(sched *s, double now, int more_arrivals, double *t_end)
         return sched_plan_static(s, now, more_arrivals, t_end);
     if (s->cfg.chunked_prefill)
         return sched_plan_chunked(s, now, t_end);
+    if (s->cfg.num_scheduler_steps > 1)
+        return sched_plan_multistep(s, now, t_end);
     return sched_plan_continuous(s, now, t_end);
 }
 
@@ -417,6 +434,8 @@ static void v0_finish(sched *s, double t)
 {
     if (s->active == SCHED_ACTIVE_STATIC)
         sched_finish_static(s, t);
+    else if (s->cfg.num_scheduler_steps > 1)
+        sched_finish_multistep(s, t);
     else
         sched_finish_continuous(s, t);
     s->active = SCHED_ACTIVE_NONE;

@@ -69,6 +69,9 @@ typedef enum sched_engine {
     SCHED_ENGINE_SGLANG = 3  /* docs/semantics-sglang.md (scheduler/sglang.c) */
 } sched_engine;
 
+/* The largest multi-step group (sched_config.num_scheduler_steps). */
+#define SCHED_MAX_SCHEDULER_STEPS 1024
+
 typedef struct sched_config {
     sched_batching batching;
     sched_policy policy;
@@ -109,6 +112,9 @@ typedef struct sched_config {
                                    the new-token ratio starts at min(0.7 s, 1) */
     int overlap;                /* SGLang: 1 = the overlap scheduler (each step decided
                                    while the one before runs), 0 = off */
+    int64_t num_scheduler_steps; /* V0 multi-step: decode steps per scheduling, the
+                                    group size K (docs/semantics-extensions.md M);
+                                    0 or 1 = off */
 } sched_config;
 
 typedef enum sched_req_status {
@@ -171,7 +177,8 @@ typedef enum sched_step_limit {
                                      a request is swapped out, or the step preempted */
     SCHED_LIMIT_MAX_SEQS = 2,     /* max_num_seqs requests were running */
     SCHED_LIMIT_TOKEN_BUDGET = 3, /* the step's token budget was used up */
-    SCHED_LIMIT_OTHER = 4         /* static batching: a batch runs, none may join */
+    SCHED_LIMIT_OTHER = 4         /* a batch runs that none may join: static batching,
+                                     a V0 multi-step group's later steps */
 } sched_step_limit;
 #define SCHED_LIMIT_COUNT 5
 
@@ -188,6 +195,11 @@ typedef struct sched_step {
                              V0 decode step with the previous step's members
                              (but those that finished), sunk without members
                              (sched_set_leap_sink); else 0 */
+    int32_t held;         /* 1: its decodes' tokens reach the client only at the
+                             end of their multi-step group's last step (V0
+                             --num-scheduler-steps, docs/semantics-extensions.md
+                             M4); else 0 */
+    int32_t pad_;         /* zero */
     cost_batch batch;     /* what the cost model saw */
     int64_t kv_blocks_used; /* blocks held by all requests during the step */
     int64_t n_waiting;    /* waiting queue length at step start (after admission) */

@@ -262,6 +262,9 @@ struct sched {
     double arr_other_s;           /* s: no other external event before this time */
     int leap_past_finish;         /* sched_set_leap_past_finish: 1 = a V1 leap may
                                      go on past its finishes (one engine) */
+    int64_t ms_left;              /* V0 multi-step (multistep.c): steps of the running
+                                     group still to plan after the one in flight; 0:
+                                     the next plan consults the scheduler */
     char errmsg[256];             /* set when a plan fails */
 };
 
@@ -295,6 +298,17 @@ int sched_leap_may_go(sched *s, double t, int shut);
 void sched_emit(sched *s, double now);
 int sched_plan_continuous(sched *s, double now, double *t_end);
 void sched_finish_continuous(sched *s, double t);
+/* Pieces of continuous.c's iteration that multistep.c shares: step 3's
+ * admission (returns the requests admitted, listed as prefill members of
+ * s->step), step 5's priority preemption, and a request's finish at t
+ * (its blocks back to F, or queued for the prefix cache). */
+int64_t sched_v0_admit(sched *s);
+void sched_v0_priority_preempt(sched *s, double now);
+void sched_v0_finish_entry(sched *s, sched_entry *e, double t);
+/* V0 multi-step scheduling, --num-scheduler-steps K > 1 (multistep.c,
+ * docs/semantics-extensions.md M). */
+int sched_plan_multistep(sched *s, double now, double *t_end);
+void sched_finish_multistep(sched *s, double t);
 int sched_plan_static(sched *s, double now, int more_arrivals, double *t_end);
 void sched_finish_static(sched *s, double t);
 

@@ -177,7 +177,7 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
     const double t_end = st->start_s + st->dur_s;
     if (st->leapt)
         run_itl_leapt_step(&cl->itl, k->index, st);
-    run_itl_members(&cl->itl, k->index, m, nm, t_end);
+    run_itl_members(&cl->itl, k->index, m, nm, t_end, st->held);
     if (k->index < cl->np && cl->np < cl->n && !cl->failed) /* --pd: who may finish */
         for (int64_t i = 0; i < nm; i++) {
             if (m[i].kind != SCHED_MEMBER_PREFILL)

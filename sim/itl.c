@@ -62,7 +62,8 @@ static void src_gap(run_itl *t, run_itl_src *s, double gap, int64_t count)
     s->run_len += count;
 }
 
-void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm, double t_end)
+void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm, double t_end,
+                     int held)
 {
     run_itl_src *s = &t->src[src];
     run_itl_req *req = t->req;
@@ -73,15 +74,15 @@ void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm,
         const int32_t id = m[i].req_id;
         run_itl_req *q = &req[id];
         const trace_req *r = &tr[id];
-        if (!run_itl_makes_token(q, r, &m[i]))
+        const int d = run_itl_step_member(q, r, &m[i], held);
+        if (d == 0)
             continue;
-        if (q->gen > 0) {
+        if (d == 2) {
             const double gap = t_end - q->last_tok_s;
             src_gap(t, s, gap, 1);
             if (!(gap <= max_s[id]))
                 max_s[id] = gap;
         }
-        q->gen++;
         q->last_tok_s = t_end;
         done += q->gen == r->output_tokens;
     }

@@ -35,9 +35,11 @@
 
 /* A request's live state: 16 bytes, all zero before its first token. */
 typedef struct run_itl_req {
-    double last_tok_s;  /* time of its latest token, s */
+    double last_tok_s;  /* time its latest tokens reached the client, s */
     int32_t gen;        /* tokens generated so far (<= O < 2^31) */
-    int32_t pad_;
+    int32_t held;       /* of those, made in held steps of a multi-step group
+                           and not yet delivered (docs/semantics-extensions.md
+                           M4); 0 otherwise */
 } run_itl_req;
 
 /* One engine's stream of gaps: what of the figures depends on the order
@@ -87,8 +89,12 @@ int run_itl_init(run_itl *t, const trace *tr, int64_t n_src, kvs_err *err);
 void run_itl_release(run_itl *t, int64_t k);
 
 /* The nm members m of a step of engine src that ended at t_end (seconds),
- * in order.  Cost: O(nm). */
-void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm, double t_end);
+ * in order.  held (sched_step.held): the step's tokens are made but reach
+ * the client only with a later step of the same requests, which then
+ * delivers them all at its end as one gap per request (a multi-step
+ * group, docs/semantics-extensions.md M4).  Cost: O(nm). */
+void run_itl_members(run_itl *t, int64_t src, const sched_member *m, int64_t nm, double t_end,
+                     int held);
 
 /* A leapt step (sched_step.leapt) of engine src: each of its
  * batch.n_decode requests made a token at its end and at the previous
@@ -125,6 +131,30 @@ static inline int run_itl_makes_token(const run_itl_req *q, const trace_req *r,
 {
     return q->gen < r->output_tokens &&
            !(m->kind == SCHED_MEMBER_PREFILL && m->context < r->prompt_tokens + q->gen);
+}
+
+/* What member m of a step does to request r's state q (held: the step's
+ * sched_step.held): counts the token it makes (run_itl_makes_token), held
+ * back in a held step (docs/semantics-extensions.md M4), and otherwise
+ * delivers it with any held ones.  0: nothing delivered; 1: tokens
+ * delivered, the first to reach the client (no gap); 2: delivered after an
+ * earlier delivery, one gap ending at the step's end.  The caller keeps
+ * the delivery time.  Shared by run_itl_members and run_request_itls. */
+static inline int run_itl_step_member(run_itl_req *q, const trace_req *r, const sched_member *m,
+                                      int held)
+{
+    const int makes = run_itl_makes_token(q, r, m);
+    if (held) {
+        q->gen += makes;
+        q->held += makes;
+        return 0;
+    }
+    if (!makes && q->held == 0)
+        return 0;
+    const int gap = q->gen - q->held > 0;
+    q->gen += makes;
+    q->held = 0;
+    return 1 + gap;
 }
 
 #endif

@@ -32,6 +32,7 @@ void run_config_defaults(run_config *cfg)
     cfg->sched.max_batched_tokens = 0; /* resolved: max(2048, max_model_len) */
     cfg->sched.max_model_len = 0;      /* resolved: the model's context */
     cfg->sched.watermark = 0.01;
+    cfg->sched.num_scheduler_steps = 1;
     cfg->gpu_mem_util = 0.9;
     cfg->swap_gib = 4.0;
     strcpy(cfg->cost, "roofline");
@@ -272,7 +273,7 @@ static void on_step(void *ctx, const sched_step *st, const sched_member *m, int6
     if (st->leapt)
         run_itl_leapt_step(&k->itl, 0, st);
     if (nm > 0) /* a leapt step lists none, or the chunks of joiners and a chunking one */
-        run_itl_members(&k->itl, 0, m, nm, t_end);
+        run_itl_members(&k->itl, 0, m, nm, t_end, st->held);
     if (!st->leapt) /* every token so far is counted: no leap is open */
         done_advance(k);
     if (!k->keep || k->failed)
@@ -464,18 +465,19 @@ int run_request_itls(const run_result *res, double **gaps, int64_t **off)
             int64_t lo = res->steps[s].member_off;
             int64_t hi = s + 1 < res->n_steps ? res->steps[s + 1].member_off : res->n_members;
             double t = res->steps[s].step.start_s + res->steps[s].step.dur_s;
-            for (int64_t j = lo; j < hi; j++) {
+            const int held = res->steps[s].step.held;
+            for (int64_t j = lo; j < hi; j++) { /* as run_itl_members */
                 const sched_member *m = &res->members[j];
                 run_itl_req *r = &q[m->req_id];
-                if (!run_itl_makes_token(r, &tr->reqs[m->req_id], m))
+                const int d = run_itl_step_member(r, &tr->reqs[m->req_id], m, held);
+                if (d == 0)
                     continue;
-                if (r->gen > 0) {
+                if (d == 2) {
                     if (pass)
                         g[o[m->req_id] + fill[m->req_id]++] = t - t_last[m->req_id];
                     else
                         o[m->req_id + 1]++;
                 }
-                r->gen++;
                 t_last[m->req_id] = t;
             }
         }

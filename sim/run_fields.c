@@ -262,7 +262,8 @@ static const run_field fields[] = {
     {"limit_none_share", "REAL", "fraction", F, METRIC, SUM(limit_none_share), 0, 0, J, 7,
      "share of steps with nothing left waiting (the load, not the engine, set the batch)"},
     {"limit_other_share", "REAL", "fraction", F, METRIC, SUM(limit_other_share), 0, 0, J, 7,
-     "share of steps of a running static batch that nothing may join, with requests waiting"},
+     "share of steps of a running batch that nothing may join (a static batch, a multi-step "
+     "group), with requests waiting"},
     /* schema version 8: front-end latency (docs/semantics-extensions.md) */
     {"frontend_ms", "REAL NOT NULL DEFAULT 0", "ms", F, PARAM, CFG(frontend_ms), 0, 0, 0, 8,
      "per-request front-end cost (`--frontend-ms`: tokenize, detokenize, HTTP): each "
@@ -292,6 +293,11 @@ static const run_field fields[] = {
     {"overlap_schedule", "INTEGER NOT NULL DEFAULT 0", "", B, PARAM, SCH(overlap), 0, 0, 0, 13,
      "sglang: 1 with its overlap scheduler (each step decided while the one before runs, "
      "`--no-overlap-schedule` turns it off); 0 under the other engines"},
+    /* schema version 14: V0 multi-step scheduling (docs/semantics-extensions.md M) */
+    {"num_scheduler_steps", "INTEGER NOT NULL DEFAULT 1", "steps", I, PARAM,
+     SCH(num_scheduler_steps), 0, 0, 0, 14,
+     "vllm-v0: decode steps per scheduling decision (`--num-scheduler-steps`, vLLM 0.6's "
+     "multi-step scheduling); 1 = off, and under the other engines"},
 };
 
 #define N_FIELDS (sizeof fields / sizeof fields[0])

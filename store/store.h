@@ -21,7 +21,7 @@
 typedef struct sqlite3 sqlite3;
 typedef struct store store;
 
-#define STORE_SCHEMA_VERSION 13
+#define STORE_SCHEMA_VERSION 14
 
 /* Open (creating if needed) and bring the schema to STORE_SCHEMA_VERSION.
  * Refuses a database with a newer schema.  `path` may be an SQLite URI

@@ -131,6 +131,12 @@ expect_err v1-swap "--preemption swap: not available under --engine vllm-v1" --p
 expect_err v1-static "--batching static: not available under --engine vllm-v1" --batching static
 expect_err v1-lpm "--policy lpm: not available under --engine vllm-v1" --policy lpm
 expect_err v0-segments "--segment-tokens: not available under --engine vllm-v0" --engine vllm-v0 --segment-tokens 64
+expect_err v1-msteps "--num-scheduler-steps: not available under --engine vllm-v1" --num-scheduler-steps 8
+expect_err trt-msteps "--num-scheduler-steps: not available under --engine trtllm" --engine trtllm --num-scheduler-steps 8
+expect_err msteps-range "--num-scheduler-steps: 0 is out of range" --engine vllm-v0 --num-scheduler-steps 0
+expect_err msteps-nan "--num-scheduler-steps" --engine vllm-v0 --num-scheduler-steps 8x
+expect_err msteps-chunked "--num-scheduler-steps 8: only with continuous batching" --engine vllm-v0 --chunked-prefill --num-scheduler-steps 8
+expect_err msteps-swap "--num-scheduler-steps 4: only with continuous batching" --engine vllm-v0 --preemption swap --num-scheduler-steps 4
 expect_err bad-engine "--engine: unknown value 'vllm-v2'" --engine vllm-v2
 expect_err both-prefix "give one of them" --prefix-caching --no-prefix-caching
 # kvsim cost show: the effective roofline constants and where each came from

@@ -123,7 +123,7 @@ static double flat_step_s(void *self, const cost_batch *b)
     return *(double *)self;
 }
 static void flat_free(void *self) { free(self); }
-static const cost_model_vt flat_vt = {"flat", flat_step_s, flat_free, NULL, NULL};
+static const cost_model_vt flat_vt = {"flat", flat_step_s, flat_free, NULL, NULL, NULL};
 static int flat_create(const char *params, const cost_env *env, cost_model *out, kvs_err *err)
 {
     (void)env;

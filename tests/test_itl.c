@@ -141,7 +141,7 @@ START_TEST(test_itl_told_counts)
          * along the leapt steps */
         if (next < NREQ && lcg(&r) % 3 == 0) {
             sched_member m = {next, SCHED_MEMBER_DECODE, 8, 1};
-            run_itl_members(&t, 0, &m, 1, now);
+            run_itl_members(&t, 0, &m, 1, now, 0);
             enter[next] = tr.reqs[next].output_tokens > 1 ? (int32_t)nsteps : -1;
             next++;
         }

@@ -517,7 +517,7 @@ static void itl_step(void *ctx, const sched_step *st, const sched_member *m, int
         k->leapt++;
         run_itl_leapt_step(&k->itl, 0, st);
     }
-    run_itl_members(&k->itl, 0, m, n, st->start_s + st->dur_s);
+    run_itl_members(&k->itl, 0, m, n, st->start_s + st->dur_s, st->held);
 }
 
 static void itl_leap(void *ctx, const int32_t *ids, int64_t n, int64_t steps,

@@ -166,7 +166,7 @@ static void fixture_init(fixture *f)
     c->sched = (sched_config){SCHED_BATCHING_CONTINUOUS, SCHED_POLICY_PRIORITY, 1,
                               SCHED_ALLOC_PAGED, SCHED_PREEMPT_SWAP, 16, 1000, 256, 4096,
                               4096, 0.01, 64, 0.001, 0.0, 0, 0,
-                              SCHED_ENGINE_VLLM_V0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0};
+                              SCHED_ENGINE_VLLM_V0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0, 1};
     c->gpu_mem_util = 0.9;
     c->swap_gib = 4;
     strcpy(c->cost, "affine:0.01,0.001,0,0");
