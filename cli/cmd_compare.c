@@ -26,6 +26,7 @@ static void usage(FILE *f)
             "  static      batching=static\n"
             "  reserved    alloc=reserved\n"
             "  no-kv-cache kv-cache=off: every step recomputes each request's context\n"
+            "  multi-step-8  num-scheduler-steps=8: vLLM 0.6's multi-step scheduling\n"
             "  priority    policy=priority,priority-preemption (when the workload has\n"
             "              priorities: a priority column, or --synthetic priorities=)\n"
             "and, when the workload has prompt prefix hashes (a Mooncake .jsonl trace, or\n"

@@ -13,6 +13,7 @@ static const job_variant v0_variants[] = {
     {"static", "batching=static"},
     {"reserved", "alloc=reserved"},
     {"no-kv-cache", "kv-cache=off"},
+    {"multi-step-8", "num-scheduler-steps=8"}, /* vLLM 0.6's multi-step scheduling */
     {"priority", "policy=priority,priority-preemption"},
 };
 static const job_variant v1_variants[] = {

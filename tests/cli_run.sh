@@ -63,13 +63,17 @@ done
 ratio=$(q "$DB" "select (select throughput_tok_s from runs where label='classic-continuous') / (select throughput_tok_s from runs where label='classic-static')")
 awk -v r="$ratio" 'BEGIN { exit !(r >= 2.0) }' && ok || bad "continuous/static throughput ratio $ratio < 2"
 
-# --- compare under the V0 profile: five variants under one compare_id
+# --- compare under the V0 profile: six variants under one compare_id
 "$KVSIM" compare --synthetic 'arrival=poisson,rate=30,n=300,prompt=uniform:16:500,output=uniform:1:200,priorities=0:0.3/1:0.7' \
   --model llama-2-7b --engine vllm-v0 --db "$DB" > "$T/cmp.txt" 2>/dev/null && ok || bad "compare failed"
-c=$(q "$DB" "select count(*) || ' ' || count(distinct batching||alloc||policy||kv_cache_off) from runs where compare_id = (select max(compare_id) from runs)")
-[ "$c" = "5 5" ] && ok || bad "compare stored '$c', want 5 distinct runs"
+c=$(q "$DB" "select count(*) || ' ' || count(distinct batching||alloc||policy||kv_cache_off||num_scheduler_steps) from runs where compare_id = (select max(compare_id) from runs)")
+[ "$c" = "6 6" ] && ok || bad "compare stored '$c', want 6 distinct runs"
 grep -q "^no-kv-cache " "$T/cmp.txt" && ok || bad "compare table lacks the no-kv-cache row"
 grep -q "^static " "$T/cmp.txt" && ok || bad "compare table lacks the static row"
+# the multi-step-8 run (docs/semantics-extensions.md M) streams tokens 8 steps at a time: its
+# median gap between deliveries is several times the continuous run's
+r=$(q "$DB" "select (select itl_p50_s from runs where compare_id = (select max(compare_id) from runs) and num_scheduler_steps = 8) / (select itl_p50_s from runs where compare_id = (select max(compare_id) from runs) and label like '%: continuous')")
+awk -v r="$r" 'BEGIN { exit !(r >= 4.0) }' && ok || bad "multi-step-8 ITL p50 only ${r}x the continuous run's"
 # per-class metrics of the priority run: two classes, all requests accounted
 c=$(q "$DB" "select count(*) || ' ' || sum(n_requests) from class_metrics where run_id = (select run_id from runs where compare_id = (select max(compare_id) from runs) and policy = 'priority')")
 [ "$c" = "2 300" ] && ok || bad "class_metrics of the priority run: '$c'"
@@ -77,7 +81,7 @@ c=$(q "$DB" "select count(*) || ' ' || sum(n_requests) from class_metrics where 
 "$KVSIM" compare --synthetic 'arrival=poisson,rate=30,n=100,prompt=64,output=8' \
   --model llama-2-7b --engine vllm-v0 --db "$DB" > /dev/null 2> "$T/cmp.err" && ok || bad "compare without priorities failed"
 c=$(q "$DB" "select count(*) from runs where compare_id = (select max(compare_id) from runs)")
-[ "$c" = 4 ] && ok || bad "compare without priorities stored $c runs, want 4"
+[ "$c" = 5 ] && ok || bad "compare without priorities stored $c runs, want 5"
 # --- compare under the default profile (vllm-v1): V1 with and without
 # chunked prefill, V0 continuous and static, and priority
 "$KVSIM" compare --synthetic 'arrival=poisson,rate=30,n=200,prompt=uniform:16:500,output=uniform:1:100,priorities=0:0.3/1:0.7' \

@@ -147,18 +147,21 @@ START_TEST(test_compare_defaults)
     ck_assert_str_eq(vs[1].name, "no-chunked-prefill");
     ck_assert_str_eq(vs[3].flags, "engine=vllm-v0,batching=static");
     ck_assert_str_eq(vs[4].flags, "engine=vllm-v0,kv-cache=off");
-    /* the V0 profile keeps its classic set, plus the no-KV-cache baseline */
+    /* the V0 profile keeps its classic set, plus the no-KV-cache baseline
+     * and multi-step scheduling */
     ck_assert_int_eq(job_param_set(&o, "engine", "vllm-v0", &err), KVS_OK);
     ck_assert_int_eq(job_compare_defaults(&o, vs, &n, &no_prio), KVS_OK);
-    ck_assert_int_eq(n, 4);
+    ck_assert_int_eq(n, 5);
     ck_assert_str_eq(vs[1].name, "static");
     ck_assert_str_eq(vs[3].name, "no-kv-cache");
+    ck_assert_str_eq(vs[4].flags, "num-scheduler-steps=8");
     ck_assert_int_eq(job_param_set(&o, "synthetic", "rate=4,n=40,prompt=64,output=16,system_prompt=64,"
                                                    "priorities=0:0.5/1:0.5", &err), KVS_OK);
     ck_assert_int_eq(job_compare_defaults(&o, vs, &n, &no_prio), KVS_OK);
-    ck_assert_int_eq(n, 7);
+    ck_assert_int_eq(n, 8);
     ck_assert_int_eq(no_prio, 0);
-    ck_assert_str_eq(vs[6].name, "lpm");
+    ck_assert_str_eq(vs[5].name, "priority");
+    ck_assert_str_eq(vs[7].name, "lpm");
 
     job_variant v;
     ck_assert_int_eq(job_variant_parse("s8:batching=static,max-seqs=8", &v, &err), KVS_OK);
