@@ -151,6 +151,19 @@ void sched_v0_priority_preempt(sched *s, double now)
     }
 }
 
+int sched_preempt_for(sched *s, int64_t *i, int64_t need, double now)
+{
+    while (s->free_blocks < need) {
+        const int64_t v = sched_victim_index(s);
+        sched_preempt_at(s, v, now, 0);
+        if (v == *i)
+            return 1;
+        if (v < *i)
+            (*i)--;
+    }
+    return 0;
+}
+
 /* Step 6, first pass: in running order, each request whose next token starts
  * a new block takes one; a full cache preempts the policy-last request
  * (possibly the request itself); with --preemption off the request skips the
@@ -171,18 +184,7 @@ void sched_take_decode_blocks(sched *s, double now)
             i++;
             continue;
         }
-        int self = 0;
-        while (s->free_blocks == 0) {
-            int64_t v = sched_victim_index(s);
-            sched_preempt_at(s, v, now, 0);
-            if (v == i) {
-                self = 1;
-                break;
-            }
-            if (v < i)
-                i--;
-        }
-        if (self)
+        if (sched_preempt_for(s, &i, 1, now))
             continue; /* run[i] is now the next request */
         e = &s->run[i];
         s->free_blocks--;

@@ -35,18 +35,7 @@ static void take_group_blocks(sched *s, double now)
             continue;
         }
         const int64_t need = sched_ceil_div(K - e->room, bs);
-        int self = 0;
-        while (s->free_blocks < need) {
-            const int64_t v = sched_victim_index(s);
-            sched_preempt_at(s, v, now, 0);
-            if (v == i) {
-                self = 1;
-                break;
-            }
-            if (v < i)
-                i--;
-        }
-        if (self)
+        if (sched_preempt_for(s, &i, need, now))
             continue; /* run[i] is now the next request */
         e = &s->run[i];
         s->free_blocks -= need;

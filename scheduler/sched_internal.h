@@ -303,6 +303,11 @@ void sched_finish_continuous(sched *s, double t);
  * s->step), step 5's priority preemption, and a request's finish at t
  * (its blocks back to F, or queued for the prefix cache). */
 int64_t sched_v0_admit(sched *s);
+/* Step 6's shortage: preempt the policy-last request (as the config says)
+ * until need blocks are free or run[*i] itself goes, which returns 1 (run[*i]
+ * is then the next request); *i follows its request when an earlier one
+ * goes.  O(|R|) per request preempted. */
+int sched_preempt_for(sched *s, int64_t *i, int64_t need, double now);
 void sched_v0_priority_preempt(sched *s, double now);
 void sched_v0_finish_entry(sched *s, sched_entry *e, double t);
 /* V0 multi-step scheduling, --num-scheduler-steps K > 1 (multistep.c,
