@@ -160,6 +160,10 @@ static void print_requests(FILE *f, const run_config *c, const run_summary *s)
         fprintf(f, "                   (static batching: TPOT and E2E include the wait for the "
                    "batch's longest member; ITL does not)\n");
     print_dist(f, "ITL (s)", &s->itl);
+    if (c->sched.num_scheduler_steps > 1)
+        fprintf(f, "                   (multi-step: tokens reach the client once per group of "
+                   "%lld steps; ITL is the gap between deliveries)\n",
+                (long long)c->sched.num_scheduler_steps);
     print_dist(f, "E2E (s)", &s->e2e);
     print_dist(f, "norm. (s/token)", &s->norm_latency);
     if (isnan(s->throughput_tok_s))
