@@ -195,16 +195,16 @@ typedef struct sched_step {
                              V0 decode step with the previous step's members
                              (but those that finished), sunk without members
                              (sched_set_leap_sink); else 0 */
-    int32_t held;         /* 1: its decodes' tokens reach the client only at the
-                             end of their multi-step group's last step (V0
-                             --num-scheduler-steps, docs/semantics-extensions.md
-                             M4); else 0 */
-    int32_t pad_;         /* zero */
     cost_batch batch;     /* what the cost model saw */
     int64_t kv_blocks_used; /* blocks held by all requests during the step */
     int64_t n_waiting;    /* waiting queue length at step start (after admission) */
     int64_t n_running;    /* running requests after admission / preemption */
     int64_t swap_out_blocks, swap_in_blocks; /* moved in this step */
+    int32_t held;         /* 1: its decodes' tokens reach the client only at the
+                             end of their multi-step group's last step (V0
+                             --num-scheduler-steps, docs/semantics-extensions.md
+                             M4); else 0 */
+    int32_t pad_;         /* zero */
 } sched_step;
 
 typedef enum sched_member_kind {
