@@ -141,7 +141,7 @@ static const job_param params[] = {
     {"num-scheduler-steps", P_MSTEPS, JOB_PARAM_I64, 1, SCHED_MAX_SCHEDULER_STEPS, "engine", "K",
      "vllm-v0: multi-step scheduling, K decode steps per" IND
      "scheduling, their tokens streamed together (vLLM 0.6's" IND
-     "--num-scheduler-steps; default 1 = off; docs/semantics-" IND "extensions.md M)",
+     "--num-scheduler-steps; default 1 = off)",
      JOB_VARY_ALL},
     {"watermark", P_WM, JOB_PARAM_F64, 0.0, 0.99, "engine", "F",
      "vllm-v0: fraction of KV blocks kept free at admission" IND "(default 0.01)", JOB_VARY_ALL},
