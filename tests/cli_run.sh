@@ -227,5 +227,14 @@ inc=$(q "$DB" "select count(*) from runs r where status='finished' and n_request
 [ "$inc" = 0 ] && ok || bad "$inc runs with missing request rows"
 [ "$(q "$DB" 'pragma integrity_check')" = ok ] && ok || bad "integrity_check"
 
+# a database of schema 13 (before runs.num_scheduler_steps) is upgraded in place on open: its
+# runs read 1 (one step per scheduling) and are reprinted as before
+MDB="$T/v13.db"
+"$KVSIM" run --engine vllm-v0 --synthetic 'n=20,rate=4,prompt=64,output=8' --db "$MDB" --quiet >/dev/null
+q "$MDB" "ALTER TABLE runs DROP COLUMN num_scheduler_steps; UPDATE meta SET value = '13' WHERE key = 'schema_version'"
+"$KVSIM" show 1 --db "$MDB" | grep -q '^  engine           vllm-v0: continuous batching, fcfs' && ok || bad "schema 13 run not reprinted"
+[ "$(q "$MDB" "select value from meta where key = 'schema_version'")" = 14 ] && ok || bad "schema 13 not upgraded"
+[ "$(q "$MDB" "select num_scheduler_steps || ' ' || count(*) from runs")" = "1 1" ] && ok || bad "upgraded run: $(q "$MDB" "select num_scheduler_steps from runs")"
+
 echo "cli_run: $pass passed, $fail failed"
 [ $fail -eq 0 ]
