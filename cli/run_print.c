@@ -102,8 +102,6 @@ static void print_head(FILE *f, const run_config *c, int64_t run_id)
         fprintf(f, " at %g req/s (its arrivals x%.4g)", c->rate_rps, c->rate_scale);
     else if (c->rate_scale != 1.0)
         fprintf(f, " at rate x%g", c->rate_scale);
-    char ms[48]; /* V0 multi-step scheduling, when on */
-    snprintf(ms, sizeof ms, ", multi-step %lld", (long long)k->num_scheduler_steps);
     if (k->engine == SCHED_ENGINE_VLLM_V1)
         fprintf(f, "\n  engine           vllm-v1: %s, chunked prefill %s, prefix caching %s%s; "
                    "cost %s\n",
@@ -122,11 +120,14 @@ static void print_head(FILE *f, const run_config *c, int64_t run_id)
                    "cost %s\n",
                 k->alloc == SCHED_ALLOC_PAGED ? "max utilization" : "guaranteed no evict",
                 k->chunked_prefill ? "on" : "off", c->cost);
-    else
+    else {
+        char ms[48] = ""; /* V0 multi-step scheduling, when on */
+        if (k->num_scheduler_steps > 1)
+            snprintf(ms, sizeof ms, ", multi-step %lld", (long long)k->num_scheduler_steps);
         fprintf(f, "\n  engine           vllm-v0: %s batching%s, %s, %s KV, %s preemption; cost %s\n",
-                sched_batching_name(k->batching),
-                k->num_scheduler_steps > 1 ? ms : "", sched_policy_name(k->policy),
+                sched_batching_name(k->batching), ms, sched_policy_name(k->policy),
                 sched_alloc_name(k->alloc), sched_preempt_name(k->preemption), c->cost);
+    }
     fprintf(f, "  KV cache         %lld blocks x %lld tokens; max-seqs %lld, "
                "max-batched-tokens %lld, max-model-len %lld\n",
             (long long)k->total_blocks, (long long)k->block_size, (long long)k->max_seqs,

@@ -204,13 +204,11 @@ static inline double cost_step_s(const cost_model *c, const cost_batch *b)
 }
 
 /* The CPU part of cost_step_s(c, b) (cost_model_vt.overhead_s), 0 when the
- * model has none; never more than the step.  O(1). */
+ * model has none.  A part of the step: a model's overhead_s never exceeds
+ * its step_s.  O(1). */
 static inline double cost_overhead_s(const cost_model *c, const cost_batch *b)
 {
-    if (!c->vt->overhead_s)
-        return 0.0;
-    const double o = c->vt->overhead_s(c->self, b), s = c->vt->step_s(c->self, b);
-    return o < s ? o : s;
+    return c->vt->overhead_s ? c->vt->overhead_s(c->self, b) : 0.0;
 }
 
 /* The steps of a leap are decode batches that differ only in kv_read, and

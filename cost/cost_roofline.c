@@ -230,6 +230,15 @@ static void roofline_precompute(roofline *r)
     }
 }
 
+/* A step's CPU part (the engine's, not the GPU's): step_overhead_s plus
+ * step_overhead_seq_s per request; the first term of roofline_step_s and of
+ * a cost_run. */
+static double cpu_s(const roofline *r, const cost_batch *b)
+{
+    return r->k.step_overhead_s +
+           r->k.step_overhead_seq_s * (double)(b->n_prefill + b->n_decode);
+}
+
 static double roofline_step_s(void *self, const cost_batch *b)
 {
     const roofline *r = self;
@@ -238,8 +247,7 @@ static double roofline_step_s(void *self, const cost_batch *b)
     const double x[RF_NFEAT] = {1.0, (double)b->tokens, (double)b->kv_read,
                                 (double)(b->prefill_sq + 2 * b->prefill_ctx),
                                 (double)b->n_prefill, (double)b->n_decode};
-    double s = r->k.step_overhead_s +
-               r->k.step_overhead_seq_s * (double)(b->n_prefill + b->n_decode);
+    double s = cpu_s(r, b);
     for (int k = 0; k < r->n_lin_ops; k++) { /* nonlinear ops: below */
         const int i = r->lin_ops[k];
         double c = 0.0, m = 0.0;
@@ -272,15 +280,13 @@ static double roofline_step_s(void *self, const cost_batch *b)
     return s;
 }
 
-/* The step's CPU part: step_overhead_s plus step_overhead_seq_s per
- * request (0 for an empty step, as roofline_step_s). */
+/* cost_model_vt.overhead_s: the CPU part (0 for an empty step, as
+ * roofline_step_s). */
 static double roofline_overhead_s(void *self, const cost_batch *b)
 {
-    const roofline *r = self;
     if (b->tokens <= 0 && b->n_prefill <= 0 && b->n_decode <= 0)
         return 0.0;
-    return r->k.step_overhead_s +
-           r->k.step_overhead_seq_s * (double)(b->n_prefill + b->n_decode);
+    return cpu_s(self, b);
 }
 
 /* cost_run's terms for a decode batch (no prefill features): each linear
@@ -302,8 +308,7 @@ static int roofline_run_init(void *self, const cost_batch *b, cost_run *out)
         b->n_prefill != 0 || b->prefill_cached != 0)
         return 0;
     const double x[RF_NFEAT] = {1.0, (double)b->tokens, 0.0, 0.0, 0.0, (double)b->n_decode};
-    double s = r->k.step_overhead_s +
-               r->k.step_overhead_seq_s * (double)(b->n_prefill + b->n_decode);
+    double s = cpu_s(r, b);
     int n = -1; /* terms after s0; -1 until the first kv term */
     int nkv = 0;
     for (int k = 0; k < r->n_lin_ops; k++) {
