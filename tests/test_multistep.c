@@ -283,19 +283,8 @@ START_TEST(test_random_groups)
             ck_assert_msg(run_execute(&cfg, &tr, &cost, &res, &err) == 0, "%s: %s", what,
                           err.msg);
             check_groups(&res, &cfg.sched, what);
-            int64_t fin = 0, rej = 0, step_pre = 0;
-            for (int64_t i = 0; i < tr.n; i++) {
-                const sched_req_result *r = &res.reqs[i];
-                if (r->status == SCHED_REQ_FINISHED) {
-                    fin++;
-                    ck_assert(r->first_token_s > tr.reqs[i].arrival_s);
-                    ck_assert(r->first_token_s <= r->finish_s);
-                } else {
-                    ck_assert_int_eq(r->status, SCHED_REQ_REJECTED);
-                    rej++;
-                }
-            }
-            ck_assert_int_eq(fin + rej, tr.n);
+            tu_check_outcomes(&tr, &res);
+            int64_t step_pre = 0;
             for (int64_t i = 0; i < res.n_steps; i++)
                 step_pre += res.steps[i].step.n_preempted;
             ck_assert_int_eq(step_pre, res.sum.preemptions);

@@ -119,20 +119,7 @@ START_TEST(test_invariants_random)
                 swaps += res.swaps[i].swaps;
             ck_assert_int_eq(swaps, res.sum.preempt_swap);
             ck_assert(step_swapout >= swaps); /* each swap-out moves >= 1 block */
-            int64_t fin = 0, rej = 0;
-            for (int64_t i = 0; i < tr.n; i++) {
-                const sched_req_result *r = &res.reqs[i];
-                if (r->status == SCHED_REQ_FINISHED) {
-                    fin++;
-                    ck_assert(r->first_token_s > tr.reqs[i].arrival_s);
-                    ck_assert(r->first_token_s <= r->finish_s);
-                } else {
-                    ck_assert_int_eq(r->status, SCHED_REQ_REJECTED);
-                    rej++;
-                }
-            }
-            ck_assert_int_eq(fin + rej, tr.n);
-            ck_assert_int_eq(fin, res.sum.n_finished);
+            tu_check_outcomes(&tr, &res);
             /* static batches and reservations never preempt */
             if (variants[v].batching == SCHED_BATCHING_STATIC ||
                 (variants[v].alloc != SCHED_ALLOC_PAGED && !variants[v].prio_pre))

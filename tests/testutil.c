@@ -247,3 +247,21 @@ void tu_cost_affine(cost_model *cost)
                                     &err) == 0,
                   "%s", err.msg);
 }
+
+void tu_check_outcomes(const trace *tr, const run_result *res)
+{
+    int64_t fin = 0, rej = 0;
+    for (int64_t i = 0; i < tr->n; i++) {
+        const sched_req_result *r = &res->reqs[i];
+        if (r->status == SCHED_REQ_FINISHED) {
+            fin++;
+            ck_assert(r->first_token_s > tr->reqs[i].arrival_s);
+            ck_assert(r->first_token_s <= r->finish_s);
+        } else {
+            ck_assert_int_eq(r->status, SCHED_REQ_REJECTED);
+            rej++;
+        }
+    }
+    ck_assert_int_eq(fin + rej, tr->n);
+    ck_assert_int_eq(fin, res->sum.n_finished);
+}

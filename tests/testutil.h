@@ -47,6 +47,11 @@ void tu_token_times(const golden *g, double *tt, int maxo, int64_t *ntok);
  * failure fails the test.  The caller frees it. */
 void tu_cost_affine(cost_model *cost);
 
+/* Every request of res ends finished (its first token after its arrival and
+ * no later than its finish) or rejected, and res's summary counts the
+ * finished ones; a request in any other state fails the test. */
+void tu_check_outcomes(const trace *tr, const run_result *res);
+
 /* One query whose single integer value must be `want`. */
 typedef struct sqlite3 sqlite3;
 typedef struct tu_sql_want {
